@@ -1,0 +1,21 @@
+// Every subcommand registers itself on the root app here. A command reports failure by
+// throwing CommandFailed (message goes to stderr, exit code 1) or CLI::Error.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace pf::cli {
+
+struct CommandFailed : std::runtime_error {
+  explicit CommandFailed(const std::string& message, int exit_code = 1)
+      : std::runtime_error(message), code(exit_code) {}
+  int code;
+};
+
+void register_offers(CLI::App& app);
+void register_market_sim(CLI::App& app);
+
+}  // namespace pf::cli

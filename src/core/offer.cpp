@@ -1,0 +1,40 @@
+#include "core/offer.h"
+
+#include <algorithm>
+
+namespace pf::core {
+namespace {
+void flag(Offer& o, std::string note) {
+  if (std::find(o.data_flags.begin(), o.data_flags.end(), note) == o.data_flags.end()) {
+    o.data_flags.push_back(std::move(note));
+  }
+}
+}  // namespace
+
+void derive_offer_fields(Offer& o) {
+  // Vast allocates RAM in proportion to the offer's GPU share and advertises that share in
+  // cpu_ram; the container's real limit may still be lower (the agent measures it).
+  o.usable_ram_gib = o.cpu_ram_gib > 0 ? o.cpu_ram_gib : 0;
+  if (o.cpu_ram_gib <= 0) flag(o, "cpu_ram missing: memory unknown, partitions assumed 1");
+
+  if (o.cpu_cores_effective > 0) {
+    o.usable_cores = o.cpu_cores_effective;
+    if (o.cpu_cores > 0 && o.cpu_cores_effective > o.cpu_cores) {
+      flag(o, "cpu_cores_effective exceeds cpu_cores: using cpu_cores");
+      o.usable_cores = o.cpu_cores;
+    }
+  } else if (o.cpu_cores > 0) {
+    o.usable_cores = o.cpu_cores;
+    flag(o, "cpu_cores_effective missing: using whole-machine cpu_cores");
+  } else {
+    o.usable_cores = 0;
+    flag(o, "cpu_cores missing: core count unknown");
+  }
+  if (o.num_gpus <= 0) flag(o, "num_gpus missing: assuming 1");
+  if (o.gpu_name.empty()) flag(o, "gpu_name missing");
+  if (o.dph_total <= 0) flag(o, "dph_total missing: price unknown");
+  if (o.inet_down_mbps <= 0) flag(o, "inet_down missing: download speed unknown");
+  if (o.pcie_bw_gbs <= 0) flag(o, "pcie_bw missing");
+}
+
+}  // namespace pf::core

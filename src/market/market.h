@@ -1,0 +1,105 @@
+// The Market interface: what proverfleet needs from a GPU marketplace.
+// VastMarket implements it over vast.ai's REST API; the same client talks to market-sim.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <tl/expected.hpp>
+
+#include "core/offer.h"
+
+namespace pf::market {
+
+enum class ErrorKind {
+  OfferGone,        // no_such_ask: taken or changed between search and create; move on
+  NotFound,         // no such instance
+  RateLimited,      // 429 after every retry
+  Transport,        // connection refused, timeout, reset (after retries where allowed)
+  BadResponse,      // non-JSON, truncated, oversized or wrong-shaped body
+  Unauthorized,     // 401/403 or "Invalid user key"
+  InvalidArgument,  // rejected before anything was sent (or 400 invalid_args)
+  CreateUnknown,    // a create's reply was lost and reconciliation could not find the instance
+  MarketError,      // any other failure: message carries the market's msg
+};
+
+const char* to_string(ErrorKind kind);
+
+struct MarketError {
+  ErrorKind kind = ErrorKind::MarketError;
+  int http_status = 0;  // 0 when no HTTP reply was received
+  std::string code;     // market's "error" field, e.g. "no_such_ask"
+  std::string message;  // human-readable; includes the market's msg where there was one
+};
+
+template <typename T>
+using Result = tl::expected<T, MarketError>;
+
+struct SearchRequest {
+  // The filter object (vast JSON query: {"field": {"op": value}, ...}). order/type/limit
+  // below are always sent explicitly; keys of the same name in `query` are overridden.
+  nlohmann::json query = nlohmann::json::object();
+  std::vector<std::pair<std::string, std::string>> order = {{"dph_total", "asc"}};
+  std::string type = "on-demand";
+  int limit = 1000;
+  double allocated_storage_gb = 200;
+};
+
+struct SearchResult {
+  std::vector<core::Offer> offers;
+  // One line per offer skipped (unusable: no id) or tolerated with data flags.
+  std::vector<std::string> warnings;
+};
+
+struct CreateRequest {
+  std::int64_t offer_id = 0;
+  std::string image;
+  double disk_gb = 200;
+  std::string label;  // must be unique per create: reconciliation finds the instance by it
+  std::map<std::string, std::string> env;
+  std::string onstart;
+  std::string runtype = "args";
+};
+
+struct CreateResult {
+  std::int64_t instance_id = 0;
+  bool reconciled = false;  // the reply was lost; the instance was found by its label
+};
+
+// An instance as the market reports it. Unknown/absent fields are empty/zero.
+struct Instance {
+  std::int64_t id = 0;
+  std::int64_t machine_id = 0;
+  std::string label;
+  std::string actual_status;  // "" while null (provisioning)
+  std::string intended_status;
+  std::string cur_state;
+  std::string status_msg;
+  std::string gpu_name;
+  int num_gpus = 0;
+  double dph_total = 0;
+  double start_date = 0;  // epoch seconds
+  nlohmann::json raw;     // the whole record, for display
+};
+
+class Market {
+ public:
+  virtual ~Market() = default;
+  virtual Result<SearchResult> search_offers(const SearchRequest& request) = 0;
+  // Never re-sent. On a lost or ambiguous reply the implementation reconciles by label.
+  virtual Result<CreateResult> create_instance(const CreateRequest& request) = 0;
+  // Every instance of the account (all pages); label filters server-side when given.
+  virtual Result<std::vector<Instance>> list_instances(
+      const std::optional<std::string>& label = std::nullopt) = 0;
+  // nullopt when the market says the instance does not exist.
+  virtual Result<std::optional<Instance>> show_instance(std::int64_t id) = 0;
+  // Success also when the instance is already gone (no_such_instance).
+  virtual Result<void> destroy_instance(std::int64_t id) = 0;
+  virtual Result<void> set_label(std::int64_t id, const std::string& label) = 0;
+};
+
+}  // namespace pf::market

@@ -1,0 +1,1 @@
+// Scenario parser: written by the market-sim work.
