@@ -1,0 +1,212 @@
+#include "cli/config.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+namespace pf::cli {
+namespace {
+
+struct ConfigError {
+  std::string message;
+};
+
+// Reads one table, remembering which keys were consumed so leftovers can be reported.
+class TableReader {
+ public:
+  TableReader(const toml::table* table, std::string path) : table_(table), path_(std::move(path)) {}
+
+  void number(const char* key, double& out) {
+    const toml::node* n = get(key);
+    if (!n) return;
+    if (auto v = n->value<double>()) {
+      out = *v;
+      return;
+    }
+    fail(key, "a number");
+  }
+  void positive(const char* key, double& out) {
+    double before = out;
+    number(key, out);
+    if (out <= 0) {
+      out = before;
+      throw ConfigError{where(key) + " must be > 0"};
+    }
+  }
+  void fraction(const char* key, double& out) {
+    number(key, out);
+    if (out < 0 || out > 1) throw ConfigError{where(key) + " must be between 0 and 1"};
+  }
+  void string(const char* key, std::string& out) {
+    const toml::node* n = get(key);
+    if (!n) return;
+    if (auto v = n->value<std::string>()) {
+      out = *v;
+      return;
+    }
+    fail(key, "a string");
+  }
+  void optional_string(const char* key, std::optional<std::string>& out) {
+    std::string s;
+    if (!table_ || !table_->contains(key)) return;
+    string(key, s);
+    out = s;
+  }
+  const toml::node* raw(const char* key) { return get(key); }
+
+  // Every key not read is a typo or an unsupported setting: say which.
+  void finish() const {
+    if (!table_) return;
+    for (const auto& [k, v] : *table_) {
+      if (!seen_.count(std::string(k.str()))) {
+        throw ConfigError{"unknown key '" + prefix() + std::string(k.str()) + "'"};
+      }
+    }
+  }
+
+ private:
+  const toml::node* get(const char* key) {
+    seen_.insert(key);
+    if (!table_) return nullptr;
+    return table_->get(key);
+  }
+  std::string prefix() const { return path_.empty() ? "" : path_ + "."; }
+  std::string where(const char* key) const { return "'" + prefix() + key + "'"; }
+  [[noreturn]] void fail(const char* key, const char* expected) const {
+    throw ConfigError{where(key) + " must be " + expected};
+  }
+
+  const toml::table* table_;
+  std::string path_;
+  std::set<std::string> seen_;
+};
+
+const toml::table* subtable(const toml::table& root, const char* key) {
+  const toml::node* n = root.get(key);
+  if (!n) return nullptr;
+  if (!n->is_table()) throw ConfigError{"'" + std::string(key) + "' must be a table"};
+  return n->as_table();
+}
+
+void read_priors(const toml::node* node, core::PredictorConfig& pred) {
+  if (!node) return;
+  const toml::array* arr = node->as_array();
+  if (!arr) throw ConfigError{"'predictor.prior' must be an array of tables ([[predictor.prior]])"};
+  for (std::size_t i = 0; i < arr->size(); ++i) {
+    const toml::table* t = (*arr)[i].as_table();
+    std::string path = "predictor.prior[" + std::to_string(i) + "]";
+    if (!t) throw ConfigError{"'" + path + "' must be a table"};
+    TableReader r(t, path);
+    core::GpuPrior prior;
+    prior.basis = "operator config";
+    r.string("gpu_name", prior.gpu_name);
+    r.positive("rate_per_gpu", prior.rate_per_gpu);
+    r.fraction("band", prior.band);
+    r.string("basis", prior.basis);
+    r.finish();
+    if (prior.gpu_name.empty()) throw ConfigError{"'" + path + ".gpu_name' is required"};
+    if (prior.rate_per_gpu <= 0) throw ConfigError{"'" + path + ".rate_per_gpu' is required"};
+    // An operator's prior replaces the built-in one of the same model.
+    bool replaced = false;
+    for (auto& existing : pred.priors) {
+      if (core::find_prior(pred, prior.gpu_name) == &existing) {
+        existing = prior;
+        replaced = true;
+      }
+    }
+    if (!replaced) pred.priors.push_back(prior);
+  }
+}
+
+AppConfig from_table(const toml::table& root) {
+  AppConfig cfg;
+  cfg.rank.predictor = core::default_predictor_config();
+  TableReader top(&root, "");
+  top.raw("economics");
+  top.raw("setup");
+  top.raw("predictor");
+  top.raw("market");
+  top.finish();
+
+  TableReader econ(subtable(root, "economics"), "economics");
+  econ.positive("revenue_per_proof_usd", cfg.rank.economics.revenue_per_proof_usd);
+  econ.positive("target_cost_per_proof_usd", cfg.rank.economics.target_cost_per_proof_usd);
+  econ.finish();
+
+  auto& s = cfg.rank.setup;
+  TableReader setup(subtable(root, "setup"), "setup");
+  setup.number("boot_h", s.boot_h);
+  setup.positive("params_bytes", s.params_bytes);
+  setup.fraction("download_speed_fraction", s.download_speed_fraction);
+  setup.positive("unknown_download_mbps", s.unknown_download_mbps);
+  setup.number("warmup_h", s.warmup_h);
+  setup.number("benchmark_proofs", s.benchmark_proofs);
+  setup.positive("expected_lifetime_h", s.expected_lifetime_h);
+  setup.number("slow_download_h", s.slow_download_h);
+  setup.finish();
+  if (s.download_speed_fraction <= 0) {
+    throw ConfigError{"'setup.download_speed_fraction' must be > 0"};
+  }
+
+  auto& p = cfg.rank.predictor;
+  TableReader pred(subtable(root, "predictor"), "predictor");
+  pred.positive("multi_gpu_exponent", p.multi_gpu_exponent);
+  pred.positive("cores_per_gpu_full", p.cores_per_gpu_full);
+  pred.number("pcie_slow_gbs_per_gpu", p.pcie_slow_gbs_per_gpu);
+  pred.fraction("pcie_slow_factor", p.pcie_slow_factor);
+  pred.fraction("band_per_data_flag", p.band_per_data_flag);
+  pred.positive("unknown_rate_per_gpu", p.unknown_gpu.rate_per_gpu);
+  pred.fraction("unknown_band", p.unknown_gpu.band);
+  read_priors(pred.raw("prior"), p);
+  pred.finish();
+
+  TableReader market(subtable(root, "market"), "market");
+  market.optional_string("vast_url", cfg.market.vast_url);
+  market.optional_string("key_file", cfg.market.key_file);
+  market.finish();
+  return cfg;
+}
+
+}  // namespace
+
+tl::expected<AppConfig, std::string> parse_config(const std::string& text, const std::string& name) {
+  try {
+    toml::table root = toml::parse(text, name);
+    AppConfig cfg = from_table(root);
+    cfg.source = name;
+    return cfg;
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
+        << e.description();
+    return tl::unexpected(msg.str());
+  } catch (const ConfigError& e) {
+    return tl::unexpected(name + ": " + e.message);
+  }
+}
+
+tl::expected<AppConfig, std::string> load_config(const std::optional<std::string>& path) {
+  std::string chosen;
+  if (path) {
+    chosen = *path;
+  } else if (const char* env = std::getenv("PROVERFLEET_CONFIG"); env && *env) {
+    chosen = env;
+  } else if (std::filesystem::exists("proverfleet.toml")) {
+    chosen = "proverfleet.toml";
+  } else {
+    AppConfig cfg;
+    cfg.rank.predictor = core::default_predictor_config();
+    return cfg;
+  }
+  std::ifstream in(chosen);
+  if (!in) return tl::unexpected("cannot read config file '" + chosen + "'");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return parse_config(buf.str(), chosen);
+}
+
+}  // namespace pf::cli

@@ -1,0 +1,19 @@
+// Small number formatting for human-readable reasons (core must not depend on fmt).
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+namespace pf::core {
+
+// Fixed-point with `decimals` places: fixed(3.14159, 1) == "3.1".
+inline std::string fixed(double value, int decimals) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
+}
+
+// A proportion as a whole percentage: percent(0.664) == "66%".
+inline std::string percent(double fraction) { return fixed(fraction * 100, 0) + "%"; }
+
+}  // namespace pf::core

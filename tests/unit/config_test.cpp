@@ -1,0 +1,66 @@
+#include "cli/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace pf::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Config, ExampleConfigParsesToDefaults) {
+  auto cfg = load_config(std::string(PF_SOURCE_DIR) + "/proverfleet.example.toml");
+  ASSERT_TRUE(cfg) << cfg.error();
+  core::RankConfig defaults;
+  EXPECT_EQ(cfg->rank.economics.revenue_per_proof_usd, defaults.economics.revenue_per_proof_usd);
+  EXPECT_EQ(cfg->rank.setup.expected_lifetime_h, defaults.setup.expected_lifetime_h);
+  EXPECT_EQ(cfg->rank.predictor.priors.size(), core::default_predictor_config().priors.size());
+}
+
+TEST(Config, PriorOverridesReplaceAndExtend) {
+  auto cfg = parse_config(R"(
+[economics]
+revenue_per_proof_usd = 0.02
+[[predictor.prior]]
+gpu_name = "rtx 4090"
+rate_per_gpu = 70
+[[predictor.prior]]
+gpu_name = "Future GPU"
+rate_per_gpu = 99
+band = 0.2
+)",
+                          "t.toml");
+  ASSERT_TRUE(cfg) << cfg.error();
+  EXPECT_DOUBLE_EQ(cfg->rank.economics.revenue_per_proof_usd, 0.02);
+  const auto* p = core::find_prior(cfg->rank.predictor, "RTX 4090");
+  ASSERT_NE(p, nullptr);
+  EXPECT_DOUBLE_EQ(p->rate_per_gpu, 70);
+  EXPECT_EQ(cfg->rank.predictor.priors.size(), core::default_predictor_config().priors.size() + 1);
+}
+
+TEST(Config, ErrorsNameTheKey) {
+  auto unknown = parse_config("[economics]\nrevenue_per_prof_usd = 1\n", "a.toml");
+  ASSERT_FALSE(unknown);
+  EXPECT_THAT(unknown.error(), HasSubstr("economics.revenue_per_prof_usd"));
+  auto type = parse_config("[setup]\nwarmup_h = \"long\"\n", "b.toml");
+  ASSERT_FALSE(type);
+  EXPECT_THAT(type.error(), HasSubstr("setup.warmup_h"));
+  auto range = parse_config("[setup]\ndownload_speed_fraction = 2\n", "c.toml");
+  ASSERT_FALSE(range);
+  EXPECT_THAT(range.error(), HasSubstr("between 0 and 1"));
+  auto top = parse_config("[econmics]\n", "d.toml");
+  ASSERT_FALSE(top);
+  EXPECT_THAT(top.error(), HasSubstr("econmics"));
+  auto syntax = parse_config("[economics\n", "e.toml");
+  ASSERT_FALSE(syntax);
+  EXPECT_THAT(syntax.error(), HasSubstr("e.toml:1"));
+  auto prior = parse_config("[[predictor.prior]]\nrate_per_gpu = 3\n", "f.toml");
+  ASSERT_FALSE(prior);
+  EXPECT_THAT(prior.error(), HasSubstr("predictor.prior[0].gpu_name"));
+  auto missing = load_config(std::string("/nonexistent/x.toml"));
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.error(), HasSubstr("/nonexistent/x.toml"));
+}
+
+}  // namespace
+}  // namespace pf::cli

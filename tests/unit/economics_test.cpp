@@ -1,0 +1,126 @@
+#include "core/economics.h"
+#include "core/ranking.h"
+
+#include <gtest/gtest.h>
+
+namespace pf::core {
+namespace {
+
+Offer offer(std::int64_t id, double dph, double ram = 512, double inet = 1000) {
+  Offer o;
+  o.id = id;
+  o.machine_id = id * 10;
+  o.gpu_name = "RTX 4090";
+  o.num_gpus = 1;
+  o.cpu_ram_gib = ram;
+  o.cpu_cores = o.cpu_cores_effective = 64;
+  o.pcie_bw_gbs = 25;
+  o.inet_down_mbps = inet;
+  o.inet_down_cost_per_gb = 0.01;
+  o.dph_total = dph;
+  derive_offer_fields(o);
+  return o;
+}
+
+Prediction fixed_rate(double rate) {
+  Prediction p;
+  p.rate = rate;
+  p.low = rate * 0.8;
+  p.high = rate * 1.2;
+  p.source = "test";
+  return p;
+}
+
+TEST(Economics, BreakEvenMatchesFieldPractice) {
+  // field-notes: $0.201/hr → 26/hr (ceil'd), $0.472 → 59/hr at $0.008/proof.
+  EXPECT_NEAR(break_even_rate(0.201, 0.008), 25.125, 1e-9);
+  EXPECT_NEAR(break_even_rate(0.472, 0.008), 59.0, 1e-9);
+  EXPECT_EQ(break_even_rate(0.5, 0), 0);
+}
+
+TEST(Economics, DownloadAtConservativeFractionOfAdvertised) {
+  SetupConfig s;
+  s.params_bytes = 47e9;
+  s.download_speed_fraction = 0.5;
+  auto o = offer(1, 0.3, 512, 200);  // 200 Mb/s advertised → 100 Mb/s assumed
+  EXPECT_NEAR(download_hours(o, s), 47e9 * 8 / 100e6 / 3600, 1e-9);
+  o.inet_down_mbps = 0;  // unknown → configured fallback
+  EXPECT_NEAR(download_hours(o, s), 47e9 * 8 / (s.unknown_download_mbps * 1e6) / 3600, 1e-9);
+}
+
+TEST(Economics, SetupAmortisedOverLifetime) {
+  EconomicsConfig e{0.012, 0.008};
+  SetupConfig s;
+  s.expected_lifetime_h = 72;
+  s.boot_h = 0.5;
+  s.warmup_h = 0.5;
+  s.benchmark_proofs = 10;
+  s.params_bytes = 47e9;
+  s.download_speed_fraction = 1.0;
+  auto o = offer(1, 0.4, 512, 1000);
+  auto v = value_offer(o, fixed_rate(50), e, s);
+  double dl = 47e9 * 8 / 1e9 / 3600;
+  double setup_h = 0.5 + dl + 0.5 + 10.0 / 50;
+  EXPECT_NEAR(v.setup_hours, setup_h, 1e-9);
+  double bandwidth = 47 * 0.01;
+  EXPECT_NEAR(v.setup_cost_usd, setup_h * 0.4 + bandwidth, 1e-9);
+  double cost = 72 * 0.4 + bandwidth;
+  double proofs = 50 * (72 - setup_h);
+  ASSERT_TRUE(v.expected_cost_per_proof.has_value());
+  EXPECT_NEAR(*v.expected_cost_per_proof, cost / proofs, 1e-12);
+  EXPECT_NEAR(v.expected_profit_per_hour, (proofs * 0.012 - cost) / 72, 1e-12);
+  EXPECT_NEAR(v.min_rate, 50, 1e-9);
+  // Amortised $/proof is always above the naive dph/rate.
+  EXPECT_GT(*v.expected_cost_per_proof, 0.4 / 50);
+}
+
+TEST(Economics, SlowDownloadGetsReason) {
+  SetupConfig s;
+  auto v = value_offer(offer(1, 0.3, 512, 50), fixed_rate(40), EconomicsConfig{}, s);
+  bool found = false;
+  for (auto& r : v.reasons) found |= r.rfind("slow download: ~", 0) == 0;
+  EXPECT_TRUE(found);
+  EXPECT_GT(v.download_hours, 5);
+}
+
+TEST(Economics, ZeroRateHasNoCostPerProofAndLosesMoney) {
+  auto v = value_offer(offer(1, 0.3), fixed_rate(0), EconomicsConfig{}, SetupConfig{});
+  EXPECT_FALSE(v.expected_cost_per_proof.has_value());
+  EXPECT_LT(v.expected_profit_per_hour, 0);
+}
+
+TEST(Economics, LifetimeShorterThanSetupDoesNotDivideByZero) {
+  SetupConfig s;
+  s.expected_lifetime_h = 0.1;
+  auto v = value_offer(offer(1, 0.3, 512, 10), fixed_rate(40), EconomicsConfig{}, s);
+  EXPECT_FALSE(v.expected_cost_per_proof.has_value());
+  EXPECT_LT(v.expected_profit_per_hour, 0);
+}
+
+TEST(Ranking, CostOrderPutsCheapestProofFirstAndNonProversLast) {
+  RankConfig cfg;
+  cfg.predictor = default_predictor_config();
+  std::vector<Offer> offers = {offer(1, 0.6), offer(2, 0.2), offer(3, 0.2, 40), offer(4, 0.4)};
+  auto ranked = rank_offers(offers, cfg, RankOrder::Cost);
+  ASSERT_EQ(ranked.size(), 4u);
+  EXPECT_EQ(ranked[0].offer.id, 2);
+  EXPECT_EQ(ranked[1].offer.id, 4);
+  EXPECT_EQ(ranked[2].offer.id, 1);
+  EXPECT_EQ(ranked[3].offer.id, 3);  // 40 GiB RAM cannot prove
+  EXPECT_FALSE(ranked[3].valuation.expected_cost_per_proof.has_value());
+}
+
+TEST(Ranking, ProfitOrderIsDescendingAndStable) {
+  RankConfig cfg;
+  cfg.predictor = default_predictor_config();
+  std::vector<Offer> offers = {offer(7, 0.3), offer(5, 0.3), offer(6, 0.9)};
+  auto ranked = rank_offers(offers, cfg, RankOrder::Profit);
+  EXPECT_EQ(ranked[0].offer.id, 5);  // tie with 7 broken by id
+  EXPECT_EQ(ranked[1].offer.id, 7);
+  EXPECT_EQ(ranked[2].offer.id, 6);
+  EXPECT_GE(ranked[0].valuation.expected_profit_per_hour,
+            ranked[2].valuation.expected_profit_per_hour);
+}
+
+}  // namespace
+}  // namespace pf::core

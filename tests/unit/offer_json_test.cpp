@@ -1,0 +1,69 @@
+#include "market/offer_json.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace pf::market {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+TEST(OfferJson, NormalisesUnitsOnce) {
+  auto j = nlohmann::json::parse(R"({"id": 27812311, "machine_id": 69294, "host_id": 5085,
+    "gpu_name": "RTX 5060 Ti", "num_gpus": 8, "gpu_ram": 16384, "gpu_total_ram": 131072,
+    "cpu_name": "AMD", "cpu_cores": 64, "cpu_cores_effective": 32.0, "cpu_ram": 262144,
+    "pcie_bw": 51.7, "pci_gen": 4, "inet_down": 4372.3, "inet_up": 2731.6,
+    "inet_down_cost": 0.005, "disk_space": 500, "cuda_max_good": 13.1, "compute_cap": 1200,
+    "reliability2": 0.9159, "verified": true, "geolocation": "Quebec, CA",
+    "dph_total": 0.8273, "storage_cost": 0.1, "dlperf": 173.3})");
+  auto o = offer_from_vast_json(j);
+  ASSERT_TRUE(o) << o.error();
+  EXPECT_EQ(o->id, 27812311);
+  EXPECT_DOUBLE_EQ(o->gpu_ram_gib, 16);
+  EXPECT_DOUBLE_EQ(o->gpu_total_ram_gib, 128);
+  EXPECT_DOUBLE_EQ(o->cpu_ram_gib, 256);
+  EXPECT_DOUBLE_EQ(o->usable_ram_gib, 256);
+  EXPECT_DOUBLE_EQ(o->usable_cores, 32);
+  EXPECT_DOUBLE_EQ(o->reliability, 0.9159);
+  EXPECT_TRUE(o->verified);
+  EXPECT_TRUE(o->data_flags.empty());
+  // Round trip back to vast units.
+  auto back = offer_to_vast_json(*o);
+  EXPECT_DOUBLE_EQ(back["cpu_ram"].get<double>(), 262144);
+  EXPECT_DOUBLE_EQ(back["gpu_ram"].get<double>(), 16384);
+  auto again = offer_from_vast_json(back);
+  ASSERT_TRUE(again);
+  EXPECT_DOUBLE_EQ(again->dph_total, o->dph_total);
+}
+
+TEST(OfferJson, ToleratesNullsAndZerosWithFlags) {
+  auto j = nlohmann::json::parse(
+      R"({"id": 9, "gpu_name": "RTX 4090", "num_gpus": 1, "cpu_cores": 0,
+          "cpu_cores_effective": null, "cpu_ram": null, "dph_total": "0.25", "pcie_bw": "fast"})");
+  auto o = offer_from_vast_json(j);
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->usable_cores, 0);
+  EXPECT_DOUBLE_EQ(o->dph_total, 0.25);  // numeric string accepted
+  EXPECT_THAT(o->data_flags, Contains(HasSubstr("cpu_cores missing")));
+  EXPECT_THAT(o->data_flags, Contains(HasSubstr("pcie_bw is not a number")));
+  EXPECT_THAT(o->data_flags, Contains(HasSubstr("cpu_ram missing")));
+}
+
+TEST(OfferJson, RejectsOffersWithoutId) {
+  EXPECT_FALSE(offer_from_vast_json(nlohmann::json::parse(R"({"gpu_name": "x"})")));
+  EXPECT_FALSE(offer_from_vast_json(nlohmann::json::parse(R"({"id": "12"})")));
+  EXPECT_FALSE(offer_from_vast_json(nlohmann::json::parse(R"([1,2])")));
+  auto err = offer_from_vast_json(nlohmann::json::parse(R"({"id": -3})"));
+  ASSERT_FALSE(err);
+  EXPECT_THAT(err.error(), HasSubstr("id"));
+}
+
+TEST(OfferJson, OlderReliabilityFieldAccepted) {
+  auto o = offer_from_vast_json(nlohmann::json::parse(R"({"id": 1, "reliability": 0.97})"));
+  ASSERT_TRUE(o);
+  EXPECT_DOUBLE_EQ(o->reliability, 0.97);
+}
+
+}  // namespace
+}  // namespace pf::market
