@@ -1,0 +1,59 @@
+// Benchmark acceptance: from post-warm-up proof completions, decide Accept / Reject / Continue
+// against the instance's break-even rate. The manager and the simulator call this through
+// `Acceptance`, so a better test (sequential, from the decision-engine work) drops in behind
+// the same interface.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/fleet.h"
+
+namespace pf::core {
+
+struct AcceptanceConfig {
+  int min_samples = 6;    // never decide on fewer measured proofs
+  int max_samples = 20;   // decide by the point estimate once this many are in
+  double max_seconds = 4 * 3600;  // time cap on the benchmark
+  double z = 1.645;       // interval width (one-sided 95%)
+};
+
+struct BenchmarkInput {
+  // Completions in the benchmark phase, in any order. Warm-up proofs are excluded by the
+  // caller (the agent marks them); `since` is when the benchmark phase began, so the first
+  // interval is measured from the end of warm-up.
+  std::vector<ProofSample> samples;
+  double since = 0;
+  double now = 0;
+  double break_even_rate = 0;
+};
+
+class Acceptance {
+ public:
+  virtual ~Acceptance() = default;
+  virtual Verdict evaluate(const BenchmarkInput& input) const = 0;
+};
+
+// First rule: rate from inter-completion intervals with a normal interval on the mean;
+// accept when the whole interval clears break-even, reject when it is all below, else wait
+// until max_samples / max_seconds and decide on the point estimate.
+class IntervalAcceptance final : public Acceptance {
+ public:
+  explicit IntervalAcceptance(AcceptanceConfig config) : config_(config) {}
+  Verdict evaluate(const BenchmarkInput& input) const override;
+
+ private:
+  AcceptanceConfig config_;
+};
+
+// Proofs/hour with an interval from completion times: intervals between consecutive
+// completions (the first from `since`), mean m, rate 3600/m.
+struct RateEstimate {
+  double rate = 0;
+  double low = 0;
+  double high = 0;
+  int samples = 0;
+};
+RateEstimate estimate_rate(std::vector<ProofSample> samples, double since, double z);
+
+}  // namespace pf::core

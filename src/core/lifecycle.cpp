@@ -1,0 +1,122 @@
+#include "core/lifecycle.h"
+
+#include <algorithm>
+
+#include "core/text.h"
+
+namespace pf::core {
+
+double state_deadline(const InstanceRecord& rec, InstanceState state, double entered_at,
+                      double target, const LifecycleConfig& c) {
+  switch (state) {
+    case InstanceState::Renting: return entered_at + c.renting_max_s;
+    case InstanceState::Booting: return entered_at + c.boot_loading_max_s;
+    case InstanceState::Registered: return entered_at + c.registered_max_s;
+    case InstanceState::FetchingParams: {
+      double bytes = rec.params_total_bytes > 0 ? rec.params_total_bytes : 47e9;
+      double mbps = rec.offer.inet_down_mbps > 0 ? rec.offer.inet_down_mbps * c.params_speed_fraction
+                                                 : c.params_unknown_mbps;
+      double expected = bytes * 8 / (mbps * 1e6);
+      return entered_at + std::clamp(expected * c.params_slack, c.params_min_s, c.params_max_s);
+    }
+    case InstanceState::WarmingUp: return entered_at + c.warmup_max_s;
+    case InstanceState::Benchmarking: {
+      // A host proving at break-even delivers max_samples in max_samples/min_rate hours; one
+      // that cannot manage that in slack× the time is below break-even anyway.
+      double min_rate = break_even_rate(rec.offer.dph_total, target);
+      double need = min_rate > 0 ? c.bench_max_samples * 3600.0 / min_rate * c.bench_slack
+                                 : c.bench_max_s;
+      return entered_at + std::clamp(need, c.bench_min_s, c.bench_max_s);
+    }
+    case InstanceState::Proving:
+    case InstanceState::Destroying:
+    case InstanceState::Destroyed: return 0;
+  }
+  return 0;
+}
+
+bool transition_allowed(InstanceState from, InstanceState to) {
+  using S = InstanceState;
+  if (from == S::Destroyed) return false;
+  if (to == S::Destroying) return from != S::Destroying;
+  if (to == S::Destroyed) return from == S::Destroying;
+  // Forward moves only, skipping allowed (an agent may report fetching before we saw it
+  // register, or a re-registered agent may already have its parameters).
+  auto rank = [](S s) { return static_cast<int>(s); };
+  return rank(to) > rank(from) && to != S::Destroying && from != S::Destroying;
+}
+
+std::optional<std::string> apply_transition(InstanceRecord& rec, InstanceState to, double now,
+                                            const std::string& reason, double target,
+                                            const LifecycleConfig& cfg) {
+  if (!transition_allowed(rec.state, to)) return std::nullopt;
+  std::string msg = std::string(to_string(rec.state)) + " → " + to_string(to);
+  if (!reason.empty()) msg += ": " + reason;
+  rec.state = to;
+  rec.state_since = now;
+  rec.deadline_at = state_deadline(rec, to, now, target, cfg);
+  if (to == InstanceState::Destroying) rec.destroy_reason = reason;
+  if (to == InstanceState::Destroyed) rec.destroyed_at = now;
+  return msg;
+}
+
+std::optional<std::string> destroy_reason(const InstanceRecord& rec, double now,
+                                          const LifecycleConfig& cfg) {
+  using S = InstanceState;
+  if (rec.state == S::Destroying || rec.state == S::Destroyed) return std::nullopt;
+
+  const std::string& ms = rec.market_status;
+  if (ms == "exited") return "market reports the instance exited";
+  if (ms == "offline") return "market reports the host offline";
+  if (ms == "unknown" && now - rec.market_status_since >= cfg.market_unknown_grace_s) {
+    return "market status unknown for " + fixed((now - rec.market_status_since) / 60, 0) + " min";
+  }
+  if (rec.prover_crashes >= cfg.max_prover_crashes) {
+    return "prover crashed " + std::to_string(rec.prover_crashes) + " times";
+  }
+  bool agent_expected = rec.state >= S::Registered;
+  if (agent_expected && rec.last_heartbeat_at > 0 &&
+      now - rec.last_heartbeat_at >= cfg.heartbeat_timeout_s) {
+    return "heartbeat lost for " + fixed(now - rec.last_heartbeat_at, 0) + " s";
+  }
+  // A booted instance whose agent never registers: the grace counts from when the market
+  // said running, so slow image pulls (not billed) are judged by the loading deadline alone.
+  if (rec.state == S::Booting && market_status_billed(ms) &&
+      now - rec.market_status_since >= cfg.boot_register_grace_s) {
+    return "running for " + fixed((now - rec.market_status_since) / 60, 0) +
+           " min but the agent never registered";
+  }
+  if (rec.deadline_at > 0 && now >= rec.deadline_at) {
+    return std::string("deadline passed in ") + to_string(rec.state) + " after " +
+           fixed((now - rec.state_since) / 60, 0) + " min";
+  }
+  return std::nullopt;
+}
+
+bool market_status_billed(const std::string& s) {
+  return !(s.empty() || s == "loading" || s == "offline" || s == "created" || s == "stopped");
+}
+
+double accrue_compute_spend(InstanceRecord& rec, double now) {
+  if (rec.billed_until <= 0) rec.billed_until = rec.created_at > 0 ? rec.created_at : now;
+  if (now <= rec.billed_until) return 0;
+  double inc = 0;
+  if (market_status_billed(rec.market_status) && rec.state != InstanceState::Destroyed) {
+    inc = (now - rec.billed_until) / 3600.0 * rec.offer.dph_total;
+  }
+  rec.spend_usd += inc;
+  rec.billed_until = now;
+  return inc;
+}
+
+}  // namespace pf::core
+
+namespace pf::core {
+double accrue_bandwidth_spend(InstanceRecord& rec, double done) {
+  double delta = std::max(0.0, done - rec.params_done_bytes);
+  double inc = delta / 1e9 * rec.offer.inet_down_cost_per_gb;
+  rec.params_done_bytes = std::max(rec.params_done_bytes, done);
+  rec.spend_usd += inc;
+  return inc;
+}
+}  // namespace pf::core

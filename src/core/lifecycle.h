@@ -1,0 +1,80 @@
+// The instance lifecycle: states, deadlines computed from what we know, and the checks that
+// decide when an instance must be destroyed. Pure: every function takes `now`.
+//
+//   renting ─► booting ─► registered ─► fetching_params ─► warming_up ─► benchmarking ─► proving
+//      └──────────┴───────────┴──────────────┴───────────────┴──────────────┴──────────────┴─►
+//                                                                  destroying ─► destroyed
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/economics.h"
+#include "core/fleet.h"
+
+namespace pf::core {
+
+struct LifecycleConfig {
+  // renting: the create's outcome must be known (confirmed or reconciled) within this.
+  double renting_max_s = 10 * 60;
+  // booting: vast does not bill while loading, but a host that never starts wastes our time.
+  double boot_loading_max_s = 45 * 60;  // market still loading/provisioning
+  double boot_register_grace_s = 15 * 60;  // market says running, agent has not registered
+  // registered → the agent must start fetching within this.
+  double registered_max_s = 10 * 60;
+  // fetching_params: bytes ÷ (advertised speed × fraction) × slack, clamped.
+  double params_speed_fraction = 0.35;
+  double params_slack = 2.0;
+  double params_min_s = 30 * 60;
+  double params_max_s = 12 * 3600;
+  double params_unknown_mbps = 100;
+  // warming_up: parameter load + cache extraction + first proofs.
+  double warmup_max_s = 60 * 60;
+  // benchmarking: enough time to see max_samples at the break-even rate, × slack.
+  double bench_slack = 2.0;
+  double bench_min_s = 20 * 60;
+  double bench_max_s = 4 * 3600;
+  int bench_max_samples = 20;
+  // Agents heartbeat every few seconds; this long without one means the box is gone.
+  double heartbeat_timeout_s = 5 * 60;
+  // Market status "unknown" is sometimes transient; persistent unknown is not.
+  double market_unknown_grace_s = 10 * 60;
+  int max_prover_crashes = 3;
+  // A destroying instance is re-sent the destroy at most this often.
+  double destroy_retry_s = 30;
+};
+
+// Deadline (epoch seconds) for `state`, entered at `entered_at`; 0 = none.
+double state_deadline(const InstanceRecord& rec, InstanceState state, double entered_at,
+                      double target_cost_per_proof, const LifecycleConfig& cfg);
+
+// Whether `from` may move to `to` (destroying is reachable from every live state).
+bool transition_allowed(InstanceState from, InstanceState to);
+
+// Moves `rec` into `to` at `now`: state, state_since, deadline; destroy_reason when entering
+// destroying, destroyed_at when destroyed. Returns a human-readable event message, or nullopt
+// (record unchanged) when the transition is not allowed.
+std::optional<std::string> apply_transition(InstanceRecord& rec, InstanceState to, double now,
+                                            const std::string& reason,
+                                            double target_cost_per_proof,
+                                            const LifecycleConfig& cfg);
+
+// Why this instance must be destroyed now, if it must: deadline passed, heartbeat lost,
+// prover crashed repeatedly, market exited/offline/persistently unknown.
+std::optional<std::string> destroy_reason(const InstanceRecord& rec, double now,
+                                          const LifecycleConfig& cfg);
+
+// Market statuses during which vast bills compute (dph). loading/offline/provisioning are free.
+bool market_status_billed(const std::string& actual_status);
+
+// Accrues spend from rec.billed_until to now at dph_total while the market status is billed.
+// Returns the increment (USD) and advances rec.billed_until / rec.spend_usd.
+double accrue_compute_spend(InstanceRecord& rec, double now);
+
+}  // namespace pf::core
+
+namespace pf::core {
+// Parameter bandwidth billed at the offer's inet_down_cost for bytes newly downloaded.
+// Advances rec.params_done_bytes and rec.spend_usd; returns the increment (USD).
+double accrue_bandwidth_spend(InstanceRecord& rec, double params_done_bytes);
+}  // namespace pf::core

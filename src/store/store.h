@@ -1,0 +1,74 @@
+// The Store: every fact the manager must not lose. The manager writes an action's intent here
+// before it acts, so a crash at any point leaves a record to resume or reconcile from.
+// Implementations: SqliteStore (src/store/sqlite_store.h). Failures throw StoreError.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/fleet.h"
+
+namespace pf::store {
+
+struct StoreError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Runs fn atomically: all its writes land or none do. Nested calls join the outer one.
+  virtual void transaction(const std::function<void()>& fn) = 0;
+
+  // --- instances ---------------------------------------------------------------------------
+  // Inserts and returns the new id (record.id is ignored). deployment_id must be unique.
+  virtual std::int64_t insert_instance(const core::InstanceRecord& record) = 0;
+  // Replaces the row with record.id. Throws StoreError if it does not exist.
+  virtual void update_instance(const core::InstanceRecord& record) = 0;
+  virtual std::optional<core::InstanceRecord> instance(std::int64_t id) = 0;
+  virtual std::optional<core::InstanceRecord> instance_by_deployment(const std::string& dep) = 0;
+  virtual std::optional<core::InstanceRecord> instance_by_market_id(std::int64_t market_id) = 0;
+  // Ordered by id. include_destroyed=false returns only live rows.
+  virtual std::vector<core::InstanceRecord> instances(bool include_destroyed) = 0;
+
+  // --- audit trail ---------------------------------------------------------------------------
+  virtual std::int64_t append_event(const core::InstanceEvent& event) = 0;
+  // Newest last; at most `limit` most recent (0 = all).
+  virtual std::vector<core::InstanceEvent> events(std::int64_t instance_id, std::size_t limit) = 0;
+
+  // --- agent reports -------------------------------------------------------------------------
+  // Records that the agent's event `seq` was applied. Returns false if it already was (the
+  // caller then skips it): agent events are idempotent by (instance, seq).
+  virtual bool mark_agent_seq(std::int64_t instance_id, std::int64_t seq) = 0;
+  virtual bool insert_proof_sample(const core::ProofSample& sample) = 0;  // false if duplicate
+  virtual std::vector<core::ProofSample> proof_samples(std::int64_t instance_id) = 0;
+
+  // --- host history --------------------------------------------------------------------------
+  virtual std::int64_t insert_bench_run(const core::BenchRun& run) = 0;
+  // Every run on that host, oldest first. Runs are never overwritten.
+  virtual std::vector<core::BenchRun> bench_runs(const core::HostKey& host) = 0;
+  virtual std::vector<core::BenchRun> all_bench_runs() = 0;
+
+  // --- bad hosts -----------------------------------------------------------------------------
+  // Inserts or replaces the entry for (machine_id, source).
+  virtual void put_bad_host(const core::BadHost& entry) = 0;
+  virtual bool remove_bad_host(std::int64_t machine_id, const std::string& source) = 0;
+  // All entries, expired ones included (callers filter with core::is_active).
+  virtual std::vector<core::BadHost> bad_hosts() = 0;
+
+  // --- settings (small key/value: operator token hash, autopilot pause, ...) -----------------
+  virtual std::optional<std::string> setting(const std::string& key) = 0;
+  virtual void put_setting(const std::string& key, const std::string& value) = 0;
+};
+
+// Opens the store named by `url`: a file path or "sqlite:PATH" (":memory:" for tests).
+// Applies pending migrations. Throws StoreError with a clear message.
+std::unique_ptr<Store> open_store(const std::string& url);
+
+}  // namespace pf::store
