@@ -1,0 +1,177 @@
+// The manager: runs the fleet safely. It owns no clock and no sockets; the HTTP layer
+// (http_api.h) and the loops call these methods. Every action is written to the Store before
+// it is taken, and market calls are made without holding the state lock so agents keep being
+// served while the market is slow.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <tl/expected.hpp>
+#include <vector>
+
+#include "core/acceptance.h"
+#include "core/fleet.h"
+#include "core/lifecycle.h"
+#include "core/ranking.h"
+#include "market/market.h"
+#include "store/store.h"
+
+namespace pf::manager {
+
+// An API-level failure: the HTTP layer maps `status` to the reply and `message` to its JSON.
+struct ApiError {
+  int status = 400;
+  std::string message;
+};
+template <typename T>
+using ApiResult = tl::expected<T, ApiError>;
+
+struct ParamFile {
+  std::string name;
+  std::string url;
+  std::int64_t bytes = 0;
+  std::string digest;  // first 16 bytes of BLAKE2b-512, hex (cuzk parameters.json)
+};
+
+struct ManagerConfig {
+  core::RankConfig rank;  // predictor, economics (revenue, target), setup assumptions
+  core::LifecycleConfig lifecycle;
+  core::AcceptanceConfig acceptance;
+  std::string public_url = "http://127.0.0.1:8470";  // what agents are told to call
+  std::string image = "proverfleet/agent:latest";
+  double disk_gb = 200;
+  // Shell run by the instance at start; {manager} etc. come from the env the create sets.
+  std::string onstart = "proverfleet agent";
+  double heartbeat_s = 10;
+  std::vector<ParamFile> params;
+  nlohmann::json prover_settings = nlohmann::json::object();
+  std::size_t log_ring_bytes = 256 * 1024;
+  // Rows whose instance is missing from the market list are closed only after this long,
+  // because reads can lag a create.
+  double vanish_grace_s = 120;
+};
+
+// --- agent protocol (design §7) ------------------------------------------------------------
+struct RegisterRequest {
+  std::string deployment;
+  std::string secret;
+  nlohmann::json hardware = nlohmann::json::object();
+  std::string agent_version;
+};
+struct RegisterReply {
+  std::int64_t instance_id = 0;
+  std::string token;
+  nlohmann::json body;  // the whole reply: instance_id, token, heartbeat_s, params, prover, ...
+};
+
+struct Heartbeat {
+  std::string phase;  // fetching_params | warming_up | benchmarking | proving | idle | ...
+  double params_done = 0, params_total = 0, params_rate_bps = 0;
+  int prover_in_flight = 0, prover_completed = 0, prover_failed = 0;
+  double peak_memory_gib = 0;
+  double gpu_util = 0;  // mean over GPUs, 0..100
+  bool gpu_throttled = false;
+  nlohmann::json raw = nlohmann::json::object();
+};
+
+struct AgentEvent {
+  std::int64_t seq = 0;
+  std::string type;  // params_done | prover_started | oom | proof_done | error | exiting | ...
+  double at = 0;     // agent's clock, epoch seconds (0 = use arrival time)
+  // proof_done
+  double seconds = 0, gpu_ms = 0, queue_ms = 0;
+  std::string phase;  // proof_done: "warmup" or "measured"
+  std::string message;
+  nlohmann::json data = nlohmann::json::object();
+};
+struct EventsReply {
+  int accepted = 0;    // newly applied
+  int duplicates = 0;  // already seen (same seq)
+};
+
+struct FleetSummary {
+  std::map<std::string, int> by_state;  // live and destroyed counts by state name
+  double proofs_per_hour = 0;           // accepted instances' measured rates
+  double dollars_per_hour = 0;          // live instances' dph_total
+  std::optional<double> cost_per_proof;
+  double profit_per_hour = 0;
+  double spend_usd = 0;  // all time
+  int proofs = 0;        // production proofs all time
+};
+
+class Manager {
+ public:
+  using Clock = std::function<double()>;  // epoch seconds
+  Manager(store::Store& store, market::Market& market, ManagerConfig config, Clock clock);
+
+  // --- operator ------------------------------------------------------------------------------
+  // Ranked offers for a vast JSON filter.
+  ApiResult<std::vector<core::RankedOffer>> rank_offers(const nlohmann::json& filters, int limit,
+                                                        core::RankOrder order);
+  // Rents the offer: re-checks it, records the intent, creates with our label and env.
+  ApiResult<core::InstanceRecord> deploy(std::int64_t offer_id, const std::string& origin);
+  // Moves the instance to destroying (the tick sends and retries the destroy).
+  ApiResult<core::InstanceRecord> request_destroy(std::int64_t id, const std::string& reason);
+  FleetSummary summary();
+
+  // --- agents --------------------------------------------------------------------------------
+  ApiResult<RegisterReply> agent_register(const RegisterRequest& request);
+  // The instance a bearer token belongs to, if any (constant-time comparison of hashes).
+  std::optional<std::int64_t> authenticate_agent(const std::string& token);
+  // Returns the commands for the agent: e.g. ["stop"] once the instance is being destroyed.
+  ApiResult<std::vector<std::string>> agent_heartbeat(std::int64_t instance_id,
+                                                      const Heartbeat& heartbeat);
+  ApiResult<EventsReply> agent_events(std::int64_t instance_id,
+                                      const std::vector<AgentEvent>& events);
+  ApiResult<void> agent_logs(std::int64_t instance_id, const std::string& text);
+  std::string logs(std::int64_t instance_id);
+
+  // --- loops ---------------------------------------------------------------------------------
+  // Compares the store with the market's instance list: adopts/destroys our-labelled
+  // instances the store does not track, closes rows whose instance is gone, records status.
+  void reconcile();
+  // Deadlines, heartbeats, spend accrual, and (re)sending destroys until confirmed.
+  void tick();
+
+  store::Store& store() { return store_; }
+  // Empty when the last reconcile saw a complete market list.
+  std::string last_reconcile_error() {
+    std::lock_guard lock(mu_);
+    return last_reconcile_error_;
+  }
+  const ManagerConfig& config() const { return config_; }
+
+ private:
+  void transition(core::InstanceRecord& rec, core::InstanceState to, const std::string& reason);
+  void event(std::int64_t id, const std::string& kind, const std::string& message,
+             nlohmann::json data = nlohmann::json::object());
+  void evaluate_benchmark(core::InstanceRecord& rec);
+  double break_even(const core::InstanceRecord& rec) const;
+
+  store::Store& store_;
+  market::Market& market_;
+  ManagerConfig config_;
+  Clock clock_;
+  core::IntervalAcceptance acceptance_;
+  std::recursive_mutex mu_;  // guards store writes that must be read-modify-write atomic
+  std::map<std::int64_t, std::deque<std::string>> logs_;
+  std::map<std::int64_t, std::size_t> log_bytes_;
+  std::map<std::int64_t, double> last_destroy_attempt_;
+  std::map<std::int64_t, double> bench_since_;  // agent-clock start of each benchmark
+  std::set<std::int64_t> throttled_seen_;       // instances whose GPU reported throttling
+  std::string last_reconcile_error_;
+};
+
+// Random token (hex of 32 bytes from the OS) and its SHA-256 hex.
+std::string random_token();
+std::string hash_token(const std::string& token);
+bool tokens_equal(const std::string& a_hash, const std::string& b_hash);
+
+}  // namespace pf::manager
