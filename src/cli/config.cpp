@@ -130,6 +130,9 @@ AppConfig from_table(const toml::table& root) {
   top.raw("setup");
   top.raw("predictor");
   top.raw("market");
+  top.raw("lifecycle");
+  top.raw("acceptance");
+  top.raw("deploy");
   top.finish();
 
   TableReader econ(subtable(root, "economics"), "economics");
@@ -163,6 +166,60 @@ AppConfig from_table(const toml::table& root) {
   pred.fraction("unknown_band", p.unknown_gpu.band);
   read_priors(pred.raw("prior"), p);
   pred.finish();
+
+  auto& l = cfg.lifecycle;
+  TableReader life(subtable(root, "lifecycle"), "lifecycle");
+  life.positive("renting_max_s", l.renting_max_s);
+  life.positive("boot_loading_max_s", l.boot_loading_max_s);
+  life.positive("boot_register_grace_s", l.boot_register_grace_s);
+  life.positive("registered_max_s", l.registered_max_s);
+  life.fraction("params_speed_fraction", l.params_speed_fraction);
+  life.positive("params_slack", l.params_slack);
+  life.positive("params_min_s", l.params_min_s);
+  life.positive("params_max_s", l.params_max_s);
+  life.positive("params_unknown_mbps", l.params_unknown_mbps);
+  life.positive("warmup_max_s", l.warmup_max_s);
+  life.positive("bench_slack", l.bench_slack);
+  life.positive("bench_min_s", l.bench_min_s);
+  life.positive("bench_max_s", l.bench_max_s);
+  life.positive("heartbeat_timeout_s", l.heartbeat_timeout_s);
+  life.positive("market_unknown_grace_s", l.market_unknown_grace_s);
+  life.number("destroy_retry_s", l.destroy_retry_s);
+  double crashes = l.max_prover_crashes;
+  life.positive("max_prover_crashes", crashes);
+  l.max_prover_crashes = static_cast<int>(crashes);
+  life.finish();
+  if (l.params_min_s > l.params_max_s) {
+    throw ConfigError{"'lifecycle.params_min_s' must not exceed 'lifecycle.params_max_s'"};
+  }
+  if (l.bench_min_s > l.bench_max_s) {
+    throw ConfigError{"'lifecycle.bench_min_s' must not exceed 'lifecycle.bench_max_s'"};
+  }
+
+  auto& a = cfg.acceptance;
+  TableReader acc(subtable(root, "acceptance"), "acceptance");
+  double min_s = a.min_samples, max_s = a.max_samples;
+  acc.positive("min_samples", min_s);
+  acc.positive("max_samples", max_s);
+  acc.positive("max_seconds", a.max_seconds);
+  acc.positive("z", a.z);
+  acc.finish();
+  a.min_samples = static_cast<int>(min_s);
+  a.max_samples = static_cast<int>(max_s);
+  if (a.min_samples > a.max_samples) {
+    throw ConfigError{"'acceptance.min_samples' must not exceed 'acceptance.max_samples'"};
+  }
+  // The lifecycle's benchmark deadline is sized for the acceptance test's sample cap.
+  l.bench_max_samples = a.max_samples;
+
+  auto& d = cfg.deploy;
+  TableReader dep(subtable(root, "deploy"), "deploy");
+  dep.string("image", d.image);
+  dep.positive("disk_gb", d.disk_gb);
+  dep.string("onstart", d.onstart);
+  dep.positive("heartbeat_s", d.heartbeat_s);
+  dep.finish();
+  if (d.image.empty()) throw ConfigError{"'deploy.image' must not be empty"};
 
   TableReader market(subtable(root, "market"), "market");
   market.optional_string("vast_url", cfg.market.vast_url);

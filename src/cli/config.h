@@ -8,6 +8,8 @@
 
 #include <tl/expected.hpp>
 
+#include "core/acceptance.h"
+#include "core/lifecycle.h"
 #include "core/ranking.h"
 
 namespace pf::cli {
@@ -17,8 +19,19 @@ struct MarketSettings {
   std::optional<std::string> key_file;
 };
 
+// What the manager puts into every rental and tells every agent.
+struct DeploySettings {
+  std::string image = "proverfleet/agent:latest";
+  double disk_gb = 200;
+  std::string onstart = "proverfleet agent";
+  double heartbeat_s = 10;
+};
+
 struct AppConfig {
   core::RankConfig rank;  // predictor priors, economics, setup assumptions
+  core::LifecycleConfig lifecycle;
+  core::AcceptanceConfig acceptance;
+  DeploySettings deploy;
   MarketSettings market;
   std::string source = "built-in defaults";  // which file was read, for messages
 };

@@ -38,6 +38,32 @@ band = 0.2
   EXPECT_EQ(cfg->rank.predictor.priors.size(), core::default_predictor_config().priors.size() + 1);
 }
 
+TEST(Config, LifecycleAcceptanceAndDeploySections) {
+  auto cfg = parse_config(R"(
+[lifecycle]
+heartbeat_timeout_s = 20
+max_prover_crashes = 2
+[acceptance]
+min_samples = 4
+max_samples = 9
+[deploy]
+image = "me/agent:1"
+)",
+                          "t.toml");
+  ASSERT_TRUE(cfg) << cfg.error();
+  EXPECT_EQ(cfg->lifecycle.heartbeat_timeout_s, 20);
+  EXPECT_EQ(cfg->lifecycle.max_prover_crashes, 2);
+  EXPECT_EQ(cfg->acceptance.min_samples, 4);
+  EXPECT_EQ(cfg->lifecycle.bench_max_samples, 9);  // deadline sized for the sample cap
+  EXPECT_EQ(cfg->deploy.image, "me/agent:1");
+  auto inverted = parse_config("[acceptance]\nmin_samples = 10\nmax_samples = 5\n", "u.toml");
+  ASSERT_FALSE(inverted);
+  EXPECT_THAT(inverted.error(), HasSubstr("acceptance.min_samples"));
+  auto empty_image = parse_config("[deploy]\nimage = \"\"\n", "v.toml");
+  ASSERT_FALSE(empty_image);
+  EXPECT_THAT(empty_image.error(), HasSubstr("deploy.image"));
+}
+
 TEST(Config, ErrorsNameTheKey) {
   auto unknown = parse_config("[economics]\nrevenue_per_prof_usd = 1\n", "a.toml");
   ASSERT_FALSE(unknown);
