@@ -1,0 +1,308 @@
+// The manager end to end, with real processes over loopback: market-sim (vast test double),
+// `proverfleet serve` with a file SQLite store, the fleet CLI, and a scripted agent speaking
+// the agent API. Covers deploy → register → params → warm-up → samples → accept → proving,
+// the reject and operator-destroy paths, and a SIGKILL of the manager mid-flight.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "support/subprocess.h"
+
+namespace {
+
+using nlohmann::json;
+using pf::test::Subprocess;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+const std::string kBinary = PF_BINARY;
+const std::string kScenario = std::string(PF_SOURCE_DIR) + "/scenarios/demo-small.json";
+const std::string kVastKey = "e2e-vast-key";
+
+struct Url {
+  std::string host;
+  int port = 0;
+  std::string str() const { return "http://" + host + ":" + std::to_string(port); }
+};
+
+Url parse_url(const std::string& line) {
+  std::smatch m;
+  static const std::regex re(R"(http://([0-9.]+):([0-9]+))");
+  if (!std::regex_search(line, m, re)) throw std::runtime_error("no URL in: " + line);
+  return {m[1].str(), std::stoi(m[2].str())};
+}
+
+class ManagerE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("pf-e2e-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    // Short lifecycle limits so the failure paths run in seconds.
+    std::ofstream(dir_ / "proverfleet.toml") << R"(
+[lifecycle]
+heartbeat_timeout_s = 4
+destroy_retry_s = 0.5
+[acceptance]
+min_samples = 6
+max_samples = 12
+)";
+    sim_ = Subprocess::spawn({kBinary, "market-sim", "--scenario", kScenario, "--listen",
+                              "127.0.0.1:0", "--time-scale", "60", "--api-key", kVastKey});
+    auto line = sim_.wait_for_line("market-sim listening on", 20s);
+    ASSERT_TRUE(line) << sim_.stderr_text();
+    sim_url_ = parse_url(line->line);
+    start_manager();
+  }
+
+  void TearDown() override {
+    manager_ = Subprocess();
+    sim_ = Subprocess();
+    fs::remove_all(dir_);
+  }
+
+  void start_manager() {
+    pf::test::SpawnOptions opt;
+    opt.env["VAST_API_KEY"] = kVastKey;
+    opt.env["PROVERFLEET_TOKEN"] = std::nullopt;
+    manager_ = Subprocess::spawn(
+        {kBinary, "serve", "--config", (dir_ / "proverfleet.toml").string(), "--listen",
+         "127.0.0.1:0", "--db", (dir_ / "pf.db").string(), "--vast-url", sim_url_.str(),
+         "--reconcile-interval", "0.5", "--tick-interval", "0.25"},
+        opt);
+    auto line = manager_.wait_for_line("proverfleet serve listening on", 20s);
+    ASSERT_TRUE(line) << manager_.stderr_text();
+    mgr_url_ = parse_url(line->line);
+    std::ifstream in(dir_ / "operator.token");
+    std::getline(in, token_);
+    ASSERT_FALSE(token_.empty());
+  }
+
+  // Runs a CLI command against the manager; returns (exit code, stdout).
+  std::pair<int, std::string> cli(std::vector<std::string> args) {
+    args.insert(args.begin(), kBinary);
+    pf::test::SpawnOptions opt;
+    opt.env["PROVERFLEET_MANAGER"] = mgr_url_.str();
+    opt.env["PROVERFLEET_TOKEN"] = token_;
+    auto p = Subprocess::spawn(args, opt);
+    auto code = p.wait_exit(30s);
+    std::string out;
+    for (const auto& l : p.stdout_lines()) out += l + "\n";
+    return {code.value_or(-1), out + p.stderr_text()};
+  }
+
+  json api(const std::string& method, const std::string& path, const json& body = nullptr) {
+    httplib::Client c(mgr_url_.host, mgr_url_.port);
+    c.set_bearer_token_auth(token_.c_str());
+    httplib::Result r = method == "GET"    ? c.Get(path.c_str())
+                        : method == "POST" ? c.Post(path.c_str(), body.dump(), "application/json")
+                                           : c.Delete(path.c_str());
+    if (!r) throw std::runtime_error("manager unreachable for " + path);
+    return json::parse(r->body);
+  }
+
+  json instance(std::int64_t id) { return api("GET", "/api/v1/instances/" + std::to_string(id)); }
+
+  std::string state_of(std::int64_t id) {
+    auto j = instance(id);
+    return j.contains("instance") ? j["instance"]["state"].get<std::string>()
+                                  : j["state"].get<std::string>();
+  }
+
+  bool wait_state(std::int64_t id, const std::string& state, std::chrono::seconds limit) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (state_of(id) == state) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
+
+  // The market-side record (what vast would show), including the env the create passed.
+  json market_instance(std::int64_t market_id) {
+    httplib::Client c(sim_url_.host, sim_url_.port);
+    c.set_bearer_token_auth(kVastKey.c_str());
+    auto r = c.Get(("/api/v0/instances/" + std::to_string(market_id) + "/").c_str());
+    if (!r) throw std::runtime_error("market-sim unreachable");
+    return json::parse(r->body)["instances"];
+  }
+
+  // Our labelled instances at the market.
+  int market_instances_with_our_label() {
+    httplib::Client c(sim_url_.host, sim_url_.port);
+    c.set_bearer_token_auth(kVastKey.c_str());
+    int n = 0;
+    std::string token;
+    for (int page = 0; page < 100; ++page) {
+      std::string path = "/api/v1/instances/?limit=25";
+      if (!token.empty()) path += "&after_token=" + httplib::detail::encode_url(json(token).dump());
+      auto r = c.Get(path.c_str());
+      if (!r) throw std::runtime_error("market-sim unreachable");
+      auto j = json::parse(r->body);
+      for (const auto& i : j["instances"]) {
+        if (i.value("label", "").rfind("proverfleet:", 0) == 0) ++n;
+      }
+      if (j["next_token"].is_null()) break;
+      token = j["next_token"].get<std::string>();
+    }
+    return n;
+  }
+
+  std::int64_t deploy_cheapest(int skip = 0) {
+    auto offers = api("GET", "/api/v1/offers?limit=50");
+    EXPECT_TRUE(offers.is_array()) << offers.dump();
+    std::int64_t offer = offers.at(skip)["id"].get<std::int64_t>();
+    auto [code, out] = cli({"deploy", std::to_string(offer), "--json"});
+    EXPECT_EQ(code, 0) << out;
+    auto j = json::parse(out.substr(0, out.rfind('}') + 1));
+    return j.contains("instance") ? j["instance"]["id"].get<std::int64_t>()
+                                  : j["id"].get<std::int64_t>();
+  }
+
+  // A scripted agent: registers with the secret the create put into the instance's env.
+  struct Agent {
+    std::string token;
+    std::int64_t id = 0;
+    std::int64_t seq = 0;
+  };
+
+  Agent register_agent(std::int64_t id) {
+    auto rec = instance(id);
+    auto inst = rec.contains("instance") ? rec["instance"] : rec;
+    EXPECT_TRUE(inst["market_id"].is_number()) << rec.dump();
+    auto market = market_instance(inst["market_id"].get<std::int64_t>());
+    std::map<std::string, std::string> env;
+    for (const auto& kv : market["extra_env"]) env[kv[0]] = kv[1];
+    httplib::Client c(mgr_url_.host, mgr_url_.port);
+    json body = {{"deployment", env.at("PROVERFLEET_DEPLOYMENT")},
+                 {"secret", env.at("PROVERFLEET_SECRET")},
+                 {"hardware", {{"gpus", 1}}},
+                 {"agent_version", "e2e"}};
+    EXPECT_EQ(env.at("PROVERFLEET_MANAGER").rfind("http://", 0), 0u);
+    auto r = c.Post("/api/v1/agent/register", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no reply");
+    auto j = json::parse(r->body);
+    return {j["token"].get<std::string>(), j["instance_id"].get<std::int64_t>(), 0};
+  }
+
+  json agent_post(Agent& a, const std::string& path, const json& body) {
+    httplib::Client c(mgr_url_.host, mgr_url_.port);
+    c.set_bearer_token_auth(a.token.c_str());
+    auto r = c.Post(path.c_str(), body.dump(), "application/json");
+    if (!r) throw std::runtime_error("manager unreachable");
+    return json::parse(r->body);
+  }
+
+  void heartbeat(Agent& a, const std::string& phase, double done = 0) {
+    agent_post(a, "/api/v1/agent/heartbeat",
+               {{"phase", phase},
+                {"params", {{"done", done}, {"total", 47e9}, {"bytes_per_s", 1e8}}},
+                {"prover", {{"in_flight", 1}, {"completed", 0}, {"failed", 0}}},
+                {"gpus", json::array({{{"util", 97}}})}});
+  }
+
+  void events(Agent& a, json evs) { agent_post(a, "/api/v1/agent/events", {{"events", evs}}); }
+
+  // Warm-up then `n` measured proofs `gap_s` apart (agent clock).
+  void prove(Agent& a, int n, double gap_s) {
+    double t = 1.7e9;
+    events(a, json::array({{{"seq", ++a.seq}, {"type", "params_done"}},
+                           {{"seq", ++a.seq}, {"type", "prover_started"}},
+                           {{"seq", ++a.seq}, {"type", "proof_done"}, {"phase", "warmup"},
+                            {"at", t}, {"seconds", 300}}}));
+    json batch = json::array();
+    for (int i = 0; i < n; ++i) {
+      t += gap_s * (1 + 0.03 * (i % 3));
+      batch.push_back({{"seq", ++a.seq}, {"type", "proof_done"}, {"phase", "measured"},
+                       {"at", t}, {"seconds", gap_s}, {"gpu_ms", 20000}, {"queue_ms", 5}});
+    }
+    events(a, batch);
+  }
+
+  fs::path dir_;
+  Subprocess sim_, manager_;
+  Url sim_url_, mgr_url_;
+  std::string token_;
+};
+
+TEST_F(ManagerE2E, InstanceWalksToProvingAndIsDestroyedOnRequest) {
+  std::int64_t id = deploy_cheapest();
+  EXPECT_EQ(state_of(id), "booting");
+  Agent a = register_agent(id);
+  EXPECT_EQ(a.id, id);
+  EXPECT_EQ(state_of(id), "registered");
+  heartbeat(a, "fetching_params", 1e9);
+  EXPECT_EQ(state_of(id), "fetching_params");
+  heartbeat(a, "warming_up", 47e9);
+  prove(a, 8, 20);  // 180/hr: clears any break-even in the demo market
+  EXPECT_EQ(state_of(id), "proving");
+
+  auto [code, out] = cli({"instances", "--json"});
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("\"proving\""));
+  auto detail = instance(id);
+  EXPECT_GE(detail["samples"].size(), 9u) << detail.dump();
+  EXPECT_GE(detail["events"].size(), 5u);
+
+  auto [dcode, dout] = cli({"destroy", std::to_string(id)});
+  ASSERT_EQ(dcode, 0) << dout;
+  ASSERT_TRUE(wait_state(id, "destroyed", 20s));
+  auto mid = instance(id);
+  auto market_id = (mid.contains("instance") ? mid["instance"] : mid)["market_id"].get<std::int64_t>();
+  EXPECT_TRUE(market_instance(market_id).is_null());  // the market confirms it is gone
+}
+
+TEST_F(ManagerE2E, SlowHostIsRejectedAndDestroyed) {
+  std::int64_t id = deploy_cheapest();
+  Agent a = register_agent(id);
+  heartbeat(a, "warming_up", 47e9);
+  prove(a, 8, 1200);  // 3/hr: below any break-even
+  ASSERT_TRUE(wait_state(id, "destroyed", 20s));
+  auto j = instance(id);
+  auto inst = j.contains("instance") ? j["instance"] : j;
+  EXPECT_THAT(inst["destroy_reason"].get<std::string>(), ::testing::HasSubstr("rejected"));
+  EXPECT_EQ(market_instances_with_our_label(), 0);
+}
+
+TEST_F(ManagerE2E, LostHeartbeatDestroys) {
+  std::int64_t id = deploy_cheapest();
+  Agent a = register_agent(id);
+  heartbeat(a, "fetching_params", 1e9);
+  ASSERT_TRUE(wait_state(id, "destroyed", 30s));  // heartbeat_timeout_s = 4
+  EXPECT_EQ(market_instances_with_our_label(), 0);
+}
+
+TEST_F(ManagerE2E, ManagerKilledMidFlightLosesNothingAndRentsNothingTwice) {
+  std::int64_t a_id = deploy_cheapest(0);
+  std::int64_t b_id = deploy_cheapest(1);
+  Agent a = register_agent(a_id);
+  heartbeat(a, "fetching_params", 2e9);
+  ASSERT_EQ(::kill(manager_.pid(), SIGKILL), 0);
+  ASSERT_TRUE(manager_.wait_exit(10s));
+  start_manager();  // same database
+  EXPECT_EQ(state_of(a_id), "fetching_params");
+  EXPECT_EQ(state_of(b_id), "booting");
+  // The restarted manager serves the same agent token and keeps every instance accounted for.
+  heartbeat(a, "fetching_params", 3e9);
+  std::this_thread::sleep_for(1500ms);  // a few reconcile cycles
+  auto list = api("GET", "/api/v1/instances");
+  int live = 0;
+  for (const auto& i : list) {
+    if (i["state"] != "destroyed") ++live;
+  }
+  EXPECT_EQ(live, 2);
+  EXPECT_EQ(market_instances_with_our_label(), 2);
+}
+
+}  // namespace
