@@ -10,8 +10,12 @@
 namespace pf::core {
 namespace {
 
-bool usable(const BenchRun& r) { return std::isfinite(r.rate) && std::isfinite(r.at); }
-bool clean(const BenchRun& r) { return !r.contended && !r.throttled; }
+bool usable(const BenchRun& r) {
+  return std::isfinite(r.rate) && std::isfinite(r.at);
+}
+bool clean(const BenchRun& r) {
+  return !r.contended && !r.throttled;
+}
 
 // `sorted` must be non-empty and ascending. q in [0, 1].
 double quantile(const std::vector<double>& sorted, double q) {

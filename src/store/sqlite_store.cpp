@@ -1,0 +1,921 @@
+#include "store/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
+
+#include "market/offer_json.h"
+
+namespace pf::store {
+namespace {
+
+using nlohmann::json;
+
+// --- migrations ------------------------------------------------------------------------------
+// Append-only: a released step is never edited, a change is a new step. Each step runs in its
+// own transaction together with the user_version bump, so a crash leaves either all of it or
+// none. Tables are created without IF NOT EXISTS so that applying a step twice fails loudly.
+struct Migration {
+  int version;
+  const char* description;
+  const char* sql;
+};
+
+constexpr std::array kMigrations{
+    Migration{1, "initial schema", R"sql(
+CREATE TABLE instances (
+  id INTEGER PRIMARY KEY,
+  deployment_id TEXT NOT NULL UNIQUE,
+  market_id INTEGER,
+  -- The offer in vast's own form (market::offer_to_vast_json) plus what that form cannot
+  -- carry exactly: derived fields and data flags.
+  offer_json TEXT NOT NULL,
+  offer_extra_json TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  state_since REAL NOT NULL,
+  deadline_at REAL NOT NULL,
+  destroy_reason TEXT NOT NULL,
+  destroyed_at REAL,
+  secret_hash TEXT NOT NULL,
+  token_hash TEXT NOT NULL,
+  last_heartbeat_at REAL NOT NULL,
+  market_status TEXT NOT NULL,
+  market_status_since REAL NOT NULL,
+  params_done_bytes REAL NOT NULL,
+  params_total_bytes REAL NOT NULL,
+  params_rate_bps REAL NOT NULL,
+  prover_crashes INTEGER NOT NULL,
+  ooms INTEGER NOT NULL,
+  proofs_benchmark INTEGER NOT NULL,
+  proofs_production INTEGER NOT NULL,
+  gpu_util REAL NOT NULL,
+  peak_memory_gib REAL NOT NULL,
+  spend_usd REAL NOT NULL,
+  billed_until REAL NOT NULL,
+  verdict_decision TEXT,  -- NULL: no verdict yet; the other verdict_* columns are then NULL
+  verdict_rate REAL,
+  verdict_low REAL,
+  verdict_high REAL,
+  verdict_samples INTEGER,
+  verdict_break_even_rate REAL,
+  verdict_reason TEXT,
+  plan_json TEXT NOT NULL,
+  origin TEXT NOT NULL
+) STRICT;
+CREATE INDEX instances_market_id ON instances(market_id);
+CREATE INDEX instances_state ON instances(state);
+
+CREATE TABLE instance_events (
+  id INTEGER PRIMARY KEY,
+  instance_id INTEGER NOT NULL REFERENCES instances(id),
+  at REAL NOT NULL,
+  kind TEXT NOT NULL,
+  message TEXT NOT NULL,
+  data_json TEXT NOT NULL
+) STRICT;
+CREATE INDEX instance_events_instance ON instance_events(instance_id, at, id);
+
+CREATE TABLE agent_seqs (
+  instance_id INTEGER NOT NULL REFERENCES instances(id),
+  seq INTEGER NOT NULL,
+  PRIMARY KEY (instance_id, seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE proof_samples (
+  instance_id INTEGER NOT NULL REFERENCES instances(id),
+  seq INTEGER NOT NULL,
+  at REAL NOT NULL,
+  seconds REAL NOT NULL,
+  gpu_ms REAL NOT NULL,
+  queue_ms REAL NOT NULL,
+  phase TEXT NOT NULL,
+  PRIMARY KEY (instance_id, seq)
+) STRICT, WITHOUT ROWID;
+
+-- Host history outlives instances and may be imported, so instance_id is informational.
+CREATE TABLE bench_runs (
+  id INTEGER PRIMARY KEY,
+  machine_id INTEGER NOT NULL,
+  gpu_name TEXT NOT NULL,
+  num_gpus INTEGER NOT NULL,
+  instance_id INTEGER NOT NULL,
+  at REAL NOT NULL,
+  rate REAL NOT NULL,
+  low REAL NOT NULL,
+  high REAL NOT NULL,
+  samples INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  contended INTEGER NOT NULL CHECK (contended IN (0, 1)),
+  throttled INTEGER NOT NULL CHECK (throttled IN (0, 1)),
+  plan_json TEXT NOT NULL
+) STRICT;
+CREATE INDEX bench_runs_host ON bench_runs(machine_id, gpu_name, num_gpus, at);
+
+CREATE TABLE bad_hosts (
+  machine_id INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  evidence_json TEXT NOT NULL,
+  added_at REAL NOT NULL,
+  expires_at REAL,  -- NULL: until removed
+  strikes INTEGER NOT NULL,
+  PRIMARY KEY (machine_id, source)
+) STRICT;
+
+CREATE TABLE settings (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) STRICT;
+)sql"},
+};
+
+consteval bool versions_are_consecutive() {
+  int expected = 1;
+  for (const auto& m : kMigrations)
+    if (m.version != expected++) return false;
+  return true;
+}
+static_assert(versions_are_consecutive(), "migration versions must be 1, 2, 3, ... in order");
+
+// --- RAII over the C API -----------------------------------------------------------------------
+
+struct StmtFinalizer {
+  void operator()(sqlite3_stmt* stmt) const { sqlite3_finalize(stmt); }
+};
+using StmtHandle = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
+
+[[noreturn]] void fail(sqlite3* db, std::string_view doing) {
+  throw StoreError(std::string(doing) + ": " + sqlite3_errmsg(db));
+}
+
+// Runs SQL that carries no values (DDL, pragmas, transaction control).
+void exec(sqlite3* db, const std::string& sql, std::string_view doing) {
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) fail(db, doing);
+}
+
+// Used while an exception is already propagating: a failure here must not replace it.
+void rollback_quietly(sqlite3* db) {
+  if (sqlite3_get_autocommit(db) == 0) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+// One prepared statement. Parameters are named (":name") and columns are read by name, so the
+// long instance rows cannot silently shift when a column is added.
+class Statement {
+ public:
+  Statement(sqlite3* db, std::string_view sql, std::string doing)
+      : db_(db), doing_(std::move(doing)) {
+    sqlite3_stmt* raw = nullptr;
+    const int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &raw, nullptr);
+    stmt_.reset(raw);
+    if (rc != SQLITE_OK) fail(db_, doing_ + " (preparing)");
+  }
+
+  void bind_int(const char* name, std::int64_t value) {
+    check(sqlite3_bind_int64(stmt_.get(), param(name), value));
+  }
+  void bind_bool(const char* name, bool value) { bind_int(name, value ? 1 : 0); }
+  void bind_real(const char* name, double value) {
+    // SQLite would turn NaN into NULL, which comes back as 0: refuse rather than lose it.
+    if (std::isnan(value)) throw StoreError(doing_ + ": " + (name + 1) + " is NaN");
+    check(sqlite3_bind_double(stmt_.get(), param(name), value));
+  }
+  void bind_text(const char* name, std::string_view value) {
+    check(sqlite3_bind_text64(stmt_.get(), param(name), value.data(), value.size(),
+                              SQLITE_TRANSIENT, SQLITE_UTF8));
+  }
+  void bind_null(const char* name) { check(sqlite3_bind_null(stmt_.get(), param(name))); }
+  void bind_opt_real(const char* name, const std::optional<double>& value) {
+    if (value)
+      bind_real(name, *value);
+    else
+      bind_null(name);
+  }
+  void bind_opt_int(const char* name, const std::optional<std::int64_t>& value) {
+    if (value)
+      bind_int(name, *value);
+    else
+      bind_null(name);
+  }
+
+  // True while a row is available.
+  bool next() {
+    const int rc = sqlite3_step(stmt_.get());
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    fail(db_, doing_);
+  }
+  void run() {
+    while (next()) {
+    }
+  }
+  // Rows changed by the last run() (meaningful for INSERT/UPDATE/DELETE).
+  int changes() const { return sqlite3_changes(db_); }
+
+  bool is_null(const char* col) const {
+    return sqlite3_column_type(stmt_.get(), column(col)) == SQLITE_NULL;
+  }
+  std::int64_t integer(const char* col) const {
+    return sqlite3_column_int64(stmt_.get(), column(col));
+  }
+  int int32(const char* col) const {
+    const std::int64_t v = integer(col);
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+      throw StoreError(doing_ + ": column " + col + " is out of range: " + std::to_string(v));
+    }
+    return static_cast<int>(v);
+  }
+  bool boolean(const char* col) const { return integer(col) != 0; }
+  double real(const char* col) const { return sqlite3_column_double(stmt_.get(), column(col)); }
+  std::string text(const char* col) const {
+    const int i = column(col);
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_.get(), i));
+    if (p == nullptr) return {};
+    return std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_.get(), i)));
+  }
+  std::optional<double> opt_real(const char* col) const {
+    if (is_null(col)) return std::nullopt;
+    return real(col);
+  }
+  std::optional<std::int64_t> opt_integer(const char* col) const {
+    if (is_null(col)) return std::nullopt;
+    return integer(col);
+  }
+
+  const std::string& doing() const { return doing_; }
+
+ private:
+  int param(const char* name) const {
+    const int i = sqlite3_bind_parameter_index(stmt_.get(), name);
+    if (i == 0) throw StoreError(doing_ + ": internal error: no SQL parameter " + name);
+    return i;
+  }
+  int column(const char* name) const {
+    const int n = sqlite3_column_count(stmt_.get());
+    for (int i = 0; i < n; ++i) {
+      if (std::strcmp(sqlite3_column_name(stmt_.get(), i), name) == 0) return i;
+    }
+    throw StoreError(doing_ + ": internal error: no column " + name + " in the result");
+  }
+  void check(int rc) const {
+    if (rc != SQLITE_OK) fail(db_, doing_ + " (binding)");
+  }
+
+  sqlite3* db_;
+  std::string doing_;
+  StmtHandle stmt_;
+};
+
+int read_user_version(sqlite3* db, std::string_view doing) {
+  Statement s(db, "PRAGMA user_version", std::string(doing));
+  if (!s.next()) throw StoreError(std::string(doing) + ": PRAGMA user_version returned nothing");
+  return s.int32("user_version");
+}
+
+int latest_version() {
+  return kMigrations.back().version;
+}
+
+[[noreturn]] void refuse_newer(const std::string& path, int found) {
+  throw StoreError("opening store '" + path + "': database schema version " +
+                   std::to_string(found) + " is newer than this proverfleet (" +
+                   std::to_string(latest_version()) + "); upgrade proverfleet");
+}
+
+void migrate(sqlite3* db, const std::string& path) {
+  const std::string doing = "opening store '" + path + "'";
+  const int found = read_user_version(db, doing + ": reading schema version");
+  if (found > latest_version()) refuse_newer(path, found);
+  for (const auto& step : kMigrations) {
+    if (step.version <= found) continue;
+    const std::string applying = doing + ": applying migration " + std::to_string(step.version) +
+                                 " (" + step.description + ")";
+    exec(db, "BEGIN IMMEDIATE", applying);
+    try {
+      // Another process may have migrated between our first read and BEGIN.
+      const int now = read_user_version(db, applying);
+      if (now > latest_version()) refuse_newer(path, now);
+      if (now < step.version) {
+        exec(db, step.sql, applying);
+        exec(db, "PRAGMA user_version = " + std::to_string(step.version), applying);
+      }
+      exec(db, "COMMIT", applying);
+    } catch (...) {
+      rollback_quietly(db);
+      throw;
+    }
+  }
+}
+
+// --- row mapping -------------------------------------------------------------------------------
+
+std::optional<core::Verdict::Decision> parse_decision(std::string_view text) {
+  for (auto d : {core::Verdict::Decision::Continue, core::Verdict::Decision::Accept,
+                 core::Verdict::Decision::Reject}) {
+    if (text == core::to_string(d)) return d;
+  }
+  return std::nullopt;
+}
+
+std::string dump_json(const json& j, std::string_view what) {
+  try {
+    return j.dump();
+  } catch (const json::exception& e) {
+    throw StoreError(std::string(what) + ": " + e.what());
+  }
+}
+
+void bind_offer(Statement& s, const core::Offer& offer) {
+  s.bind_text(":offer_json",
+              dump_json(market::offer_to_vast_json(offer), s.doing() + ": encoding offer"));
+  const json extra{
+      {"usable_ram_gib", offer.usable_ram_gib},
+      {"usable_cores", offer.usable_cores},
+      {"gpu_total_ram_gib", offer.gpu_total_ram_gib},
+      {"data_flags", offer.data_flags},
+  };
+  s.bind_text(":offer_extra_json", dump_json(extra, s.doing() + ": encoding offer"));
+}
+
+core::Offer read_offer(const Statement& s, const std::string& what) {
+  try {
+    json vast = json::parse(s.text("offer_json"));
+    const json extra = json::parse(s.text("offer_extra_json"));
+    // offer_from_vast_json rejects an offer without a positive id (a market boundary rule); a
+    // snapshot may legitimately hold none (an adopted instance), so carry it around the check.
+    const std::int64_t id = vast.value("id", std::int64_t{0});
+    vast["id"] = 1;
+    auto parsed = market::offer_from_vast_json(vast);
+    if (!parsed) throw StoreError(what + ": offer snapshot: " + parsed.error());
+    core::Offer offer = std::move(*parsed);
+    offer.id = id;
+    offer.usable_ram_gib = extra.at("usable_ram_gib").get<double>();
+    offer.usable_cores = extra.at("usable_cores").get<double>();
+    offer.gpu_total_ram_gib = extra.at("gpu_total_ram_gib").get<double>();
+    offer.data_flags = extra.at("data_flags").get<std::vector<std::string>>();
+    return offer;
+  } catch (const json::exception& e) {
+    throw StoreError(what + ": corrupt offer snapshot: " + e.what());
+  }
+}
+
+constexpr const char* kInstanceColumns =
+    "deployment_id, market_id, offer_json, offer_extra_json, state, created_at, state_since, "
+    "deadline_at, destroy_reason, destroyed_at, secret_hash, token_hash, last_heartbeat_at, "
+    "market_status, market_status_since, params_done_bytes, params_total_bytes, "
+    "params_rate_bps, prover_crashes, ooms, proofs_benchmark, proofs_production, gpu_util, "
+    "peak_memory_gib, spend_usd, billed_until, verdict_decision, verdict_rate, verdict_low, "
+    "verdict_high, verdict_samples, verdict_break_even_rate, verdict_reason, plan_json, origin";
+
+void bind_instance(Statement& s, const core::InstanceRecord& r) {
+  s.bind_text(":deployment_id", r.deployment_id);
+  s.bind_opt_int(":market_id", r.market_id);
+  bind_offer(s, r.offer);
+  s.bind_text(":state", core::to_string(r.state));
+  s.bind_real(":created_at", r.created_at);
+  s.bind_real(":state_since", r.state_since);
+  s.bind_real(":deadline_at", r.deadline_at);
+  s.bind_text(":destroy_reason", r.destroy_reason);
+  s.bind_opt_real(":destroyed_at", r.destroyed_at);
+  s.bind_text(":secret_hash", r.secret_hash);
+  s.bind_text(":token_hash", r.token_hash);
+  s.bind_real(":last_heartbeat_at", r.last_heartbeat_at);
+  s.bind_text(":market_status", r.market_status);
+  s.bind_real(":market_status_since", r.market_status_since);
+  s.bind_real(":params_done_bytes", r.params_done_bytes);
+  s.bind_real(":params_total_bytes", r.params_total_bytes);
+  s.bind_real(":params_rate_bps", r.params_rate_bps);
+  s.bind_int(":prover_crashes", r.prover_crashes);
+  s.bind_int(":ooms", r.ooms);
+  s.bind_int(":proofs_benchmark", r.proofs_benchmark);
+  s.bind_int(":proofs_production", r.proofs_production);
+  s.bind_real(":gpu_util", r.gpu_util);
+  s.bind_real(":peak_memory_gib", r.peak_memory_gib);
+  s.bind_real(":spend_usd", r.spend_usd);
+  s.bind_real(":billed_until", r.billed_until);
+  if (r.verdict) {
+    const auto& v = *r.verdict;
+    s.bind_text(":verdict_decision", core::to_string(v.decision));
+    s.bind_real(":verdict_rate", v.rate);
+    s.bind_real(":verdict_low", v.low);
+    s.bind_real(":verdict_high", v.high);
+    s.bind_int(":verdict_samples", v.samples);
+    s.bind_real(":verdict_break_even_rate", v.break_even_rate);
+    s.bind_text(":verdict_reason", v.reason);
+  } else {
+    for (const char* name : {":verdict_decision", ":verdict_rate", ":verdict_low", ":verdict_high",
+                             ":verdict_samples", ":verdict_break_even_rate", ":verdict_reason"}) {
+      s.bind_null(name);
+    }
+  }
+  s.bind_text(":plan_json", r.plan_json);
+  s.bind_text(":origin", r.origin);
+}
+
+core::InstanceRecord read_instance(const Statement& s) {
+  core::InstanceRecord r;
+  r.id = s.integer("id");
+  const std::string what = "instance " + std::to_string(r.id);
+  r.deployment_id = s.text("deployment_id");
+  r.market_id = s.opt_integer("market_id");
+  r.offer = read_offer(s, what);
+  const std::string state = s.text("state");
+  auto parsed_state = core::parse_instance_state(state);
+  if (!parsed_state) throw StoreError(what + " has unknown state '" + state + "'");
+  r.state = *parsed_state;
+  r.created_at = s.real("created_at");
+  r.state_since = s.real("state_since");
+  r.deadline_at = s.real("deadline_at");
+  r.destroy_reason = s.text("destroy_reason");
+  r.destroyed_at = s.opt_real("destroyed_at");
+  r.secret_hash = s.text("secret_hash");
+  r.token_hash = s.text("token_hash");
+  r.last_heartbeat_at = s.real("last_heartbeat_at");
+  r.market_status = s.text("market_status");
+  r.market_status_since = s.real("market_status_since");
+  r.params_done_bytes = s.real("params_done_bytes");
+  r.params_total_bytes = s.real("params_total_bytes");
+  r.params_rate_bps = s.real("params_rate_bps");
+  r.prover_crashes = s.int32("prover_crashes");
+  r.ooms = s.int32("ooms");
+  r.proofs_benchmark = s.int32("proofs_benchmark");
+  r.proofs_production = s.int32("proofs_production");
+  r.gpu_util = s.real("gpu_util");
+  r.peak_memory_gib = s.real("peak_memory_gib");
+  r.spend_usd = s.real("spend_usd");
+  r.billed_until = s.real("billed_until");
+  if (!s.is_null("verdict_decision")) {
+    core::Verdict v;
+    const std::string decision = s.text("verdict_decision");
+    auto parsed_decision = parse_decision(decision);
+    if (!parsed_decision) {
+      throw StoreError(what + " has unknown verdict decision '" + decision + "'");
+    }
+    v.decision = *parsed_decision;
+    v.rate = s.real("verdict_rate");
+    v.low = s.real("verdict_low");
+    v.high = s.real("verdict_high");
+    v.samples = s.int32("verdict_samples");
+    v.break_even_rate = s.real("verdict_break_even_rate");
+    v.reason = s.text("verdict_reason");
+    r.verdict = std::move(v);
+  }
+  r.plan_json = s.text("plan_json");
+  r.origin = s.text("origin");
+  return r;
+}
+
+core::InstanceEvent read_event(const Statement& s) {
+  core::InstanceEvent e;
+  e.id = s.integer("id");
+  e.instance_id = s.integer("instance_id");
+  e.at = s.real("at");
+  e.kind = s.text("kind");
+  e.message = s.text("message");
+  e.data_json = s.text("data_json");
+  return e;
+}
+
+core::BenchRun read_bench_run(const Statement& s) {
+  core::BenchRun b;
+  b.id = s.integer("id");
+  b.host.machine_id = s.integer("machine_id");
+  b.host.gpu_name = s.text("gpu_name");
+  b.host.num_gpus = s.int32("num_gpus");
+  b.instance_id = s.integer("instance_id");
+  b.at = s.real("at");
+  b.rate = s.real("rate");
+  b.low = s.real("low");
+  b.high = s.real("high");
+  b.samples = s.int32("samples");
+  b.kind = s.text("kind");
+  b.contended = s.boolean("contended");
+  b.throttled = s.boolean("throttled");
+  b.plan_json = s.text("plan_json");
+  return b;
+}
+
+core::BadHost read_bad_host(const Statement& s) {
+  core::BadHost b;
+  b.machine_id = s.integer("machine_id");
+  b.source = s.text("source");
+  b.reason = s.text("reason");
+  b.evidence_json = s.text("evidence_json");
+  b.added_at = s.real("added_at");
+  b.expires_at = s.opt_real("expires_at");
+  b.strikes = s.int32("strikes");
+  return b;
+}
+
+}  // namespace
+
+int latest_schema_version() {
+  return latest_version();
+}
+
+void SqliteStore::DbCloser::operator()(sqlite3* db) const {
+  sqlite3_close_v2(db);
+}
+
+SqliteStore::SqliteStore(const std::string& path) {
+  if (path.empty()) throw StoreError("opening store: the database path is empty");
+  const std::string doing = "opening store '" + path + "'";
+  if (path != ":memory:") {
+    // SQLite's own message ("unable to open database file") does not say why.
+    const auto dir = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+      throw StoreError(doing + ": directory '" + dir.string() + "' does not exist");
+    }
+  }
+  sqlite3* raw = nullptr;
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  db_.reset(raw);  // sqlite3_open_v2 may allocate a handle even when it fails
+  if (rc != SQLITE_OK) {
+    throw StoreError(doing + ": " + (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
+  }
+  sqlite3* db = db_.get();
+  sqlite3_extended_result_codes(db, 1);
+  if (sqlite3_busy_timeout(db, 5000) != SQLITE_OK) fail(db, doing + ": setting busy_timeout");
+
+  // WAL lets CLI commands read while the manager writes; :memory: reports "memory".
+  {
+    Statement s(db, "PRAGMA journal_mode=WAL", doing + ": enabling WAL");
+    const std::string mode = s.next() ? s.text("journal_mode") : std::string();
+    if (mode != "wal" && !(path == ":memory:" && mode == "memory")) {
+      throw StoreError(doing + ": cannot enable WAL journal mode (got '" + mode + "')");
+    }
+  }
+  exec(db, "PRAGMA foreign_keys=ON", doing + ": enabling foreign keys");
+  exec(db, "PRAGMA synchronous=NORMAL", doing + ": setting synchronous");
+  migrate(db, path);
+}
+
+SqliteStore::~SqliteStore() = default;
+
+int SqliteStore::schema_version() {
+  std::lock_guard lock(mutex_);
+  return read_user_version(db_.get(), "reading schema version");
+}
+
+void SqliteStore::transaction(const std::function<void()>& fn) {
+  std::lock_guard lock(mutex_);
+  sqlite3* db = db_.get();
+  if (depth_ > 0) {
+    // Joins the outer transaction; the savepoint lets an inner failure that the caller
+    // catches undo only the inner writes instead of committing half of them.
+    const std::string name = "pf_nested_" + std::to_string(depth_);
+    exec(db, "SAVEPOINT " + name, "starting a nested transaction");
+    ++depth_;
+    try {
+      fn();
+    } catch (...) {
+      --depth_;
+      sqlite3_exec(db, ("ROLLBACK TO " + name).c_str(), nullptr, nullptr, nullptr);
+      sqlite3_exec(db, ("RELEASE " + name).c_str(), nullptr, nullptr, nullptr);
+      throw;
+    }
+    --depth_;
+    exec(db, "RELEASE " + name, "finishing a nested transaction");
+    return;
+  }
+
+  exec(db, "BEGIN IMMEDIATE", "starting a transaction");
+  depth_ = 1;
+  try {
+    fn();
+  } catch (...) {
+    depth_ = 0;
+    rollback_quietly(db);
+    throw;
+  }
+  depth_ = 0;
+  if (sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    const std::string message = std::string("committing a transaction: ") + sqlite3_errmsg(db);
+    rollback_quietly(db);
+    throw StoreError(message);
+  }
+}
+
+// --- instances -----------------------------------------------------------------------------------
+
+std::int64_t SqliteStore::insert_instance(const core::InstanceRecord& record) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              std::string("INSERT INTO instances (") + kInstanceColumns + ") VALUES (" +
+                  ":deployment_id, :market_id, :offer_json, :offer_extra_json, :state, "
+                  ":created_at, :state_since, :deadline_at, :destroy_reason, :destroyed_at, "
+                  ":secret_hash, :token_hash, :last_heartbeat_at, :market_status, "
+                  ":market_status_since, :params_done_bytes, :params_total_bytes, "
+                  ":params_rate_bps, :prover_crashes, :ooms, :proofs_benchmark, "
+                  ":proofs_production, :gpu_util, :peak_memory_gib, :spend_usd, :billed_until, "
+                  ":verdict_decision, :verdict_rate, :verdict_low, :verdict_high, "
+                  ":verdict_samples, :verdict_break_even_rate, :verdict_reason, :plan_json, "
+                  ":origin)",
+              "inserting instance with deployment_id '" + record.deployment_id + "'");
+  bind_instance(s, record);
+  s.run();
+  return sqlite3_last_insert_rowid(db_.get());
+}
+
+void SqliteStore::update_instance(const core::InstanceRecord& record) {
+  std::lock_guard lock(mutex_);
+  const std::string doing = "updating instance " + std::to_string(record.id);
+  Statement s(db_.get(),
+              "UPDATE instances SET deployment_id = :deployment_id, market_id = :market_id, "
+              "offer_json = :offer_json, offer_extra_json = :offer_extra_json, state = :state, "
+              "created_at = :created_at, state_since = :state_since, "
+              "deadline_at = :deadline_at, destroy_reason = :destroy_reason, "
+              "destroyed_at = :destroyed_at, secret_hash = :secret_hash, "
+              "token_hash = :token_hash, last_heartbeat_at = :last_heartbeat_at, "
+              "market_status = :market_status, market_status_since = :market_status_since, "
+              "params_done_bytes = :params_done_bytes, params_total_bytes = :params_total_bytes, "
+              "params_rate_bps = :params_rate_bps, prover_crashes = :prover_crashes, "
+              "ooms = :ooms, proofs_benchmark = :proofs_benchmark, "
+              "proofs_production = :proofs_production, gpu_util = :gpu_util, "
+              "peak_memory_gib = :peak_memory_gib, spend_usd = :spend_usd, "
+              "billed_until = :billed_until, verdict_decision = :verdict_decision, "
+              "verdict_rate = :verdict_rate, verdict_low = :verdict_low, "
+              "verdict_high = :verdict_high, verdict_samples = :verdict_samples, "
+              "verdict_break_even_rate = :verdict_break_even_rate, "
+              "verdict_reason = :verdict_reason, plan_json = :plan_json, origin = :origin "
+              "WHERE id = :id",
+              doing);
+  bind_instance(s, record);
+  s.bind_int(":id", record.id);
+  s.run();
+  if (s.changes() == 0) throw StoreError(doing + ": no such instance");
+}
+
+std::optional<core::InstanceRecord> SqliteStore::instance(std::int64_t id) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(), "SELECT * FROM instances WHERE id = :id",
+              "reading instance " + std::to_string(id));
+  s.bind_int(":id", id);
+  if (!s.next()) return std::nullopt;
+  return read_instance(s);
+}
+
+std::optional<core::InstanceRecord> SqliteStore::instance_by_deployment(const std::string& dep) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(), "SELECT * FROM instances WHERE deployment_id = :dep",
+              "reading instance with deployment_id '" + dep + "'");
+  s.bind_text(":dep", dep);
+  if (!s.next()) return std::nullopt;
+  return read_instance(s);
+}
+
+std::optional<core::InstanceRecord> SqliteStore::instance_by_market_id(std::int64_t market_id) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              "SELECT * FROM instances WHERE market_id = :market_id ORDER BY id DESC LIMIT 1",
+              "reading instance with market id " + std::to_string(market_id));
+  s.bind_int(":market_id", market_id);
+  if (!s.next()) return std::nullopt;
+  return read_instance(s);
+}
+
+std::vector<core::InstanceRecord> SqliteStore::instances(bool include_destroyed) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(), "SELECT * FROM instances WHERE :all OR state != :destroyed ORDER BY id",
+              "listing instances");
+  s.bind_bool(":all", include_destroyed);
+  s.bind_text(":destroyed", core::to_string(core::InstanceState::Destroyed));
+  std::vector<core::InstanceRecord> out;
+  while (s.next()) out.push_back(read_instance(s));
+  return out;
+}
+
+// --- audit trail ---------------------------------------------------------------------------------
+
+std::int64_t SqliteStore::append_event(const core::InstanceEvent& event) {
+  std::lock_guard lock(mutex_);
+  Statement s(
+      db_.get(),
+      "INSERT INTO instance_events (instance_id, at, kind, message, data_json) "
+      "VALUES (:instance_id, :at, :kind, :message, :data_json)",
+      "appending '" + event.kind + "' event for instance " + std::to_string(event.instance_id));
+  s.bind_int(":instance_id", event.instance_id);
+  s.bind_real(":at", event.at);
+  s.bind_text(":kind", event.kind);
+  s.bind_text(":message", event.message);
+  s.bind_text(":data_json", event.data_json);
+  s.run();
+  return sqlite3_last_insert_rowid(db_.get());
+}
+
+std::vector<core::InstanceEvent> SqliteStore::events(std::int64_t instance_id, std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              "SELECT * FROM (SELECT * FROM instance_events WHERE instance_id = :instance_id "
+              "ORDER BY at DESC, id DESC LIMIT :limit) ORDER BY at, id",
+              "reading events of instance " + std::to_string(instance_id));
+  s.bind_int(":instance_id", instance_id);
+  // SQLite reads a negative LIMIT as "no limit".
+  constexpr auto kMax = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+  s.bind_int(":limit", limit == 0 ? -1 : static_cast<std::int64_t>(std::min(limit, kMax)));
+  std::vector<core::InstanceEvent> out;
+  while (s.next()) out.push_back(read_event(s));
+  return out;
+}
+
+// --- agent reports -------------------------------------------------------------------------------
+
+bool SqliteStore::mark_agent_seq(std::int64_t instance_id, std::int64_t seq) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              "INSERT INTO agent_seqs (instance_id, seq) VALUES (:instance_id, :seq) "
+              "ON CONFLICT (instance_id, seq) DO NOTHING",
+              "recording agent event " + std::to_string(seq) + " of instance " +
+                  std::to_string(instance_id));
+  s.bind_int(":instance_id", instance_id);
+  s.bind_int(":seq", seq);
+  s.run();
+  return s.changes() == 1;
+}
+
+bool SqliteStore::insert_proof_sample(const core::ProofSample& sample) {
+  std::lock_guard lock(mutex_);
+  // ON CONFLICT on the key only: any other constraint failure still raises an error.
+  Statement s(db_.get(),
+              "INSERT INTO proof_samples (instance_id, seq, at, seconds, gpu_ms, queue_ms, phase) "
+              "VALUES (:instance_id, :seq, :at, :seconds, :gpu_ms, :queue_ms, :phase) "
+              "ON CONFLICT (instance_id, seq) DO NOTHING",
+              "inserting proof sample " + std::to_string(sample.seq) + " of instance " +
+                  std::to_string(sample.instance_id));
+  s.bind_int(":instance_id", sample.instance_id);
+  s.bind_int(":seq", sample.seq);
+  s.bind_real(":at", sample.at);
+  s.bind_real(":seconds", sample.seconds);
+  s.bind_real(":gpu_ms", sample.gpu_ms);
+  s.bind_real(":queue_ms", sample.queue_ms);
+  s.bind_text(":phase", core::to_string(sample.phase));
+  s.run();
+  return s.changes() == 1;
+}
+
+std::vector<core::ProofSample> SqliteStore::proof_samples(std::int64_t instance_id) {
+  std::lock_guard lock(mutex_);
+  const std::string doing = "reading proof samples of instance " + std::to_string(instance_id);
+  Statement s(db_.get(), "SELECT * FROM proof_samples WHERE instance_id = :id ORDER BY seq", doing);
+  s.bind_int(":id", instance_id);
+  std::vector<core::ProofSample> out;
+  while (s.next()) {
+    core::ProofSample p;
+    p.instance_id = s.integer("instance_id");
+    p.seq = s.integer("seq");
+    p.at = s.real("at");
+    p.seconds = s.real("seconds");
+    p.gpu_ms = s.real("gpu_ms");
+    p.queue_ms = s.real("queue_ms");
+    const std::string phase = s.text("phase");
+    auto parsed = core::parse_proof_phase(phase);
+    if (!parsed) {
+      throw StoreError(doing + ": sample " + std::to_string(p.seq) + " has unknown phase '" +
+                       phase + "'");
+    }
+    p.phase = *parsed;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// --- host history --------------------------------------------------------------------------------
+
+std::int64_t SqliteStore::insert_bench_run(const core::BenchRun& run) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              "INSERT INTO bench_runs (machine_id, gpu_name, num_gpus, instance_id, at, rate, "
+              "low, high, samples, kind, contended, throttled, plan_json) VALUES (:machine_id, "
+              ":gpu_name, :num_gpus, :instance_id, :at, :rate, :low, :high, :samples, :kind, "
+              ":contended, :throttled, :plan_json)",
+              "inserting bench run for machine " + std::to_string(run.host.machine_id));
+  s.bind_int(":machine_id", run.host.machine_id);
+  s.bind_text(":gpu_name", run.host.gpu_name);
+  s.bind_int(":num_gpus", run.host.num_gpus);
+  s.bind_int(":instance_id", run.instance_id);
+  s.bind_real(":at", run.at);
+  s.bind_real(":rate", run.rate);
+  s.bind_real(":low", run.low);
+  s.bind_real(":high", run.high);
+  s.bind_int(":samples", run.samples);
+  s.bind_text(":kind", run.kind);
+  s.bind_bool(":contended", run.contended);
+  s.bind_bool(":throttled", run.throttled);
+  s.bind_text(":plan_json", run.plan_json);
+  s.run();
+  return sqlite3_last_insert_rowid(db_.get());
+}
+
+std::vector<core::BenchRun> SqliteStore::bench_runs(const core::HostKey& host) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              "SELECT * FROM bench_runs WHERE machine_id = :machine_id AND gpu_name = :gpu_name "
+              "AND num_gpus = :num_gpus ORDER BY at, id",
+              "reading bench runs of machine " + std::to_string(host.machine_id));
+  s.bind_int(":machine_id", host.machine_id);
+  s.bind_text(":gpu_name", host.gpu_name);
+  s.bind_int(":num_gpus", host.num_gpus);
+  std::vector<core::BenchRun> out;
+  while (s.next()) out.push_back(read_bench_run(s));
+  return out;
+}
+
+std::vector<core::BenchRun> SqliteStore::all_bench_runs() {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(), "SELECT * FROM bench_runs ORDER BY at, id", "reading bench runs");
+  std::vector<core::BenchRun> out;
+  while (s.next()) out.push_back(read_bench_run(s));
+  return out;
+}
+
+// --- bad hosts -----------------------------------------------------------------------------------
+
+void SqliteStore::put_bad_host(const core::BadHost& entry) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              "INSERT INTO bad_hosts (machine_id, source, reason, evidence_json, added_at, "
+              "expires_at, strikes) VALUES (:machine_id, :source, :reason, :evidence_json, "
+              ":added_at, :expires_at, :strikes) ON CONFLICT (machine_id, source) DO UPDATE SET "
+              "reason = excluded.reason, evidence_json = excluded.evidence_json, "
+              "added_at = excluded.added_at, expires_at = excluded.expires_at, "
+              "strikes = excluded.strikes",
+              "putting bad host " + std::to_string(entry.machine_id) + " (" + entry.source + ")");
+  s.bind_int(":machine_id", entry.machine_id);
+  s.bind_text(":source", entry.source);
+  s.bind_text(":reason", entry.reason);
+  s.bind_text(":evidence_json", entry.evidence_json);
+  s.bind_real(":added_at", entry.added_at);
+  s.bind_opt_real(":expires_at", entry.expires_at);
+  s.bind_int(":strikes", entry.strikes);
+  s.run();
+}
+
+bool SqliteStore::remove_bad_host(std::int64_t machine_id, const std::string& source) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              "DELETE FROM bad_hosts WHERE machine_id = :machine_id AND source = :source",
+              "removing bad host " + std::to_string(machine_id) + " (" + source + ")");
+  s.bind_int(":machine_id", machine_id);
+  s.bind_text(":source", source);
+  s.run();
+  return s.changes() > 0;
+}
+
+std::vector<core::BadHost> SqliteStore::bad_hosts() {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(), "SELECT * FROM bad_hosts ORDER BY machine_id, source",
+              "reading bad hosts");
+  std::vector<core::BadHost> out;
+  while (s.next()) out.push_back(read_bad_host(s));
+  return out;
+}
+
+// --- settings ------------------------------------------------------------------------------------
+
+std::optional<std::string> SqliteStore::setting(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(), "SELECT value FROM settings WHERE key = :key",
+              "reading setting '" + key + "'");
+  s.bind_text(":key", key);
+  if (!s.next()) return std::nullopt;
+  return s.text("value");
+}
+
+void SqliteStore::put_setting(const std::string& key, const std::string& value) {
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(),
+              "INSERT INTO settings (key, value) VALUES (:key, :value) "
+              "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+              "writing setting '" + key + "'");
+  s.bind_text(":key", key);
+  s.bind_text(":value", value);
+  s.run();
+}
+
+// --- opening -------------------------------------------------------------------------------------
+
+std::unique_ptr<Store> open_store(const std::string& url) {
+  std::string_view path = url;
+  constexpr std::string_view kScheme = "sqlite:";
+  if (path.starts_with(kScheme)) {
+    path.remove_prefix(kScheme.size());
+    // "sqlite:///var/lib/pf.db" names the absolute path /var/lib/pf.db.
+    if (path.starts_with("//")) path.remove_prefix(2);
+  } else if (const auto colon = path.find("://"); colon != std::string_view::npos) {
+    throw StoreError("unsupported store URL '" + url + "': only sqlite:PATH or a file path");
+  }
+  if (path.empty()) throw StoreError("store URL '" + url + "' names no database path");
+  return std::make_unique<SqliteStore>(std::string(path));
+}
+
+}  // namespace pf::store

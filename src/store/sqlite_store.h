@@ -1,0 +1,71 @@
+// The SQLite implementation of Store: one connection, serialised by a mutex so the HTTP
+// server's threads can share it; WAL so CLI commands can read while the manager writes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/store.h"
+
+struct sqlite3;
+
+namespace pf::store {
+
+// The schema version this build writes (PRAGMA user_version after migrating).
+int latest_schema_version();
+
+class SqliteStore final : public Store {
+ public:
+  // `path` is a database file (its directory must exist) or ":memory:". Applies pending
+  // migrations; refuses a database written by a newer proverfleet.
+  explicit SqliteStore(const std::string& path);
+  ~SqliteStore() override;
+  SqliteStore(const SqliteStore&) = delete;
+  SqliteStore& operator=(const SqliteStore&) = delete;
+
+  // The database's PRAGMA user_version.
+  int schema_version();
+
+  void transaction(const std::function<void()>& fn) override;
+
+  std::int64_t insert_instance(const core::InstanceRecord& record) override;
+  void update_instance(const core::InstanceRecord& record) override;
+  std::optional<core::InstanceRecord> instance(std::int64_t id) override;
+  std::optional<core::InstanceRecord> instance_by_deployment(const std::string& dep) override;
+  // Market ids are not reused by vast; should two rows share one, the newest row wins.
+  std::optional<core::InstanceRecord> instance_by_market_id(std::int64_t market_id) override;
+  std::vector<core::InstanceRecord> instances(bool include_destroyed) override;
+
+  std::int64_t append_event(const core::InstanceEvent& event) override;
+  std::vector<core::InstanceEvent> events(std::int64_t instance_id, std::size_t limit) override;
+
+  bool mark_agent_seq(std::int64_t instance_id, std::int64_t seq) override;
+  bool insert_proof_sample(const core::ProofSample& sample) override;
+  std::vector<core::ProofSample> proof_samples(std::int64_t instance_id) override;
+
+  std::int64_t insert_bench_run(const core::BenchRun& run) override;
+  std::vector<core::BenchRun> bench_runs(const core::HostKey& host) override;
+  std::vector<core::BenchRun> all_bench_runs() override;
+
+  void put_bad_host(const core::BadHost& entry) override;
+  bool remove_bad_host(std::int64_t machine_id, const std::string& source) override;
+  std::vector<core::BadHost> bad_hosts() override;
+
+  std::optional<std::string> setting(const std::string& key) override;
+  void put_setting(const std::string& key, const std::string& value) override;
+
+ private:
+  struct DbCloser {
+    void operator()(sqlite3* db) const;
+  };
+
+  std::recursive_mutex mutex_;  // held for every call and across a whole transaction
+  std::unique_ptr<sqlite3, DbCloser> db_;
+  int depth_ = 0;  // transaction nesting; >0 means BEGIN has run on this connection
+};
+
+}  // namespace pf::store

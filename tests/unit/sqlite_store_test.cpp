@@ -1,0 +1,763 @@
+#include "store/sqlite_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "store/store.h"
+
+namespace pf::store {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+// A fresh directory under /tmp, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "pf_store_test_XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+// Sets PRAGMA user_version behind the store's back, as a newer proverfleet would have.
+void set_user_version(const std::string& path, int version) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  const std::string sql = "PRAGMA user_version = " + std::to_string(version);
+  EXPECT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+}
+
+std::string journal_mode(const std::string& path) {
+  sqlite3* raw = nullptr;
+  if (sqlite3_open(path.c_str(), &raw) != SQLITE_OK) return "open failed";
+  sqlite3_stmt* stmt = nullptr;
+  std::string mode;
+  if (sqlite3_prepare_v2(raw, "PRAGMA journal_mode", -1, &stmt, nullptr) == SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW) {
+    mode = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(raw);
+  return mode;
+}
+
+core::Offer full_offer() {
+  core::Offer o;
+  o.id = 987654321;
+  o.machine_id = 4242;
+  o.host_id = 77;
+  o.gpu_name = "RTX 4090";
+  o.num_gpus = 2;
+  o.gpu_ram_gib = 23.98828125;
+  o.gpu_total_ram_gib = 0;  // vast sometimes omits it; must not be "repaired" on reload
+  o.cpu_name = "AMD EPYC 7B13 64-Core";
+  o.cpu_cores = 128;
+  o.cpu_cores_effective = 32.5;
+  o.cpu_ram_gib = 125.7;
+  o.pcie_bw_gbs = 24.3;
+  o.pci_gen = 4;
+  o.inet_down_mbps = 843.1;
+  o.inet_up_mbps = 702.9;
+  o.inet_down_cost_per_gb = 0.0031;
+  o.disk_space_gb = 512.25;
+  o.cuda_max_good = 12.4;
+  o.compute_cap = 890;
+  o.reliability = 0.9931;
+  o.verified = true;
+  o.geolocation = "Sweden, SE";
+  o.dph_total = 0.1234567890123;
+  o.storage_cost_gb_month = 0.15;
+  o.dlperf = 101.3;
+  o.usable_ram_gib = 96.5;  // e.g. narrowed by the agent's measurement
+  o.usable_cores = 30;
+  o.data_flags = {"inet_down missing: download speed unknown", "custom note \"quoted\""};
+  return o;
+}
+
+core::InstanceRecord full_record(const std::string& deployment_id) {
+  core::InstanceRecord r;
+  r.deployment_id = deployment_id;
+  r.market_id = 31337;
+  r.offer = full_offer();
+  r.state = core::InstanceState::Benchmarking;
+  r.created_at = 1700000000.125;
+  r.state_since = 1700000123.5;
+  r.deadline_at = 1700003600.75;
+  r.destroy_reason = "";
+  r.destroyed_at = std::nullopt;
+  r.secret_hash = "sha256:abc";
+  r.token_hash = "sha256:def";
+  r.last_heartbeat_at = 1700000200.0625;
+  r.market_status = "running";
+  r.market_status_since = 1700000050.5;
+  r.params_done_bytes = 12345678901.0;
+  r.params_total_bytes = 98765432109.0;
+  r.params_rate_bps = 1.0 / 3.0;
+  r.prover_crashes = 1;
+  r.ooms = 2;
+  r.proofs_benchmark = 3;
+  r.proofs_production = 4;
+  r.gpu_util = 0.87;
+  r.peak_memory_gib = 201.3;
+  r.spend_usd = 0.1 + 0.2;  // not representable exactly: must come back bit-identical
+  r.billed_until = 1700000300.25;
+  r.verdict = core::Verdict{core::Verdict::Decision::Accept, 61.4, 55.1, 67.9, 12, 40.5,
+                            "rate above break-even"};
+  r.plan_json = R"({"partitions":3})";
+  r.origin = "autopilot";
+  return r;
+}
+
+void expect_same_offer(const core::Offer& a, const core::Offer& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.machine_id, b.machine_id);
+  EXPECT_EQ(a.host_id, b.host_id);
+  EXPECT_EQ(a.gpu_name, b.gpu_name);
+  EXPECT_EQ(a.num_gpus, b.num_gpus);
+  EXPECT_EQ(a.gpu_ram_gib, b.gpu_ram_gib);
+  EXPECT_EQ(a.gpu_total_ram_gib, b.gpu_total_ram_gib);
+  EXPECT_EQ(a.cpu_name, b.cpu_name);
+  EXPECT_EQ(a.cpu_cores, b.cpu_cores);
+  EXPECT_EQ(a.cpu_cores_effective, b.cpu_cores_effective);
+  EXPECT_EQ(a.cpu_ram_gib, b.cpu_ram_gib);
+  EXPECT_EQ(a.pcie_bw_gbs, b.pcie_bw_gbs);
+  EXPECT_EQ(a.pci_gen, b.pci_gen);
+  EXPECT_EQ(a.inet_down_mbps, b.inet_down_mbps);
+  EXPECT_EQ(a.inet_up_mbps, b.inet_up_mbps);
+  EXPECT_EQ(a.inet_down_cost_per_gb, b.inet_down_cost_per_gb);
+  EXPECT_EQ(a.disk_space_gb, b.disk_space_gb);
+  EXPECT_EQ(a.cuda_max_good, b.cuda_max_good);
+  EXPECT_EQ(a.compute_cap, b.compute_cap);
+  EXPECT_EQ(a.reliability, b.reliability);
+  EXPECT_EQ(a.verified, b.verified);
+  EXPECT_EQ(a.geolocation, b.geolocation);
+  EXPECT_EQ(a.dph_total, b.dph_total);
+  EXPECT_EQ(a.storage_cost_gb_month, b.storage_cost_gb_month);
+  EXPECT_EQ(a.dlperf, b.dlperf);
+  EXPECT_EQ(a.usable_ram_gib, b.usable_ram_gib);
+  EXPECT_EQ(a.usable_cores, b.usable_cores);
+  EXPECT_EQ(a.data_flags, b.data_flags);
+}
+
+// Exact comparisons on purpose: the store must give back the very same doubles.
+void expect_same(const core::InstanceRecord& a, const core::InstanceRecord& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.deployment_id, b.deployment_id);
+  EXPECT_EQ(a.market_id, b.market_id);
+  expect_same_offer(a.offer, b.offer);
+  EXPECT_EQ(a.state, b.state);
+  EXPECT_EQ(a.created_at, b.created_at);
+  EXPECT_EQ(a.state_since, b.state_since);
+  EXPECT_EQ(a.deadline_at, b.deadline_at);
+  EXPECT_EQ(a.destroy_reason, b.destroy_reason);
+  EXPECT_EQ(a.destroyed_at, b.destroyed_at);
+  EXPECT_EQ(a.secret_hash, b.secret_hash);
+  EXPECT_EQ(a.token_hash, b.token_hash);
+  EXPECT_EQ(a.last_heartbeat_at, b.last_heartbeat_at);
+  EXPECT_EQ(a.market_status, b.market_status);
+  EXPECT_EQ(a.market_status_since, b.market_status_since);
+  EXPECT_EQ(a.params_done_bytes, b.params_done_bytes);
+  EXPECT_EQ(a.params_total_bytes, b.params_total_bytes);
+  EXPECT_EQ(a.params_rate_bps, b.params_rate_bps);
+  EXPECT_EQ(a.prover_crashes, b.prover_crashes);
+  EXPECT_EQ(a.ooms, b.ooms);
+  EXPECT_EQ(a.proofs_benchmark, b.proofs_benchmark);
+  EXPECT_EQ(a.proofs_production, b.proofs_production);
+  EXPECT_EQ(a.gpu_util, b.gpu_util);
+  EXPECT_EQ(a.peak_memory_gib, b.peak_memory_gib);
+  EXPECT_EQ(a.spend_usd, b.spend_usd);
+  EXPECT_EQ(a.billed_until, b.billed_until);
+  ASSERT_EQ(a.verdict.has_value(), b.verdict.has_value());
+  if (a.verdict) {
+    EXPECT_EQ(a.verdict->decision, b.verdict->decision);
+    EXPECT_EQ(a.verdict->rate, b.verdict->rate);
+    EXPECT_EQ(a.verdict->low, b.verdict->low);
+    EXPECT_EQ(a.verdict->high, b.verdict->high);
+    EXPECT_EQ(a.verdict->samples, b.verdict->samples);
+    EXPECT_EQ(a.verdict->break_even_rate, b.verdict->break_even_rate);
+    EXPECT_EQ(a.verdict->reason, b.verdict->reason);
+  }
+  EXPECT_EQ(a.plan_json, b.plan_json);
+  EXPECT_EQ(a.origin, b.origin);
+}
+
+core::InstanceEvent event(std::int64_t instance_id, double at, std::string message) {
+  core::InstanceEvent e;
+  e.instance_id = instance_id;
+  e.at = at;
+  e.kind = "state";
+  e.message = std::move(message);
+  e.data_json = R"({"k":1})";
+  return e;
+}
+
+std::vector<std::string> messages(const std::vector<core::InstanceEvent>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events) out.push_back(e.message);
+  return out;
+}
+
+core::BenchRun bench(const core::HostKey& host, double at, double rate) {
+  core::BenchRun b;
+  b.host = host;
+  b.instance_id = 1;
+  b.at = at;
+  b.rate = rate;
+  b.low = rate - 2.5;
+  b.high = rate + 2.5;
+  b.samples = 9;
+  b.kind = "benchmark";
+  b.plan_json = R"({"gpu_workers":2})";
+  return b;
+}
+
+// Every behaviour test runs on an in-memory and on a file-backed store.
+class StoreTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    store_ = GetParam() ? open_store("sqlite:" + dir_.file("fleet.db")) : open_store(":memory:");
+  }
+  bool file_backed() const { return GetParam(); }
+
+  TempDir dir_;
+  std::unique_ptr<Store> store_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backing, StoreTest, ::testing::Values(false, true),
+                         [](const auto& param_info) {
+                           return param_info.param ? "File" : "Memory";
+                         });
+
+TEST_P(StoreTest, InsertedInstanceRoundTripsEveryField) {
+  auto record = full_record("dep-1");
+  record.id = 999;  // ignored: the store assigns ids
+  const auto id = store_->insert_instance(record);
+  EXPECT_GT(id, 0);
+  record.id = id;
+
+  auto got = store_->instance(id);
+  ASSERT_TRUE(got);
+  expect_same(*got, record);
+
+  auto by_dep = store_->instance_by_deployment("dep-1");
+  ASSERT_TRUE(by_dep);
+  expect_same(*by_dep, record);
+  auto by_market = store_->instance_by_market_id(31337);
+  ASSERT_TRUE(by_market);
+  expect_same(*by_market, record);
+}
+
+TEST_P(StoreTest, UpdateReplacesEveryFieldIncludingClearedOptionals) {
+  auto record = full_record("dep-1");
+  record.id = store_->insert_instance(record);
+
+  // The other way round: optionals that were empty get values and vice versa.
+  auto changed = record;
+  changed.deployment_id = "dep-1b";
+  changed.market_id = std::nullopt;
+  changed.offer.id = 0;  // an adopted instance's snapshot may carry no ask id
+  changed.offer.data_flags.clear();
+  changed.offer.gpu_name = "H100 SXM";
+  changed.offer.verified = false;
+  changed.state = core::InstanceState::Destroyed;
+  changed.destroy_reason = "rejected: rate below break-even";
+  changed.destroyed_at = 1700009999.875;
+  changed.verdict = std::nullopt;
+  changed.prover_crashes = 0;
+  changed.spend_usd = 1.0 / 7.0;
+  changed.origin = "adopted";
+  store_->update_instance(changed);
+
+  auto got = store_->instance(record.id);
+  ASSERT_TRUE(got);
+  expect_same(*got, changed);
+  EXPECT_FALSE(store_->instance_by_deployment("dep-1"));
+  EXPECT_FALSE(store_->instance_by_market_id(31337));
+
+  // And back: a verdict with every decision kind survives.
+  for (auto d : {core::Verdict::Decision::Continue, core::Verdict::Decision::Reject}) {
+    changed.verdict = core::Verdict{d, 1, 0.5, 1.5, 3, 2, "why"};
+    store_->update_instance(changed);
+    got = store_->instance(record.id);
+    ASSERT_TRUE(got && got->verdict);
+    EXPECT_EQ(got->verdict->decision, d);
+  }
+}
+
+TEST_P(StoreTest, EveryInstanceStateRoundTrips) {
+  auto record = full_record("dep-states");
+  record.id = store_->insert_instance(record);
+  for (auto s :
+       {core::InstanceState::Renting, core::InstanceState::Booting, core::InstanceState::Registered,
+        core::InstanceState::FetchingParams, core::InstanceState::WarmingUp,
+        core::InstanceState::Benchmarking, core::InstanceState::Proving,
+        core::InstanceState::Destroying, core::InstanceState::Destroyed}) {
+    record.state = s;
+    store_->update_instance(record);
+    EXPECT_EQ(store_->instance(record.id)->state, s) << core::to_string(s);
+  }
+}
+
+TEST_P(StoreTest, UpdatingUnknownInstanceThrows) {
+  auto record = full_record("dep-x");
+  record.id = 12345;
+  try {
+    store_->update_instance(record);
+    FAIL() << "expected StoreError";
+  } catch (const StoreError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("12345"));
+    EXPECT_THAT(e.what(), HasSubstr("no such instance"));
+  }
+}
+
+TEST_P(StoreTest, DuplicateDeploymentIdIsRefused) {
+  store_->insert_instance(full_record("dep-dup"));
+  try {
+    store_->insert_instance(full_record("dep-dup"));
+    FAIL() << "expected StoreError";
+  } catch (const StoreError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("dep-dup"));
+    EXPECT_THAT(e.what(), HasSubstr("UNIQUE"));
+  }
+  EXPECT_EQ(store_->instances(true).size(), 1u);
+}
+
+TEST_P(StoreTest, NaNFieldIsRefusedByName) {
+  auto record = full_record("dep-nan");
+  record.spend_usd = std::numeric_limits<double>::quiet_NaN();
+  try {
+    store_->insert_instance(record);
+    FAIL() << "expected StoreError";
+  } catch (const StoreError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("spend_usd is NaN"));
+  }
+  EXPECT_FALSE(store_->instance_by_deployment("dep-nan"));
+}
+
+TEST_P(StoreTest, MissingLookupsGiveNothing) {
+  EXPECT_FALSE(store_->instance(1));
+  EXPECT_FALSE(store_->instance_by_deployment("nope"));
+  EXPECT_FALSE(store_->instance_by_market_id(1));
+  EXPECT_TRUE(store_->instances(true).empty());
+}
+
+TEST_P(StoreTest, ListingOrdersByIdAndHidesDestroyedOnRequest) {
+  auto a = full_record("a");
+  auto b = full_record("b");
+  b.state = core::InstanceState::Destroyed;
+  b.destroyed_at = 5;
+  auto c = full_record("c");
+  c.state = core::InstanceState::Destroying;  // still billing: live
+  c.market_id = std::nullopt;
+  const auto ida = store_->insert_instance(a);
+  const auto idb = store_->insert_instance(b);
+  const auto idc = store_->insert_instance(c);
+
+  auto all = store_->instances(true);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].id, ida);
+  EXPECT_EQ(all[1].id, idb);
+  EXPECT_EQ(all[2].id, idc);
+
+  auto live = store_->instances(false);
+  ASSERT_EQ(live.size(), 2u);
+  EXPECT_EQ(live[0].deployment_id, "a");
+  EXPECT_EQ(live[1].deployment_id, "c");
+  EXPECT_FALSE(live[1].market_id);
+}
+
+TEST_P(StoreTest, EventsAreChronologicalAndLimitKeepsTheMostRecent) {
+  const auto id = store_->insert_instance(full_record("dep-ev"));
+  const auto other = store_->insert_instance(full_record("dep-other"));
+  store_->append_event(event(id, 10, "first"));
+  store_->append_event(event(other, 11, "not mine"));
+  store_->append_event(event(id, 30, "third"));
+  store_->append_event(event(id, 20, "second (reported late)"));
+  store_->append_event(event(id, 30, "fourth (same second as third)"));
+
+  const std::vector<std::string> all{"first", "second (reported late)", "third",
+                                     "fourth (same second as third)"};
+  EXPECT_EQ(messages(store_->events(id, 0)), all);
+  EXPECT_EQ(messages(store_->events(id, 100)), all);
+  EXPECT_EQ(messages(store_->events(id, 2)),
+            (std::vector<std::string>{"third", "fourth (same second as third)"}));
+  EXPECT_EQ(messages(store_->events(id, 1)),
+            (std::vector<std::string>{"fourth (same second as third)"}));
+
+  const auto one = store_->events(other, 0);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_GT(one[0].id, 0);
+  EXPECT_EQ(one[0].instance_id, other);
+  EXPECT_EQ(one[0].at, 11);
+  EXPECT_EQ(one[0].kind, "state");
+  EXPECT_EQ(one[0].data_json, R"({"k":1})");
+  EXPECT_TRUE(store_->events(999, 0).empty());
+}
+
+TEST_P(StoreTest, EventForUnknownInstanceViolatesForeignKey) {
+  try {
+    store_->append_event(event(424242, 1, "orphan"));
+    FAIL() << "expected StoreError";
+  } catch (const StoreError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("424242"));
+    EXPECT_THAT(e.what(), HasSubstr("FOREIGN KEY"));
+  }
+}
+
+TEST_P(StoreTest, AgentSeqIsAppliedOnce) {
+  const auto a = store_->insert_instance(full_record("a"));
+  const auto b = store_->insert_instance(full_record("b"));
+  EXPECT_TRUE(store_->mark_agent_seq(a, 1));
+  EXPECT_FALSE(store_->mark_agent_seq(a, 1));
+  EXPECT_TRUE(store_->mark_agent_seq(a, 2));
+  EXPECT_TRUE(store_->mark_agent_seq(b, 1));  // per instance
+  EXPECT_FALSE(store_->mark_agent_seq(b, 1));
+}
+
+TEST_P(StoreTest, DuplicateProofSampleIsRejectedAndTheFirstKept) {
+  const auto id = store_->insert_instance(full_record("dep-p"));
+  core::ProofSample s{id, 7, 100.5, 612.25, 401234.5, 12.75, core::ProofPhase::Benchmark};
+  EXPECT_TRUE(store_->insert_proof_sample(s));
+  auto dup = s;
+  dup.seconds = 1;
+  EXPECT_FALSE(store_->insert_proof_sample(dup));
+  EXPECT_TRUE(store_->insert_proof_sample({id, 3, 50, 700, 1, 2, core::ProofPhase::Warmup}));
+  EXPECT_TRUE(store_->insert_proof_sample({id, 9, 150, 600, 1, 2, core::ProofPhase::Production}));
+
+  const auto samples = store_->proof_samples(id);
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(samples[0].seq, 3);
+  EXPECT_EQ(samples[0].phase, core::ProofPhase::Warmup);
+  EXPECT_EQ(samples[1].seq, 7);
+  EXPECT_EQ(samples[1].instance_id, id);
+  EXPECT_EQ(samples[1].at, 100.5);
+  EXPECT_EQ(samples[1].seconds, 612.25);
+  EXPECT_EQ(samples[1].gpu_ms, 401234.5);
+  EXPECT_EQ(samples[1].queue_ms, 12.75);
+  EXPECT_EQ(samples[1].phase, core::ProofPhase::Benchmark);
+  EXPECT_EQ(samples[2].phase, core::ProofPhase::Production);
+  EXPECT_TRUE(store_->proof_samples(id + 1).empty());
+}
+
+TEST_P(StoreTest, BenchRunsAreNeverOverwritten) {
+  const core::HostKey host{4242, "RTX 4090", 1};
+  const core::HostKey two{4242, "RTX 4090", 2};
+  auto clean = bench(host, 100, 61.4);
+  auto contended = bench(host, 200, 46.2);
+  contended.contended = true;
+  contended.throttled = true;
+  contended.kind = "production";
+  const auto id1 = store_->insert_bench_run(clean);
+  const auto id2 = store_->insert_bench_run(contended);
+  const auto id3 = store_->insert_bench_run(clean);  // identical run: a second row
+  store_->insert_bench_run(bench(two, 50, 90));
+  EXPECT_NE(id1, id2);
+  EXPECT_NE(id1, id3);
+
+  const auto runs = store_->bench_runs(host);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].id, id1);
+  EXPECT_EQ(runs[0].host, host);
+  EXPECT_EQ(runs[0].rate, 61.4);
+  EXPECT_EQ(runs[0].low, 61.4 - 2.5);
+  EXPECT_EQ(runs[0].high, 61.4 + 2.5);
+  EXPECT_EQ(runs[0].samples, 9);
+  EXPECT_EQ(runs[0].instance_id, 1);
+  EXPECT_EQ(runs[0].plan_json, R"({"gpu_workers":2})");
+  EXPECT_FALSE(runs[0].contended);
+  EXPECT_EQ(runs[1].id, id3);  // same time as the first, inserted later
+  EXPECT_EQ(runs[2].id, id2);
+  EXPECT_TRUE(runs[2].contended);
+  EXPECT_TRUE(runs[2].throttled);
+  EXPECT_EQ(runs[2].kind, "production");
+
+  const auto all = store_->all_bench_runs();
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].host, two);  // oldest first across hosts
+  EXPECT_TRUE(store_->bench_runs({4242, "RTX 3090", 1}).empty());
+}
+
+TEST_P(StoreTest, BadHostsPutReplaceRemoveAndKeepExpiry) {
+  core::BadHost op{4242, "bad PCIe", R"({"pcie":1.1})", 100, std::nullopt, 1, "operator"};
+  core::BadHost automatic{4242, "crashed twice", "{}", 200, 300.5, 2, "auto"};
+  core::BadHost other{7, "slow", "{}", 50, 60, 1, "auto"};
+  store_->put_bad_host(op);
+  store_->put_bad_host(automatic);
+  store_->put_bad_host(other);
+
+  auto list = store_->bad_hosts();
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[0].machine_id, 7);
+  EXPECT_EQ(list[1].source, "auto");
+  EXPECT_EQ(list[1].expires_at, 300.5);
+  EXPECT_EQ(list[2].source, "operator");
+  EXPECT_FALSE(list[2].expires_at);
+  EXPECT_EQ(list[2].evidence_json, R"({"pcie":1.1})");
+  EXPECT_EQ(list[2].reason, "bad PCIe");
+  EXPECT_EQ(list[2].added_at, 100);
+  // Expired entries are still listed; callers filter.
+  EXPECT_FALSE(core::is_active(list[0], 100));
+  EXPECT_TRUE(core::is_active(list[2], 1e12));
+
+  automatic.strikes = 3;
+  automatic.expires_at = std::nullopt;
+  automatic.reason = "crashed three times";
+  store_->put_bad_host(automatic);
+  list = store_->bad_hosts();
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[1].strikes, 3);
+  EXPECT_EQ(list[1].reason, "crashed three times");
+  EXPECT_FALSE(list[1].expires_at);
+
+  EXPECT_TRUE(store_->remove_bad_host(4242, "auto"));
+  EXPECT_FALSE(store_->remove_bad_host(4242, "auto"));
+  EXPECT_FALSE(store_->remove_bad_host(999, "operator"));
+  list = store_->bad_hosts();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[1].source, "operator");
+}
+
+TEST_P(StoreTest, SettingsAreStoredAndOverwritten) {
+  EXPECT_FALSE(store_->setting("autopilot.paused"));
+  store_->put_setting("autopilot.paused", "true");
+  store_->put_setting("token", std::string("a\0b", 3));
+  EXPECT_EQ(store_->setting("autopilot.paused"), "true");
+  store_->put_setting("autopilot.paused", "false");
+  EXPECT_EQ(store_->setting("autopilot.paused"), "false");
+  EXPECT_EQ(store_->setting("token"), std::string("a\0b", 3));
+  store_->put_setting("empty", "");
+  EXPECT_EQ(store_->setting("empty"), "");
+}
+
+TEST_P(StoreTest, TransactionCommitsAllWrites) {
+  std::int64_t id = 0;
+  store_->transaction([&] {
+    id = store_->insert_instance(full_record("t"));
+    store_->append_event(event(id, 1, "rented"));
+  });
+  EXPECT_TRUE(store_->instance(id));
+  EXPECT_EQ(store_->events(id, 0).size(), 1u);
+}
+
+TEST_P(StoreTest, TransactionRollsBackOnExceptionAndRethrows) {
+  EXPECT_THROW(store_->transaction([&] {
+    const auto id = store_->insert_instance(full_record("t"));
+    store_->append_event(event(id, 1, "rented"));
+    store_->put_setting("k", "v");
+    throw std::logic_error("boom");
+  }),
+               std::logic_error);
+  EXPECT_TRUE(store_->instances(true).empty());
+  EXPECT_FALSE(store_->setting("k"));
+  // The store is usable afterwards.
+  EXPECT_GT(store_->insert_instance(full_record("t")), 0);
+}
+
+TEST_P(StoreTest, StoreErrorInsideTransactionUndoesEarlierWrites) {
+  store_->insert_instance(full_record("taken"));
+  EXPECT_THROW(store_->transaction([&] {
+    store_->put_setting("k", "v");
+    store_->insert_instance(full_record("taken"));
+  }),
+               StoreError);
+  EXPECT_FALSE(store_->setting("k"));
+}
+
+TEST_P(StoreTest, NestedTransactionJoinsTheOuterOne) {
+  EXPECT_THROW(store_->transaction([&] {
+    store_->put_setting("outer", "1");
+    store_->transaction([&] { store_->put_setting("inner", "1"); });
+    throw std::runtime_error("outer fails after inner finished");
+  }),
+               std::runtime_error);
+  EXPECT_FALSE(store_->setting("outer"));
+  EXPECT_FALSE(store_->setting("inner"));  // the inner commit was not a real commit
+
+  store_->transaction([&] {
+    store_->put_setting("outer", "2");
+    try {
+      store_->transaction([&] {
+        store_->put_setting("inner", "2");
+        throw std::runtime_error("inner fails");
+      });
+    } catch (const std::runtime_error&) {
+      // The caller handles the inner failure and carries on.
+    }
+    store_->put_setting("after", "2");
+  });
+  EXPECT_EQ(store_->setting("outer"), "2");
+  EXPECT_FALSE(store_->setting("inner"));
+  EXPECT_EQ(store_->setting("after"), "2");
+}
+
+TEST_P(StoreTest, ConcurrentWritersLoseNothing) {
+  const auto id = store_->insert_instance(full_record("busy"));
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 100;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const std::string msg = std::to_string(t) + ":" + std::to_string(i);
+        if (i % 2 == 0) {
+          store_->append_event(event(id, i, msg));
+        } else {
+          // Interleave transactions with plain calls from other threads.
+          store_->transaction([&] {
+            store_->append_event(event(id, i, msg));
+            store_->mark_agent_seq(id, t * kPerThread + i);
+          });
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+
+  const auto all = store_->events(id, 0);
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(kThreads * kPerThread));
+  std::set<std::string> unique;
+  for (const auto& e : all) unique.insert(e.message);
+  EXPECT_EQ(unique.size(), all.size());
+  // Every transactional seq landed exactly once.
+  for (int t = 0; t < kThreads; ++t) EXPECT_FALSE(store_->mark_agent_seq(id, t * kPerThread + 1));
+}
+
+// --- opening, migrations, files ----------------------------------------------------------------
+
+TEST(SqliteStoreOpen, ReopeningAFileKeepsDataAndMigratesNothingTwice) {
+  TempDir dir;
+  const std::string path = dir.file("fleet.db");
+  std::int64_t id = 0;
+  auto record = full_record("persist");
+  {
+    SqliteStore store(path);
+    EXPECT_EQ(store.schema_version(), latest_schema_version());
+    id = store.insert_instance(record);
+    store.append_event(event(id, 1, "rented"));
+    store.put_setting("k", "v");
+    store.insert_bench_run(bench({1, "A100", 1}, 5, 10));
+  }
+  for (int round = 0; round < 2; ++round) {
+    SqliteStore store(path);  // a re-applied CREATE TABLE would throw here
+    EXPECT_EQ(store.schema_version(), latest_schema_version());
+    auto got = store.instance(id);
+    ASSERT_TRUE(got);
+    record.id = id;
+    expect_same(*got, record);
+    EXPECT_EQ(store.events(id, 0).size(), 1u);
+    EXPECT_EQ(store.setting("k"), "v");
+    EXPECT_EQ(store.all_bench_runs().size(), 1u);
+  }
+  EXPECT_EQ(journal_mode(path), "wal");
+}
+
+TEST(SqliteStoreOpen, NewerSchemaVersionIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("fleet.db");
+  { SqliteStore store(path); }
+  const int newer = latest_schema_version() + 1;
+  set_user_version(path, newer);
+  try {
+    SqliteStore store(path);
+    FAIL() << "expected StoreError";
+  } catch (const StoreError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("database schema version " + std::to_string(newer) +
+                                    " is newer than this proverfleet (" +
+                                    std::to_string(latest_schema_version()) + ")"));
+  }
+}
+
+TEST(SqliteStoreOpen, UrlForms) {
+  TempDir dir;
+  EXPECT_NO_THROW(open_store(":memory:"));
+  EXPECT_NO_THROW(open_store("sqlite::memory:"));
+  const std::string plain = dir.file("plain.db");
+  open_store(plain)->put_setting("k", "plain");
+  EXPECT_EQ(open_store("sqlite:" + plain)->setting("k"), "plain");
+  EXPECT_EQ(open_store("sqlite://" + plain)->setting("k"), "plain");  // sqlite:///abs/path
+}
+
+TEST(SqliteStoreOpen, BadUrlsAndPathsGiveClearErrors) {
+  TempDir dir;
+  auto message = [](const std::string& url) -> std::string {
+    try {
+      open_store(url);
+    } catch (const StoreError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_THAT(message(""), HasSubstr("names no database path"));
+  EXPECT_THAT(message("sqlite:"), HasSubstr("names no database path"));
+  EXPECT_THAT(message("postgres://db/fleet"), HasSubstr("unsupported store URL"));
+
+  const std::string missing_dir = dir.file("no/such/dir") + "/fleet.db";
+  const std::string msg = message(missing_dir);
+  EXPECT_THAT(msg, HasSubstr("directory"));
+  EXPECT_THAT(msg, HasSubstr("does not exist"));
+  EXPECT_FALSE(fs::exists(dir.file("no")));  // and nothing was created
+
+  const std::string junk = dir.file("junk.db");
+  std::ofstream(junk) << "this is not an SQLite database, just text long enough to matter....."
+                         "..........................................................";
+  EXPECT_THAT(message(junk), HasSubstr("not a database"));
+  EXPECT_THAT(message(junk), HasSubstr(junk));
+}
+
+TEST(SqliteStoreOpen, UncommittedWritesAreInvisibleToAnotherConnection) {
+  TempDir dir;
+  const std::string path = dir.file("fleet.db");
+  SqliteStore writer(path);
+  SqliteStore reader(path);
+  writer.transaction([&] {
+    writer.put_setting("k", "v");
+    EXPECT_FALSE(reader.setting("k"));  // WAL: the reader sees the last commit
+  });
+  EXPECT_EQ(reader.setting("k"), "v");
+}
+
+TEST(SqliteStoreOpen, TwoConnectionsOnOneFileWriteConcurrently) {
+  TempDir dir;
+  const std::string path = dir.file("fleet.db");
+  SqliteStore a(path);
+  SqliteStore b(path);
+  const auto id = a.insert_instance(full_record("shared"));
+  constexpr int kPerThread = 50;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    SqliteStore& store = t % 2 == 0 ? a : b;
+    threads.emplace_back([&store, id, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        store.transaction([&] { store.append_event(event(id, t, std::to_string(t))); });
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(a.events(id, 0).size(), 4u * kPerThread);
+  EXPECT_EQ(b.events(id, 0).size(), 4u * kPerThread);
+}
+
+}  // namespace
+}  // namespace pf::store
