@@ -73,6 +73,7 @@ CREATE TABLE instances (
 ) STRICT;
 CREATE INDEX instances_market_id ON instances(market_id);
 CREATE INDEX instances_state ON instances(state);
+CREATE INDEX instances_token_hash ON instances(token_hash);
 
 CREATE TABLE instance_events (
   id INTEGER PRIMARY KEY,
@@ -680,6 +681,16 @@ std::optional<core::InstanceRecord> SqliteStore::instance_by_market_id(std::int6
               "SELECT * FROM instances WHERE market_id = :market_id ORDER BY id DESC LIMIT 1",
               "reading instance with market id " + std::to_string(market_id));
   s.bind_int(":market_id", market_id);
+  if (!s.next()) return std::nullopt;
+  return read_instance(s);
+}
+
+std::optional<core::InstanceRecord> SqliteStore::instance_by_token_hash(const std::string& hash) {
+  if (hash.empty()) return std::nullopt;  // rows without a token have an empty hash
+  std::lock_guard lock(mutex_);
+  Statement s(db_.get(), "SELECT * FROM instances WHERE token_hash = :hash LIMIT 1",
+              "reading instance by agent token");
+  s.bind_text(":hash", hash);
   if (!s.next()) return std::nullopt;
   return read_instance(s);
 }

@@ -38,6 +38,7 @@ class SqliteStore final : public Store {
   std::optional<core::InstanceRecord> instance_by_deployment(const std::string& dep) override;
   // Market ids are not reused by vast; should two rows share one, the newest row wins.
   std::optional<core::InstanceRecord> instance_by_market_id(std::int64_t market_id) override;
+  std::optional<core::InstanceRecord> instance_by_token_hash(const std::string& hash) override;
   std::vector<core::InstanceRecord> instances(bool include_destroyed) override;
 
   std::int64_t append_event(const core::InstanceEvent& event) override;

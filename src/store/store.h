@@ -34,6 +34,8 @@ class Store {
   virtual std::optional<core::InstanceRecord> instance(std::int64_t id) = 0;
   virtual std::optional<core::InstanceRecord> instance_by_deployment(const std::string& dep) = 0;
   virtual std::optional<core::InstanceRecord> instance_by_market_id(std::int64_t market_id) = 0;
+  // The instance whose agent token hashes to `hash` (indexed: agents call on every heartbeat).
+  virtual std::optional<core::InstanceRecord> instance_by_token_hash(const std::string& hash) = 0;
   // Ordered by id. include_destroyed=false returns only live rows.
   virtual std::vector<core::InstanceRecord> instances(bool include_destroyed) = 0;
 

@@ -332,6 +332,20 @@ TEST_P(StoreTest, UpdatingUnknownInstanceThrows) {
   }
 }
 
+TEST_P(StoreTest, InstanceByTokenHash) {
+  auto a = full_record("dep-a");
+  a.token_hash = "hash-a";
+  auto b = full_record("dep-b");
+  b.token_hash = "";
+  auto id = store_->insert_instance(a);
+  store_->insert_instance(b);
+  auto found = store_->instance_by_token_hash("hash-a");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->id, id);
+  EXPECT_FALSE(store_->instance_by_token_hash("hash-x"));
+  EXPECT_FALSE(store_->instance_by_token_hash(""));  // never matches a row without a token
+}
+
 TEST_P(StoreTest, DuplicateDeploymentIdIsRefused) {
   store_->insert_instance(full_record("dep-dup"));
   try {
