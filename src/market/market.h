@@ -68,6 +68,10 @@ struct CreateRequest {
 struct CreateResult {
   std::int64_t instance_id = 0;
   bool reconciled = false;  // the reply was lost; the instance was found by its label
+  // Reconciliation only: other instances that carry the same label (lowest id is returned in
+  // instance_id). Normally empty; non-empty means a label was reused or a create was
+  // duplicated, and the caller decides which to keep: none is destroyed automatically.
+  std::vector<std::int64_t> also_found;
 };
 
 // An instance as the market reports it. Unknown/absent fields are empty/zero.
