@@ -1,1 +1,476 @@
-// Scenario parser: written by the market-sim work.
+#include "sim/scenario.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <system_error>
+
+#include "market/offer_json.h"
+#include "sim/json_text.h"
+
+namespace pf::sim {
+namespace {
+
+using nlohmann::json;
+
+// Beyond this, more messages only bury the first ones (usually one mistake repeated per offer).
+constexpr std::size_t kMaxReportedErrors = 20;
+
+std::string format_number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+std::string child_path(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+std::string index_path(const std::string& path, std::size_t index) {
+  return path + "[" + std::to_string(index) + "]";
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Allowed interval of a numeric value; absent bounds are open-ended.
+struct Range {
+  std::optional<double> min;
+  bool min_inclusive = true;
+  std::optional<double> max;
+  bool max_inclusive = true;
+
+  bool contains(double v) const {
+    if (min && (min_inclusive ? v < *min : v <= *min)) return false;
+    if (max && (max_inclusive ? v > *max : v >= *max)) return false;
+    return true;
+  }
+
+  std::string describe() const {
+    if (min && max) {
+      return std::string("in ") + (min_inclusive ? "[" : "(") + format_number(*min) + ", " +
+             format_number(*max) + (max_inclusive ? "]" : ")");
+    }
+    if (min) return (min_inclusive ? ">= " : "> ") + format_number(*min);
+    if (max) return (max_inclusive ? "<= " : "< ") + format_number(*max);
+    return "any number";
+  }
+};
+
+const Range kAny{};
+const Range kNonNegative{0.0, true, std::nullopt, true};
+const Range kPositive{0.0, false, std::nullopt, true};
+const Range kAtLeastOne{1.0, true, std::nullopt, true};
+const Range kUnitInterval{0.0, true, 1.0, true};
+const Range kFraction{0.0, false, 1.0, true};  // a multiplier that may only reduce: (0, 1]
+
+// Collects every problem with its key path; readers return nullopt for a missing or bad
+// value so parsing can continue and report the rest of the file in one go.
+class Validator {
+ public:
+  void fail(const std::string& path, const std::string& message) {
+    errors_.push_back(path.empty() ? message : path + ": " + message);
+  }
+
+  bool ok() const { return errors_.empty(); }
+  std::size_t error_count() const { return errors_.size(); }
+
+  std::string message() const {
+    std::string out;
+    for (std::size_t i = 0; i < errors_.size() && i < kMaxReportedErrors; ++i) {
+      if (i > 0) out += "\n";
+      out += errors_[i];
+    }
+    if (errors_.size() > kMaxReportedErrors) {
+      out += "\n... and " + std::to_string(errors_.size() - kMaxReportedErrors) + " more problems";
+    }
+    return out;
+  }
+
+  // Checks that `j` is an object whose keys are exactly `keys`: every one present, no other.
+  bool object_with_keys(const json& j, const std::string& path,
+                        std::initializer_list<const char*> keys) {
+    if (!j.is_object()) {
+      fail(path.empty() ? "scenario" : path, "expected a JSON object, got " + describe_json(j));
+      return false;
+    }
+    const std::string where = path.empty() ? "top-level " : "";
+    for (const auto& [key, value] : j.items()) {
+      bool known = std::any_of(keys.begin(), keys.end(), [&](const char* k) { return key == k; });
+      if (known) continue;
+      std::string message = "unknown " + where + "key \"" + key + "\"";
+      for (const char* candidate : keys) {
+        if (edit_distance(key, candidate) <= 2) {
+          message += " (did you mean \"" + std::string(candidate) + "\"?)";
+          break;
+        }
+      }
+      fail(path, message);
+    }
+    std::string missing;
+    std::size_t missing_count = 0;
+    for (const char* key : keys) {
+      if (j.contains(key)) continue;
+      missing += (missing_count++ > 0 ? ", \"" : "\"") + std::string(key) + "\"";
+    }
+    if (missing_count > 0) {
+      fail(path, "missing " + where + (missing_count > 1 ? "keys " : "key ") + missing);
+    }
+    return true;
+  }
+
+  std::optional<double> number(const json& obj, const std::string& path, const char* key,
+                               const Range& range) {
+    const json* value = find(obj, key);
+    if (value == nullptr) return std::nullopt;
+    const std::string at = child_path(path, key);
+    if (!value->is_number()) {
+      fail(at, "expected a number, got " + describe_json(*value));
+      return std::nullopt;
+    }
+    double v = value->get<double>();
+    if (!std::isfinite(v) || !range.contains(v)) {
+      fail(at, "must be " + range.describe() + ", got " + value->dump());
+      return std::nullopt;
+    }
+    return v;
+  }
+
+  std::optional<std::int64_t> integer(const json& obj, const std::string& path, const char* key,
+                                      const Range& range) {
+    const json* value = find(obj, key);
+    if (value == nullptr) return std::nullopt;
+    const std::string at = child_path(path, key);
+    if (!value->is_number_integer() ||
+        (value->is_number_unsigned() &&
+         value->get<std::uint64_t>() >
+             static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))) {
+      fail(at, "expected an integer, got " + describe_json(*value));
+      return std::nullopt;
+    }
+    auto v = value->get<std::int64_t>();
+    if (!range.contains(static_cast<double>(v))) {
+      fail(at, "must be " + range.describe() + ", got " + value->dump());
+      return std::nullopt;
+    }
+    return v;
+  }
+
+  std::optional<std::string> string(const json& obj, const std::string& path, const char* key,
+                                    bool allow_empty) {
+    const json* value = find(obj, key);
+    if (value == nullptr) return std::nullopt;
+    const std::string at = child_path(path, key);
+    if (!value->is_string()) {
+      fail(at, "expected a string, got " + describe_json(*value));
+      return std::nullopt;
+    }
+    if (!allow_empty && value->get_ref<const std::string&>().empty()) {
+      fail(at, "must not be empty");
+      return std::nullopt;
+    }
+    return value->get<std::string>();
+  }
+
+  std::optional<bool> boolean(const json& obj, const std::string& path, const char* key) {
+    const json* value = find(obj, key);
+    if (value == nullptr) return std::nullopt;
+    if (!value->is_boolean()) {
+      fail(child_path(path, key), "expected true or false, got " + describe_json(*value));
+      return std::nullopt;
+    }
+    return value->get<bool>();
+  }
+
+  // The object under `key`, checked to hold exactly `keys`; nullptr if absent or wrong.
+  const json* object(const json& obj, const std::string& path, const char* key,
+                     std::initializer_list<const char*> keys) {
+    const json* value = find(obj, key);
+    if (value == nullptr) return nullptr;
+    if (!object_with_keys(*value, child_path(path, key), keys)) return nullptr;
+    return value;
+  }
+
+ private:
+  // Absent keys were already reported by object_with_keys.
+  static const json* find(const json& obj, const char* key) {
+    if (!obj.is_object()) return nullptr;
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+
+  std::vector<std::string> errors_;
+};
+
+std::optional<FailureKind> failure_kind_from(const std::string& text) {
+  for (auto kind :
+       {FailureKind::None, FailureKind::NeverBoots, FailureKind::Crash, FailureKind::Offline}) {
+    if (text == to_string(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
+void parse_truth(Validator& v, const json& offer, const std::string& path, Truth& truth) {
+  const json* t =
+      v.object(offer, path, "truth",
+               {"rate_full", "partitions_full", "ram_visible_gib", "cores_visible", "proof_time_cv",
+                "boot_min", "download_mbps", "warmup_min", "contention", "throttle", "failure"});
+  if (t == nullptr) return;
+  const std::string at = child_path(path, "truth");
+  truth.rate_full = v.number(*t, at, "rate_full", kNonNegative).value_or(0);
+  truth.partitions_full =
+      static_cast<int>(v.integer(*t, at, "partitions_full", {1.0, true, 1000.0, true}).value_or(1));
+  truth.ram_visible_gib = v.number(*t, at, "ram_visible_gib", kPositive).value_or(0);
+  truth.cores_visible = v.number(*t, at, "cores_visible", kPositive).value_or(0);
+  truth.proof_time_cv = v.number(*t, at, "proof_time_cv", kNonNegative).value_or(0);
+  truth.boot_min = v.number(*t, at, "boot_min", kNonNegative).value_or(0);
+  truth.download_mbps = v.number(*t, at, "download_mbps", kPositive).value_or(0);
+  truth.warmup_min = v.number(*t, at, "warmup_min", kNonNegative).value_or(0);
+  truth.contention = v.number(*t, at, "contention", kFraction).value_or(1);
+
+  if (t->contains("throttle") && !(*t)["throttle"].is_null()) {
+    if (const json* th = v.object(*t, at, "throttle", {"after_h", "factor"})) {
+      const std::string tat = child_path(at, "throttle");
+      Throttle throttle;
+      throttle.after_h = v.number(*th, tat, "after_h", kNonNegative).value_or(0);
+      throttle.factor = v.number(*th, tat, "factor", kFraction).value_or(1);
+      truth.throttle = throttle;
+    }
+  }
+
+  if (const json* f = v.object(*t, at, "failure", {"kind", "after_h"})) {
+    const std::string fat = child_path(at, "failure");
+    if (auto kind_text = v.string(*f, fat, "kind", true)) {
+      if (auto kind = failure_kind_from(*kind_text)) {
+        truth.failure.kind = *kind;
+      } else {
+        v.fail(child_path(fat, "kind"),
+               "expected one of none, never_boots, crash, offline, got \"" + *kind_text + "\"");
+      }
+    }
+    truth.failure.after_h = v.number(*f, fat, "after_h", kNonNegative).value_or(0);
+  }
+}
+
+constexpr const char* kWindowFrom = "listed_from_h";
+constexpr const char* kWindowUntil = "listed_until_h";
+
+void parse_offer(Validator& v, const json& o, const std::string& path, ScenarioOffer& out) {
+  if (!v.object_with_keys(o, path,
+                          {"id",
+                           "machine_id",
+                           "host_id",
+                           "gpu_name",
+                           "num_gpus",
+                           "gpu_ram",
+                           "gpu_total_ram",
+                           "cpu_name",
+                           "cpu_cores",
+                           "cpu_cores_effective",
+                           "cpu_ram",
+                           "pcie_bw",
+                           "pci_gen",
+                           "inet_down",
+                           "inet_up",
+                           "inet_down_cost",
+                           "disk_space",
+                           "cuda_max_good",
+                           "compute_cap",
+                           "reliability2",
+                           "verified",
+                           "geolocation",
+                           "dph_total",
+                           "storage_cost",
+                           "dlperf",
+                           kWindowFrom,
+                           kWindowUntil,
+                           "truth"})) {
+    return;
+  }
+  const std::size_t errors_before = v.error_count();
+
+  // Visible fields: only types and ranges here; the conversion to core::Offer (units) happens
+  // in offer_from_vast_json, the one place that knows vast's units.
+  v.integer(o, path, "id", kAtLeastOne);
+  v.integer(o, path, "machine_id", kAtLeastOne);
+  v.integer(o, path, "host_id", kNonNegative);
+  v.string(o, path, "gpu_name", false);
+  v.integer(o, path, "num_gpus", kAtLeastOne);
+  v.number(o, path, "gpu_ram", kPositive);
+  v.number(o, path, "gpu_total_ram", kPositive);
+  v.string(o, path, "cpu_name", true);
+  v.number(o, path, "cpu_cores", kNonNegative);
+  v.number(o, path, "cpu_cores_effective", kNonNegative);
+  v.number(o, path, "cpu_ram", kNonNegative);
+  v.number(o, path, "pcie_bw", kNonNegative);
+  v.integer(o, path, "pci_gen", kNonNegative);
+  v.number(o, path, "inet_down", kNonNegative);
+  v.number(o, path, "inet_up", kNonNegative);
+  v.number(o, path, "inet_down_cost", kNonNegative);
+  v.number(o, path, "disk_space", kNonNegative);
+  v.number(o, path, "cuda_max_good", kNonNegative);
+  v.integer(o, path, "compute_cap", kNonNegative);
+  v.number(o, path, "reliability2", kUnitInterval);
+  v.boolean(o, path, "verified");
+  v.string(o, path, "geolocation", true);
+  v.number(o, path, "dph_total", kNonNegative);
+  v.number(o, path, "storage_cost", kNonNegative);
+  v.number(o, path, "dlperf", kNonNegative);
+
+  auto from = v.number(o, path, kWindowFrom, kNonNegative);
+  auto until = v.number(o, path, kWindowUntil, kAny);
+  if (from && until && !(*from < *until)) {
+    v.fail(path, std::string(kWindowFrom) + " (" + format_number(*from) + ") must be < " +
+                     kWindowUntil + " (" + format_number(*until) + ")");
+  }
+  out.listed_from_h = from.value_or(0);
+  out.listed_until_h = until.value_or(0);
+
+  parse_truth(v, o, path, out.truth);
+
+  out.vast_json = o;
+  out.vast_json.erase("truth");
+  out.vast_json.erase(kWindowFrom);
+  out.vast_json.erase(kWindowUntil);
+  if (v.error_count() == errors_before) {
+    auto offer = market::offer_from_vast_json(out.vast_json);
+    if (offer) {
+      out.offer = std::move(*offer);
+    } else {
+      v.fail(path, offer.error());
+    }
+  }
+}
+
+}  // namespace
+
+const char* to_string(FailureKind kind) {
+  switch (kind) {
+    case FailureKind::None:
+      return "none";
+    case FailureKind::NeverBoots:
+      return "never_boots";
+    case FailureKind::Crash:
+      return "crash";
+    case FailureKind::Offline:
+      return "offline";
+  }
+  return "none";
+}
+
+tl::expected<Scenario, std::string> parse_scenario(const json& doc) {
+  // A different format is a different language: its other keys would only produce noise.
+  if (doc.is_object() && doc.contains("format") && doc["format"] != kScenarioFormat) {
+    const json& format = doc["format"];
+    return tl::unexpected(std::string("format: expected \"") + kScenarioFormat + "\", got " +
+                          (format.is_string() ? format.dump() : describe_json(format)));
+  }
+  Validator v;
+  if (!v.object_with_keys(doc, "",
+                          {"format", "name", "seed", "hours", "economics", "params", "offers"})) {
+    return tl::unexpected(v.message());
+  }
+
+  Scenario s;
+  s.name = v.string(doc, "", "name", false).value_or("");
+  s.seed = static_cast<std::uint64_t>(v.integer(doc, "", "seed", kNonNegative).value_or(0));
+  s.hours = v.number(doc, "", "hours", kPositive).value_or(0);
+
+  if (const json* e = v.object(
+          doc, "", "economics",
+          {"revenue_per_proof_usd", "target_cost_per_proof_usd", "demand_proofs_per_hour"})) {
+    s.economics.revenue_per_proof_usd =
+        v.number(*e, "economics", "revenue_per_proof_usd", kNonNegative).value_or(0);
+    s.economics.target_cost_per_proof_usd =
+        v.number(*e, "economics", "target_cost_per_proof_usd", kPositive).value_or(0);
+    if (e->contains("demand_proofs_per_hour") && !(*e)["demand_proofs_per_hour"].is_null()) {
+      s.economics.demand_proofs_per_hour =
+          v.number(*e, "economics", "demand_proofs_per_hour", kPositive);
+    }
+  }
+
+  if (const json* p = v.object(doc, "", "params", {"bytes"})) {
+    s.params_bytes = static_cast<double>(v.integer(*p, "params", "bytes", kPositive).value_or(0));
+  }
+
+  if (doc.contains("offers")) {
+    const json& offers = doc["offers"];
+    if (!offers.is_array()) {
+      v.fail("offers", "expected an array, got " + describe_json(offers));
+    } else {
+      std::map<std::int64_t, std::size_t> index_of_id;
+      s.offers.resize(offers.size());
+      for (std::size_t i = 0; i < offers.size(); ++i) {
+        const std::string path = index_path("offers", i);
+        parse_offer(v, offers[i], path, s.offers[i]);
+        const json& id =
+            offers[i].is_object() && offers[i].contains("id") ? offers[i]["id"] : json();
+        if (!id.is_number_integer()) continue;
+        auto [it, inserted] = index_of_id.emplace(id.get<std::int64_t>(), i);
+        if (!inserted) {
+          v.fail(child_path(path, "id"), "duplicate offer id " + id.dump() + " (also offers[" +
+                                             std::to_string(it->second) + "])");
+        }
+      }
+    }
+  }
+
+  if (!v.ok()) return tl::unexpected(v.message());
+  return s;
+}
+
+tl::expected<Scenario, std::string> load_scenario(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return tl::unexpected(path + ": cannot read scenario file: is a directory");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::error_code exists_ec;
+    const bool exists = std::filesystem::exists(path, exists_ec);
+    return tl::unexpected(path + ": cannot read scenario file: " +
+                          (exists ? "permission denied or unreadable" : "no such file"));
+  }
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) return tl::unexpected(path + ": cannot read scenario file: read error");
+
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // nlohmann's message carries "parse error at line L, column C: ..."; drop its id prefix.
+    std::string reason = e.what();
+    if (auto start = reason.find("] "); start != std::string::npos) reason.erase(0, start + 2);
+    return tl::unexpected(path + ": invalid JSON: " + reason);
+  }
+  auto scenario = parse_scenario(doc);
+  if (!scenario) {
+    const std::string& problems = scenario.error();
+    if (problems.find('\n') == std::string::npos) return tl::unexpected(path + ": " + problems);
+    std::string message = path + ": invalid scenario:";
+    std::istringstream lines(problems);
+    for (std::string line; std::getline(lines, line);) message += "\n  " + line;
+    return tl::unexpected(message);
+  }
+  return scenario;
+}
+
+}  // namespace pf::sim

@@ -1,0 +1,342 @@
+// The only translation unit of pf_sim that includes httplib (it is heavy to compile).
+#include "sim/market_sim_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+namespace pf::sim {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kJson = "application/json";
+// What vast sends on a create that hits its rate limit (vast-api.md §1, §4).
+constexpr const char* kRateLimitBody = "API requests too frequent endpoint threshold=4.5";
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), kJson);
+}
+
+void send_error(httplib::Response& res, const ApiError& error) {
+  send_json(res, error.http_status, error.body());
+}
+
+template <typename T>
+void send_result(httplib::Response& res, const ApiResult<T>& result) {
+  if (result) {
+    send_json(res, 200, *result);
+  } else {
+    send_error(res, result.error());
+  }
+}
+
+std::optional<std::int64_t> path_id(const httplib::Request& req) {
+  if (req.matches.size() < 2) return std::nullopt;
+  const std::string text = req.matches[1].str();
+  std::int64_t id = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return id;
+}
+
+// An empty body counts as {} (vast's DELETE takes "{}" and clients often send nothing).
+std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res) {
+  if (req.body.empty()) return json::object();
+  json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded()) {
+    send_error(res,
+               ApiError{400, "invalid_args", "Invalid args: the request body is not valid JSON"});
+    return std::nullopt;
+  }
+  return body;
+}
+
+// Compares without stopping at the first differing byte (the length may leak; a test double
+// does not need more).
+bool same_secret(const std::string& given, const std::string& expected) {
+  if (expected.empty() || given.size() != expected.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    diff |= static_cast<unsigned char>(given[i] ^ expected[i]);
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+struct MarketSimServer::Impl {
+  Impl(MarketSim market, MarketSimServerOptions opts)
+      : sim(std::move(market)),
+        options(std::move(opts)),
+        faults(options.faults, options.fault_seed) {}
+
+  enum class Access { Public, KeyRequired };
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+  bool authorized(const httplib::Request& req) const {
+    if (!options.api_key) return true;
+    const std::string header = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (header.compare(0, prefix.size(), prefix) != 0) return false;
+    return same_secret(header.substr(prefix.size()), *options.api_key);
+  }
+
+  // Every API endpoint goes through here: delay, injected failures (before anything changes),
+  // then auth, then the endpoint itself.
+  httplib::Server::Handler endpoint(Access access, Handler handler) {
+    return [this, access, handler = std::move(handler)](const httplib::Request& req,
+                                                        httplib::Response& res) {
+      if (options.faults.slow_ms > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(options.faults.slow_ms));
+      }
+      switch (faults.before_request()) {
+        case FaultAction::RateLimit:
+          res.status = 429;
+          res.set_content(kRateLimitBody, "text/plain");
+          return;
+        case FaultAction::ServerError:
+          send_error(res, ApiError{500, "server_error",
+                                   "market-sim injected fault: internal server error"});
+          return;
+        case FaultAction::None:
+          break;
+      }
+      if (access == Access::KeyRequired && !authorized(req)) {
+        send_error(res, ApiError{401, "unauthorized",
+                                 "missing or invalid API key (send Authorization: Bearer <key>)"});
+        return;
+      }
+      handler(req, res);
+    };
+  }
+
+  // Runs f(sim, now_h) under the state lock; reading the clock inside the lock keeps the
+  // times MarketSim sees non-decreasing across threads.
+  template <typename F>
+  auto locked(F&& f) {
+    std::lock_guard lock(mutex);
+    return f(sim, options.clock_h());
+  }
+
+  // The create was executed; the client must not learn its result. Half the body goes out,
+  // then the connection is cut: the client sees a truncated reply (curl: "transfer closed
+  // with N bytes remaining"), the case a client has to reconcile by label.
+  static void cut_reply(httplib::Response& res, const json& reply) {
+    auto body = std::make_shared<std::string>(reply.dump());
+    const std::size_t half = body->size() / 2;
+    res.status = 200;
+    res.set_content_provider(
+        body->size(), kJson,
+        [body, half](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
+          if (offset >= half) return false;
+          sink.write(body->data() + offset, std::min(length, half - offset));
+          return true;
+        });
+  }
+
+  void install_routes() {
+    server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok\n", "text/plain");
+    });
+
+    auto search = [this](const json& query, httplib::Response& res) {
+      send_result(res, locked([&](MarketSim& s, double t) { return s.search_offers(query, t); }));
+    };
+    server.Post(
+        R"(/api/v0/bundles/?)",
+        endpoint(Access::Public, [search](const httplib::Request& req, httplib::Response& res) {
+          if (auto body = parse_body(req, res)) search(*body, res);
+        }));
+    // The older GET form carries the query URL-encoded in ?q=.
+    server.Get(
+        R"(/api/v0/bundles/?)",
+        endpoint(Access::Public, [search](const httplib::Request& req, httplib::Response& res) {
+          json query = json::object();
+          if (req.has_param("q")) {
+            query = json::parse(req.get_param_value("q"), nullptr, false);
+            if (query.is_discarded()) {
+              send_error(res, ApiError{400, "invalid_args", "Invalid args: q is not valid JSON"});
+              return;
+            }
+          }
+          search(query, res);
+        }));
+
+    server.Put(
+        R"(/api/v0/asks/(\d{1,18})/?)",
+        endpoint(Access::KeyRequired, [this](const httplib::Request& req, httplib::Response& res) {
+          auto body = parse_body(req, res);
+          if (!body) return;
+          auto id = path_id(req);
+          if (!id) {
+            send_error(res, ApiError{404, "no_such_ask",
+                                     "error 404/3603: no_such_ask Instance type by id " +
+                                         req.matches[1].str() + " is not available."});
+            return;
+          }
+          auto result =
+              locked([&](MarketSim& s, double t) { return s.create_instance(*id, *body, t); });
+          if (result && faults.drop_create_reply()) {
+            if (options.log) options.log("  (create reply dropped by fault injection)");
+            cut_reply(res, *result);
+            return;
+          }
+          send_result(res, result);
+        }));
+
+    server.Get(
+        R"(/api/v1/instances/?)",
+        endpoint(Access::KeyRequired, [this](const httplib::Request& req, httplib::Response& res) {
+          std::map<std::string, std::string> params;
+          for (const auto& [key, value] : req.params) params.emplace(key, value);
+          send_result(res,
+                      locked([&](MarketSim& s, double t) { return s.list_instances(params, t); }));
+        }));
+
+    server.Get(R"(/api/v0/instances/?)",
+               endpoint(Access::KeyRequired, [](const httplib::Request&, httplib::Response& res) {
+                 send_error(res, ApiError{410, "gone",
+                                          "GET /api/v0/instances/ is deprecated. Use "
+                                          "/api/v1/instances/ instead"});
+               }));
+
+    server.Get(
+        R"(/api/v0/instances/(\d{1,18})/?)",
+        endpoint(Access::KeyRequired, [this](const httplib::Request& req, httplib::Response& res) {
+          auto id = path_id(req);
+          if (!id) {
+            send_json(res, 200, json{{"instances", nullptr}});
+            return;
+          }
+          send_json(res, 200,
+                    locked([&](MarketSim& s, double t) { return s.show_instance(*id, t); }));
+        }));
+
+    server.Put(
+        R"(/api/v0/instances/(\d{1,18})/?)",
+        endpoint(Access::KeyRequired, [this](const httplib::Request& req, httplib::Response& res) {
+          auto body = parse_body(req, res);
+          if (!body) return;
+          auto id = path_id(req).value_or(-1);
+          send_result(
+              res, locked([&](MarketSim& s, double t) { return s.update_instance(id, *body, t); }));
+        }));
+
+    server.Delete(
+        R"(/api/v0/instances/(\d{1,18})/?)",
+        endpoint(Access::KeyRequired, [this](const httplib::Request& req, httplib::Response& res) {
+          auto id = path_id(req).value_or(-1);
+          send_result(res,
+                      locked([&](MarketSim& s, double t) { return s.destroy_instance(id, t); }));
+        }));
+
+    server.Get(
+        R"(/api/v0/users/current/?)",
+        endpoint(Access::KeyRequired, [this](const httplib::Request&, httplib::Response& res) {
+          send_json(res, 200, locked([&](MarketSim& s, double t) { return s.current_user(t); }));
+        }));
+
+    // Unrouted paths (httplib's bare 404) get vast's error shape too.
+    server.set_error_handler(httplib::Server::HandlerWithResponse(
+        [](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          send_json(res, res.status,
+                    json{{"success", false},
+                         {"error", res.status == 404 ? "not_found" : "error"},
+                         {"msg", "market-sim: no endpoint " + req.method + " " + req.path}});
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+    server.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+          std::string what = "unknown error";
+          try {
+            std::rethrow_exception(ep);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          send_error(res, ApiError{500, "server_error", "market-sim internal error: " + what});
+        });
+    server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      if (options.log)
+        options.log(req.method + " " + req.path + " -> " + std::to_string(res.status));
+    });
+  }
+
+  MarketSim sim;
+  MarketSimServerOptions options;
+  FaultInjector faults;
+  mutable std::mutex mutex;
+  httplib::Server server;
+  std::atomic<bool> stop_requested{false};
+  std::atomic<bool> serving{false};
+};
+
+MarketSimServer::MarketSimServer(MarketSim sim, MarketSimServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(sim), std::move(options))) {
+  if (!impl_->options.clock_h) {
+    throw std::invalid_argument("MarketSimServer needs a clock (options.clock_h)");
+  }
+  impl_->install_routes();
+}
+
+MarketSimServer::~MarketSimServer() {
+  stop();
+}
+
+tl::expected<int, std::string> MarketSimServer::bind(const std::string& host, int port) {
+  if (port < 0 || port > 65535) return tl::unexpected("port out of range: " + std::to_string(port));
+  if (port == 0) {
+    int bound = impl_->server.bind_to_any_port(host);
+    if (bound <= 0) return tl::unexpected("cannot listen on " + host + ": no free port");
+    return bound;
+  }
+  if (!impl_->server.bind_to_port(host, port)) {
+    return tl::unexpected("cannot listen on " + host + ":" + std::to_string(port) +
+                          " (address in use or not available)");
+  }
+  return port;
+}
+
+bool MarketSimServer::serve() {
+  impl_->serving = true;
+  if (impl_->stop_requested) {
+    impl_->serving = false;
+    return true;
+  }
+  bool ok = impl_->server.listen_after_bind();
+  impl_->serving = false;
+  return ok || impl_->stop_requested;
+}
+
+void MarketSimServer::stop() {
+  impl_->stop_requested = true;
+  // httplib ignores stop() until its listen loop runs; repeat until serve() has returned.
+  while (impl_->serving) {
+    impl_->server.stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+MarketSimServer::Status MarketSimServer::status() const {
+  std::lock_guard lock(impl_->mutex);
+  const double t = impl_->options.clock_h();
+  const MarketSim& s = impl_->sim;
+  return Status{t,
+                s.listed_offers(t).size(),
+                s.instances_created(),
+                s.live_instances(),
+                s.spent_usd(t),
+                s.balance_usd(t)};
+}
+
+}  // namespace pf::sim

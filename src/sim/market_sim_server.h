@@ -1,0 +1,60 @@
+// The HTTP shell of market-sim, a TEST DOUBLE of the vast.ai REST API: routes vast's paths
+// onto a MarketSim, adds bearer-key auth and fault injection. All state lives in MarketSim,
+// behind one mutex (the server answers from a thread pool).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tl/expected.hpp>
+
+#include "sim/faults.h"
+#include "sim/market_sim.h"
+
+namespace pf::sim {
+
+struct MarketSimServerOptions {
+  // When set, every endpoint but offer search and /healthz needs "Authorization: Bearer KEY".
+  std::optional<std::string> api_key;
+  FaultSpec faults;
+  std::uint64_t fault_seed = 0;
+  // Current scenario time in hours. Required.
+  std::function<double()> clock_h;
+  // Called once per request with "METHOD /path -> status" (no query string, no headers, so
+  // no secret ever reaches it). May be empty.
+  std::function<void(const std::string&)> log;
+};
+
+class MarketSimServer {
+ public:
+  MarketSimServer(MarketSim sim, MarketSimServerOptions options);
+  ~MarketSimServer();
+  MarketSimServer(const MarketSimServer&) = delete;
+  MarketSimServer& operator=(const MarketSimServer&) = delete;
+
+  // Binds host:port; port 0 picks a free one. Returns the bound port.
+  tl::expected<int, std::string> bind(const std::string& host, int port);
+  // Serves until stop(); bind() first. Returns false if serving failed.
+  bool serve();
+  // Thread-safe; makes serve() return.
+  void stop();
+
+  // A snapshot of the market, taken under the server's lock (for summaries).
+  struct Status {
+    double now_h = 0;
+    std::size_t listed_offers = 0;
+    std::size_t instances_created = 0;
+    std::size_t live_instances = 0;
+    double spent_usd = 0;
+    double balance_usd = 0;
+  };
+  Status status() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pf::sim

@@ -1,0 +1,81 @@
+// Market scenarios (`proverfleet-scenario/1`, spec: /work/shared/spec/scenario.md): a GPU
+// market over a time horizon plus the hidden truth of how each rented machine behaves.
+// Parsing is strict so that a typo in a hand-written scenario fails loudly instead of
+// silently simulating a different market.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <tl/expected.hpp>
+#include <vector>
+
+#include "core/offer.h"
+
+namespace pf::sim {
+
+inline constexpr const char* kScenarioFormat = "proverfleet-scenario/1";
+
+enum class FailureKind { None, NeverBoots, Crash, Offline };
+
+// The spelling used in scenario files ("none", "never_boots", "crash", "offline").
+const char* to_string(FailureKind kind);
+
+struct Throttle {
+  double after_h = 0;  // proving hours before the throttle starts
+  double factor = 1;   // rate multiplier from then on, in (0, 1]
+};
+
+struct Failure {
+  FailureKind kind = FailureKind::None;
+  double after_h = 0;
+};
+
+// Hidden ground truth of one offer; only the simulators and the oracle may read it.
+struct Truth {
+  double rate_full = 0;
+  int partitions_full = 1;
+  double ram_visible_gib = 0;
+  double cores_visible = 0;
+  double proof_time_cv = 0;
+  double boot_min = 0;
+  double download_mbps = 0;
+  double warmup_min = 0;
+  double contention = 1;
+  std::optional<Throttle> throttle;
+  Failure failure;
+};
+
+struct ScenarioOffer {
+  core::Offer offer;         // visible fields, normalised through market::offer_from_vast_json
+  nlohmann::json vast_json;  // visible fields exactly as written (vast names and units)
+  double listed_from_h = 0;  // rentable inside [listed_from_h, listed_until_h)
+  double listed_until_h = 0;
+  Truth truth;
+};
+
+struct ScenarioEconomics {
+  double revenue_per_proof_usd = 0;
+  double target_cost_per_proof_usd = 0;
+  std::optional<double> demand_proofs_per_hour;  // nullopt: unlimited demand
+};
+
+struct Scenario {
+  std::string name;
+  std::uint64_t seed = 0;
+  double hours = 0;
+  ScenarioEconomics economics;
+  double params_bytes = 0;
+  std::vector<ScenarioOffer> offers;
+};
+
+// Validates the whole document. On failure the message lists every problem found, one per
+// line, each starting with the key path (e.g. `offers[3].truth.failure.kind: ...`).
+tl::expected<Scenario, std::string> parse_scenario(const nlohmann::json& doc);
+
+// Reads and parses a scenario file. Unreadable files and invalid JSON (with line and column)
+// are reported too; every message starts with the path.
+tl::expected<Scenario, std::string> load_scenario(const std::string& path);
+
+}  // namespace pf::sim
