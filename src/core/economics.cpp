@@ -56,8 +56,7 @@ Valuation value_offer(const Offer& offer, const Prediction& pred, const Economic
                         fixed(pred.low, 1) + "/hr)");
   }
   v.reasons.push_back("setup ~" + fixed(v.setup_hours, 1) + " h costs $" +
-                      fixed(v.setup_cost_usd, 2) + ", amortised over " +
-                      fixed(lifetime, 0) + " h");
+                      fixed(v.setup_cost_usd, 2) + ", amortised over " + fixed(lifetime, 0) + " h");
   return v;
 }
 

@@ -52,9 +52,12 @@ std::optional<ProofPhase> parse_proof_phase(std::string_view text) {
 
 const char* to_string(Verdict::Decision d) {
   switch (d) {
-    case Verdict::Decision::Continue: return "continue";
-    case Verdict::Decision::Accept: return "accept";
-    case Verdict::Decision::Reject: return "reject";
+    case Verdict::Decision::Continue:
+      return "continue";
+    case Verdict::Decision::Accept:
+      return "accept";
+    case Verdict::Decision::Reject:
+      return "reject";
   }
   return "continue";
 }

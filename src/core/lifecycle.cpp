@@ -9,28 +9,34 @@ namespace pf::core {
 double state_deadline(const InstanceRecord& rec, InstanceState state, double entered_at,
                       double target, const LifecycleConfig& c) {
   switch (state) {
-    case InstanceState::Renting: return entered_at + c.renting_max_s;
-    case InstanceState::Booting: return entered_at + c.boot_loading_max_s;
-    case InstanceState::Registered: return entered_at + c.registered_max_s;
+    case InstanceState::Renting:
+      return entered_at + c.renting_max_s;
+    case InstanceState::Booting:
+      return entered_at + c.boot_loading_max_s;
+    case InstanceState::Registered:
+      return entered_at + c.registered_max_s;
     case InstanceState::FetchingParams: {
       double bytes = rec.params_total_bytes > 0 ? rec.params_total_bytes : 47e9;
-      double mbps = rec.offer.inet_down_mbps > 0 ? rec.offer.inet_down_mbps * c.params_speed_fraction
-                                                 : c.params_unknown_mbps;
+      double mbps = rec.offer.inet_down_mbps > 0
+                        ? rec.offer.inet_down_mbps * c.params_speed_fraction
+                        : c.params_unknown_mbps;
       double expected = bytes * 8 / (mbps * 1e6);
       return entered_at + std::clamp(expected * c.params_slack, c.params_min_s, c.params_max_s);
     }
-    case InstanceState::WarmingUp: return entered_at + c.warmup_max_s;
+    case InstanceState::WarmingUp:
+      return entered_at + c.warmup_max_s;
     case InstanceState::Benchmarking: {
       // A host proving at break-even delivers max_samples in max_samples/min_rate hours; one
       // that cannot manage that in slack× the time is below break-even anyway.
       double min_rate = break_even_rate(rec.offer.dph_total, target);
-      double need = min_rate > 0 ? c.bench_max_samples * 3600.0 / min_rate * c.bench_slack
-                                 : c.bench_max_s;
+      double need =
+          min_rate > 0 ? c.bench_max_samples * 3600.0 / min_rate * c.bench_slack : c.bench_max_s;
       return entered_at + std::clamp(need, c.bench_min_s, c.bench_max_s);
     }
     case InstanceState::Proving:
     case InstanceState::Destroying:
-    case InstanceState::Destroyed: return 0;
+    case InstanceState::Destroyed:
+      return 0;
   }
   return 0;
 }

@@ -60,8 +60,8 @@ Prediction predict_from_prior(const Offer& offer, const PredictorConfig& config)
 
   double rate = used.rate_per_gpu * std::pow(gpus, config.multi_gpu_exponent);
   if (prior) {
-    out.reasons.push_back(offer.gpu_name + " prior " + fixed(used.rate_per_gpu, 1) + "/hr per GPU (" +
-                          used.basis + ")");
+    out.reasons.push_back(offer.gpu_name + " prior " + fixed(used.rate_per_gpu, 1) +
+                          "/hr per GPU (" + used.basis + ")");
   } else {
     out.reasons.push_back("unknown GPU model '" + offer.gpu_name + "': wide prior " +
                           fixed(used.rate_per_gpu, 0) + "/hr per GPU");
@@ -78,10 +78,10 @@ Prediction predict_from_prior(const Offer& offer, const PredictorConfig& config)
     out.partitions = partitions_for_ram(offer.usable_ram_gib, config.memory);
     double f = rate_fraction(out.partitions, out.partitions_full);
     if (out.partitions == 0) {
-      out.reasons.push_back("RAM " + fixed(offer.usable_ram_gib, 0) +
-                            " GiB is below the prover's " +
-                            fixed(peak_memory_gib(1, config.memory) + config.memory.headroom_gib, 0) +
-                            " GiB minimum: cannot prove");
+      out.reasons.push_back(
+          "RAM " + fixed(offer.usable_ram_gib, 0) + " GiB is below the prover's " +
+          fixed(peak_memory_gib(1, config.memory) + config.memory.headroom_gib, 0) +
+          " GiB minimum: cannot prove");
     } else if (f < 0.999) {
       out.reasons.push_back("RAM " + fixed(offer.usable_ram_gib, 0) + " GiB allows " +
                             std::to_string(out.partitions) + " partitions of " +
@@ -109,10 +109,10 @@ Prediction predict_from_prior(const Offer& offer, const PredictorConfig& config)
 
   if (offer.pcie_bw_gbs > 0 && offer.pcie_bw_gbs / gpus < config.pcie_slow_gbs_per_gpu) {
     rate *= config.pcie_slow_factor;
-    out.reasons.push_back("PCIe " + fixed(offer.pcie_bw_gbs, 1) + " GB/s" +
-                          (offer.pci_gen > 0 ? " (gen " + std::to_string(offer.pci_gen) + ")" : "") +
-                          " is slow for " + std::to_string(gpus) + " GPU(s) → x" +
-                          fixed(config.pcie_slow_factor, 2));
+    out.reasons.push_back(
+        "PCIe " + fixed(offer.pcie_bw_gbs, 1) + " GB/s" +
+        (offer.pci_gen > 0 ? " (gen " + std::to_string(offer.pci_gen) + ")" : "") +
+        " is slow for " + std::to_string(gpus) + " GPU(s) → x" + fixed(config.pcie_slow_factor, 2));
   }
 
   if (!offer.data_flags.empty()) {

@@ -54,8 +54,9 @@ class FakeMarket : public market::Market {
     market::SearchResult r;
     for (const auto& o : offers) {
       if (req.query.contains("id") && req.query["id"]["eq"].get<std::int64_t>() != o.id) continue;
-      bool rented = std::any_of(instances.begin(), instances.end(),
-                                [&](const auto& kv) { return kv.second.raw.value("offer", 0) == o.id; });
+      bool rented = std::any_of(instances.begin(), instances.end(), [&](const auto& kv) {
+        return kv.second.raw.value("offer", 0) == o.id;
+      });
       if (!rented) r.offers.push_back(o);
     }
     return r;
@@ -80,7 +81,8 @@ class FakeMarket : public market::Market {
       const std::optional<std::string>& label) override {
     std::lock_guard lock(mu_);
     lists++;
-    if (list_fails) return tl::unexpected(market::MarketError{market::ErrorKind::Transport, 0, "", "down"});
+    if (list_fails)
+      return tl::unexpected(market::MarketError{market::ErrorKind::Transport, 0, "", "down"});
     std::vector<market::Instance> out;
     for (const auto& [id, inst] : instances) {
       if (!label || inst.label == *label) out.push_back(inst);
@@ -100,7 +102,8 @@ class FakeMarket : public market::Market {
     destroys++;
     if (destroy_failures > 0) {
       destroy_failures--;
-      return tl::unexpected(market::MarketError{market::ErrorKind::RateLimited, 429, "", "slow down"});
+      return tl::unexpected(
+          market::MarketError{market::ErrorKind::RateLimited, 429, "", "slow down"});
     }
     instances.erase(id);
     destroyed.push_back(id);
@@ -110,7 +113,9 @@ class FakeMarket : public market::Market {
   market::Result<void> set_label(std::int64_t id, const std::string& label) override {
     std::lock_guard lock(mu_);
     auto it = instances.find(id);
-    if (it == instances.end()) return tl::unexpected(market::MarketError{market::ErrorKind::NotFound, 404, "no_such_instance", "gone"});
+    if (it == instances.end())
+      return tl::unexpected(
+          market::MarketError{market::ErrorKind::NotFound, 404, "no_such_instance", "gone"});
     it->second.label = label;
     return {};
   }
