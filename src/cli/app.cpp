@@ -14,6 +14,7 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", "proverfleet 0.1.0");
   register_offers(app);
   register_market_sim(app);
+  register_sim(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

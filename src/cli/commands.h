@@ -17,5 +17,6 @@ struct CommandFailed : std::runtime_error {
 
 void register_offers(CLI::App& app);
 void register_market_sim(CLI::App& app);
+void register_sim(CLI::App& app);
 
 }  // namespace pf::cli

@@ -1,0 +1,357 @@
+#include "core/policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/text.h"
+
+namespace pf::core {
+namespace {
+
+bool live(const InstanceRecord& r) {
+  return r.state != InstanceState::Destroying && r.state != InstanceState::Destroyed;
+}
+
+std::string money(double usd) {
+  return "$" + fixed(usd, 2);
+}
+
+// Latest judged production window of an instance since it was accepted, if any.
+const BenchRun* latest_window(const std::vector<BenchRun>& windows, const InstanceRecord& rec,
+                              int min_samples) {
+  const BenchRun* best = nullptr;
+  for (const auto& w : windows) {
+    if (w.at < rec.state_since || w.samples < min_samples) continue;
+    if (!best || w.at > best->at) best = &w;
+  }
+  return best;
+}
+
+struct Candidate {
+  Offer offer;
+  Prediction prediction;
+  Score score;
+  ScoreContext context;
+  double expected_rate = 0;  // p_pays · E[rate | pays]: what it adds to capacity, on average
+  double lost_rate = 0;      // what ours on the same machine lose to its contention
+  std::string sharing;       // contention note when the machine already hosts ours
+};
+
+}  // namespace
+
+const char* to_string(Action::Kind kind) {
+  switch (kind) {
+    case Action::Kind::Rent:
+      return "rent";
+    case Action::Kind::Drop:
+      return "drop";
+  }
+  return "unknown";
+}
+
+bool in_setup(InstanceState s) {
+  return s == InstanceState::Renting || s == InstanceState::Booting ||
+         s == InstanceState::Registered || s == InstanceState::FetchingParams ||
+         s == InstanceState::WarmingUp || s == InstanceState::Benchmarking;
+}
+
+double lifetime_hours(double now, const PolicyConfig& cfg) {
+  double lifetime = cfg.scoring.setup.expected_lifetime_h;
+  if (cfg.stop_at) lifetime = std::min(lifetime, std::max(0.0, (*cfg.stop_at - now) / 3600));
+  return lifetime;
+}
+
+double exploration_spend(const std::vector<InstanceRecord>& fleet, double now, double window_s) {
+  double total = 0;
+  for (const auto& r : fleet) {
+    if (!r.destroyed_at || *r.destroyed_at < now - window_s) continue;
+    if (r.verdict && r.verdict->decision == Verdict::Decision::Accept) continue;
+    total += r.spend_usd;
+  }
+  return total;
+}
+
+WatchResult watch_production(const InstanceRecord& rec, const std::vector<BenchRun>& windows,
+                             double be, const WatchConfig& cfg) {
+  WatchResult out;
+  std::vector<const BenchRun*> judged;
+  for (const auto& w : windows) {
+    if (w.instance_id != rec.id || w.kind != "production") continue;
+    if (w.at < rec.state_since || w.samples < cfg.min_samples) continue;
+    judged.push_back(&w);
+  }
+  if (judged.empty() || be <= 0) return out;
+  std::sort(judged.begin(), judged.end(),
+            [](const BenchRun* a, const BenchRun* b) { return a->at < b->at; });
+  const BenchRun& latest = *judged.back();
+  out.below = latest.rate < be;
+  const std::string context = std::string(latest.throttled ? ", GPU throttling" : "") +
+                              (latest.contended ? ", machine shared with ours" : "");
+  const std::string window = fixed(latest.rate, 1) + "/hr [" + fixed(latest.low, 1) + ", " +
+                             fixed(latest.high, 1) + "] over " + std::to_string(latest.samples) +
+                             " proofs" + context;
+  if (latest.high < be) {
+    out.drop = true;
+    out.reason = "production rate " + window + " is below break-even " + fixed(be, 1) +
+                 "/hr: every hour loses money";
+    return out;
+  }
+  int below = 0;
+  for (auto it = judged.rbegin(); it != judged.rend() && (*it)->rate < be; ++it) ++below;
+  if (below >= cfg.consecutive_below) {
+    out.drop = true;
+    out.reason = "production rate below break-even " + fixed(be, 1) + "/hr in the last " +
+                 std::to_string(below) + " windows (latest " + window + ")";
+    return out;
+  }
+  if (out.below) out.reason = "watching: latest window " + window + " dips below break-even";
+  return out;
+}
+
+std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
+                           const std::vector<Offer>& offers, const PolicyHistory& history,
+                           const std::vector<BadHost>& bad_hosts, double now,
+                           const PolicyConfig& cfg) {
+  std::vector<Action> actions;
+  const FleetKnowledge knowledge = learn_fleet(history.measurements, cfg.predictor);
+  const double lifetime = lifetime_hours(now, cfg);
+  const double revenue = cfg.scoring.economics.revenue_per_proof_usd;
+
+  std::map<std::int64_t, std::vector<BenchRun>> windows;
+  for (const auto& m : history.measurements)
+    if (m.run.kind == "production") windows[m.run.instance_id].push_back(m.run);
+
+  std::vector<const InstanceRecord*> alive;
+  for (const auto& r : fleet)
+    if (live(r)) alive.push_back(&r);
+  std::set<std::int64_t> dropped;
+  auto drop = [&](const InstanceRecord& rec, std::string reason, std::optional<Strike> strike) {
+    Action a;
+    a.kind = Action::Kind::Drop;
+    a.instance_id = rec.id;
+    a.offer = rec.offer;
+    a.reason = std::move(reason);
+    a.strike = std::move(strike);
+    actions.push_back(std::move(a));
+    dropped.insert(rec.id);
+  };
+  auto others_on = [&](std::int64_t machine_id, std::int64_t except) {
+    int n = 0;
+    for (const auto* r : alive)
+      if (r->offer.machine_id == machine_id && r->id != except && !dropped.count(r->id)) ++n;
+    return n;
+  };
+
+  // Production watch.
+  std::map<std::int64_t, double> measured;  // proving instance → its current rate
+  for (const auto* rec : alive) {
+    if (rec->state != InstanceState::Proving) continue;
+    const double be = objective_break_even(rec->offer.dph_total, cfg.scoring);
+    const auto& ws = windows[rec->id];
+    const WatchResult w = watch_production(*rec, ws, be, cfg.watch);
+    if (w.drop) {
+      drop(*rec, "production watch: " + w.reason, std::nullopt);
+      continue;
+    }
+    const BenchRun* latest = latest_window(ws, *rec, cfg.watch.min_samples);
+    measured[rec->id] = latest ? latest->rate : rec->verdict ? rec->verdict->rate : 0;
+  }
+
+  // Setup watch: downloads that have become too slow to pay.
+  for (const auto* rec : alive) {
+    if (rec->state != InstanceState::FetchingParams) continue;
+    if (now - rec->state_since < cfg.download_judge_after_s) continue;
+    if (rec->params_rate_bps <= 0 || rec->params_total_bytes <= 0) continue;
+    const double left_h = std::max(0.0, rec->params_total_bytes - rec->params_done_bytes) /
+                          rec->params_rate_bps / 3600;
+    const int others = others_on(rec->offer.machine_id, rec->id);
+    const Prediction pred = predict_offer(rec->offer, knowledge, cfg.predictor, others);
+    ScoreContext ctx;
+    ctx.lifetime_h = lifetime;
+    ctx.failure_strikes = auto_strikes(bad_hosts, rec->offer.machine_id);
+    const double bench_h = pred.rate > 0 ? cfg.scoring.setup.benchmark_proofs / pred.rate : 0;
+    ctx.setup_hours_left = left_h + cfg.scoring.setup.warmup_h + bench_h;
+    const Score sc = score_offer(rec->offer, pred, cfg.scoring, ctx);
+    if (sc.value_usd >= 0) continue;
+    const double mbps = rec->params_rate_bps * 8 / 1e6;
+    Strike strike;
+    strike.machine_id = rec->offer.machine_id;
+    strike.kind = StrikeKind::SlowDownload;
+    strike.at = now;
+    strike.instance_id = rec->id;
+    strike.our_others_on_machine = others;
+    strike.reason = "parameters at " + fixed(mbps, 0) + " Mb/s (advertised " +
+                    fixed(rec->offer.inet_down_mbps, 0) + ")";
+    drop(*rec,
+         "download at " + fixed(mbps, 0) + " Mb/s leaves " + fixed(left_h, 1) +
+             " h: finishing is expected to lose " + money(-sc.value_usd) + " (" +
+             sc.reasons.front() + ")",
+         strike);
+  }
+
+  // Demand: capacity whose proofs would earn nothing.
+  double proving_rate = 0;
+  for (const auto& [id, rate] : measured)
+    if (!dropped.count(id)) proving_rate += rate;
+  if (cfg.demand_proofs_per_hour) {
+    const double demand = *cfg.demand_proofs_per_hour;
+    const InstanceRecord* worst = nullptr;
+    double worst_cost = 0;
+    for (const auto* rec : alive) {
+      auto it = measured.find(rec->id);
+      if (it == measured.end() || dropped.count(rec->id) || it->second <= 0) continue;
+      const double cost = rec->offer.dph_total / it->second;
+      if (!worst || cost > worst_cost) {
+        worst = rec;
+        worst_cost = cost;
+      }
+    }
+    if (worst) {
+      const double r = measured[worst->id];
+      const double paid = std::clamp(demand - (proving_rate - r), 0.0, r);
+      if (paid * revenue < cfg.surplus_keep_share * worst->offer.dph_total) {
+        drop(*worst,
+             "surplus: the fleet proves " + fixed(proving_rate, 0) + "/hr against demand " +
+                 fixed(demand, 0) + "/hr; this instance (" + fixed(r, 1) + "/hr, the dearest at " +
+                 money(worst_cost * 1000) + " per 1000 proofs) adds " + fixed(paid, 1) +
+                 " paid proofs/hr worth " + money(paid * revenue) + "/hr for " +
+                 money(worst->offer.dph_total) + "/hr",
+             std::nullopt);
+        proving_rate -= r;
+      }
+    }
+  }
+
+  // Capacity and spend committed so far.
+  double committed = proving_rate;
+  double dph = 0;
+  int n_live = 0;
+  int n_setup = 0;
+  double pending_exploration = 0;
+  std::set<std::int64_t> machines_in_setup;
+  for (const auto* rec : alive) {
+    if (dropped.count(rec->id)) continue;
+    ++n_live;
+    dph += rec->offer.dph_total;
+    if (!in_setup(rec->state)) continue;
+    ++n_setup;
+    machines_in_setup.insert(rec->offer.machine_id);
+    const Prediction pred = predict_offer(rec->offer, knowledge, cfg.predictor,
+                                          others_on(rec->offer.machine_id, rec->id));
+    ScoreContext ctx;
+    ctx.lifetime_h = lifetime;
+    const Score sc = score_offer(rec->offer, pred, cfg.scoring, ctx);
+    committed += sc.p_pays * sc.rate_if_accepted;
+    if (sc.exploratory()) pending_exploration += sc.exploration_cost_usd;
+  }
+
+  // Candidates.
+  const Exclusion excluded = excluded_machines(bad_hosts, offers, now, cfg.blocklist);
+  std::vector<Candidate> candidates;
+  for (const auto& offer : offers) {
+    if (excluded.machines.count(offer.machine_id)) continue;
+    if (machines_in_setup.count(offer.machine_id)) continue;
+    const int others = others_on(offer.machine_id, -1);
+    if (others > 0 && !cfg.allow_shared_machines) continue;
+    Candidate c;
+    c.offer = offer;
+    c.prediction = predict_offer(offer, knowledge, cfg.predictor, others);
+    c.context.lifetime_h = lifetime;
+    c.context.failure_strikes = auto_strikes(bad_hosts, offer.machine_id);
+    if (cfg.demand_proofs_per_hour) {
+      c.context.demand_room = *cfg.demand_proofs_per_hour * cfg.demand_headroom - committed;
+    }
+    c.score = score_offer(offer, c.prediction, cfg.scoring, c.context);
+    if (others > 0) {
+      // Ours already there slow down too: their lost proofs are part of this rental's price.
+      double lost = 0;
+      for (const auto* rec : alive) {
+        if (rec->offer.machine_id != offer.machine_id || dropped.count(rec->id)) continue;
+        auto it = measured.find(rec->id);
+        const double r = it != measured.end() ? it->second : 0;
+        lost += r * (1 - knowledge.contention_factor);
+      }
+      c.lost_rate = lost;
+      const double lost_usd = lost * revenue * c.score.productive_hours;
+      c.score.value_usd -= lost_usd;
+      c.sharing = "shares machine " + std::to_string(offer.machine_id) + " with " +
+                  std::to_string(others) + " of ours, costing them ~" + fixed(lost, 1) + "/hr (" +
+                  money(lost_usd) + ")";
+    }
+    if (c.score.value_usd < cfg.min_value_usd) continue;
+    c.expected_rate = c.score.p_pays * c.score.rate_if_accepted;
+    candidates.push_back(std::move(c));
+  }
+  const bool per_proof = cfg.demand_proofs_per_hour.has_value();
+  std::sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
+    const double ka = per_proof ? a.score.value_per_proof_usd : a.score.value_usd;
+    const double kb = per_proof ? b.score.value_per_proof_usd : b.score.value_usd;
+    if (ka != kb) return ka > kb;
+    return a.offer.id < b.offer.id;
+  });
+
+  int rents = 0;
+  std::set<std::int64_t> machines_taken;
+  for (auto& c : candidates) {
+    if (rents >= cfg.max_rents_per_decision) break;
+    if (n_live >= cfg.max_instances) break;
+    if (n_setup >= cfg.max_concurrent_benchmarks) break;
+    if (cfg.demand_proofs_per_hour &&
+        committed >= *cfg.demand_proofs_per_hour * cfg.demand_headroom)
+      break;
+    if (machines_taken.count(c.offer.machine_id)) continue;
+    if (dph + c.offer.dph_total > cfg.max_dollars_per_hour) continue;
+    if (cfg.demand_proofs_per_hour) {
+      // Re-value against the demand still open after the rentals chosen above.
+      c.context.demand_room = *cfg.demand_proofs_per_hour * cfg.demand_headroom - committed;
+      c.score = score_offer(c.offer, c.prediction, cfg.scoring, c.context);
+      c.score.value_usd -= c.lost_rate * revenue * c.score.productive_hours;
+      if (c.score.value_usd < cfg.min_value_usd) continue;
+    }
+    const bool exploratory = c.score.exploratory();
+    if (exploratory &&
+        history.exploration_spent_usd + pending_exploration + c.score.exploration_cost_usd >
+            cfg.exploration_budget_usd) {
+      continue;
+    }
+    Action a;
+    a.kind = Action::Kind::Rent;
+    a.exploratory = exploratory;
+    a.partitions = c.prediction.partitions;
+    std::string why =
+        exploratory ? "to find out: the point estimate does not pay but the band might (" +
+                          money(c.score.exploration_cost_usd) + " at risk of the " +
+                          money(cfg.exploration_budget_usd) + " exploration budget, " +
+                          money(history.exploration_spent_usd + pending_exploration) + " used)"
+                    : "expected to pay";
+    a.reason = "rent offer " + std::to_string(c.offer.id) + " (" +
+               std::to_string(c.offer.num_gpus) + "x " + c.offer.gpu_name + ", machine " +
+               std::to_string(c.offer.machine_id) + ", $" + fixed(c.offer.dph_total, 3) + "/hr) " +
+               why + ": " + c.score.reasons[0] + "; " + c.score.reasons[1] +
+               (c.sharing.empty() ? "" : "; " + c.sharing) + "; fleet then " +
+               money(dph + c.offer.dph_total) + "/hr of " + money(cfg.max_dollars_per_hour) + ", " +
+               std::to_string(n_live + 1) + "/" + std::to_string(cfg.max_instances) +
+               " instances, " + std::to_string(n_setup + 1) + "/" +
+               std::to_string(cfg.max_concurrent_benchmarks) + " in setup" +
+               (cfg.demand_proofs_per_hour
+                    ? ", expected capacity " + fixed(committed + c.expected_rate, 0) + " of " +
+                          fixed(*cfg.demand_proofs_per_hour, 0) + "/hr demand"
+                    : "");
+    a.offer = c.offer;
+    a.prediction = std::move(c.prediction);
+    a.score = std::move(c.score);
+    if (exploratory) pending_exploration += a.score.exploration_cost_usd;
+    committed += c.expected_rate;
+    dph += c.offer.dph_total;
+    ++n_live;
+    ++n_setup;
+    ++rents;
+    machines_taken.insert(c.offer.machine_id);
+    actions.push_back(std::move(a));
+  }
+  return actions;
+}
+
+}  // namespace pf::core

@@ -1,0 +1,116 @@
+// The default fleet policy: which offers to rent now and which instances to drop, from the
+// fleet, the listed offers, everything measured so far and the bad-host list. Pure: the
+// manager's autopilot and the simulator call the same function with their own `now`.
+//
+// One decision, in order:
+//  1. learn from history (learned_predictor.h);
+//  2. production watch: a proving instance whose recent production rate is clearly below
+//     break-even loses money every hour → drop (it is replaced by the renting step when a
+//     candidate pays);
+//  3. setup watch: an instance still downloading parameters so slowly that finishing no longer
+//     pays → drop (with a strike against the host);
+//  4. demand: proving capacity beyond demand whose proofs would earn nothing → drop the most
+//     expensive per proof;
+//  5. rent: score every listed candidate (scoring.h), skip live blocks (blocklist.h), machines
+//     where one of our instances is still being set up or benchmarked, and offers not worth
+//     it; rent the best per proof first while the caps allow (max $/hour, max instances,
+//     max concurrent benchmarks, demand, exploration budget for offers rented to find out).
+// Every action carries a human-readable reason.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/blocklist.h"
+#include "core/fleet.h"
+#include "core/learned_predictor.h"
+#include "core/offer.h"
+#include "core/scoring.h"
+
+namespace pf::core {
+
+struct WatchConfig {
+  int min_samples = 6;  // a production window needs this many proofs to be judged
+  // Drop when the window's whole interval is below break-even, or when this many consecutive
+  // windows have their point estimate below it.
+  int consecutive_below = 2;
+};
+
+struct PolicyConfig {
+  LearnedPredictorConfig predictor;
+  ScoringConfig scoring;
+  BlocklistConfig blocklist;
+  WatchConfig watch;
+  // Caps.
+  double max_dollars_per_hour = 30;
+  int max_instances = 40;
+  int max_concurrent_benchmarks = 6;             // instances between rent and verdict at once
+  std::optional<double> demand_proofs_per_hour;  // nullopt: unlimited
+  double demand_headroom = 1.0;  // rent until expected capacity reaches demand × this
+  // Drop the dearest proving instance when the proofs it adds within demand earn less than
+  // this share of its price (hysteresis against rent/drop flapping on noisy rates).
+  double surplus_keep_share = 0.8;
+  double exploration_budget_usd = 15;  // what rentals made to find out may lose per window
+  double exploration_window_s = 24 * 3600;
+  // When the operator stops the fleet (the simulator's horizon); caps every lifetime.
+  std::optional<double> stop_at;
+  double min_value_usd = 0.1;  // an offer must be expected to earn at least this
+  int max_rents_per_decision = 6;
+  // A second instance on a machine we already prove on is allowed when it pays despite the
+  // contention it causes (never while one of ours there is still being set up).
+  bool allow_shared_machines = true;
+  // A parameter download is judged once it has run this long.
+  double download_judge_after_s = 10 * 60;
+};
+
+// What decide() learns from, beyond the fleet. A view: the caller keeps the data alive.
+struct PolicyHistory {
+  std::span<const Measurement> measurements;  // benchmark verdicts and production windows
+  double exploration_spent_usd = 0;           // see exploration_spend()
+};
+
+struct Action {
+  enum class Kind { Rent, Drop };
+  Kind kind = Kind::Rent;
+  // Rent
+  Offer offer;
+  Prediction prediction;
+  Score score;
+  bool exploratory = false;
+  int partitions = 0;  // plan from the advertised RAM; the agent re-plans from what it probes
+  // Drop
+  std::int64_t instance_id = 0;
+  std::optional<Strike> strike;  // blame to record against the host, if any
+  std::string reason;
+};
+const char* to_string(Action::Kind kind);
+
+std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
+                           const std::vector<Offer>& offers, const PolicyHistory& history,
+                           const std::vector<BadHost>& bad_hosts, double now,
+                           const PolicyConfig& config);
+
+// Spend of instances destroyed without being accepted, within the last `window_s`: what
+// finding out has cost lately.
+double exploration_spend(const std::vector<InstanceRecord>& fleet, double now, double window_s);
+
+// Production watch for one proving instance. `windows` are its production runs (kind
+// "production", any order).
+struct WatchResult {
+  bool drop = false;
+  bool below = false;  // latest window's point estimate below break-even
+  std::string reason;
+};
+WatchResult watch_production(const InstanceRecord& instance, const std::vector<BenchRun>& windows,
+                             double break_even_rate, const WatchConfig& config);
+
+// States between rent and verdict: what counts against max_concurrent_benchmarks.
+bool in_setup(InstanceState state);
+
+// The lifetime an instance rented now can have under the config (hours).
+double lifetime_hours(double now, const PolicyConfig& config);
+
+}  // namespace pf::core

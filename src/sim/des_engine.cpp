@@ -1,0 +1,788 @@
+#include "sim/des_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numbers>
+#include <queue>
+#include <set>
+
+#include "core/memory_model.h"
+#include "core/planner.h"
+#include "core/text.h"
+
+namespace pf::sim {
+namespace {
+
+using S = core::InstanceState;
+using core::fixed;
+
+std::uint64_t splitmix64(std::uint64_t& x) {
+  std::uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// A small deterministic random stream (the standard distributions are not portable across
+// library versions, and the report must be reproducible).
+class Stream {
+ public:
+  explicit Stream(std::uint64_t seed = 0) : state_(seed) {}
+  double uniform() {  // (0, 1)
+    return (static_cast<double>(splitmix64(state_) >> 11) + 0.5) * 0x1.0p-53;
+  }
+  double normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double u1 = uniform();
+    const double u2 = uniform();
+    const double r = std::sqrt(-2 * std::log(u1));
+    spare_ = r * std::sin(2 * std::numbers::pi * u2);
+    has_spare_ = true;
+    return r * std::cos(2 * std::numbers::pi * u2);
+  }
+  // Lognormal with mean 1 and coefficient of variation cv.
+  double unit_lognormal(double cv) {
+    if (cv <= 0) return 1;
+    const double s2 = std::log(1 + cv * cv);
+    return std::exp(-s2 / 2 + std::sqrt(s2) * normal());
+  }
+
+ private:
+  std::uint64_t state_;
+  bool has_spare_ = false;
+  double spare_ = 0;
+};
+
+enum class EvKind { Tick, Decide, Boot, Params, Prover, Throttle, Crash, Offline };
+
+struct Event {
+  double t = 0;
+  std::uint64_t seq = 0;
+  EvKind kind = EvKind::Tick;
+  std::size_t inst = 0;
+  std::uint64_t gen = 0;
+};
+struct Later {
+  bool operator()(const Event& a, const Event& b) const {
+    if (a.t != b.t) return a.t > b.t;
+    return a.seq > b.seq;
+  }
+};
+
+constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+
+struct Inst {
+  core::InstanceRecord rec;
+  std::size_t offer_index = 0;
+  const ScenarioOffer* so = nullptr;
+  Stream rng;
+  bool booted = false;
+  bool failed = false;  // a failure of the host struck (never boots, crash, offline)
+  bool offline = false;
+  double params_start = 0;
+  double params_speed_bps = 0;  // bytes/s
+  double prover_first_start = -1;
+  bool prover_running = false;
+  int partitions = 0;
+  bool oom_pending = false;
+  double oom_at = 0;
+  double delay_until = 0;
+  double work_left = 0;
+  double last_progress = 0;
+  double last_completion = 0;
+  double rate_now = 0;
+  std::uint64_t gen = 0;
+  int warmup_left = 0;
+  std::int64_t seq = 0;
+  double bench_since = 0;
+  std::vector<core::ProofSample> bench_samples;
+  int bench_max_others = 0;
+  bool bench_throttled = false;
+  bool throttled = false;
+  bool decided = false;
+  bool accepted = false;
+  double truth_from = 0;
+  double truth_proofs = 0;
+  double prod_cost = 0;
+  double window_start = 0;
+  std::vector<core::ProofSample> window_samples;
+  int window_max_others = 0;
+  bool window_throttled = false;
+  double bench_spend = 0;
+  double revenue = 0;
+  int proofs_paid = 0;
+  bool accepted_unprofitable = false;
+  bool rejected_profitable = false;
+  std::string close_reason;
+  std::optional<double> closed_at;
+};
+
+class Engine {
+ public:
+  Engine(const Scenario& scenario, DesPolicy& policy, const DesOptions& options)
+      : sc_(scenario), policy_(policy), opt_(options), lifecycle_(policy.lifecycle()) {
+    horizon_ = sc_.hours * 3600;
+    rented_by_.assign(sc_.offers.size(), kNone);
+    rent_count_.assign(sc_.offers.size(), 0);
+    paid_per_hour_.assign(static_cast<std::size_t>(std::ceil(sc_.hours)) + 1, 0);
+    report_.scenario = sc_.name;
+    report_.policy = policy_.name();
+    report_.seed = sc_.seed;
+    report_.hours = sc_.hours;
+  }
+
+  DesReport run() {
+    push(0, EvKind::Tick);
+    push(0, EvKind::Decide);
+    while (!queue_.empty()) {
+      const Event ev = queue_.top();
+      if (ev.t >= horizon_) break;
+      queue_.pop();
+      now_ = ev.t;
+      handle(ev);
+    }
+    finish();
+    return report_;
+  }
+
+ private:
+  double epoch(double t) const { return kDesEpoch + t; }
+
+  void push(double t, EvKind kind, std::size_t inst = 0, std::uint64_t gen = 0) {
+    queue_.push(Event{t, next_seq_++, kind, inst, gen});
+  }
+
+  bool is_live(const Inst& in) const { return in.rec.state != S::Destroyed; }
+
+  int others_alive(std::size_t i) const {
+    int n = 0;
+    const auto machine = insts_[i].rec.offer.machine_id;
+    for (std::size_t j : live_on_machine(machine))
+      if (j != i) ++n;
+    return n;
+  }
+
+  std::vector<std::size_t> live_on_machine(std::int64_t machine) const {
+    std::vector<std::size_t> out;
+    auto it = by_machine_.find(machine);
+    if (it == by_machine_.end()) return out;
+    for (std::size_t j : it->second)
+      if (is_live(insts_[j])) out.push_back(j);
+    return out;
+  }
+
+  double current_rate(std::size_t i) const {
+    const Inst& in = insts_[i];
+    if (!in.prover_running || in.oom_pending) return 0;
+    return truth_rate(in.so->truth, in.partitions, others_alive(i), in.throttled);
+  }
+
+  // Work done up to t at the current rate; truth integral of production too.
+  void advance(Inst& in, double t) {
+    const double from = std::max(in.last_progress, in.delay_until);
+    if (in.prover_running && t > from && in.rate_now > 0) {
+      in.work_left = std::max(0.0, in.work_left - (t - from) * in.rate_now / 3600);
+    }
+    in.last_progress = std::max(in.last_progress, t);
+    if (in.accepted && t > in.truth_from) {
+      in.truth_proofs += in.rate_now * (t - in.truth_from) / 3600;
+      in.truth_from = t;
+    }
+  }
+
+  void reschedule(std::size_t i) {
+    Inst& in = insts_[i];
+    ++in.gen;
+    if (!in.prover_running) return;
+    if (in.oom_pending) {
+      push(std::max(in.oom_at, now_), EvKind::Prover, i, in.gen);
+      return;
+    }
+    if (in.rate_now <= 0) return;
+    const double start = std::max(now_, in.delay_until);
+    push(start + in.work_left * 3600 / in.rate_now, EvKind::Prover, i, in.gen);
+  }
+
+  void rate_changed(std::size_t i) {
+    Inst& in = insts_[i];
+    advance(in, now_);
+    in.rate_now = current_rate(i);
+    reschedule(i);
+  }
+
+  void machine_changed(std::int64_t machine) {
+    for (std::size_t j : live_on_machine(machine)) {
+      Inst& in = insts_[j];
+      const int others = others_alive(j);
+      in.bench_max_others = std::max(in.bench_max_others, others);
+      in.window_max_others = std::max(in.window_max_others, others);
+      rate_changed(j);
+    }
+  }
+
+  void bill(Inst& in) {
+    const double before = in.rec.spend_usd;
+    core::accrue_compute_spend(in.rec, epoch(now_));
+    if (in.rec.state == S::FetchingParams && in.params_speed_bps > 0) {
+      const double done =
+          std::min(in.rec.params_total_bytes, (now_ - in.params_start) * in.params_speed_bps);
+      report_.bandwidth_usd += core::accrue_bandwidth_spend(in.rec, done);
+    }
+    const double inc = in.rec.spend_usd - before;
+    if (!in.decided) in.bench_spend += inc;
+    if (in.accepted) in.prod_cost += inc;
+  }
+
+  void transition(Inst& in, S to, const std::string& reason) {
+    core::apply_transition(in.rec, to, epoch(now_), reason, sc_.economics.target_cost_per_proof_usd,
+                           lifecycle_);
+  }
+
+  void set_status(Inst& in, const std::string& status) {
+    bill(in);
+    in.rec.market_status = status;
+    in.rec.market_status_since = epoch(now_);
+  }
+
+  void handle(const Event& ev) {
+    switch (ev.kind) {
+      case EvKind::Tick:
+        return tick();
+      case EvKind::Decide:
+        return decide();
+      case EvKind::Boot:
+        return boot(ev.inst);
+      case EvKind::Params:
+        return params_done(ev.inst);
+      case EvKind::Prover:
+        if (ev.gen == insts_[ev.inst].gen && is_live(insts_[ev.inst])) prover_event(ev.inst);
+        return;
+      case EvKind::Throttle:
+        return throttle(ev.inst);
+      case EvKind::Crash:
+        return crash(ev.inst);
+      case EvKind::Offline:
+        return go_offline(ev.inst);
+    }
+  }
+
+  // --- renting and setup ----------------------------------------------------------------------
+  void rent(std::size_t offer_index, const std::string& reason) {
+    const ScenarioOffer& so = sc_.offers[offer_index];
+    Inst in;
+    in.offer_index = offer_index;
+    in.so = &so;
+    std::uint64_t seed = sc_.seed;
+    seed ^= splitmix64(seed) ^ static_cast<std::uint64_t>(so.offer.id) * 0x9e3779b97f4a7c15ULL;
+    seed ^= static_cast<std::uint64_t>(rent_count_[offer_index]++) * 0xc2b2ae3d27d4eb4fULL;
+    in.rng = Stream(splitmix64(seed));
+    in.rec.id = static_cast<std::int64_t>(insts_.size()) + 1;
+    in.rec.deployment_id = "sim-" + std::to_string(in.rec.id);
+    in.rec.market_id = 90'000'000 + in.rec.id;
+    in.rec.offer = so.offer;
+    in.rec.origin = "autopilot";
+    in.rec.created_at = epoch(now_);
+    in.rec.state_since = epoch(now_);
+    in.rec.billed_until = epoch(now_);
+    in.rec.market_status = "loading";
+    in.rec.market_status_since = epoch(now_);
+    in.rec.params_total_bytes = sc_.params_bytes;
+    transition(in, S::Booting, reason);
+    in.failed = so.truth.failure.kind == FailureKind::NeverBoots;
+    const std::size_t i = insts_.size();
+    insts_.push_back(std::move(in));
+    fleet_offer_index_.push_back(offer_index);
+    by_machine_[so.offer.machine_id].push_back(i);
+    rented_by_[offer_index] = i;
+    ++report_.instances_rented;
+    if (so.truth.failure.kind != FailureKind::NeverBoots) {
+      push(now_ + so.truth.boot_min * 60, EvKind::Boot, i);
+    }
+    machine_changed(so.offer.machine_id);
+  }
+
+  void boot(std::size_t i) {
+    Inst& in = insts_[i];
+    if (!is_live(in)) return;
+    set_status(in, "running");
+    in.booted = true;
+    in.rec.last_heartbeat_at = epoch(now_);
+    transition(in, S::Registered, "agent registered");
+    transition(in, S::FetchingParams, "downloading parameters");
+    in.params_start = now_;
+    in.params_speed_bps = in.so->truth.download_mbps * 1e6 / 8;
+    if (in.params_speed_bps > 0) {
+      push(now_ + sc_.params_bytes / in.params_speed_bps, EvKind::Params, i);
+    }
+    if (in.so->truth.failure.kind == FailureKind::Offline) {
+      push(now_ + in.so->truth.failure.after_h * 3600, EvKind::Offline, i);
+    }
+  }
+
+  void params_done(std::size_t i) {
+    Inst& in = insts_[i];
+    if (!is_live(in) || in.rec.state != S::FetchingParams) return;
+    bill(in);
+    report_.bandwidth_usd += core::accrue_bandwidth_spend(in.rec, in.rec.params_total_bytes);
+    in.rec.params_rate_bps = in.params_speed_bps;
+    in.prover_first_start = now_;
+    const Truth& truth = in.so->truth;
+    if (truth.throttle) push(now_ + truth.throttle->after_h * 3600, EvKind::Throttle, i);
+    if (truth.failure.kind == FailureKind::Crash) {
+      push(now_ + truth.failure.after_h * 3600, EvKind::Crash, i);
+    }
+    if (policy_.warmup_proofs() > 0) {
+      transition(in, S::WarmingUp, "parameters done; prover warming up");
+    } else if (policy_.acceptance()) {
+      transition(in, S::Benchmarking, "parameters done; benchmark counts from the first proof");
+      start_benchmark(i);
+    } else {
+      accept(i, oracle_verdict());
+    }
+    start_prover(i, 0);
+  }
+
+  void start_prover(std::size_t i, int after_oom) {
+    Inst& in = insts_[i];
+    const Truth& truth = in.so->truth;
+    const int p = policy_.plan_partitions(in.rec.offer, probe_of(*in.so), after_oom);
+    advance(in, now_);
+    in.prover_running = p > 0;
+    in.partitions = std::max(0, p);
+    in.rec.plan_json = "{\"partitions\":" + std::to_string(in.partitions) + "}";
+    if (in.prover_running) {
+      in.warmup_left = policy_.warmup_proofs();
+      in.oom_pending = core::peak_memory_gib(p, core::MemoryModel{}) > truth.ram_visible_gib;
+      in.oom_at = now_ + truth.warmup_min * 60;
+      in.delay_until = now_ + truth.warmup_min * 60;
+      in.work_left = in.rng.unit_lognormal(truth.proof_time_cv);
+      in.last_progress = now_;
+      in.last_completion = now_;
+      in.rec.peak_memory_gib =
+          std::min(core::peak_memory_gib(p, core::MemoryModel{}), truth.ram_visible_gib);
+    }
+    in.rate_now = current_rate(i);
+    reschedule(i);
+  }
+
+  void start_benchmark(std::size_t i) {
+    Inst& in = insts_[i];
+    in.bench_since = now_;
+    in.bench_samples.clear();
+    in.bench_max_others = others_alive(i);
+    in.bench_throttled = in.throttled;
+  }
+
+  core::Verdict oracle_verdict() const {
+    core::Verdict v;
+    v.decision = core::Verdict::Decision::Accept;
+    v.reason = "no benchmark: this policy proves for money once warmed up";
+    return v;
+  }
+
+  void accept(std::size_t i, const core::Verdict& v) {
+    Inst& in = insts_[i];
+    in.rec.verdict = v;
+    in.decided = true;
+    in.accepted = true;
+    in.truth_from = now_;
+    transition(in, S::Proving, v.reason);
+    ++report_.instances_accepted;
+    in.window_start = now_;
+    in.window_samples.clear();
+    in.window_max_others = others_alive(i);
+    in.window_throttled = in.throttled;
+  }
+
+  // --- proofs ---------------------------------------------------------------------------------
+  void prover_event(std::size_t i) {
+    Inst& in = insts_[i];
+    advance(in, now_);
+    if (in.oom_pending) return oom(i);
+    const Truth& truth = in.so->truth;
+    core::ProofSample sample;
+    sample.instance_id = in.rec.id;
+    sample.seq = ++in.seq;
+    sample.at = epoch(now_);
+    sample.seconds = now_ - in.last_completion;
+    if (in.warmup_left > 0) {
+      --in.warmup_left;
+      sample.phase = core::ProofPhase::Warmup;
+      if (in.warmup_left == 0 && in.rec.state == S::WarmingUp) {
+        if (policy_.acceptance()) {
+          transition(in, S::Benchmarking, "warm-up done; benchmark starts");
+          start_benchmark(i);
+        } else {
+          accept(i, oracle_verdict());
+        }
+      }
+    } else if (in.rec.state == S::Benchmarking) {
+      sample.phase = core::ProofPhase::Benchmark;
+      ++in.rec.proofs_benchmark;
+      in.bench_samples.push_back(sample);
+    } else if (in.rec.state == S::Proving) {
+      sample.phase = core::ProofPhase::Production;
+      ++in.rec.proofs_production;
+      in.window_samples.push_back(sample);
+      const auto bucket = static_cast<std::size_t>(now_ / 3600);
+      const auto& demand = sc_.economics.demand_proofs_per_hour;
+      if (!demand || paid_per_hour_[bucket] < *demand) {
+        ++paid_per_hour_[bucket];
+        ++report_.proofs;
+        ++in.proofs_paid;
+        in.revenue += sc_.economics.revenue_per_proof_usd;
+        report_.revenue_usd += sc_.economics.revenue_per_proof_usd;
+      } else {
+        ++report_.proofs_unpaid;
+      }
+    }
+    // The next proof.
+    in.work_left = in.rng.unit_lognormal(truth.proof_time_cv);
+    in.delay_until = now_;
+    in.last_progress = now_;
+    in.last_completion = now_;
+    reschedule(i);
+    if (sample.phase == core::ProofPhase::Benchmark) evaluate(i);
+  }
+
+  void oom(std::size_t i) {
+    Inst& in = insts_[i];
+    ++in.rec.ooms;
+    ++report_.ooms;
+    if (!oomed_machines_.insert(in.rec.offer.machine_id).second) ++report_.ooms_after_first_on_host;
+    const int failed_plan = in.partitions;
+    in.prover_running = false;
+    in.oom_pending = false;
+    in.rate_now = 0;
+    ++in.gen;
+    start_prover(i, failed_plan);
+  }
+
+  void evaluate(std::size_t i) {
+    Inst& in = insts_[i];
+    const core::Acceptance* acceptance = policy_.acceptance();
+    if (!acceptance || in.rec.state != S::Benchmarking) return;
+    core::BenchmarkInput input;
+    input.samples = in.bench_samples;
+    input.since = epoch(in.bench_since);
+    input.now = epoch(now_);
+    input.break_even_rate = policy_.break_even_rate(in.rec.offer);
+    const core::Verdict v = acceptance->evaluate(input);
+    in.rec.verdict = v;
+    if (v.decision == core::Verdict::Decision::Continue) return;
+    core::Measurement m;
+    m.run.host = {in.rec.offer.machine_id, in.rec.offer.gpu_name, in.rec.offer.num_gpus};
+    m.run.instance_id = in.rec.id;
+    m.run.at = epoch(now_);
+    m.run.rate = v.rate;
+    m.run.low = v.low;
+    m.run.high = v.high;
+    m.run.samples = v.samples;
+    m.run.kind = "benchmark";
+    m.run.contended = in.bench_max_others > 0;
+    m.run.throttled = in.bench_throttled;
+    m.run.plan_json = in.rec.plan_json;
+    m.offer = in.rec.offer;
+    m.ram_gib = in.so->truth.ram_visible_gib;
+    m.our_others_on_machine = in.bench_max_others;
+    history_.push_back(std::move(m));
+    if (v.decision == core::Verdict::Decision::Accept) {
+      accept(i, v);
+    } else {
+      close(i, CloseCause::Rejected, "benchmark " + v.reason, std::nullopt);
+    }
+  }
+
+  void close_window(std::size_t i) {
+    Inst& in = insts_[i];
+    if (!in.window_samples.empty()) {
+      const core::RateEstimate e =
+          core::estimate_rate(in.window_samples, epoch(in.window_start), 1.645);
+      core::Measurement m;
+      m.run.host = {in.rec.offer.machine_id, in.rec.offer.gpu_name, in.rec.offer.num_gpus};
+      m.run.instance_id = in.rec.id;
+      m.run.at = epoch(now_);
+      m.run.rate = e.rate;
+      m.run.low = e.low;
+      m.run.high = e.high;
+      m.run.samples = e.samples;
+      m.run.kind = "production";
+      m.run.contended = in.window_max_others > 0;
+      m.run.throttled = in.window_throttled;
+      m.run.plan_json = in.rec.plan_json;
+      m.offer = in.rec.offer;
+      m.ram_gib = in.so->truth.ram_visible_gib;
+      m.our_others_on_machine = in.window_max_others;
+      history_.push_back(std::move(m));
+    }
+    in.window_start = now_;
+    in.window_samples.clear();
+    in.window_max_others = others_alive(i);
+    in.window_throttled = in.throttled;
+  }
+
+  // --- failures -------------------------------------------------------------------------------
+  void throttle(std::size_t i) {
+    Inst& in = insts_[i];
+    if (!is_live(in)) return;
+    in.throttled = true;
+    in.bench_throttled = in.bench_throttled || in.rec.state == S::Benchmarking;
+    in.window_throttled = in.window_throttled || in.rec.state == S::Proving;
+    rate_changed(i);
+  }
+
+  void stop_prover(std::size_t i) {
+    Inst& in = insts_[i];
+    advance(in, now_);
+    in.prover_running = false;
+    in.oom_pending = false;
+    in.rate_now = 0;
+    ++in.gen;
+  }
+
+  void crash(std::size_t i) {
+    Inst& in = insts_[i];
+    if (!is_live(in)) return;
+    set_status(in, "exited");
+    in.failed = true;
+    stop_prover(i);
+  }
+
+  void go_offline(std::size_t i) {
+    Inst& in = insts_[i];
+    if (!is_live(in)) return;
+    set_status(in, "offline");
+    in.failed = true;
+    in.offline = true;
+    stop_prover(i);
+  }
+
+  // --- the loops ------------------------------------------------------------------------------
+  void tick() {
+    for (std::size_t i = 0; i < insts_.size(); ++i) {
+      Inst& in = insts_[i];
+      if (!is_live(in)) continue;
+      bill(in);
+      if (in.booted && !in.offline) in.rec.last_heartbeat_at = epoch(now_);
+      if (in.rec.state == S::FetchingParams) in.rec.params_rate_bps = in.params_speed_bps;
+      if (in.rec.state == S::Proving && now_ - in.window_start >= opt_.production_window_s) {
+        close_window(i);
+      }
+      if (in.rec.state == S::Benchmarking) evaluate(i);
+      if (!is_live(in)) continue;
+      if (auto reason = core::destroy_reason(in.rec, epoch(now_), lifecycle_)) {
+        CloseCause cause = CloseCause::OtherLifecycle;
+        if (in.rec.market_status == "exited") {
+          cause = CloseCause::MarketExited;
+        } else if (in.rec.market_status == "offline" || reason->find("heartbeat") == 0) {
+          cause = CloseCause::HostOffline;
+        } else if (reason->find("deadline") == 0) {
+          cause = CloseCause::Deadline;
+        }
+        close(i, cause, *reason, std::nullopt);
+      }
+    }
+    if (now_ + opt_.tick_s < horizon_) push(now_ + opt_.tick_s, EvKind::Tick);
+  }
+
+  void decide() {
+    std::vector<core::InstanceRecord> fleet;
+    fleet.reserve(insts_.size());
+    for (const auto& in : insts_) fleet.push_back(in.rec);
+    std::vector<core::Offer> offers;
+    std::vector<std::size_t> index;
+    for (std::size_t k = 0; k < sc_.offers.size(); ++k) {
+      const auto& so = sc_.offers[k];
+      if (rented_by_[k] != kNone) continue;
+      if (now_ < so.listed_from_h * 3600 || now_ >= so.listed_until_h * 3600) continue;
+      offers.push_back(so.offer);
+      index.push_back(k);
+    }
+    const DesView view{epoch(now_), fleet,      offers, index,
+                       history_,    bad_hosts_, sc_,    fleet_offer_index_};
+    const std::vector<core::Action> actions = policy_.decide(view);
+    for (const auto& a : actions) {
+      if (a.kind == core::Action::Kind::Rent) {
+        auto it = std::find_if(offers.begin(), offers.end(),
+                               [&](const core::Offer& o) { return o.id == a.offer.id; });
+        if (it == offers.end()) continue;
+        const std::size_t k = index[static_cast<std::size_t>(it - offers.begin())];
+        if (rented_by_[k] != kNone) continue;
+        ++report_.decisions;
+        rent(k, a.reason);
+      } else {
+        for (std::size_t i = 0; i < insts_.size(); ++i) {
+          if (insts_[i].rec.id != a.instance_id || !is_live(insts_[i])) continue;
+          ++report_.decisions;
+          close(i, CloseCause::Dropped, a.reason, a.strike);
+        }
+      }
+    }
+    if (now_ + opt_.decide_every_s < horizon_) push(now_ + opt_.decide_every_s, EvKind::Decide);
+  }
+
+  // Whether keeping the instance paid, by the truth: sustained rate at the best plan with our
+  // other instances on the machine, within the demand our other provers leave.
+  bool keeping_paid(std::size_t i) const {
+    const Inst& in = insts_[i];
+    const Truth& truth = in.so->truth;
+    const double r = truth_rate(truth, planned_partitions(probe_of(*in.so)), others_alive(i),
+                                truth.throttle.has_value());
+    double paid = r;
+    if (const auto& demand = sc_.economics.demand_proofs_per_hour) {
+      double others = 0;
+      for (std::size_t j = 0; j < insts_.size(); ++j) {
+        if (j != i && is_live(insts_[j]) && insts_[j].rec.state == S::Proving) {
+          others += insts_[j].rate_now;
+        }
+      }
+      paid = std::min(r, std::max(0.0, *demand - others));
+    }
+    return paid * sc_.economics.revenue_per_proof_usd > in.rec.offer.dph_total;
+  }
+
+  void settle_accepted(Inst& in) {
+    if (!in.accepted) return;
+    const double revenue = sc_.economics.revenue_per_proof_usd;
+    if (in.truth_proofs > 0) {
+      in.accepted_unprofitable = in.prod_cost > in.truth_proofs * revenue;
+    } else {
+      in.accepted_unprofitable = in.prod_cost > 0 || in.rate_now * revenue < in.rec.offer.dph_total;
+    }
+    if (in.accepted_unprofitable) ++report_.accepted_unprofitable;
+  }
+
+  void close(std::size_t i, CloseCause cause, const std::string& reason,
+             std::optional<core::Strike> strike) {
+    Inst& in = insts_[i];
+    if (!is_live(in)) return;
+    bill(in);
+    stop_prover(i);
+    const int others = others_alive(i);
+    if (cause != CloseCause::Horizon && !in.failed && keeping_paid(i)) {
+      in.rejected_profitable = true;
+      ++report_.rejected_profitable;
+    }
+    if (in.rec.state == S::Proving) close_window(i);
+    const S state_before = in.rec.state;
+    transition(in, S::Destroying, reason);
+    transition(in, S::Destroyed, "market confirmed");
+    if (!in.decided) {
+      in.decided = true;
+      ++report_.instances_rejected;
+    }
+    settle_accepted(in);
+    in.close_reason = reason;
+    in.closed_at = now_;
+    rented_by_[in.offer_index] = kNone;
+    const ClosedInstance info{in.rec, state_before,      cause,      reason,
+                              others, std::move(strike), epoch(now_)};
+    policy_.on_closed(info, bad_hosts_);
+    machine_changed(in.rec.offer.machine_id);
+  }
+
+  void finish() {
+    now_ = horizon_;
+    for (auto& in : insts_) {
+      if (!is_live(in)) continue;
+      bill(in);
+      advance(in, now_);
+      settle_accepted(in);
+    }
+    double spend = 0;
+    double bench = 0;
+    for (const auto& in : insts_) {
+      spend += in.rec.spend_usd;
+      bench += in.bench_spend;
+    }
+    report_.spend_usd = spend;
+    report_.benchmark_spend_usd = bench;
+    report_.profit_usd = report_.revenue_usd - spend;
+    if (report_.proofs > 0)
+      report_.cost_per_proof_usd = spend / static_cast<double>(report_.proofs);
+    report_.mean_proofs_per_hour =
+        sc_.hours > 0 ? static_cast<double>(report_.proofs) / sc_.hours : 0;
+    if (!opt_.details) return;
+    for (const auto& in : insts_) {
+      InstanceOutcome o;
+      o.instance_id = in.rec.id;
+      o.offer_id = in.rec.offer.id;
+      o.machine_id = in.rec.offer.machine_id;
+      o.gpu = std::to_string(in.rec.offer.num_gpus) + "x " + in.rec.offer.gpu_name;
+      o.dph = in.rec.offer.dph_total;
+      o.rented_h = (in.rec.created_at - kDesEpoch) / 3600;
+      if (in.closed_at) o.closed_h = *in.closed_at / 3600;
+      o.final_state = core::to_string(in.rec.state);
+      o.close_reason = in.close_reason;
+      o.accepted = in.accepted;
+      if (in.rec.verdict) {
+        o.verdict_rate = in.rec.verdict->rate;
+        o.verdict_samples = in.rec.verdict->samples;
+      }
+      const Truth& truth = in.so->truth;
+      o.truth_rate = truth_rate(truth, planned_partitions(probe_of(*in.so)), 0, false);
+      o.partitions = in.partitions;
+      o.ooms = in.rec.ooms;
+      o.proofs_paid = in.proofs_paid;
+      o.spend_usd = in.rec.spend_usd;
+      o.revenue_usd = in.revenue;
+      o.accepted_unprofitable = in.accepted_unprofitable;
+      o.rejected_profitable = in.rejected_profitable;
+      report_.instances.push_back(std::move(o));
+    }
+  }
+
+  const Scenario& sc_;
+  DesPolicy& policy_;
+  DesOptions opt_;
+  core::LifecycleConfig lifecycle_;
+  double horizon_ = 0;
+  double now_ = 0;
+  std::uint64_t next_seq_ = 0;
+  std::priority_queue<Event, std::vector<Event>, Later> queue_;
+  std::vector<Inst> insts_;
+  std::vector<std::size_t> fleet_offer_index_;
+  std::map<std::int64_t, std::vector<std::size_t>> by_machine_;
+  std::vector<std::size_t> rented_by_;
+  std::vector<int> rent_count_;
+  std::vector<double> paid_per_hour_;
+  std::set<std::int64_t> oomed_machines_;
+  std::vector<core::Measurement> history_;
+  std::vector<core::BadHost> bad_hosts_;
+  DesReport report_;
+};
+
+}  // namespace
+
+double truth_rate(const Truth& truth, int partitions, int others, bool throttled) {
+  double r = truth.rate_full * core::rate_fraction(partitions, truth.partitions_full);
+  r *= std::pow(truth.contention, std::max(0, others));
+  if (throttled && truth.throttle) r *= truth.throttle->factor;
+  return r;
+}
+
+AgentProbe probe_of(const ScenarioOffer& offer) {
+  return AgentProbe{offer.truth.ram_visible_gib, offer.truth.cores_visible,
+                    std::max(1, offer.offer.num_gpus)};
+}
+
+int planned_partitions(const AgentProbe& probe) {
+  core::PlanInput in;
+  in.ram_gib = probe.ram_gib;
+  in.cores = probe.cores;
+  in.gpus = probe.gpus;
+  auto plan = core::plan_prover(in, core::PlanLimits{});
+  return plan ? plan->partitions : 0;
+}
+
+DesReport run_des(const Scenario& scenario, DesPolicy& policy, const DesOptions& options) {
+  Engine engine(scenario, policy, options);
+  return engine.run();
+}
+
+}  // namespace pf::sim

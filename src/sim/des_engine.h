@@ -1,0 +1,133 @@
+// The policy simulator: a discrete-event engine that plays a scenario's market in virtual time
+// (spec: /work/shared/spec/scenario.md, "Physics the simulation must apply") and runs a fleet
+// policy against it with the same core code the manager runs: lifecycle transitions,
+// deadlines and destroy checks (lifecycle.h), spend accrual, the policy's acceptance test on
+// each proof, and the planner (memory_model.h) on the agent's side.
+//
+// Physics, per rented instance (t0 = rent):
+//   loading until t0 + boot_min (never_boots: forever; not billed) → registered, downloading
+//   params.bytes at download_mbps (bandwidth billed per GB) → the prover starts with the plan
+//   the policy's agent makes from the probed memory (truth ram_visible_gib). A plan whose peak
+//   70 + 14·p GiB exceeds it is OOM-killed at the end of warm-up; the agent may re-plan.
+//   Proofs: each needs lognormal work (mean 1, CV proof_time_cv) done at
+//   rate_full · g(p / partitions_full) · contention^(others alive on the machine) · throttle
+//   per hour; the first proof after each prover start waits warmup_min more. Rate changes
+//   (contention, throttle) take effect mid-proof. Crash: after_h hours after the prover first
+//   started the instance shows "exited" (still billed); offline: after_h hours after boot the
+//   host disappears (not billed, no heartbeats).
+//   Revenue: production proofs earn revenue_per_proof, at most demand per simulated hour
+//   (buckets [h, h+1)).
+// Randomness: each rental draws its proof times from its own stream, seeded by the scenario
+// seed, the offer id and how many times that offer was rented before, so policies that rent
+// the same offer see the same machine behaviour (common random numbers).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/acceptance.h"
+#include "core/blocklist.h"
+#include "core/fleet.h"
+#include "core/learned_predictor.h"
+#include "core/lifecycle.h"
+#include "core/policy.h"
+#include "sim/des_report.h"
+#include "sim/scenario.h"
+
+namespace pf::sim {
+
+// Virtual time zero as epoch seconds in records (the core treats 0 as "unset").
+inline constexpr double kDesEpoch = 1'750'000'000;
+
+// Why an instance was closed.
+enum class CloseCause {
+  Rejected,      // the acceptance test said no
+  Deadline,      // lifecycle: a state deadline passed
+  MarketExited,  // lifecycle: market says exited (prover crash)
+  HostOffline,   // lifecycle: market offline / heartbeat lost
+  OtherLifecycle,
+  Dropped,  // the policy asked
+  Horizon,  // still rented when the scenario ended
+};
+
+struct ClosedInstance {
+  const core::InstanceRecord& record;  // final state
+  core::InstanceState state_before;    // the state it was closed from
+  CloseCause cause;
+  std::string reason;
+  int our_others_on_machine = 0;       // other instances of ours alive on the machine
+  std::optional<core::Strike> strike;  // Dropped: blame the policy asked for
+  double now = 0;
+};
+
+// What a policy sees each decision. Only the oracle may look at `scenario` truth and
+// `offer_index`; the engine passes them to everyone so the oracle needs no back door.
+struct DesView {
+  double now = 0;                                  // epoch seconds
+  const std::vector<core::InstanceRecord>& fleet;  // every rental so far, destroyed included
+  const std::vector<core::Offer>& offers;          // listed now
+  const std::vector<std::size_t>& offer_index;     // offers[i] is scenario.offers[offer_index[i]]
+  const std::vector<core::Measurement>& history;
+  const std::vector<core::BadHost>& bad_hosts;
+  const Scenario& scenario;
+  // For the oracle: scenario offer index of each fleet record (same order as `fleet`).
+  const std::vector<std::size_t>& fleet_offer_index;
+};
+
+// What the agent's probe finds on a rented instance: the truth's cgroup memory and usable cores.
+struct AgentProbe {
+  double ram_gib = 0;
+  double cores = 0;
+  int gpus = 0;
+};
+
+// A fleet policy as the engine drives it: the decisions plus the manager/agent settings that
+// go with them.
+class DesPolicy {
+ public:
+  virtual ~DesPolicy() = default;
+  virtual std::string name() const = 0;
+  virtual core::LifecycleConfig lifecycle() const = 0;
+  // The benchmark test; nullptr: no benchmark, an instance proves for money once warmed up.
+  virtual const core::Acceptance* acceptance() const = 0;
+  virtual double break_even_rate(const core::Offer& offer) const = 0;
+  // Proofs after each prover start that the agent marks as warm-up (not measured).
+  virtual int warmup_proofs() const { return 1; }
+  // Concurrent partitions the agent runs given what it probed on the instance. `after_oom` is
+  // the plan that was just OOM-killed (0 on the first start). 0 = do not (re)start the prover.
+  virtual int plan_partitions(const core::Offer& offer, const AgentProbe& probe,
+                              int after_oom) const = 0;
+  virtual std::vector<core::Action> decide(const DesView& view) = 0;
+  // An instance was closed; the policy may add or update entries of the bad-host list.
+  virtual void on_closed(const ClosedInstance& closed, std::vector<core::BadHost>& bad_hosts) {
+    (void)closed;
+    (void)bad_hosts;
+  }
+};
+
+struct DesOptions {
+  double tick_s = 60;                 // heartbeats, progress, lifecycle checks
+  double decide_every_s = 300;        // policy decisions
+  double production_window_s = 3600;  // production measurement windows
+  bool details = false;               // fill DesReport::instances
+};
+
+// Runs `policy` over `scenario` and reports. Deterministic: same scenario, policy and options
+// ⇒ same report.
+DesReport run_des(const Scenario& scenario, DesPolicy& policy, const DesOptions& options = {});
+
+// The true sustained rate of a scenario offer at `partitions`, with `others` of our instances
+// on its machine, throttled or not (the spec's rate curve). Shared by the engine and oracle.
+double truth_rate(const Truth& truth, int partitions, int others, bool throttled);
+
+// What the agent's probe finds on an instance of this offer.
+AgentProbe probe_of(const ScenarioOffer& offer);
+
+// Partitions the real planner (core/planner.h) runs with that probe: what a probing agent runs,
+// the "best plan" the oracle and the report's truth use. 0 when no plan fits.
+int planned_partitions(const AgentProbe& probe);
+
+}  // namespace pf::sim

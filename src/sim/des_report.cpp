@@ -1,0 +1,172 @@
+#include "sim/des_report.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/text.h"
+
+namespace pf::sim {
+namespace {
+
+using core::fixed;
+
+nlohmann::json optional_number(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+std::string money(double usd) {
+  return (usd < 0 ? "-$" : "$") + fixed(std::abs(usd), 2);
+}
+
+std::string cost_text(const std::optional<double>& v) {
+  return v ? "$" + fixed(*v, 5) : std::string("-");
+}
+
+std::string pad(const std::string& s, std::size_t width) {
+  // Column widths count code points, so UTF-8 text lines up too.
+  std::size_t cps = 0;
+  for (unsigned char c : s)
+    if ((c & 0xC0) != 0x80) ++cps;
+  return cps >= width ? s : s + std::string(width - cps, ' ');
+}
+
+}  // namespace
+
+nlohmann::json report_json(const DesReport& r, bool details) {
+  nlohmann::json j = nlohmann::json::object();
+  j["scenario"] = r.scenario;
+  j["policy"] = r.policy;
+  j["hours"] = r.hours;
+  j["proofs"] = r.proofs;
+  j["revenue_usd"] = r.revenue_usd;
+  j["spend_usd"] = r.spend_usd;
+  j["profit_usd"] = r.profit_usd;
+  j["cost_per_proof_usd"] = optional_number(r.cost_per_proof_usd);
+  j["benchmark_spend_usd"] = r.benchmark_spend_usd;
+  j["instances_rented"] = r.instances_rented;
+  j["instances_accepted"] = r.instances_accepted;
+  j["accepted_unprofitable"] = r.accepted_unprofitable;
+  j["rejected_profitable"] = r.rejected_profitable;
+  j["ooms"] = r.ooms;
+  j["mean_proofs_per_hour"] = r.mean_proofs_per_hour;
+  j["seed"] = r.seed;
+  j["proofs_unpaid"] = r.proofs_unpaid;
+  j["bandwidth_usd"] = r.bandwidth_usd;
+  j["instances_rejected"] = r.instances_rejected;
+  j["ooms_after_first_on_host"] = r.ooms_after_first_on_host;
+  j["decisions"] = r.decisions;
+  if (details) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& i : r.instances) {
+      list.push_back({{"instance_id", i.instance_id},
+                      {"offer_id", i.offer_id},
+                      {"machine_id", i.machine_id},
+                      {"gpu", i.gpu},
+                      {"dph", i.dph},
+                      {"rented_h", i.rented_h},
+                      {"closed_h", optional_number(i.closed_h)},
+                      {"final_state", i.final_state},
+                      {"close_reason", i.close_reason},
+                      {"accepted", i.accepted},
+                      {"verdict_rate", i.verdict_rate},
+                      {"verdict_samples", i.verdict_samples},
+                      {"truth_rate", i.truth_rate},
+                      {"partitions", i.partitions},
+                      {"ooms", i.ooms},
+                      {"proofs_paid", i.proofs_paid},
+                      {"spend_usd", i.spend_usd},
+                      {"revenue_usd", i.revenue_usd},
+                      {"accepted_unprofitable", i.accepted_unprofitable},
+                      {"rejected_profitable", i.rejected_profitable}});
+    }
+    j["instances"] = std::move(list);
+  }
+  return j;
+}
+
+std::string report_text(const DesReport& r) {
+  std::ostringstream out;
+  out << "scenario " << r.scenario << " (seed " << r.seed << ", " << fixed(r.hours, 1)
+      << " h), policy " << r.policy << "\n"
+      << "  profit        " << money(r.profit_usd) << "  (revenue " << money(r.revenue_usd)
+      << ", spend " << money(r.spend_usd) << ", of which benchmarks "
+      << money(r.benchmark_spend_usd) << ", bandwidth " << money(r.bandwidth_usd) << ")\n"
+      << "  proofs        " << r.proofs << " paid (" << fixed(r.mean_proofs_per_hour, 1) << "/hr), "
+      << r.proofs_unpaid << " beyond demand; $/proof " << cost_text(r.cost_per_proof_usd) << "\n"
+      << "  instances     " << r.instances_rented << " rented, " << r.instances_accepted
+      << " accepted, " << r.instances_rejected << " closed before a verdict or rejected\n"
+      << "  mistakes      " << r.accepted_unprofitable << " accepted unprofitable, "
+      << r.rejected_profitable << " rejected profitable\n"
+      << "  OOMs          " << r.ooms << " (" << r.ooms_after_first_on_host
+      << " after the first on a host)\n";
+  return out.str();
+}
+
+std::string compare_text(const std::vector<DesReport>& reports, const std::string& reference) {
+  const DesReport* ref = nullptr;
+  for (const auto& r : reports)
+    if (r.policy == reference) ref = &r;
+  std::vector<std::pair<std::string, std::vector<std::string>>> rows = {
+      {"profit", {}},
+      {"profit vs " + reference, {}},
+      {"revenue", {}},
+      {"spend", {}},
+      {"benchmark spend", {}},
+      {"$/proof", {}},
+      {"$/proof vs " + reference, {}},
+      {"proofs paid", {}},
+      {"proofs/hour", {}},
+      {"rented", {}},
+      {"accepted", {}},
+      {"accepted unprofitable", {}},
+      {"rejected profitable", {}},
+      {"OOMs", {}},
+      {"OOMs after first on host", {}},
+  };
+  for (const auto& r : reports) {
+    std::size_t i = 0;
+    auto add = [&](std::string v) { rows[i++].second.push_back(std::move(v)); };
+    add(money(r.profit_usd));
+    add(ref && ref->profit_usd != 0 ? core::percent(r.profit_usd / ref->profit_usd)
+                                    : std::string("-"));
+    add(money(r.revenue_usd));
+    add(money(r.spend_usd));
+    add(money(r.benchmark_spend_usd));
+    add(cost_text(r.cost_per_proof_usd));
+    add(ref && ref->cost_per_proof_usd && r.cost_per_proof_usd && *ref->cost_per_proof_usd > 0
+            ? "x" + fixed(*r.cost_per_proof_usd / *ref->cost_per_proof_usd, 2)
+            : std::string("-"));
+    add(std::to_string(r.proofs));
+    add(fixed(r.mean_proofs_per_hour, 1));
+    add(std::to_string(r.instances_rented));
+    add(std::to_string(r.instances_accepted));
+    add(std::to_string(r.accepted_unprofitable));
+    add(std::to_string(r.rejected_profitable));
+    add(std::to_string(r.ooms));
+    add(std::to_string(r.ooms_after_first_on_host));
+  }
+  std::size_t label_w = 0;
+  for (const auto& [label, cells] : rows) label_w = std::max(label_w, label.size());
+  std::vector<std::size_t> col_w;
+  for (std::size_t c = 0; c < reports.size(); ++c) {
+    std::size_t w = reports[c].policy.size();
+    for (const auto& [label, cells] : rows) w = std::max(w, cells[c].size());
+    col_w.push_back(w + 2);
+  }
+  std::ostringstream out;
+  if (!reports.empty()) {
+    out << "scenario " << reports.front().scenario << " (seed " << reports.front().seed << ", "
+        << fixed(reports.front().hours, 1) << " h)\n";
+  }
+  out << pad("", label_w + 2);
+  for (std::size_t c = 0; c < reports.size(); ++c) out << pad(reports[c].policy, col_w[c]);
+  out << "\n";
+  for (const auto& [label, cells] : rows) {
+    out << pad(label, label_w + 2);
+    for (std::size_t c = 0; c < cells.size(); ++c) out << pad(cells[c], col_w[c]);
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace pf::sim

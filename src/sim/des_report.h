@@ -1,0 +1,79 @@
+// The report of a policy simulation (`proverfleet sim`): the keys of the scenario spec
+// ("The report") plus a few that explain them, as JSON, as a human-readable text and as a
+// side-by-side comparison of several policies.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pf::sim {
+
+// What happened to one rental, for --details and for debugging a policy.
+struct InstanceOutcome {
+  std::int64_t instance_id = 0;
+  std::int64_t offer_id = 0;
+  std::int64_t machine_id = 0;
+  std::string gpu;  // "2x RTX 4090"
+  double dph = 0;
+  double rented_h = 0;
+  std::optional<double> closed_h;  // nullopt: still rented at the horizon
+  std::string final_state;
+  std::string close_reason;
+  bool accepted = false;
+  double verdict_rate = 0;  // measured rate at the verdict (0 = none)
+  int verdict_samples = 0;
+  double truth_rate = 0;  // sustained rate the truth gives this host at the best plan, alone
+  int partitions = 0;     // plan the prover ran last
+  int ooms = 0;
+  int proofs_paid = 0;
+  double spend_usd = 0;
+  double revenue_usd = 0;
+  bool accepted_unprofitable = false;
+  bool rejected_profitable = false;
+};
+
+struct DesReport {
+  std::string scenario;
+  std::string policy;
+  std::uint64_t seed = 0;
+  double hours = 0;
+  long proofs = 0;         // production proofs that earned (within demand)
+  long proofs_unpaid = 0;  // production proofs beyond demand
+  double revenue_usd = 0;
+  double spend_usd = 0;  // compute + parameter bandwidth
+  double profit_usd = 0;
+  std::optional<double> cost_per_proof_usd;  // spend ÷ proofs; nullopt without proofs
+  double benchmark_spend_usd = 0;            // spend on instances before their verdict
+  double bandwidth_usd = 0;
+  int instances_rented = 0;
+  int instances_accepted = 0;
+  int instances_rejected = 0;  // destroyed before being accepted, for any reason
+  // Accepted, and over its production life the truth's $/proof (billed cost ÷ the proofs the
+  // truth says it delivers) exceeded revenue per proof.
+  int accepted_unprofitable = 0;
+  // Destroyed (not by a failure of the host, not at the horizon) while the truth says keeping
+  // it paid: its sustained rate, alone at the best plan with our other instances on the
+  // machine, times revenue — counting only proofs within demand left by our other provers —
+  // exceeded its price.
+  int rejected_profitable = 0;
+  int ooms = 0;
+  int ooms_after_first_on_host = 0;        // OOMs on a machine that had OOMed before
+  double mean_proofs_per_hour = 0;         // proofs ÷ hours
+  int decisions = 0;                       // policy actions taken (rents + drops)
+  std::vector<InstanceOutcome> instances;  // filled only when asked for
+};
+
+// The report as one JSON object (spec keys first). `details` adds "instances".
+nlohmann::json report_json(const DesReport& report, bool details = false);
+
+// A human-readable summary of one run.
+std::string report_text(const DesReport& report);
+
+// Side-by-side table of several runs on one scenario, with profit and $/proof of each policy
+// relative to the first named `reference` (e.g. "oracle") when present.
+std::string compare_text(const std::vector<DesReport>& reports, const std::string& reference);
+
+}  // namespace pf::sim

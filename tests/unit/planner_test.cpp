@@ -1,0 +1,236 @@
+// The prover planner against cuzk's published RAM sweep (reference cuzk.md §5: one RTX 5070 Ti,
+// 96 cores; 128 GiB ran pw2, 256 pw7, 384 pw10, 512 pw12) and its generated TOML against the
+// documented configuration keys (§3).
+#include "core/planner.h"
+
+#include <gtest/gtest.h>
+#include <toml++/toml.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace pf::core {
+namespace {
+
+PlanInput box(double ram, double cores = 96, int gpus = 1, bool pce = true) {
+  PlanInput in;
+  in.ram_gib = ram;
+  in.cores = cores;
+  in.gpus = gpus;
+  in.pce_cached = pce;
+  return in;
+}
+
+bool any_reason_contains(const ProverPlan& p, const std::string& text) {
+  for (const auto& r : p.reasons) {
+    if (r.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+struct SweepPoint {
+  double ram;
+  int published_pw;     // concurrent partitions cuzk's docs ran successfully at this RAM
+  int expected_p;       // ours: ⌊(RAM − 75) / 14⌋, at most 14 per GPU
+  int expected_gw;      // 2 once ≥ 10 partitions per GPU
+  int expected_warmup;  // no PCE file yet: 14 GiB extraction transient on top
+};
+
+class PlannerSweep : public ::testing::TestWithParam<SweepPoint> {};
+
+TEST_P(PlannerSweep, FitsTheMemoryAndRunsAtLeastWhatCuzkRan) {
+  const SweepPoint s = GetParam();
+  auto plan = plan_prover(box(s.ram), PlanLimits{});
+  ASSERT_TRUE(plan) << plan.error();
+  EXPECT_EQ(plan->partitions, s.expected_p);
+  EXPECT_GE(plan->partitions, s.published_pw);
+  // The model peak, plus the headroom, stays inside the real limit; the budget is the peak.
+  EXPECT_LE(plan->expected_peak_gib + 5, s.ram);
+  EXPECT_DOUBLE_EQ(plan->expected_peak_gib, 70 + 14.0 * plan->partitions);
+  EXPECT_DOUBLE_EQ(plan->total_budget_gib, plan->expected_peak_gib);
+  EXPECT_LE(plan->total_budget_gib, s.ram);
+  EXPECT_EQ(plan->gpu_workers_per_device, s.expected_gw);
+  EXPECT_EQ(plan->warmup_partitions, s.expected_warmup);
+  EXPECT_LE(plan->warmup_budget_gib + 5, s.ram);
+  EXPECT_EQ(plan->synthesis_threads, 96);
+  EXPECT_EQ(plan->gpu_threads, 32);
+  EXPECT_EQ(plan->gpus, 1);
+  EXPECT_FALSE(plan->reasons.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(CuzkRamSweep, PlannerSweep,
+                         ::testing::Values(SweepPoint{128, 2, 3, 1, 2},
+                                           SweepPoint{256, 7, 12, 2, 11},
+                                           SweepPoint{384, 10, 14, 2, 14},
+                                           SweepPoint{512, 12, 14, 2, 14}));
+
+TEST(Planner, TheWarmupAt128GiBIsTheFieldsHandFix) {
+  // The field ran the first proof by hand with partition_workers=2 on 128 GiB boxes.
+  auto plan = plan_prover(box(128, 96, 1, /*pce=*/false), PlanLimits{});
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->warmup_partitions, 2);
+  EXPECT_DOUBLE_EQ(plan->warmup_budget_gib, 70 + 14 + 2 * 14);
+  EXPECT_TRUE(any_reason_contains(*plan, "no PCE file yet"));
+}
+
+TEST(Planner, BigBoxesAreCappedPerGpuAndSayWhy) {
+  auto plan = plan_prover(box(512), PlanLimits{});
+  ASSERT_TRUE(plan);
+  EXPECT_TRUE(any_reason_contains(*plan, "per GPU"));
+  auto two = plan_prover(box(512, 96, 2), PlanLimits{});
+  ASSERT_TRUE(two);
+  EXPECT_EQ(two->partitions, 28);  // memory allows ⌊(512 − 75) / 14⌋ = 31; 14 per GPU
+}
+
+TEST(Planner, FewCoresCapThePartitions) {
+  auto plan = plan_prover(box(256, 8), PlanLimits{});
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->partitions, 4);
+  EXPECT_EQ(plan->synthesis_threads, 8);
+  EXPECT_EQ(plan->gpu_threads, 8);
+  EXPECT_EQ(plan->gpu_workers_per_device, 1);
+  EXPECT_TRUE(any_reason_contains(*plan, "cores"));
+  PlanLimits no_core_cap;
+  no_core_cap.cores_per_partition = 0;
+  EXPECT_EQ(plan_prover(box(256, 8), no_core_cap)->partitions, 12);
+}
+
+TEST(Planner, ProofsInFlightCoverThePartitions) {
+  EXPECT_EQ(plan_prover(box(128), PlanLimits{})->proofs_in_flight, 2);           // 3 partitions
+  EXPECT_EQ(plan_prover(box(256), PlanLimits{})->proofs_in_flight, 3);           // 12 partitions
+  EXPECT_EQ(plan_prover(box(1024, 192, 4), PlanLimits{})->proofs_in_flight, 7);  // 56
+}
+
+TEST(Planner, AnExternalCapIsHonoured) {
+  PlanLimits lim;
+  lim.partition_cap = 5;
+  auto plan = plan_prover(box(256), lim);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->partitions, 5);
+  EXPECT_DOUBLE_EQ(plan->total_budget_gib, 140);
+  EXPECT_TRUE(any_reason_contains(*plan, "capped at 5"));
+}
+
+TEST(Planner, TooLittleMemoryIsAClearError) {
+  auto plan = plan_prover(box(80), PlanLimits{});
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.error().find("80 GiB"), std::string::npos) << plan.error();
+  EXPECT_NE(plan.error().find("89 GiB"), std::string::npos) << plan.error();
+  EXPECT_TRUE(plan_prover(box(89), PlanLimits{}));
+}
+
+TEST(Planner, BadInputsAreErrorsNamingTheInput) {
+  auto no_gpu = plan_prover(box(256, 32, 0), PlanLimits{});
+  ASSERT_FALSE(no_gpu);
+  EXPECT_NE(no_gpu.error().find("GPU"), std::string::npos);
+  auto no_cores = plan_prover(box(256, 0), PlanLimits{});
+  ASSERT_FALSE(no_cores);
+  EXPECT_NE(no_cores.error().find("cores"), std::string::npos);
+  auto nan_ram = plan_prover(box(std::nan("")), PlanLimits{});
+  ASSERT_FALSE(nan_ram);
+  EXPECT_NE(nan_ram.error().find("RAM"), std::string::npos);
+}
+
+TEST(Planner, OomBacksOffUntilTheFloorThenFails) {
+  const PlanInput in = box(256);
+  auto plan = plan_prover(in, PlanLimits{});
+  ASSERT_TRUE(plan);
+  std::vector<int> seen = {plan->partitions};
+  while (true) {
+    auto next = plan_after_oom(in, PlanLimits{}, seen.back());
+    if (!next) {
+      EXPECT_NE(next.error().find("floor"), std::string::npos) << next.error();
+      break;
+    }
+    EXPECT_LT(next->partitions, seen.back());
+    EXPECT_LE(next->warmup_partitions, next->partitions);
+    EXPECT_TRUE(any_reason_contains(*next, "killed for memory at " + std::to_string(seen.back())));
+    seen.push_back(next->partitions);
+    ASSERT_LT(seen.size(), 20u);
+  }
+  EXPECT_EQ(seen, (std::vector<int>{12, 9, 6, 4, 3, 2, 1}));
+}
+
+TEST(Planner, OomDuringTheWarmupBacksOffFromTheWarmupSize) {
+  auto next = plan_after_oom(box(256, 96, 1, false), PlanLimits{}, 11);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->partitions, 8);
+  EXPECT_EQ(next->warmup_partitions, 8);
+}
+
+// Keys documented for cuzk main (cuzk.md §3), minus the deprecated ones we must not write.
+const std::map<std::string, std::set<std::string>>& cuzk_keys() {
+  static const std::map<std::string, std::set<std::string>> keys = {
+      {"daemon", {"listen", "status_listen"}},
+      {"srs", {"param_cache"}},
+      {"memory", {"total_budget", "safety_margin", "eviction_min_idle"}},
+      {"gpus", {"devices", "gpu_threads", "gpu_workers_per_device"}},
+      {"scheduler", {"max_batch_size", "max_batch_wait_ms", "sort_by_type"}},
+      {"synthesis", {"threads"}},
+      {"pipeline",
+       {"enabled", "synthesis_lookahead", "synthesis_concurrency", "max_parallel_synthesis",
+        "slot_size", "max_gpu_queue_depth"}},
+      {"logging", {"level", "format"}}};
+  return keys;
+}
+
+TEST(Planner, GeneratedCuzkTomlIsValidAndUsesOnlyDocumentedKeys) {
+  auto plan = plan_prover(box(256, 64, 2), PlanLimits{});
+  ASSERT_TRUE(plan);
+  CuzkEndpoints ep;
+  ep.param_cache = "/data/zk/params with \"quotes\"";
+  for (bool warmup : {false, true}) {
+    const std::string text = cuzk_config_toml(*plan, warmup, ep);
+    toml::table t;
+    try {
+      t = toml::parse(text);
+    } catch (const toml::parse_error& e) {
+      FAIL() << e.what() << "\n" << text;
+    }
+    for (const auto& [section, value] : t) {
+      const std::string name(section.str());
+      ASSERT_TRUE(cuzk_keys().count(name)) << "unknown section [" << name << "]";
+      ASSERT_TRUE(value.is_table());
+      for (const auto& [key, v] : *value.as_table()) {
+        EXPECT_TRUE(cuzk_keys().at(name).count(std::string(key.str())))
+            << "unknown key " << name << "." << key.str();
+      }
+    }
+    const int p = warmup ? plan->warmup_partitions : plan->partitions;
+    const double budget = warmup ? plan->warmup_budget_gib : plan->total_budget_gib;
+    std::ostringstream want;
+    want << budget << "GiB";
+    EXPECT_EQ(t["memory"]["total_budget"].value<std::string>(), want.str());
+    EXPECT_EQ(t["pipeline"]["max_parallel_synthesis"].value<int64_t>(), p);
+    EXPECT_EQ(t["gpus"]["gpu_workers_per_device"].value<int64_t>(), plan->gpu_workers_per_device);
+    EXPECT_EQ(t["gpus"]["gpu_threads"].value<int64_t>(), 32);
+    EXPECT_EQ(t["synthesis"]["threads"].value<int64_t>(), 64);
+    const auto* devices = t["gpus"]["devices"].as_array();
+    ASSERT_NE(devices, nullptr);
+    ASSERT_EQ(devices->size(), 2u);
+    EXPECT_EQ((*devices)[1].value<int64_t>(), 1);
+    EXPECT_EQ(t["srs"]["param_cache"].value<std::string>(), ep.param_cache);
+    EXPECT_EQ(t["daemon"]["listen"].value<std::string>(), "127.0.0.1:9820");
+    EXPECT_EQ(t["daemon"]["status_listen"].value<std::string>(), "127.0.0.1:9821");
+  }
+}
+
+TEST(Planner, ParsesSizes) {
+  EXPECT_DOUBLE_EQ(*parse_gib("256G"), 256);
+  EXPECT_DOUBLE_EQ(*parse_gib("256GiB"), 256);
+  EXPECT_DOUBLE_EQ(*parse_gib(" 128 gib "), 128);
+  EXPECT_DOUBLE_EQ(*parse_gib("1T"), 1024);
+  EXPECT_DOUBLE_EQ(*parse_gib("512M"), 0.5);
+  EXPECT_DOUBLE_EQ(*parse_gib("96"), 96);
+  EXPECT_NEAR(*parse_gib("240GB"), 223.5, 0.05);
+  auto bad_unit = parse_gib("12X");
+  ASSERT_FALSE(bad_unit);
+  EXPECT_NE(bad_unit.error().find("unknown unit"), std::string::npos) << bad_unit.error();
+  EXPECT_FALSE(parse_gib("lots"));
+  EXPECT_FALSE(parse_gib("-5G"));
+  EXPECT_FALSE(parse_gib(""));
+}
+
+}  // namespace
+}  // namespace pf::core

@@ -1,0 +1,251 @@
+#include "core/policy.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+namespace pf::core {
+namespace {
+
+using ::testing::HasSubstr;
+using Kind = Action::Kind;
+
+constexpr double kNow = 1'750'000'000;
+
+// A fast, cheap, well-connected 4090 slice: the prior says ~58/hr against break-even 25/hr.
+Offer good_offer(std::int64_t id, std::int64_t machine, double dph = 0.3) {
+  Offer o;
+  o.id = id;
+  o.machine_id = machine;
+  o.gpu_name = "RTX 4090";
+  o.num_gpus = 1;
+  o.cpu_ram_gib = 256;
+  o.cpu_cores = 64;
+  o.cpu_cores_effective = 64;
+  o.pcie_bw_gbs = 25;
+  o.inet_down_mbps = 2000;
+  o.dph_total = dph;
+  o.reliability = 0.99;
+  derive_offer_fields(o);
+  return o;
+}
+
+PolicyConfig config() {
+  PolicyConfig c;
+  c.scoring.economics.revenue_per_proof_usd = 0.012;
+  c.scoring.economics.target_cost_per_proof_usd = 0.008;
+  return c;
+}
+
+InstanceRecord instance(std::int64_t id, const Offer& o, InstanceState state, double since) {
+  InstanceRecord r;
+  r.id = id;
+  r.offer = o;
+  r.state = state;
+  r.state_since = since;
+  r.created_at = since;
+  return r;
+}
+
+Measurement window(const InstanceRecord& rec, double rate, double high, double at) {
+  Measurement m;
+  m.offer = rec.offer;
+  m.run.host = {rec.offer.machine_id, rec.offer.gpu_name, rec.offer.num_gpus};
+  m.run.instance_id = rec.id;
+  m.run.kind = "production";
+  m.run.rate = rate;
+  m.run.low = rate * 0.9;
+  m.run.high = high;
+  m.run.samples = 30;
+  m.run.at = at;
+  return m;
+}
+
+std::vector<Action> of_kind(const std::vector<Action>& actions, Kind kind) {
+  std::vector<Action> out;
+  for (const auto& a : actions)
+    if (a.kind == kind) out.push_back(a);
+  return out;
+}
+
+std::vector<Offer> many_good_offers(int n) {
+  std::vector<Offer> offers;
+  for (int i = 0; i < n; ++i) offers.push_back(good_offer(100 + i, 1000 + i));
+  return offers;
+}
+
+TEST(Policy, RentsGoodOffersWithAReasonAndAPlan) {
+  const auto actions = decide({}, many_good_offers(2), {}, {}, kNow, config());
+  ASSERT_EQ(actions.size(), 2u);
+  for (const auto& a : actions) {
+    EXPECT_EQ(a.kind, Kind::Rent);
+    EXPECT_THAT(a.reason, HasSubstr("rent offer"));
+    EXPECT_THAT(a.reason, HasSubstr("expected to pay"));
+    EXPECT_GT(a.partitions, 0);
+    EXPECT_GT(a.score.value_usd, 0);
+    EXPECT_FALSE(a.prediction.reasons.empty());
+  }
+}
+
+TEST(Policy, RespectsMaxInstances) {
+  PolicyConfig c = config();
+  c.max_instances = 3;
+  std::vector<InstanceRecord> fleet{
+      instance(1, good_offer(1, 1), InstanceState::Proving, kNow - 3600)};
+  EXPECT_EQ(of_kind(decide(fleet, many_good_offers(10), {}, {}, kNow, c), Kind::Rent).size(), 2u);
+}
+
+TEST(Policy, RespectsMaxConcurrentBenchmarks) {
+  PolicyConfig c = config();
+  c.max_concurrent_benchmarks = 2;
+  std::vector<InstanceRecord> fleet{
+      instance(1, good_offer(1, 1), InstanceState::FetchingParams, kNow - 60)};
+  EXPECT_EQ(of_kind(decide(fleet, many_good_offers(10), {}, {}, kNow, c), Kind::Rent).size(), 1u);
+}
+
+TEST(Policy, RespectsMaxDollarsPerHour) {
+  PolicyConfig c = config();
+  c.max_dollars_per_hour = 1.0;  // 3 × $0.30 fit, a 4th does not
+  EXPECT_EQ(of_kind(decide({}, many_good_offers(6), {}, {}, kNow, c), Kind::Rent).size(), 3u);
+}
+
+TEST(Policy, StopsRentingOnceDemandIsCovered) {
+  PolicyConfig c = config();
+  c.demand_proofs_per_hour = 100;
+  const auto rents = of_kind(decide({}, many_good_offers(10), {}, {}, kNow, c), Kind::Rent);
+  ASSERT_FALSE(rents.empty());
+  EXPECT_LE(rents.size(), 3u);  // ~58/hr each: two cover 100/hr
+  // A proving fleet already covering demand rents nothing.
+  InstanceRecord busy = instance(1, good_offer(1, 1), InstanceState::Proving, kNow - 7200);
+  busy.verdict = Verdict{Verdict::Decision::Accept, 120, 110, 130, 10, 25, "ok"};
+  EXPECT_TRUE(of_kind(decide({busy}, many_good_offers(10), {}, {}, kNow, c), Kind::Rent).empty());
+}
+
+TEST(Policy, NeverBenchmarksTwoOfOursOnOneMachineAtOnce) {
+  // Two slices of machine 7 and one of machine 8.
+  std::vector<Offer> offers{good_offer(1, 7), good_offer(2, 7), good_offer(3, 8)};
+  const auto rents = of_kind(decide({}, offers, {}, {}, kNow, config()), Kind::Rent);
+  std::set<std::int64_t> machines;
+  for (const auto& a : rents) EXPECT_TRUE(machines.insert(a.offer.machine_id).second);
+  EXPECT_EQ(rents.size(), 2u);
+  // While ours on machine 7 is still benchmarking, nothing else goes there.
+  std::vector<InstanceRecord> fleet{
+      instance(1, good_offer(1, 7), InstanceState::Benchmarking, kNow - 600)};
+  for (const auto& a : decide(fleet, {good_offer(2, 7)}, {}, {}, kNow, config())) {
+    EXPECT_NE(a.kind, Kind::Rent);
+  }
+}
+
+TEST(Policy, SkipsHostsWithALiveBlockOnly) {
+  BadHost block;
+  block.machine_id = 1000;
+  block.source = "auto";
+  block.reason = "crashed";
+  block.expires_at = kNow + 3600;
+  auto rents = of_kind(decide({}, many_good_offers(1), {}, {block}, kNow, config()), Kind::Rent);
+  EXPECT_TRUE(rents.empty());
+  block.expires_at = kNow - 1;
+  rents = of_kind(decide({}, many_good_offers(1), {}, {block}, kNow, config()), Kind::Rent);
+  EXPECT_EQ(rents.size(), 1u);
+}
+
+TEST(Policy, ProductionWatchDropsAnInstanceThatNoLongerPays) {
+  const InstanceRecord rec = instance(1, good_offer(1, 1), InstanceState::Proving, kNow - 7200);
+  // Break-even is 25/hr; the last window says 15/hr [13.5, 18].
+  std::vector<Measurement> history{window(rec, 50, 55, kNow - 3600), window(rec, 15, 18, kNow)};
+  PolicyHistory h;
+  h.measurements = history;
+  const auto drops = of_kind(decide({rec}, {}, h, {}, kNow, config()), Kind::Drop);
+  ASSERT_EQ(drops.size(), 1u);
+  EXPECT_EQ(drops[0].instance_id, 1);
+  EXPECT_THAT(drops[0].reason, HasSubstr("below break-even 25.0/hr"));
+  // A healthy window keeps it.
+  std::vector<Measurement> fine{window(rec, 50, 55, kNow)};
+  h.measurements = fine;
+  EXPECT_TRUE(of_kind(decide({rec}, {}, h, {}, kNow, config()), Kind::Drop).empty());
+}
+
+TEST(Policy, WatchDropsAfterConsecutiveWindowsBelowBreakEven) {
+  const InstanceRecord rec = instance(1, good_offer(1, 1), InstanceState::Proving, kNow - 9000);
+  WatchConfig cfg;
+  // Point estimates below 25/hr but intervals reaching above it.
+  std::vector<BenchRun> one{window(rec, 23, 27, kNow - 3600).run};
+  EXPECT_FALSE(watch_production(rec, one, 25, cfg).drop);
+  EXPECT_TRUE(watch_production(rec, one, 25, cfg).below);
+  std::vector<BenchRun> two{one[0], window(rec, 24, 28, kNow).run};
+  const WatchResult w = watch_production(rec, two, 25, cfg);
+  EXPECT_TRUE(w.drop);
+  EXPECT_THAT(w.reason, HasSubstr("last 2 windows"));
+  // Windows from before it was accepted do not count.
+  InstanceRecord later = rec;
+  later.state_since = kNow - 10;
+  EXPECT_FALSE(watch_production(later, two, 25, cfg).drop);
+}
+
+TEST(Policy, DropsADownloadTooSlowToPayWithAStrike) {
+  InstanceRecord rec = instance(1, good_offer(1, 1), InstanceState::FetchingParams, kNow - 3600);
+  rec.params_total_bytes = 47e9;
+  rec.params_done_bytes = 1e9;
+  rec.params_rate_bps = 100e3;  // 0.8 Mb/s: ~5 days left
+  const auto drops = of_kind(decide({rec}, {}, {}, {}, kNow, config()), Kind::Drop);
+  ASSERT_EQ(drops.size(), 1u);
+  EXPECT_THAT(drops[0].reason, HasSubstr("download at 1 Mb/s"));
+  ASSERT_TRUE(drops[0].strike);
+  EXPECT_EQ(drops[0].strike->kind, StrikeKind::SlowDownload);
+  // A fast download is left alone.
+  rec.params_rate_bps = 100e6;
+  EXPECT_TRUE(of_kind(decide({rec}, {}, {}, {}, kNow, config()), Kind::Drop).empty());
+}
+
+TEST(Policy, DropsTheDearestInstanceWhoseProofsDemandDoesNotBuy) {
+  PolicyConfig c = config();
+  c.demand_proofs_per_hour = 100;
+  InstanceRecord cheap = instance(1, good_offer(1, 1, 0.3), InstanceState::Proving, kNow - 9000);
+  InstanceRecord dear = instance(2, good_offer(2, 2, 0.6), InstanceState::Proving, kNow - 9000);
+  std::vector<Measurement> history{window(cheap, 110, 120, kNow), window(dear, 60, 66, kNow)};
+  PolicyHistory h;
+  h.measurements = history;
+  const auto drops = of_kind(decide({cheap, dear}, {}, h, {}, kNow, c), Kind::Drop);
+  ASSERT_EQ(drops.size(), 1u);
+  EXPECT_EQ(drops[0].instance_id, 2);
+  EXPECT_THAT(drops[0].reason, HasSubstr("surplus"));
+}
+
+TEST(Policy, ExploratoryRentsDrawOnABoundedBudget) {
+  // Priced so the prior's point estimate does not pay but its band might.
+  std::vector<Offer> offers;
+  for (int i = 0; i < 4; ++i) offers.push_back(good_offer(100 + i, 1000 + i, 0.75));
+  PolicyConfig c = config();
+  c.exploration_budget_usd = 100;
+  const auto rents = of_kind(decide({}, offers, {}, {}, kNow, c), Kind::Rent);
+  ASSERT_FALSE(rents.empty());
+  for (const auto& a : rents) {
+    EXPECT_TRUE(a.exploratory);
+    EXPECT_THAT(a.reason, HasSubstr("to find out"));
+  }
+  PolicyHistory spent;
+  spent.exploration_spent_usd = 100;
+  EXPECT_TRUE(of_kind(decide({}, offers, spent, {}, kNow, c), Kind::Rent).empty());
+}
+
+TEST(Policy, ExplorationSpendCountsOnlyRecentRentalsThatWereNotAccepted) {
+  InstanceRecord rejected = instance(1, good_offer(1, 1), InstanceState::Destroyed, kNow);
+  rejected.destroyed_at = kNow - 3600;
+  rejected.spend_usd = 2;
+  InstanceRecord old = rejected;
+  old.destroyed_at = kNow - 48 * 3600;
+  InstanceRecord kept = rejected;
+  kept.verdict = Verdict{Verdict::Decision::Accept, 60, 55, 65, 5, 25, "ok"};
+  EXPECT_DOUBLE_EQ(exploration_spend({rejected, old, kept}, kNow, 24 * 3600), 2);
+}
+
+TEST(Policy, NothingIsRentedWhenTheHorizonLeavesNoTimeToEarn) {
+  PolicyConfig c = config();
+  c.stop_at = kNow + 600;
+  EXPECT_TRUE(decide({}, many_good_offers(3), {}, {}, kNow, c).empty());
+}
+
+}  // namespace
+}  // namespace pf::core

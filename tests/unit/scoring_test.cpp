@@ -1,0 +1,126 @@
+#include "core/scoring.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace pf::core {
+namespace {
+
+using ::testing::HasSubstr;
+
+Offer offer(double dph, double inet_down = 2000, double reliability = 0.99) {
+  Offer o;
+  o.id = 1;
+  o.machine_id = 1;
+  o.gpu_name = "RTX 4090";
+  o.num_gpus = 1;
+  o.cpu_ram_gib = 256;
+  o.cpu_cores_effective = 64;
+  o.pcie_bw_gbs = 25;
+  o.inet_down_mbps = inet_down;
+  o.dph_total = dph;
+  o.reliability = reliability;
+  derive_offer_fields(o);
+  return o;
+}
+
+// A prediction with median `rate` and log-sd `sd` (band ±1.645 sd).
+Prediction prediction(double rate, double sd) {
+  Prediction p;
+  p.rate = rate;
+  p.low = rate * std::exp(-1.645 * sd);
+  p.high = rate * std::exp(1.645 * sd);
+  p.source = "model";
+  return p;
+}
+
+ScoringConfig config() {
+  ScoringConfig c;
+  c.economics.revenue_per_proof_usd = 0.012;
+  c.economics.target_cost_per_proof_usd = 0.008;
+  return c;
+}
+
+TEST(Scoring, ClearWinnerIsLikelyToPayAndWorthRenting) {
+  const Score s = score_offer(offer(0.3), prediction(60, 0.1), config(), {});
+  EXPECT_DOUBLE_EQ(s.break_even_rate, 25);  // price ÷ revenue
+  EXPECT_GT(s.p_pays, 0.99);
+  EXPECT_GT(s.value_usd, 10);
+  EXPECT_FALSE(s.exploratory());
+  ASSERT_TRUE(s.cost_per_proof);
+  EXPECT_LT(*s.cost_per_proof, 0.012);
+  EXPECT_THAT(s.reasons.front(), HasSubstr("P(≥ break-even 25.0/hr)"));
+}
+
+TEST(Scoring, TargetObjectiveUsesTheTargetCostForBreakEven) {
+  ScoringConfig c = config();
+  c.profit_objective = false;
+  EXPECT_DOUBLE_EQ(score_offer(offer(0.4), prediction(60, 0.1), c, {}).break_even_rate, 50);
+}
+
+TEST(Scoring, UncertainOfferBelowBreakEvenIsWorthExploring) {
+  // Point estimate 20/hr against break-even 25/hr, but a wide band.
+  const Score s = score_offer(offer(0.3), prediction(20, 0.6), config(), {});
+  EXPECT_LE(s.exploit_value_usd, 0);
+  EXPECT_GT(s.value_usd, 0);
+  EXPECT_TRUE(s.exploratory());
+  EXPECT_GT(s.exploration_value_usd, 0);
+  EXPECT_GT(s.exploration_cost_usd, 0);
+  EXPECT_GT(s.p_pays, 0.1);
+  EXPECT_LT(s.p_pays, 0.5);
+  // The same estimate with a narrow band is not worth it.
+  EXPECT_LT(score_offer(offer(0.3), prediction(20, 0.05), config(), {}).value_usd, 0);
+}
+
+TEST(Scoring, SlowerDownloadCostsMore) {
+  const Score fast = score_offer(offer(0.3, 2000), prediction(60, 0.1), config(), {});
+  const Score slow = score_offer(offer(0.3, 50), prediction(60, 0.1), config(), {});
+  EXPECT_GT(slow.setup_hours, fast.setup_hours + 4);
+  EXPECT_GT(slow.setup_cost_usd, fast.setup_cost_usd);
+  EXPECT_LT(slow.value_usd, fast.value_usd);
+}
+
+TEST(Scoring, FailureRiskFromReliabilityAndStrikesLowersValue) {
+  const Score solid = score_offer(offer(0.3, 2000, 0.99), prediction(60, 0.1), config(), {});
+  const Score shaky = score_offer(offer(0.3, 2000, 0.6), prediction(60, 0.1), config(), {});
+  EXPECT_GT(shaky.failure_risk, solid.failure_risk);
+  EXPECT_LT(shaky.value_usd, solid.value_usd);
+  ScoreContext struck;
+  struck.failure_strikes = 2;
+  const Score history = score_offer(offer(0.3, 2000, 0.99), prediction(60, 0.1), config(), struck);
+  EXPECT_LT(history.value_usd, solid.value_usd);
+  EXPECT_THAT(history.reasons[2], HasSubstr("2 strike(s)"));
+}
+
+TEST(Scoring, NoTimeLeftMeansNothingToEarn) {
+  ScoreContext ctx;
+  ctx.lifetime_h = 0.2;
+  const Score s = score_offer(offer(0.3), prediction(60, 0.1), config(), ctx);
+  EXPECT_DOUBLE_EQ(s.productive_hours, 0);
+  EXPECT_LT(s.value_usd, 0);
+}
+
+TEST(Scoring, DemandRoomCapsTheRevenue) {
+  ScoreContext ctx;
+  ctx.demand_room = 10;
+  const Score capped = score_offer(offer(0.3), prediction(60, 0.1), config(), ctx);
+  const Score open = score_offer(offer(0.3), prediction(60, 0.1), config(), {});
+  EXPECT_LE(capped.paid_rate, 10 + 1e-9);
+  EXPECT_NEAR(open.paid_rate, open.rate_if_accepted, 1e-9);
+  // 10 paid proofs/hour earn $0.12 against $0.30: not worth it.
+  EXPECT_LT(capped.value_usd, 0);
+  EXPECT_GT(open.value_usd, 0);
+}
+
+TEST(Scoring, ReevaluationUsesTheSetupStillAhead) {
+  ScoreContext ctx;
+  ctx.setup_hours_left = 30;  // a download that will take more than a day
+  const Score s = score_offer(offer(0.3), prediction(60, 0.1), config(), ctx);
+  EXPECT_DOUBLE_EQ(s.setup_hours, 30);
+  EXPECT_DOUBLE_EQ(s.setup_cost_usd, 9);
+}
+
+}  // namespace
+}  // namespace pf::core
