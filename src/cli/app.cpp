@@ -15,6 +15,8 @@ int run(int argc, char** argv) {
   register_offers(app);
   register_market_sim(app);
   register_sim(app);
+  register_serve(app);
+  register_fleet_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

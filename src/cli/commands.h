@@ -18,5 +18,8 @@ struct CommandFailed : std::runtime_error {
 void register_offers(CLI::App& app);
 void register_market_sim(CLI::App& app);
 void register_sim(CLI::App& app);
+void register_serve(CLI::App& app);
+// deploy, destroy, instances, hosts, bad-hosts, status: clients of a running manager.
+void register_fleet_commands(CLI::App& app);
 
 }  // namespace pf::cli

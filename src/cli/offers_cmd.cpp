@@ -9,6 +9,7 @@
 #include "cli/table.h"
 #include "core/ranking.h"
 #include "core/text.h"
+#include "manager/views.h"
 #include "market/query.h"
 #include "market/vast_market.h"
 
@@ -29,40 +30,6 @@ struct OffersOptions {
   int search_limit = 1000;
   bool no_default_filters = false;
 };
-
-nlohmann::json to_json(const core::RankedOffer& r) {
-  const auto& o = r.offer;
-  const auto& p = r.prediction;
-  const auto& v = r.valuation;
-  nlohmann::json reasons = p.reasons;
-  for (const auto& s : v.reasons) reasons.push_back(s);
-  return {
-      {"id", o.id},
-      {"machine_id", o.machine_id},
-      {"host_id", o.host_id},
-      {"gpu_name", o.gpu_name},
-      {"num_gpus", o.num_gpus},
-      {"dph_total", o.dph_total},
-      {"usable_ram_gib", o.usable_ram_gib},
-      {"usable_cores", o.usable_cores},
-      {"geolocation", o.geolocation},
-      {"reliability", o.reliability},
-      {"predicted_rate", p.rate},
-      {"predicted_rate_low", p.low},
-      {"predicted_rate_high", p.high},
-      {"prediction_source", p.source},
-      {"partitions", p.partitions},
-      {"partitions_full", p.partitions_full},
-      {"min_rate", v.min_rate},
-      {"setup_hours", v.setup_hours},
-      {"setup_cost_usd", v.setup_cost_usd},
-      {"expected_cost_per_proof",
-       v.expected_cost_per_proof ? nlohmann::json(*v.expected_cost_per_proof) : nlohmann::json()},
-      {"expected_profit_per_hour", v.expected_profit_per_hour},
-      {"reasons", reasons},
-      {"data_flags", o.data_flags},
-  };
-}
 
 // The reasons worth a table cell: adjustments and risks, not the prior's provenance.
 std::string short_reasons(const core::RankedOffer& r) {
@@ -148,7 +115,7 @@ void run_offers(const OffersOptions& opt) {
   }
   if (opt.json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& r : ranked) out.push_back(to_json(r));
+    for (const auto& r : ranked) out.push_back(manager::to_json(r));
     std::cout << out.dump(2) << "\n";
   } else {
     print_table(ranked, rank, total);

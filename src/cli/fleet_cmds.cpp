@@ -1,0 +1,396 @@
+// The fleet commands: thin clients of a running manager's operator API (proverfleet serve).
+// `deploy`, `destroy`, `instances`, `hosts`, `bad-hosts ls|add|rm`, `status`. Human tables by
+// default, the API's JSON with --json; an API error is printed as "error: ..." (exit 1).
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/manager_client.h"
+#include "cli/table.h"
+#include "core/text.h"
+
+namespace pf::cli {
+namespace {
+
+using nlohmann::json;
+
+struct ClientFlags {
+  std::string manager = kDefaultManagerUrl;
+  std::optional<std::string> token;
+  std::string token_file = "operator.token";
+  bool json = false;
+};
+
+void add_client_flags(CLI::App* cmd, ClientFlags& flags) {
+  cmd->add_option("--manager", flags.manager, "Manager base URL")
+      ->envname("PROVERFLEET_MANAGER")
+      ->capture_default_str();
+  cmd->add_option("--token", flags.token,
+                  "Operator token (prefer $PROVERFLEET_TOKEN or --token-file: command lines are "
+                  "visible to other local users)")
+      ->envname("PROVERFLEET_TOKEN");
+  cmd->add_option("--token-file", flags.token_file,
+                  "File holding the operator token ('serve' writes operator.token next to its "
+                  "database)")
+      ->envname("PROVERFLEET_TOKEN_FILE")
+      ->capture_default_str();
+  cmd->add_flag("--json", flags.json, "Print the API's JSON instead of a table");
+}
+
+ManagerClient connect(const ClientFlags& flags) {
+  auto token = resolve_operator_token(flags.token, flags.token_file);
+  if (!token) throw CommandFailed(token.error());
+  auto client = ManagerClient::create(ManagerEndpoint{flags.manager, *token});
+  if (!client) throw CommandFailed(client.error());
+  return std::move(*client);
+}
+
+json ok_or_fail(tl::expected<json, std::string> reply) {
+  if (!reply) throw CommandFailed(reply.error());
+  return std::move(*reply);
+}
+
+void print_json(const json& value) {
+  std::cout << value.dump(2) << "\n";
+}
+
+// Tolerant field access for display: a missing or null field prints as "-" rather than
+// aborting the whole table.
+double num(const json& object, const char* key, double fallback = 0) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_number() ? it->get<double>() : fallback;
+}
+std::optional<double> opt_num(const json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+std::string str(const json& object, const char* key, const std::string& fallback = "-") {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) {
+    return fallback;
+  }
+  return it->get<std::string>();
+}
+std::string integer(const json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number()) return "-";
+  return std::to_string(it->get<std::int64_t>());
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// 45s, 12m, 3h05m, 2d04h.
+std::string duration(double seconds) {
+  if (!std::isfinite(seconds)) return "-";
+  const auto s = static_cast<long long>(std::llround(std::max(0.0, seconds)));
+  char buf[32];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%llds", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%lldm", s / 60);
+  } else if (s < 86400) {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, (s % 3600) / 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldd%02lldh", s / 86400, (s % 86400) / 3600);
+  }
+  return buf;
+}
+
+std::string ago(const json& object, const char* key) {
+  auto at = opt_num(object, key);
+  if (!at || *at <= 0) return "-";
+  return duration(now_s() - *at) + " ago";
+}
+
+std::string money(double usd, int decimals) {
+  return (usd < 0 ? "-$" : "$") + core::fixed(std::fabs(usd), decimals);
+}
+
+std::string gpu(const json& offer) {
+  return str(offer, "gpu_name", "?") + " x" + integer(offer, "num_gpus");
+}
+
+void print_instance_line(const json& rec, const std::string& what) {
+  const json offer = rec.value("offer", json::object());
+  std::cout << "instance " << integer(rec, "id") << " " << what << ": offer "
+            << integer(offer, "id") << ", " << gpu(offer) << " at "
+            << money(num(offer, "dph_total"), 3) << "/hr, machine " << integer(offer, "machine_id")
+            << "; state " << str(rec, "state");
+  if (rec.contains("market_id") && rec["market_id"].is_number()) {
+    std::cout << ", market instance " << integer(rec, "market_id");
+  }
+  const std::string reason = str(rec, "destroy_reason", "");
+  if (!reason.empty()) std::cout << " (" << reason << ")";
+  std::cout << "\n";
+}
+
+// ---- deploy / destroy -----------------------------------------------------------------------
+
+void register_deploy(CLI::App& app) {
+  auto flags = std::make_shared<ClientFlags>();
+  auto offer_id = std::make_shared<std::int64_t>(0);
+  auto* cmd = app.add_subcommand(
+      "deploy",
+      "Rent an offer through the manager (POST /api/v1/instances). The manager re-checks the\n"
+      "offer, refuses bad hosts and offers already rented, then creates the instance.");
+  cmd->add_option("OFFER_ID", *offer_id, "Offer (ask) id, as 'proverfleet offers' lists it")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  add_client_flags(cmd, *flags);
+  cmd->callback([flags, offer_id] {
+    auto client = connect(*flags);
+    json rec = ok_or_fail(client.post("/api/v1/instances", json{{"offer_id", *offer_id}}));
+    if (flags->json) return print_json(rec);
+    print_instance_line(rec, "deployed");
+  });
+}
+
+void register_destroy(CLI::App& app) {
+  auto flags = std::make_shared<ClientFlags>();
+  auto id = std::make_shared<std::int64_t>(0);
+  auto* cmd = app.add_subcommand(
+      "destroy",
+      "Destroy an instance (DELETE /api/v1/instances/ID). The manager retries the market's\n"
+      "destroy until it is confirmed; the instance shows 'destroying' until then.");
+  cmd->add_option("ID", *id, "Instance id (ours, as 'proverfleet instances' lists it)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  add_client_flags(cmd, *flags);
+  cmd->callback([flags, id] {
+    auto client = connect(*flags);
+    json rec = ok_or_fail(client.del("/api/v1/instances/" + std::to_string(*id)));
+    if (flags->json) return print_json(rec);
+    print_instance_line(rec, "destroy requested");
+  });
+}
+
+// ---- instances ------------------------------------------------------------------------------
+
+void print_instances(const json& rows) {
+  using A = Table::Align;
+  Table t({{"ID", A::Right},
+           {"MARKET", A::Right},
+           {"GPU"},
+           {"MACHINE", A::Right},
+           {"$/HR", A::Right},
+           {"STATE"},
+           {"FOR", A::Right},
+           {"RATE/HR", A::Right},
+           {"PROOFS B/P", A::Right},
+           {"SPENT", A::Right},
+           {"NOTE", A::Left, 60}});
+  const double now = now_s();
+  for (const auto& rec : rows) {
+    const json offer = rec.value("offer", json::object());
+    std::string rate = "-";
+    if (rec.contains("verdict") && rec["verdict"].is_object()) {
+      const json& v = rec["verdict"];
+      rate = core::fixed(num(v, "rate"), 1) + " (" + str(v, "decision") + ")";
+    }
+    std::string note = str(rec, "destroy_reason", "");
+    if (note.empty()) {
+      const std::string status = str(rec, "market_status", "");
+      note = status.empty() ? "-" : "market: " + status;
+    }
+    t.add_row({integer(rec, "id"), integer(rec, "market_id"), gpu(offer),
+               integer(offer, "machine_id"), core::fixed(num(offer, "dph_total"), 3),
+               str(rec, "state"), duration(now - num(rec, "state_since", now)), rate,
+               integer(rec, "proofs_benchmark") + "/" + integer(rec, "proofs_production"),
+               money(num(rec, "spend_usd"), 2), note});
+  }
+  if (t.rows() == 0) {
+    std::cout << "no instances\n";
+    return;
+  }
+  t.print(std::cout);
+}
+
+void register_instances(CLI::App& app) {
+  auto flags = std::make_shared<ClientFlags>();
+  auto all = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand(
+      "instances", "List the fleet's instances (GET /api/v1/instances): live ones by default.");
+  cmd->add_flag("--all", *all, "Include destroyed instances");
+  add_client_flags(cmd, *flags);
+  cmd->callback([flags, all] {
+    auto client = connect(*flags);
+    json rows = ok_or_fail(client.get(std::string("/api/v1/instances") + (*all ? "?all=1" : "")));
+    if (flags->json) return print_json(rows);
+    print_instances(rows);
+  });
+}
+
+// ---- hosts ----------------------------------------------------------------------------------
+
+void register_hosts(CLI::App& app) {
+  auto flags = std::make_shared<ClientFlags>();
+  auto* cmd = app.add_subcommand(
+      "hosts",
+      "Measured history per host (GET /api/v1/hosts): robust summaries of every benchmark and\n"
+      "production run (median and p10 leave out contended or throttled runs when clean ones\n"
+      "exist; MAX is never used).");
+  add_client_flags(cmd, *flags);
+  cmd->callback([flags] {
+    auto client = connect(*flags);
+    json rows = ok_or_fail(client.get("/api/v1/hosts"));
+    if (flags->json) return print_json(rows);
+    using A = Table::Align;
+    Table t({{"MACHINE", A::Right},
+             {"GPU"},
+             {"RUNS", A::Right},
+             {"MEDIAN/HR", A::Right},
+             {"P10/HR", A::Right},
+             {"EWMA/HR", A::Right},
+             {"LATEST/HR", A::Right},
+             {"LAST RUN", A::Right}});
+    for (const auto& h : rows) {
+      t.add_row({integer(h, "machine_id"), gpu(h), integer(h, "runs"),
+                 core::fixed(num(h, "median"), 1), core::fixed(num(h, "p10"), 1),
+                 core::fixed(num(h, "ewma"), 1), core::fixed(num(h, "latest"), 1),
+                 ago(h, "last_at")});
+    }
+    if (t.rows() == 0) {
+      std::cout << "no host measurements yet\n";
+      return;
+    }
+    t.print(std::cout);
+  });
+}
+
+// ---- bad-hosts ------------------------------------------------------------------------------
+
+void register_bad_hosts(CLI::App& app) {
+  auto* group = app.add_subcommand(
+      "bad-hosts", "Machines the manager will not rent (GET/POST/DELETE /api/v1/bad-hosts).");
+  group->require_subcommand(1);
+
+  auto ls_flags = std::make_shared<ClientFlags>();
+  auto* ls = group->add_subcommand("ls", "List bad-host entries, expired ones included");
+  add_client_flags(ls, *ls_flags);
+  ls->callback([ls_flags] {
+    auto client = connect(*ls_flags);
+    json rows = ok_or_fail(client.get("/api/v1/bad-hosts"));
+    if (ls_flags->json) return print_json(rows);
+    using A = Table::Align;
+    Table t({{"MACHINE", A::Right},
+             {"SOURCE"},
+             {"ACTIVE"},
+             {"STRIKES", A::Right},
+             {"ADDED", A::Right},
+             {"EXPIRES", A::Right},
+             {"REASON", A::Left, 70}});
+    const double now = now_s();
+    for (const auto& b : rows) {
+      std::string expires = "never";
+      if (auto at = opt_num(b, "expires_at")) {
+        expires = *at > now ? "in " + duration(*at - now) : duration(now - *at) + " ago";
+      }
+      const bool active = b.value("active", false);
+      t.add_row({integer(b, "machine_id"), str(b, "source"), active ? "yes" : "no",
+                 integer(b, "strikes"), ago(b, "added_at"), expires, str(b, "reason")});
+    }
+    if (t.rows() == 0) {
+      std::cout << "no bad hosts\n";
+      return;
+    }
+    t.print(std::cout);
+  });
+
+  auto add_flags = std::make_shared<ClientFlags>();
+  auto machine = std::make_shared<std::int64_t>(0);
+  auto reason = std::make_shared<std::string>();
+  auto ttl_hours = std::make_shared<std::optional<double>>();
+  auto* add = group->add_subcommand("add", "Block a machine: the manager will not rent it");
+  add->add_option("MACHINE_ID", *machine, "Machine id (offers and instances show it)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  add->add_option("--reason", *reason, "Why (kept with the entry)")->required();
+  add->add_option("--ttl-hours", *ttl_hours, "Expire the entry after H hours (default: never)")
+      ->check(CLI::PositiveNumber);
+  add_client_flags(add, *add_flags);
+  add->callback([add_flags, machine, reason, ttl_hours] {
+    auto client = connect(*add_flags);
+    json body = {{"machine_id", *machine}, {"reason", *reason}};
+    if (*ttl_hours) body["ttl_hours"] = **ttl_hours;
+    json entry = ok_or_fail(client.post("/api/v1/bad-hosts", body));
+    if (add_flags->json) return print_json(entry);
+    std::cout << "machine " << integer(entry, "machine_id") << " is now a bad host";
+    if (auto at = opt_num(entry, "expires_at")) {
+      std::cout << " for " << duration(*at - num(entry, "added_at"));
+    }
+    std::cout << ": " << str(entry, "reason") << "\n";
+  });
+
+  auto rm_flags = std::make_shared<ClientFlags>();
+  auto rm_machine = std::make_shared<std::int64_t>(0);
+  auto* rm = group->add_subcommand(
+      "rm", "Unblock a machine (removes operator and automatic entries alike)");
+  rm->add_option("MACHINE_ID", *rm_machine, "Machine id")->required()->check(CLI::PositiveNumber);
+  add_client_flags(rm, *rm_flags);
+  rm->callback([rm_flags, rm_machine] {
+    auto client = connect(*rm_flags);
+    json reply = ok_or_fail(client.del("/api/v1/bad-hosts/" + std::to_string(*rm_machine)));
+    if (rm_flags->json) return print_json(reply);
+    std::cout << "machine " << *rm_machine << " is no longer a bad host\n";
+  });
+}
+
+// ---- status ---------------------------------------------------------------------------------
+
+void register_status(CLI::App& app) {
+  auto flags = std::make_shared<ClientFlags>();
+  auto* cmd = app.add_subcommand(
+      "status", "Fleet summary (GET /api/v1/fleet): instances by state, throughput, cost, spend.");
+  add_client_flags(cmd, *flags);
+  cmd->callback([flags] {
+    auto client = connect(*flags);
+    json fleet = ok_or_fail(client.get("/api/v1/fleet"));
+    if (flags->json) return print_json(fleet);
+    const json by_state = fleet.value("by_state", json::object());
+    int live = 0, destroyed = 0;
+    std::string states;
+    for (const auto& [name, count] : by_state.items()) {
+      if (!count.is_number_integer() || count.get<int>() == 0) continue;
+      if (name == "destroyed") {
+        destroyed += count.get<int>();
+        continue;
+      }
+      live += count.get<int>();
+      states += (states.empty() ? "" : ", ") + std::to_string(count.get<int>()) + " " + name;
+    }
+    std::cout << "manager:    " << client.base_url() << "\n"
+              << "instances:  " << live << " live" << (states.empty() ? "" : " (" + states + ")")
+              << ", " << destroyed << " destroyed\n"
+              << "throughput: " << core::fixed(num(fleet, "proofs_per_hour"), 1)
+              << " proofs/hr (accepted instances' measured rates)\n"
+              << "cost:       " << money(num(fleet, "dollars_per_hour"), 3) << "/hr";
+    if (auto cpp = opt_num(fleet, "cost_per_proof")) {
+      std::cout << ", " << money(*cpp, 4) << "/proof";
+    }
+    std::cout << "\n"
+              << "profit:     " << money(num(fleet, "profit_per_hour"), 3) << "/hr\n"
+              << "spent:      " << money(num(fleet, "spend_usd"), 2) << " all time, "
+              << integer(fleet, "proofs") << " production proofs\n";
+  });
+}
+
+}  // namespace
+
+void register_fleet_commands(CLI::App& app) {
+  register_deploy(app);
+  register_destroy(app);
+  register_instances(app);
+  register_hosts(app);
+  register_bad_hosts(app);
+  register_status(app);
+}
+
+}  // namespace pf::cli

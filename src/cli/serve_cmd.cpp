@@ -1,0 +1,400 @@
+// `proverfleet serve`: the manager service. Opens the store, talks to the market, serves the
+// operator and agent APIs (+ /metrics, /healthz), and runs the reconcile and tick loops until
+// SIGINT/SIGTERM. stdout carries exactly one line, the "listening" line, so scripts can wait
+// for it; everything else is logged to stderr.
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/config.h"
+#include "manager/http_api.h"
+#include "manager/manager.h"
+#include "market/vast_market.h"
+#include "store/store.h"
+
+namespace pf::cli {
+namespace {
+
+struct ServeOptions {
+  std::optional<std::string> config_path;
+  std::string listen = "127.0.0.1:8470";
+  std::string db = "./proverfleet.db";
+  std::optional<std::string> public_url;
+  std::optional<std::string> vast_url;
+  std::optional<std::string> vast_key_file;
+  std::optional<std::string> tls_cert;
+  std::optional<std::string> tls_key;
+  double reconcile_interval_s = 30;
+  double tick_interval_s = 5;
+};
+
+struct ListenAddress {
+  std::string host;
+  int port = 0;
+};
+
+// "HOST:PORT" or "[IPv6]:PORT".
+std::optional<ListenAddress> parse_listen(const std::string& text) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return std::nullopt;
+  ListenAddress address;
+  address.host = text.substr(0, colon);
+  if (address.host.size() >= 2 && address.host.front() == '[' && address.host.back() == ']') {
+    address.host = address.host.substr(1, address.host.size() - 2);
+  }
+  const std::string port = text.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  address.port = std::stoi(port);
+  if (address.port > 65535 || address.host.empty()) return std::nullopt;
+  return address;
+}
+
+// SIGINT/SIGTERM are blocked in every thread (threads started later inherit the mask) and taken
+// synchronously by the main thread, so no handler runs in a signal context.
+class BlockedStopSignals {
+ public:
+  BlockedStopSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &previous_);
+  }
+  ~BlockedStopSignals() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  BlockedStopSignals(const BlockedStopSignals&) = delete;
+  BlockedStopSignals& operator=(const BlockedStopSignals&) = delete;
+
+  // The signal received within `timeout`, or 0.
+  int wait(std::chrono::milliseconds timeout) const {
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+    ts.tv_nsec = static_cast<long>((timeout.count() % 1000) * 1'000'000);
+    const int sig = sigtimedwait(&set_, nullptr, &ts);
+    return sig > 0 ? sig : 0;
+  }
+
+ private:
+  sigset_t set_{};
+  sigset_t previous_{};
+};
+
+// Runs `fn` now and then every `interval` until stopped. A failing run is logged and the loop
+// goes on: one bad market reply must not stop destroys from being retried.
+class PeriodicTask {
+ public:
+  PeriodicTask(std::string name, std::chrono::milliseconds interval, std::function<void()> fn)
+      : name_(std::move(name)), interval_(interval), fn_(std::move(fn)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~PeriodicTask() { stop(); }
+  PeriodicTask(const PeriodicTask&) = delete;
+  PeriodicTask& operator=(const PeriodicTask&) = delete;
+
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    while (true) {
+      try {
+        fn_();
+      } catch (const std::exception& e) {
+        spdlog::error("{} failed: {}", name_, e.what());
+      } catch (...) {
+        spdlog::error("{} failed with an unknown exception", name_);
+      }
+      std::unique_lock lock(mutex_);
+      if (wake_.wait_for(lock, interval_, [this] { return stopping_; })) return;
+    }
+  }
+
+  std::string name_;
+  std::chrono::milliseconds interval_;
+  std::function<void()> fn_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+double epoch_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void install_stderr_logger() {
+  auto logger = std::make_shared<spdlog::logger>(
+      "serve", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_default_logger(std::move(logger));
+}
+
+// The operator token lives next to a file database; for ":memory:" and server URLs, in the
+// working directory.
+std::filesystem::path operator_token_path(const std::string& db) {
+  std::string path = db;
+  if (path.rfind("sqlite:", 0) == 0) path = path.substr(7);
+  if (path == ":memory:" || path.find("://") != std::string::npos) return "operator.token";
+  return std::filesystem::path(path).parent_path() / "operator.token";
+}
+
+std::string trim(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return "";
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return text.substr(first, last - first + 1);
+}
+
+// Reuses the token file, or creates it (mode 0600, exclusive create so two starts cannot
+// write different tokens).
+std::string load_or_create_operator_token(const std::filesystem::path& path) {
+  const std::string shown = std::filesystem::absolute(path).string();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    const std::string token = manager::random_token();
+    const std::string line = token + "\n";
+    const bool written =
+        ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+        ::fsync(fd) == 0;
+    ::close(fd);
+    if (!written) {
+      std::filesystem::remove(path);
+      throw CommandFailed("cannot write operator token file " + shown + ": " +
+                          std::strerror(errno));
+    }
+    spdlog::info("operator token: created {} (mode 0600); clients read it with --token-file",
+                 shown);
+    return token;
+  }
+  if (errno != EEXIST) {
+    throw CommandFailed("cannot create operator token file " + shown + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    throw CommandFailed("operator token path " + shown + " is not a regular file");
+  }
+  if ((st.st_mode & 077) != 0) {
+    spdlog::warn("operator token file {} is readable by other users (mode {:o}); chmod 600 it",
+                 shown, st.st_mode & 0777);
+  }
+  std::ifstream file(path);
+  std::string token;
+  std::getline(file, token);
+  token = trim(token);
+  if (!file && token.empty()) throw CommandFailed("cannot read operator token file " + shown);
+  if (token.empty()) {
+    throw CommandFailed("operator token file " + shown +
+                        " is empty; delete it to have a new token created");
+  }
+  spdlog::info("operator token: using {}", shown);
+  return token;
+}
+
+std::chrono::milliseconds interval(double seconds, const char* flag) {
+  if (!std::isfinite(seconds) || seconds < 0.1 || seconds > 86400) {
+    throw CommandFailed(std::string(flag) + " must be between 0.1 and 86400 seconds");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+}
+
+void run_serve(const ServeOptions& o) {
+  install_stderr_logger();
+  const auto listen = parse_listen(o.listen);
+  if (!listen) {
+    throw CommandFailed(
+        "--listen: expected HOST:PORT (e.g. 127.0.0.1:8470, port 0 = any free), "
+        "got \"" +
+        o.listen + "\"");
+  }
+  const auto reconcile_every = interval(o.reconcile_interval_s, "--reconcile-interval");
+  const auto tick_every = interval(o.tick_interval_s, "--tick-interval");
+  if (o.tls_cert.has_value() != o.tls_key.has_value()) {
+    throw CommandFailed("--tls-cert and --tls-key go together: give both or neither");
+  }
+  std::optional<manager::TlsFiles> tls;
+  if (o.tls_cert) tls = manager::TlsFiles{*o.tls_cert, *o.tls_key};
+  if (o.public_url && o.public_url->rfind("http://", 0) != 0 &&
+      o.public_url->rfind("https://", 0) != 0) {
+    throw CommandFailed("--public-url must start with http:// or https://, got \"" + *o.public_url +
+                        "\"");
+  }
+
+  // TLS files and the port are checked before anything is created on disk.
+  auto server = manager::ApiServer::create(tls);
+  if (!server) throw CommandFailed(server.error());
+  auto port = (*server)->bind(listen->host, listen->port);
+  if (!port) throw CommandFailed(port.error());
+
+  auto cfg = load_config(o.config_path);
+  if (!cfg) throw CommandFailed(cfg.error());
+  spdlog::info("config: {}", cfg->source);
+
+  auto vast_cfg =
+      market::vast_config_from_env(o.vast_url ? o.vast_url : cfg->market.vast_url,
+                                   o.vast_key_file ? o.vast_key_file : cfg->market.key_file);
+  if (!vast_cfg) throw CommandFailed(vast_cfg.error());
+  if (vast_cfg->api_key.empty()) {
+    spdlog::warn(
+        "no vast.ai API key (VAST_API_KEY or --vast-key-file): searches work, but "
+        "deploys and destroys will fail");
+  }
+  spdlog::info("market: {} ({})", vast_cfg->base_url,
+               vast_cfg->api_key.empty() ? "no API key" : "API key set");
+  market::VastMarket vast(*vast_cfg);
+
+  std::unique_ptr<store::Store> store;
+  try {
+    store = store::open_store(o.db);
+  } catch (const std::exception& e) {
+    throw CommandFailed("cannot open the database " + o.db + ": " + e.what());
+  }
+  spdlog::info("database: {}", o.db);
+  const std::string operator_token = load_or_create_operator_token(operator_token_path(o.db));
+
+  // Blocked before any thread starts, so the server's pool and the loops inherit the mask.
+  BlockedStopSignals stop_signals;
+  ::signal(SIGPIPE, SIG_IGN);  // a client hanging up must not kill the server
+
+  const std::string scheme = tls ? "https" : "http";
+  const std::string shown_host =
+      listen->host.find(':') != std::string::npos ? "[" + listen->host + "]" : listen->host;
+  const std::string own_url = scheme + "://" + shown_host + ":" + std::to_string(*port);
+
+  manager::ManagerConfig manager_config;
+  manager_config.rank = cfg->rank;
+  manager_config.lifecycle = cfg->lifecycle;
+  manager_config.acceptance = cfg->acceptance;
+  manager_config.image = cfg->deploy.image;
+  manager_config.disk_gb = cfg->deploy.disk_gb;
+  manager_config.onstart = cfg->deploy.onstart;
+  manager_config.heartbeat_s = cfg->deploy.heartbeat_s;
+  manager_config.public_url = o.public_url.value_or(own_url);
+  if (!o.public_url && (listen->host == "0.0.0.0" || listen->host == "::")) {
+    spdlog::warn("agents will be told to call {}, which they cannot reach; set --public-url",
+                 own_url);
+  }
+  spdlog::info("agents call {}", manager_config.public_url);
+  manager::Manager fleet(*store, vast, manager_config, epoch_now);
+
+  manager::ApiOptions api_options;
+  api_options.operator_token_hash = manager::hash_token(operator_token);
+  api_options.clock = epoch_now;
+  // Operator changes are worth a line each; reads and the agents' steady traffic are not.
+  api_options.log = [](const std::string& line, int status) {
+    const bool routine =
+        line.rfind("GET ", 0) == 0 || line.find(" /api/v1/agent/") != std::string::npos;
+    if (status >= 500) {
+      spdlog::error("{}", line);
+    } else if (status >= 400) {
+      spdlog::warn("{}", line);
+    } else if (routine) {
+      spdlog::debug("{}", line);
+    } else {
+      spdlog::info("{}", line);
+    }
+  };
+  manager::HttpApi api(fleet, api_options);
+  (*server)->mount(api);
+
+  std::atomic<bool> finished{false};
+  bool served_ok = true;
+  std::thread serving([&] {
+    served_ok = (*server)->serve();
+    finished = true;
+  });
+  std::cout << "proverfleet serve listening on " << own_url << std::endl;
+
+  PeriodicTask reconcile_loop("reconcile", reconcile_every, [&fleet] {
+    fleet.reconcile();
+    const std::string error = fleet.last_reconcile_error();
+    if (!error.empty()) spdlog::warn("reconcile: market list failed: {}", error);
+  });
+  PeriodicTask tick_loop("tick", tick_every, [&fleet] { fleet.tick(); });
+
+  int signal_received = 0;
+  while (!finished && signal_received == 0) {
+    signal_received = stop_signals.wait(std::chrono::milliseconds(200));
+  }
+  if (signal_received != 0) spdlog::info("signal {}: stopping", signal_received);
+  (*server)->stop();
+  serving.join();
+  reconcile_loop.stop();
+  tick_loop.stop();
+  spdlog::info("stopped");
+  if (!served_ok && signal_received == 0) throw CommandFailed("serve: the HTTP server failed");
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  auto* cmd = app.add_subcommand(
+      "serve",
+      "Run the manager: operator API, agent API, /metrics, /healthz, and the loops that\n"
+      "reconcile with the market and enforce deadlines. Every flag can also be set in the\n"
+      "environment as PROVERFLEET_<FLAG> (e.g. PROVERFLEET_LISTEN, PROVERFLEET_DB).");
+  cmd->footer(
+      "Operator token: created on first start as operator.token next to the database (mode\n"
+      "0600) and reused afterwards; every /api/v1 operator route needs it as a bearer token.\n"
+      "Vast key: $VAST_API_KEY or --vast-key-file, never logged.\n"
+      "Prints 'proverfleet serve listening on http://HOST:PORT' once ready; SIGINT/SIGTERM "
+      "stop it.");
+  cmd->add_option("--config", o->config_path, "Config file (default: ./proverfleet.toml)")
+      ->envname("PROVERFLEET_CONFIG");
+  cmd->add_option("--listen", o->listen, "Address to serve on, HOST:PORT; port 0 picks one")
+      ->envname("PROVERFLEET_LISTEN")
+      ->capture_default_str();
+  cmd->add_option("--db", o->db, "Database: a SQLite file path")
+      ->envname("PROVERFLEET_DB")
+      ->capture_default_str();
+  cmd->add_option("--public-url", o->public_url,
+                  "URL agents on rented machines call (default: the listen address)")
+      ->envname("PROVERFLEET_PUBLIC_URL");
+  cmd->add_option("--vast-url", o->vast_url, "Market API base URL")
+      ->envname("PROVERFLEET_VAST_URL");
+  cmd->add_option("--vast-key-file", o->vast_key_file, "File holding the vast.ai API key")
+      ->envname("PROVERFLEET_VAST_KEY_FILE");
+  cmd->add_option("--tls-cert", o->tls_cert, "PEM certificate: serve HTTPS (with --tls-key)")
+      ->envname("PROVERFLEET_TLS_CERT");
+  cmd->add_option("--tls-key", o->tls_key, "PEM private key for --tls-cert")
+      ->envname("PROVERFLEET_TLS_KEY");
+  cmd->add_option("--reconcile-interval", o->reconcile_interval_s,
+                  "Seconds between reconciliations with the market's instance list")
+      ->envname("PROVERFLEET_RECONCILE_INTERVAL")
+      ->capture_default_str();
+  cmd->add_option("--tick-interval", o->tick_interval_s,
+                  "Seconds between lifecycle ticks (deadlines, spend, destroy retries)")
+      ->envname("PROVERFLEET_TICK_INTERVAL")
+      ->capture_default_str();
+  cmd->callback([o] { run_serve(*o); });
+}
+
+}  // namespace pf::cli

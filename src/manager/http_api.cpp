@@ -1,0 +1,869 @@
+// The only translation unit of pf_manager that includes httplib (it is heavy to compile).
+#include "manager/http_api.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <regex>
+#include <set>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/host_stats.h"
+#include "manager/views.h"
+#include "market/query.h"
+
+namespace pf::manager {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kJson = "application/json";
+constexpr std::int64_t kMaxInt64 = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
+
+// Thrown inside a route handler: becomes {"error": message} with `status`. Handlers validate
+// everything before they call the Manager, so a throw never leaves a change half-made.
+struct RequestError {
+  int status = 400;
+  std::string message;
+};
+
+[[noreturn]] void fail(int status, std::string message) {
+  throw RequestError{status, std::move(message)};
+}
+
+struct Reply {
+  int status = 200;
+  std::string body;
+  std::string content_type = kJson;
+};
+
+// Agent log text and market strings may hold invalid UTF-8; replacing it beats failing a reply.
+std::string dump(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Reply json_reply(int status, const json& body) {
+  return Reply{status, dump(body), kJson};
+}
+
+Reply error_reply(int status, const std::string& message) {
+  return json_reply(status, json{{"error", message}});
+}
+
+double system_clock_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string in_quotes(const std::string& text, std::size_t max_chars = 64) {
+  if (text.size() <= max_chars) return "'" + text + "'";
+  return "'" + text.substr(0, max_chars) + "...'";
+}
+
+std::string describe(const json& value) {
+  if (value.is_number_integer()) return "integer " + value.dump();
+  if (value.is_number()) return "number " + value.dump();
+  if (value.is_string()) return "string " + in_quotes(value.get_ref<const std::string&>());
+  return value.type_name();
+}
+
+// ---- body parsing ---------------------------------------------------------------------------
+
+json parse_object_body(const httplib::Request& req) {
+  // Checked first: httplib decodes a form-encoded body into the query parameters, which would
+  // otherwise surface as a baffling "unknown query parameter".
+  const std::string type = req.get_header_value("Content-Type");
+  if (!type.empty() && type.rfind(kJson, 0) != 0) {
+    fail(415, "request body must be JSON: send 'Content-Type: application/json' (got " +
+                  in_quotes(type) + ")");
+  }
+  if (req.body.empty()) fail(400, "request body is empty: expected a JSON object");
+  json body;
+  try {
+    body = json::parse(req.body);
+  } catch (const json::parse_error& e) {
+    // nlohmann prefixes "[json.exception.parse_error.101] "; the rest says where and why.
+    std::string what = e.what();
+    const auto bracket = what.find("] ");
+    if (what.rfind("[json.exception", 0) == 0 && bracket != std::string::npos) {
+      what = what.substr(bracket + 2);
+    }
+    fail(400, "malformed JSON body: " + what);
+  }
+  if (!body.is_object()) fail(400, "request body must be a JSON object, got " + describe(body));
+  return body;
+}
+
+// Typed access to one JSON object's fields; errors name the field with its path
+// ("params.done").
+class Fields {
+ public:
+  Fields(const json& object, std::string prefix) : object_(object), prefix_(std::move(prefix)) {}
+
+  std::string name(const std::string& key) const { return prefix_ + key; }
+
+  const json* find(const std::string& key) const {
+    auto it = object_.find(key);
+    if (it == object_.end()) return nullptr;
+    return &*it;
+  }
+
+  const json& required(const std::string& key) const {
+    const json* value = find(key);
+    if (!value) fail(400, "missing field '" + name(key) + "'");
+    return *value;
+  }
+
+  std::string string(const std::string& key, std::size_t max_chars, bool allow_empty) const {
+    return as_string(key, required(key), max_chars, allow_empty);
+  }
+  std::optional<std::string> optional_string(const std::string& key, std::size_t max_chars) const {
+    const json* value = find(key);
+    if (!value || value->is_null()) return std::nullopt;
+    return as_string(key, *value, max_chars, true);
+  }
+
+  std::int64_t integer(const std::string& key, std::int64_t min, std::int64_t max) const {
+    return as_integer(key, required(key), min, max);
+  }
+  std::optional<std::int64_t> optional_integer(const std::string& key, std::int64_t min,
+                                               std::int64_t max) const {
+    const json* value = find(key);
+    if (!value || value->is_null()) return std::nullopt;
+    return as_integer(key, *value, min, max);
+  }
+
+  std::optional<double> optional_number(const std::string& key, double min, double max) const {
+    const json* value = find(key);
+    if (!value || value->is_null()) return std::nullopt;
+    return as_number(key, *value, min, max);
+  }
+
+  // The named member, which must be an object when present.
+  std::optional<Fields> optional_object(const std::string& key) const {
+    const json* value = find(key);
+    if (!value || value->is_null()) return std::nullopt;
+    if (!value->is_object()) {
+      fail(400, "field '" + name(key) + "' must be an object, got " + describe(*value));
+    }
+    return Fields(*value, name(key) + ".");
+  }
+
+  // Operator bodies are small and hand-written: a misspelt key must not be silently ignored.
+  void reject_unknown(std::initializer_list<const char*> known) const {
+    for (const auto& [key, value] : object_.items()) {
+      bool found = false;
+      for (const char* k : known) found = found || key == k;
+      if (!found) {
+        std::string list;
+        for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+        fail(400, "unknown field '" + name(key) + "' (expected: " + list + ")");
+      }
+    }
+  }
+
+  std::string as_string(const std::string& key, const json& value, std::size_t max_chars,
+                        bool allow_empty) const {
+    if (!value.is_string()) {
+      fail(400, "field '" + name(key) + "' must be a string, got " + describe(value));
+    }
+    const auto& text = value.get_ref<const std::string&>();
+    if (!allow_empty && text.empty()) fail(400, "field '" + name(key) + "' must not be empty");
+    if (text.size() > max_chars) {
+      fail(400, "field '" + name(key) + "' is too long (" + std::to_string(text.size()) +
+                    " bytes, at most " + std::to_string(max_chars) + ")");
+    }
+    return text;
+  }
+
+  std::int64_t as_integer(const std::string& key, const json& value, std::int64_t min,
+                          std::int64_t max) const {
+    const std::string range = " in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    if (!value.is_number_integer()) {
+      fail(400,
+           "field '" + name(key) + "' must be an integer" + range + ", got " + describe(value));
+    }
+    if (value.is_number_unsigned() &&
+        value.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) {
+      fail(400, "field '" + name(key) + "' must be an integer" + range + ", got " + value.dump());
+    }
+    const auto n = value.get<std::int64_t>();
+    if (n < min || n > max) {
+      fail(400, "field '" + name(key) + "' must be an integer" + range + ", got " + value.dump());
+    }
+    return n;
+  }
+
+  double as_number(const std::string& key, const json& value, double min, double max) const {
+    if (!value.is_number()) {
+      fail(400, "field '" + name(key) + "' must be a number, got " + describe(value));
+    }
+    const double x = value.get<double>();
+    if (!std::isfinite(x) || x < min || x > max) {
+      fail(400, "field '" + name(key) + "' must be a number in [" + json(min).dump() + ", " +
+                    json(max).dump() + "], got " + value.dump());
+    }
+    return x;
+  }
+
+ private:
+  const json& object_;
+  std::string prefix_;
+};
+
+constexpr double kHuge = 1e18;  // bounds "any non-negative quantity" without admitting inf
+
+// ---- query strings and paths ----------------------------------------------------------------
+
+void reject_unknown_params(const httplib::Request& req, std::initializer_list<const char*> known) {
+  for (const auto& [key, value] : req.params) {
+    bool found = false;
+    for (const char* k : known) found = found || key == k;
+    if (!found) {
+      std::string list;
+      for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      fail(400, "unknown query parameter " + in_quotes(key) +
+                    (list.empty() ? " (this route takes none)" : " (expected: " + list + ")"));
+    }
+  }
+}
+
+std::optional<std::string> param(const httplib::Request& req, const char* key) {
+  if (!req.has_param(key)) return std::nullopt;
+  return req.get_param_value(key);
+}
+
+bool bool_param(const httplib::Request& req, const char* key) {
+  auto value = param(req, key);
+  if (!value) return false;
+  if (*value == "1" || *value == "true" || value->empty()) return true;
+  if (*value == "0" || *value == "false") return false;
+  fail(400, std::string("query parameter '") + key + "' must be 1, true, 0 or false, got " +
+                in_quotes(*value));
+}
+
+std::optional<std::int64_t> parse_positive_id(const std::string& text) {
+  std::int64_t id = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc() || end != text.data() + text.size() || id <= 0) return std::nullopt;
+  return id;
+}
+
+std::int64_t path_id(const httplib::Request& req, const char* what) {
+  const std::string text = req.matches.size() >= 2 ? req.matches[1].str() : "";
+  auto id = parse_positive_id(text);
+  if (!id) fail(400, std::string(what) + " must be a positive integer, got " + in_quotes(text));
+  return *id;
+}
+
+// ---- auth -----------------------------------------------------------------------------------
+
+std::optional<std::string> bearer_token(const httplib::Request& req) {
+  const std::string header = req.get_header_value("Authorization");
+  constexpr std::string_view kScheme = "bearer ";
+  if (header.size() <= kScheme.size()) return std::nullopt;
+  for (std::size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return std::nullopt;
+  }
+  std::string token = header.substr(kScheme.size());
+  const auto first = token.find_first_not_of(" \t");
+  if (first == std::string::npos) return std::nullopt;
+  const auto last = token.find_last_not_of(" \t");
+  return token.substr(first, last - first + 1);
+}
+
+// ---- agent bodies ---------------------------------------------------------------------------
+
+Heartbeat parse_heartbeat(const json& body, std::size_t max_gpus) {
+  Fields f(body, "");
+  Heartbeat hb;
+  hb.phase = f.string("phase", 64, false);
+  if (auto params = f.optional_object("params")) {
+    hb.params_done = params->optional_number("done", 0, kHuge).value_or(0);
+    hb.params_total = params->optional_number("total", 0, kHuge).value_or(0);
+    hb.params_rate_bps = params->optional_number("bytes_per_s", 0, kHuge).value_or(0);
+  }
+  if (auto prover = f.optional_object("prover")) {
+    hb.prover_in_flight =
+        static_cast<int>(prover->optional_integer("in_flight", 0, kMaxInt).value_or(0));
+    hb.prover_completed =
+        static_cast<int>(prover->optional_integer("completed", 0, kMaxInt).value_or(0));
+    hb.prover_failed = static_cast<int>(prover->optional_integer("failed", 0, kMaxInt).value_or(0));
+    hb.peak_memory_gib = prover->optional_number("peak_memory_gib", 0, kHuge).value_or(0);
+  }
+  if (const json* gpus = f.find("gpus"); gpus && !gpus->is_null()) {
+    if (!gpus->is_array()) fail(400, "field 'gpus' must be an array, got " + describe(*gpus));
+    if (gpus->size() > max_gpus) {
+      fail(400, "field 'gpus' has " + std::to_string(gpus->size()) + " entries (at most " +
+                    std::to_string(max_gpus) + ")");
+    }
+    double util_sum = 0;
+    int util_count = 0;
+    for (std::size_t i = 0; i < gpus->size(); ++i) {
+      const json& gpu = (*gpus)[i];
+      const std::string prefix = "gpus[" + std::to_string(i) + "]";
+      if (!gpu.is_object()) {
+        fail(400, "field '" + prefix + "' must be an object, got " + describe(gpu));
+      }
+      Fields g(gpu, prefix + ".");
+      if (auto util = g.optional_number("util", 0, 100)) {
+        util_sum += *util;
+        ++util_count;
+      }
+      g.optional_number("memory_used_mib", 0, kHuge);
+      g.optional_number("temp_c", -100, 200);
+      g.optional_number("sm_clock_mhz", 0, 1e6);
+      if (const json* throttle = g.find("throttle"); throttle && !throttle->is_null()) {
+        if (throttle->is_boolean()) {
+          hb.gpu_throttled = hb.gpu_throttled || throttle->get<bool>();
+        } else if (throttle->is_array()) {
+          for (std::size_t k = 0; k < throttle->size(); ++k) {
+            if (!(*throttle)[k].is_string()) {
+              fail(400, "field '" + prefix + ".throttle[" + std::to_string(k) +
+                            "]' must be a string, got " + describe((*throttle)[k]));
+            }
+          }
+          hb.gpu_throttled = hb.gpu_throttled || !throttle->empty();
+        } else {
+          fail(400, "field '" + prefix +
+                        ".throttle' must be a boolean or an array of reason strings, got " +
+                        describe(*throttle));
+        }
+      }
+    }
+    if (util_count > 0) hb.gpu_util = util_sum / util_count;
+  }
+  hb.raw = body;
+  return hb;
+}
+
+std::vector<AgentEvent> parse_events(const json& body, std::size_t max_events) {
+  Fields f(body, "");
+  const json& events = f.required("events");
+  if (!events.is_array()) fail(400, "field 'events' must be an array, got " + describe(events));
+  if (events.size() > max_events) {
+    fail(413, "too many events in one batch: " + std::to_string(events.size()) + " (at most " +
+                  std::to_string(max_events) + ")");
+  }
+  static const std::set<std::string> kKnown = {"seq",      "type",  "at",      "seconds", "gpu_ms",
+                                               "queue_ms", "phase", "message", "data"};
+  std::vector<AgentEvent> out;
+  out.reserve(events.size());
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
+    const std::string prefix = "events[" + std::to_string(i) + "]";
+    if (!e.is_object()) fail(400, "field '" + prefix + "' must be an object, got " + describe(e));
+    Fields ef(e, prefix + ".");
+    AgentEvent ev;
+    ev.seq = ef.integer("seq", 0, kMaxInt64);
+    ev.type = ef.string("type", 64, false);
+    ev.at = ef.optional_number("at", 0, kHuge).value_or(0);
+    ev.seconds = ef.optional_number("seconds", 0, kHuge).value_or(0);
+    ev.gpu_ms = ef.optional_number("gpu_ms", 0, kHuge).value_or(0);
+    ev.queue_ms = ef.optional_number("queue_ms", 0, kHuge).value_or(0);
+    ev.phase = ef.optional_string("phase", 32).value_or("");
+    ev.message = ef.optional_string("message", 4096).value_or("");
+    if (ev.type == "proof_done") {
+      if (!ef.find("seconds")) fail(400, "missing field '" + prefix + ".seconds' (proof_done)");
+      // The manager counts anything but "warmup" as measured: a misspelt phase would put a
+      // warm-up proof into the benchmark.
+      if (!ef.find("phase")) fail(400, "missing field '" + prefix + ".phase' (proof_done)");
+      if (ev.phase != "warmup" && ev.phase != "measured") {
+        fail(400,
+             "field '" + prefix + ".phase' must be warmup or measured, got " + in_quotes(ev.phase));
+      }
+      if (ev.seconds <= 0) {
+        fail(400, "field '" + prefix + ".seconds' must be > 0 for proof_done, got " +
+                      json(ev.seconds).dump());
+      }
+    }
+    // Anything else the agent sent stays with the event, for the audit trail.
+    json data = json::object();
+    if (auto extra = ef.optional_object("data")) data = e.at("data");
+    for (const auto& [key, value] : e.items()) {
+      if (!kKnown.count(key)) data[key] = value;
+    }
+    ev.data = std::move(data);
+    out.push_back(std::move(ev));
+  }
+  return out;
+}
+
+// The value of a Manager call, or its ApiError as the reply.
+template <typename T>
+T unwrap(ApiResult<T> result) {
+  if (!result) fail(result.error().status, result.error().message);
+  return std::move(*result);
+}
+
+}  // namespace
+
+// ---- HttpApi --------------------------------------------------------------------------------
+
+struct HttpApi::Impl {
+  enum class Access { Public, Operator, Agent };
+  using RouteFn = std::function<Reply(const httplib::Request&, std::int64_t agent_instance)>;
+  struct Route {
+    std::string method;
+    std::string label;  // "/api/v1/instances/{id}"
+    std::string regex_text;
+    std::regex regex;
+    Access access = Access::Public;
+    RouteFn fn;
+  };
+
+  Impl(Manager& m, ApiOptions o) : manager(m), options(std::move(o)) {
+    if (!options.clock) options.clock = system_clock_now;
+    build_routes();
+  }
+
+  Manager& manager;
+  ApiOptions options;
+  Metrics metrics;
+  std::vector<Route> routes;
+
+  void add(const char* method, std::string label, Access access, RouteFn fn) {
+    // "{name}" segments match one path segment; the handler validates it.
+    std::string regex_text = std::regex_replace(label, std::regex(R"(\{[a-z_]+\})"), "([^/]+)");
+    std::regex regex(regex_text);
+    routes.push_back(Route{method, std::move(label), std::move(regex_text), std::move(regex),
+                           access, std::move(fn)});
+  }
+
+  // The agent instance for Agent routes; throws 401 otherwise.
+  std::int64_t authorize(Access access, const httplib::Request& req) {
+    if (access == Access::Public) return 0;
+    auto token = bearer_token(req);
+    if (!token) {
+      fail(401, std::string("missing bearer token: send 'Authorization: Bearer <") +
+                    (access == Access::Operator ? "operator token" : "agent token") + ">'");
+    }
+    if (access == Access::Operator) {
+      if (options.operator_token_hash.empty() ||
+          !tokens_equal(hash_token(*token), options.operator_token_hash)) {
+        fail(401, "invalid operator token");
+      }
+      return 0;
+    }
+    auto instance = manager.authenticate_agent(*token);
+    if (!instance) fail(401, "invalid agent token");
+    return *instance;
+  }
+
+  httplib::Server::Handler handler(const Route& route) {
+    return [this, &route](const httplib::Request& req, httplib::Response& res) {
+      Reply reply;
+      try {
+        const std::int64_t agent = authorize(route.access, req);
+        reply = route.fn(req, agent);
+      } catch (const RequestError& e) {
+        reply = error_reply(e.status, e.message);
+      } catch (const std::exception& e) {
+        reply = error_reply(500, std::string("internal error: ") + e.what());
+      }
+      res.status = reply.status;
+      if (reply.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+      res.set_content(reply.body, reply.content_type.c_str());
+    };
+  }
+
+  void build_routes() {
+    add("GET", "/healthz", Access::Public, [](const httplib::Request&, std::int64_t) {
+      return json_reply(200, {{"ok", true}});
+    });
+    add("GET", "/metrics", Access::Public, [this](const httplib::Request&, std::int64_t) {
+      return Reply{200, render_prometheus(manager.summary(), metrics.requests()),
+                   kPrometheusContentType};
+    });
+
+    // --- agents (design §7) --------------------------------------------------------------
+    add("POST", "/api/v1/agent/register", Access::Public,
+        [this](const httplib::Request& req, std::int64_t) {
+          const json body = parse_object_body(req);
+          Fields f(body, "");
+          RegisterRequest r;
+          r.deployment = f.string("deployment", 128, false);
+          r.secret = f.string("secret", 512, false);
+          if (auto hw = f.optional_object("hardware")) r.hardware = body.at("hardware");
+          r.agent_version = f.optional_string("agent_version", 64).value_or("");
+          return json_reply(200, unwrap(manager.agent_register(r)).body);
+        });
+    add("POST", "/api/v1/agent/heartbeat", Access::Agent,
+        [this](const httplib::Request& req, std::int64_t instance) {
+          const Heartbeat hb =
+              parse_heartbeat(parse_object_body(req), options.max_gpus_per_heartbeat);
+          return json_reply(200, {{"commands", unwrap(manager.agent_heartbeat(instance, hb))}});
+        });
+    add("POST", "/api/v1/agent/events", Access::Agent,
+        [this](const httplib::Request& req, std::int64_t instance) {
+          const auto events = parse_events(parse_object_body(req), options.max_events_per_batch);
+          const EventsReply r = unwrap(manager.agent_events(instance, events));
+          return json_reply(200, {{"accepted", r.accepted}, {"duplicates", r.duplicates}});
+        });
+    add("POST", "/api/v1/agent/logs", Access::Agent,
+        [this](const httplib::Request& req, std::int64_t instance) {
+          std::string text;
+          if (req.get_header_value("Content-Type").rfind(kJson, 0) == 0) {
+            const json body = parse_object_body(req);
+            text = Fields(body, "").string("text", options.max_body_bytes, true);
+          } else {
+            text = req.body;
+          }
+          if (text.size() > options.max_log_push_bytes) {
+            fail(413, "log push too large: " + std::to_string(text.size()) + " bytes (at most " +
+                          std::to_string(options.max_log_push_bytes) + " per request)");
+          }
+          if (!text.empty()) {
+            auto r = manager.agent_logs(instance, text);
+            if (!r) fail(r.error().status, r.error().message);
+          }
+          return json_reply(200, {{"accepted_bytes", text.size()}});
+        });
+
+    // --- operator (design §8) ------------------------------------------------------------
+    add("GET", "/api/v1/offers", Access::Operator,
+        [this](const httplib::Request& req, std::int64_t) {
+          reject_unknown_params(req, {"q", "sort", "limit"});
+          auto parsed = market::parse_query(param(req, "q").value_or(""));
+          if (!parsed) fail(400, "q: " + parsed.error());
+          const std::string sort = param(req, "sort").value_or("cost");
+          if (sort != "cost" && sort != "profit") {
+            fail(400, "query parameter 'sort' must be cost or profit, got " + in_quotes(sort));
+          }
+          int limit = options.offers_default_limit;
+          if (auto text = param(req, "limit")) {
+            auto n = parse_positive_id(*text);
+            if (!n || *n > options.offers_max_limit) {
+              fail(400, "query parameter 'limit' must be an integer in [1, " +
+                            std::to_string(options.offers_max_limit) + "], got " +
+                            in_quotes(*text));
+            }
+            limit = static_cast<int>(*n);
+          }
+          const auto ranked = unwrap(manager.rank_offers(
+              parsed->filters, limit,
+              sort == "profit" ? core::RankOrder::Profit : core::RankOrder::Cost));
+          json out = json::array();
+          for (const auto& r : ranked) out.push_back(to_json(r));
+          return json_reply(200, out);
+        });
+
+    add("POST", "/api/v1/instances", Access::Operator,
+        [this](const httplib::Request& req, std::int64_t) {
+          const json body = parse_object_body(req);
+          reject_unknown_params(req, {});
+          Fields f(body, "");
+          f.reject_unknown({"offer_id"});
+          const std::int64_t offer_id = f.integer("offer_id", 1, kMaxInt64);
+          return json_reply(201, to_json(unwrap(manager.deploy(offer_id, "deploy"))));
+        });
+    add("GET", "/api/v1/instances", Access::Operator,
+        [this](const httplib::Request& req, std::int64_t) {
+          reject_unknown_params(req, {"all"});
+          const bool all = bool_param(req, "all");
+          json out = json::array();
+          for (const auto& rec : manager.store().instances(all)) out.push_back(to_json(rec));
+          return json_reply(200, out);
+        });
+    add("GET", "/api/v1/instances/{id}", Access::Operator,
+        [this](const httplib::Request& req, std::int64_t) {
+          reject_unknown_params(req, {});
+          const std::int64_t id = path_id(req, "instance id");
+          auto& store = manager.store();
+          auto rec = store.instance(id);
+          if (!rec) fail(404, "unknown instance " + std::to_string(id));
+          json events = json::array();
+          for (const auto& e : store.events(id, options.instance_events_shown)) {
+            events.push_back(to_json(e));
+          }
+          json samples = json::array();
+          for (const auto& s : store.proof_samples(id)) samples.push_back(to_json(s));
+          std::string logs = manager.logs(id);
+          if (logs.size() > options.instance_logs_tail_bytes) {
+            logs = logs.substr(logs.size() - options.instance_logs_tail_bytes);
+          }
+          return json_reply(200, {{"instance", to_json(*rec)},
+                                  {"events", events},
+                                  {"samples", samples},
+                                  {"logs", logs}});
+        });
+    add("DELETE", "/api/v1/instances/{id}", Access::Operator,
+        [this](const httplib::Request& req, std::int64_t) {
+          reject_unknown_params(req, {});
+          const std::int64_t id = path_id(req, "instance id");
+          if (!manager.store().instance(id)) fail(404, "unknown instance " + std::to_string(id));
+          return json_reply(202, to_json(unwrap(manager.request_destroy(id, "operator request"))));
+        });
+
+    add("GET", "/api/v1/hosts", Access::Operator,
+        [this](const httplib::Request& req, std::int64_t) {
+          reject_unknown_params(req, {});
+          const auto runs = manager.store().all_bench_runs();
+          json out = json::array();
+          for (const auto& summary : core::summarize_hosts(runs)) {
+            json row = to_json(summary);
+            json host_runs = json::array();
+            for (const auto& run : runs) {
+              if (run.host == summary.host) host_runs.push_back(to_json(run));
+            }
+            row["history"] = std::move(host_runs);
+            out.push_back(std::move(row));
+          }
+          return json_reply(200, out);
+        });
+
+    add("GET", "/api/v1/bad-hosts", Access::Operator,
+        [this](const httplib::Request& req, std::int64_t) {
+          reject_unknown_params(req, {});
+          const double now = options.clock();
+          json out = json::array();
+          for (const auto& entry : manager.store().bad_hosts()) {
+            json row = to_json(entry);
+            row["active"] = core::is_active(entry, now);
+            out.push_back(std::move(row));
+          }
+          return json_reply(200, out);
+        });
+    add("POST", "/api/v1/bad-hosts", Access::Operator,
+        [this](const httplib::Request& req, std::int64_t) {
+          const json body = parse_object_body(req);
+          reject_unknown_params(req, {});
+          Fields f(body, "");
+          f.reject_unknown({"machine_id", "reason", "ttl_hours", "evidence"});
+          core::BadHost entry;
+          entry.machine_id = f.integer("machine_id", 1, kMaxInt64);
+          entry.reason = f.string("reason", 1000, false);
+          const auto ttl_hours = f.optional_number("ttl_hours", 0, 24.0 * 365 * 100);
+          if (ttl_hours && *ttl_hours <= 0) {
+            fail(400, "field 'ttl_hours' must be > 0 (omit it for no expiry), got " +
+                          json(*ttl_hours).dump());
+          }
+          if (auto evidence = f.optional_object("evidence")) {
+            entry.evidence_json = dump(body.at("evidence"));
+          }
+          entry.source = "operator";
+          entry.added_at = options.clock();
+          if (ttl_hours) entry.expires_at = entry.added_at + *ttl_hours * 3600;
+          manager.store().put_bad_host(entry);
+          json row = to_json(entry);
+          row["active"] = core::is_active(entry, entry.added_at);
+          return json_reply(201, row);
+        });
+    add("DELETE", "/api/v1/bad-hosts/{machine_id}", Access::Operator,
+        [this](const httplib::Request& req, std::int64_t) {
+          reject_unknown_params(req, {});
+          const std::int64_t machine = path_id(req, "machine id");
+          // The operator vouches for the machine: automatic entries go too.
+          int removed = 0;
+          for (const char* source : {"operator", "auto"}) {
+            if (manager.store().remove_bad_host(machine, source)) ++removed;
+          }
+          if (removed == 0) {
+            fail(404, "machine " + std::to_string(machine) + " is not on the bad-host list");
+          }
+          return json_reply(200, {{"machine_id", machine}, {"removed", removed}});
+        });
+
+    add("GET", "/api/v1/fleet", Access::Operator,
+        [this](const httplib::Request& req, std::int64_t) {
+          reject_unknown_params(req, {});
+          return json_reply(200, to_json(manager.summary()));
+        });
+  }
+
+  std::string route_of(const std::string& method, const std::string& path) const {
+    for (const auto& route : routes) {
+      if (route.method == method && std::regex_match(path, route.regex)) return route.label;
+    }
+    return "unmatched";
+  }
+
+  void mount(httplib::Server& server) {
+    server.set_payload_max_length(options.max_body_bytes);
+    server.set_read_timeout(options.read_timeout_s, 0);
+    server.set_write_timeout(options.write_timeout_s, 0);
+    server.set_keep_alive_timeout(options.keep_alive_timeout_s);
+
+    for (const auto& route : routes) {
+      auto h = handler(route);
+      if (route.method == "GET") {
+        server.Get(route.regex_text, h);
+      } else if (route.method == "POST") {
+        server.Post(route.regex_text, h);
+      } else if (route.method == "DELETE") {
+        server.Delete(route.regex_text, h);
+      }
+    }
+
+    // httplib 0.11 enforces the payload limit only on bodies with a Content-Length: a chunked
+    // body, or a POST without a length (read until the peer closes), would be read whole.
+    // Refused here, before any of the body is read.
+    server.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+      const bool chunked = req.has_header("Transfer-Encoding");
+      const bool needs_length =
+          (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
+          !req.has_header("Content-Length");
+      if (!chunked && !needs_length) return httplib::Server::HandlerResponse::Unhandled;
+      Reply reply = error_reply(
+          411,
+          "send the request body with a Content-Length header (chunked or unsized bodies "
+          "are not accepted)");
+      res.status = reply.status;
+      res.set_header("Connection", "close");
+      res.set_content(reply.body, kJson);
+      return httplib::Server::HandlerResponse::Handled;
+    });
+
+    // Statuses httplib produces itself (no route, body too large, malformed HTTP) get the same
+    // JSON error shape; replies a route already wrote are left alone.
+    const std::size_t max_body = options.max_body_bytes;
+    server.set_error_handler(httplib::Server::HandlerWithResponse(
+        [max_body](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          std::string message;
+          if (res.status == 404) {
+            message = "no such route: " + req.method + " " + req.path;
+          } else if (res.status == 413) {
+            message = "request body too large (at most " + std::to_string(max_body) + " bytes)";
+          } else if (res.status == 400) {
+            message = "malformed HTTP request";
+          } else {
+            message = "HTTP " + std::to_string(res.status);
+          }
+          res.set_content(dump(json{{"error", message}}), kJson);
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+    server.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+          std::string what = "unknown error";
+          try {
+            std::rethrow_exception(ep);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          res.status = 500;
+          res.set_content(dump(json{{"error", "internal error: " + what}}), kJson);
+        });
+    // Counted before the reply is sent (the logger runs after), so a client that has its
+    // reply already sees its request in /metrics.
+    server.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      metrics.count_request(req.method, route_of(req.method, req.path), res.status);
+    });
+    server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      if (options.log) {
+        options.log(req.method + " " + req.path + " -> " + std::to_string(res.status), res.status);
+      }
+    });
+  }
+};
+
+HttpApi::HttpApi(Manager& manager, ApiOptions options)
+    : impl_(std::make_unique<Impl>(manager, std::move(options))) {}
+
+HttpApi::~HttpApi() = default;
+
+void HttpApi::mount(httplib::Server& server) {
+  impl_->mount(server);
+}
+
+Metrics& HttpApi::metrics() {
+  return impl_->metrics;
+}
+
+const ApiOptions& HttpApi::options() const {
+  return impl_->options;
+}
+
+std::string HttpApi::route_of(const std::string& method, const std::string& path) const {
+  return impl_->route_of(method, path);
+}
+
+// ---- ApiServer ------------------------------------------------------------------------------
+
+struct ApiServer::Impl {
+  std::unique_ptr<httplib::Server> server;
+  std::atomic<bool> stop_requested{false};
+  std::atomic<bool> serving{false};
+};
+
+ApiServer::ApiServer() : impl_(std::make_unique<Impl>()) {}
+
+ApiServer::~ApiServer() {
+  stop();
+}
+
+tl::expected<std::unique_ptr<ApiServer>, std::string> ApiServer::create(
+    const std::optional<TlsFiles>& tls) {
+  std::unique_ptr<ApiServer> out(new ApiServer());
+  if (tls) {
+    auto unreadable = [](const std::string& path) { return path.empty() || !std::ifstream(path); };
+    if (unreadable(tls->cert_path)) {
+      return tl::unexpected("cannot read TLS certificate file '" + tls->cert_path + "'");
+    }
+    if (unreadable(tls->key_path)) {
+      return tl::unexpected("cannot read TLS key file '" + tls->key_path + "'");
+    }
+    auto server =
+        std::make_unique<httplib::SSLServer>(tls->cert_path.c_str(), tls->key_path.c_str());
+    if (!server->is_valid()) {
+      return tl::unexpected("cannot use TLS certificate '" + tls->cert_path + "' with key '" +
+                            tls->key_path +
+                            "': not PEM, or the key does not belong to the certificate");
+    }
+    out->impl_->server = std::move(server);
+  } else {
+    out->impl_->server = std::make_unique<httplib::Server>();
+  }
+  return out;
+}
+
+void ApiServer::mount(HttpApi& api) {
+  api.mount(*impl_->server);
+}
+
+tl::expected<int, std::string> ApiServer::bind(const std::string& host, int port) {
+  if (port < 0 || port > 65535) return tl::unexpected("port out of range: " + std::to_string(port));
+  if (port == 0) {
+    const int bound = impl_->server->bind_to_any_port(host);
+    if (bound <= 0) return tl::unexpected("cannot listen on " + host + ": no free port");
+    return bound;
+  }
+  if (!impl_->server->bind_to_port(host, port)) {
+    return tl::unexpected("cannot listen on " + host + ":" + std::to_string(port) +
+                          " (address in use or not available)");
+  }
+  return port;
+}
+
+bool ApiServer::serve() {
+  impl_->serving = true;
+  if (impl_->stop_requested) {
+    impl_->serving = false;
+    return true;
+  }
+  const bool ok = impl_->server->listen_after_bind();
+  impl_->serving = false;
+  return ok || impl_->stop_requested;
+}
+
+void ApiServer::stop() {
+  impl_->stop_requested = true;
+  // httplib ignores stop() until its listen loop runs; repeat until serve() has returned.
+  while (impl_->serving) {
+    impl_->server->stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace pf::manager

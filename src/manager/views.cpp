@@ -1,0 +1,211 @@
+#include "manager/views.h"
+
+namespace pf::manager {
+
+using nlohmann::json;
+
+namespace {
+
+json optional_number(const std::optional<double>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+}  // namespace
+
+json embed_json_text(const std::string& text) {
+  if (text.empty()) return nullptr;
+  json parsed = json::parse(text, nullptr, false);
+  if (parsed.is_discarded()) return text;
+  return parsed;
+}
+
+json to_json(const core::Offer& o) {
+  return {
+      {"id", o.id},
+      {"machine_id", o.machine_id},
+      {"host_id", o.host_id},
+      {"gpu_name", o.gpu_name},
+      {"num_gpus", o.num_gpus},
+      {"gpu_ram_gib", o.gpu_ram_gib},
+      {"gpu_total_ram_gib", o.gpu_total_ram_gib},
+      {"cpu_name", o.cpu_name},
+      {"cpu_cores", o.cpu_cores},
+      {"cpu_cores_effective", o.cpu_cores_effective},
+      {"cpu_ram_gib", o.cpu_ram_gib},
+      {"pcie_bw_gbs", o.pcie_bw_gbs},
+      {"pci_gen", o.pci_gen},
+      {"inet_down_mbps", o.inet_down_mbps},
+      {"inet_up_mbps", o.inet_up_mbps},
+      {"inet_down_cost_per_gb", o.inet_down_cost_per_gb},
+      {"disk_space_gb", o.disk_space_gb},
+      {"cuda_max_good", o.cuda_max_good},
+      {"compute_cap", o.compute_cap},
+      {"reliability", o.reliability},
+      {"verified", o.verified},
+      {"geolocation", o.geolocation},
+      {"dph_total", o.dph_total},
+      {"storage_cost_gb_month", o.storage_cost_gb_month},
+      {"dlperf", o.dlperf},
+      {"usable_ram_gib", o.usable_ram_gib},
+      {"usable_cores", o.usable_cores},
+      {"data_flags", o.data_flags},
+  };
+}
+
+json to_json(const core::Verdict& v) {
+  return {
+      {"decision", core::to_string(v.decision)},
+      {"rate", v.rate},
+      {"low", v.low},
+      {"high", v.high},
+      {"samples", v.samples},
+      {"break_even_rate", v.break_even_rate},
+      {"reason", v.reason},
+  };
+}
+
+json to_json(const core::InstanceRecord& r) {
+  return {
+      {"id", r.id},
+      {"deployment_id", r.deployment_id},
+      {"market_id", r.market_id ? json(*r.market_id) : json(nullptr)},
+      {"state", core::to_string(r.state)},
+      {"created_at", r.created_at},
+      {"state_since", r.state_since},
+      {"deadline_at", r.deadline_at > 0 ? json(r.deadline_at) : json(nullptr)},
+      {"destroy_reason", r.destroy_reason},
+      {"destroyed_at", optional_number(r.destroyed_at)},
+      {"last_heartbeat_at", r.last_heartbeat_at},
+      {"market_status", r.market_status},
+      {"market_status_since", r.market_status_since},
+      {"params_done_bytes", r.params_done_bytes},
+      {"params_total_bytes", r.params_total_bytes},
+      {"params_rate_bps", r.params_rate_bps},
+      {"prover_crashes", r.prover_crashes},
+      {"ooms", r.ooms},
+      {"proofs_benchmark", r.proofs_benchmark},
+      {"proofs_production", r.proofs_production},
+      {"gpu_util", r.gpu_util},
+      {"peak_memory_gib", r.peak_memory_gib},
+      {"spend_usd", r.spend_usd},
+      {"billed_until", r.billed_until},
+      {"verdict", r.verdict ? to_json(*r.verdict) : json(nullptr)},
+      {"plan", embed_json_text(r.plan_json)},
+      {"origin", r.origin},
+      {"offer", to_json(r.offer)},
+  };
+}
+
+json to_json(const core::InstanceEvent& e) {
+  return {
+      {"id", e.id},     {"instance_id", e.instance_id}, {"at", e.at},
+      {"kind", e.kind}, {"message", e.message},         {"data", embed_json_text(e.data_json)},
+  };
+}
+
+json to_json(const core::ProofSample& s) {
+  return {
+      {"instance_id", s.instance_id},
+      {"seq", s.seq},
+      {"at", s.at},
+      {"seconds", s.seconds},
+      {"gpu_ms", s.gpu_ms},
+      {"queue_ms", s.queue_ms},
+      {"phase", core::to_string(s.phase)},
+  };
+}
+
+json to_json(const core::BenchRun& run) {
+  return {
+      {"id", run.id},
+      {"machine_id", run.host.machine_id},
+      {"gpu_name", run.host.gpu_name},
+      {"num_gpus", run.host.num_gpus},
+      {"instance_id", run.instance_id},
+      {"at", run.at},
+      {"rate", run.rate},
+      {"low", run.low},
+      {"high", run.high},
+      {"samples", run.samples},
+      {"kind", run.kind},
+      {"contended", run.contended},
+      {"throttled", run.throttled},
+      {"plan", embed_json_text(run.plan_json)},
+  };
+}
+
+json to_json(const core::HostSummary& s) {
+  return {
+      {"machine_id", s.host.machine_id},
+      {"gpu_name", s.host.gpu_name},
+      {"num_gpus", s.host.num_gpus},
+      {"runs", s.runs},
+      {"median", s.median},
+      {"p10", s.p10},
+      {"latest", s.latest},
+      {"ewma", s.ewma},
+      {"last_at", s.last_at},
+  };
+}
+
+json to_json(const core::BadHost& b) {
+  return {
+      {"machine_id", b.machine_id},
+      {"reason", b.reason},
+      {"evidence", embed_json_text(b.evidence_json)},
+      {"added_at", b.added_at},
+      {"expires_at", optional_number(b.expires_at)},
+      {"strikes", b.strikes},
+      {"source", b.source},
+  };
+}
+
+json to_json(const FleetSummary& s) {
+  json by_state = json::object();
+  for (auto state : kAllInstanceStates) by_state[core::to_string(state)] = 0;
+  for (const auto& [name, count] : s.by_state) by_state[name] = count;
+  return {
+      {"by_state", by_state},
+      {"proofs_per_hour", s.proofs_per_hour},
+      {"dollars_per_hour", s.dollars_per_hour},
+      {"cost_per_proof", optional_number(s.cost_per_proof)},
+      {"profit_per_hour", s.profit_per_hour},
+      {"spend_usd", s.spend_usd},
+      {"proofs", s.proofs},
+  };
+}
+
+json to_json(const core::RankedOffer& r) {
+  const auto& o = r.offer;
+  const auto& p = r.prediction;
+  const auto& v = r.valuation;
+  json reasons = p.reasons;
+  for (const auto& s : v.reasons) reasons.push_back(s);
+  return {
+      {"id", o.id},
+      {"machine_id", o.machine_id},
+      {"host_id", o.host_id},
+      {"gpu_name", o.gpu_name},
+      {"num_gpus", o.num_gpus},
+      {"dph_total", o.dph_total},
+      {"usable_ram_gib", o.usable_ram_gib},
+      {"usable_cores", o.usable_cores},
+      {"geolocation", o.geolocation},
+      {"reliability", o.reliability},
+      {"predicted_rate", p.rate},
+      {"predicted_rate_low", p.low},
+      {"predicted_rate_high", p.high},
+      {"prediction_source", p.source},
+      {"partitions", p.partitions},
+      {"partitions_full", p.partitions_full},
+      {"min_rate", v.min_rate},
+      {"setup_hours", v.setup_hours},
+      {"setup_cost_usd", v.setup_cost_usd},
+      {"expected_cost_per_proof", optional_number(v.expected_cost_per_proof)},
+      {"expected_profit_per_hour", v.expected_profit_per_hour},
+      {"reasons", reasons},
+      {"data_flags", o.data_flags},
+  };
+}
+
+}  // namespace pf::manager
