@@ -15,6 +15,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "market/http_client.h"
 #include "support/subprocess.h"
 
 namespace {
@@ -58,17 +59,17 @@ destroy_retry_s = 0.5
 min_samples = 6
 max_samples = 12
 )";
-    sim_ = Subprocess::spawn({kBinary, "market-sim", "--scenario", kScenario, "--listen",
-                              "127.0.0.1:0", "--time-scale", "60", "--api-key", kVastKey});
-    auto line = sim_.wait_for_line("market-sim listening on", 20s);
-    ASSERT_TRUE(line) << sim_.stderr_text();
+    sim_.emplace(Subprocess::spawn({kBinary, "market-sim", "--scenario", kScenario, "--listen",
+                              "127.0.0.1:0", "--time-scale", "60", "--api-key", kVastKey}));
+    auto line = sim_->wait_for_line("market-sim listening on", 20s);
+    ASSERT_TRUE(line) << sim_->stderr_text();
     sim_url_ = parse_url(line->line);
     start_manager();
   }
 
   void TearDown() override {
-    manager_ = Subprocess();
-    sim_ = Subprocess();
+    manager_.reset();
+    sim_.reset();
     fs::remove_all(dir_);
   }
 
@@ -76,13 +77,14 @@ max_samples = 12
     pf::test::SpawnOptions opt;
     opt.env["VAST_API_KEY"] = kVastKey;
     opt.env["PROVERFLEET_TOKEN"] = std::nullopt;
-    manager_ = Subprocess::spawn(
+    manager_.reset();
+    manager_.emplace(Subprocess::spawn(
         {kBinary, "serve", "--config", (dir_ / "proverfleet.toml").string(), "--listen",
          "127.0.0.1:0", "--db", (dir_ / "pf.db").string(), "--vast-url", sim_url_.str(),
          "--reconcile-interval", "0.5", "--tick-interval", "0.25"},
-        opt);
-    auto line = manager_.wait_for_line("proverfleet serve listening on", 20s);
-    ASSERT_TRUE(line) << manager_.stderr_text();
+        opt));
+    auto line = manager_->wait_for_line("proverfleet serve listening on", 20s);
+    ASSERT_TRUE(line) << manager_->stderr_text();
     mgr_url_ = parse_url(line->line);
     std::ifstream in(dir_ / "operator.token");
     std::getline(in, token_);
@@ -146,7 +148,7 @@ max_samples = 12
     std::string token;
     for (int page = 0; page < 100; ++page) {
       std::string path = "/api/v1/instances/?limit=25";
-      if (!token.empty()) path += "&after_token=" + httplib::detail::encode_url(json(token).dump());
+      if (!token.empty()) path += "&after_token=" + pf::market::url_encode(token);
       auto r = c.Get(path.c_str());
       if (!r) throw std::runtime_error("market-sim unreachable");
       auto j = json::parse(r->body);
@@ -231,7 +233,7 @@ max_samples = 12
   }
 
   fs::path dir_;
-  Subprocess sim_, manager_;
+  std::optional<Subprocess> sim_, manager_;
   Url sim_url_, mgr_url_;
   std::string token_;
 };
@@ -288,8 +290,8 @@ TEST_F(ManagerE2E, ManagerKilledMidFlightLosesNothingAndRentsNothingTwice) {
   std::int64_t b_id = deploy_cheapest(1);
   Agent a = register_agent(a_id);
   heartbeat(a, "fetching_params", 2e9);
-  ASSERT_EQ(::kill(manager_.pid(), SIGKILL), 0);
-  ASSERT_TRUE(manager_.wait_exit(10s));
+  ASSERT_EQ(::kill(manager_->pid(), SIGKILL), 0);
+  ASSERT_TRUE(manager_->wait_exit(10s));
   start_manager();  // same database
   EXPECT_EQ(state_of(a_id), "fetching_params");
   EXPECT_EQ(state_of(b_id), "booting");
