@@ -257,6 +257,7 @@ ApiResult<RegisterReply> Manager::agent_register(const RegisterRequest& req) {
   // A re-register (agent restarted) returns the same instance with a fresh token.
   const bool again = !rec->token_hash.empty();
   const std::string token = random_token();
+  token_ids_.erase(rec->token_hash);
   rec->token_hash = hash_token(token);
   rec->last_heartbeat_at = clock_();
   store_.transaction([&] {
@@ -297,8 +298,15 @@ std::optional<std::int64_t> Manager::authenticate_agent(const std::string& token
   // The lookup is by SHA-256 of a 256-bit random token, so an index lookup reveals nothing a
   // timing attack could use; the final comparison is constant-time anyway.
   const std::string h = hash_token(token);
+  std::lock_guard lock(mu_);
+  // Every agent call authenticates; remembering hash → id saves a row read per call. The cache
+  // is only an index: register rotates tokens and drops the old entry under the same lock.
+  if (auto it = token_ids_.find(h); it != token_ids_.end()) return it->second;
   auto rec = store_.instance_by_token_hash(h);
-  if (rec && tokens_equal(rec->token_hash, h)) return rec->id;
+  if (rec && tokens_equal(rec->token_hash, h)) {
+    token_ids_[h] = rec->id;
+    return rec->id;
+  }
   return std::nullopt;
 }
 

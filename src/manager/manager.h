@@ -167,6 +167,7 @@ class Manager {
   std::map<std::int64_t, double> bench_since_;  // agent-clock start of each benchmark
   std::set<std::int64_t> throttled_seen_;       // instances whose GPU reported throttling
   std::string last_reconcile_error_;
+  std::map<std::string, std::int64_t> token_ids_;  // agent token hash → instance id
 };
 
 // Random token (hex of 32 bytes from the OS) and its SHA-256 hex.

@@ -1,0 +1,192 @@
+// heartbeat_vs_bare_ratio: sustained agent heartbeat + event ingestion (authenticated,
+// persisted to a file-backed SQLite store) from 200 concurrent simulated agents, divided by the
+// throughput of a bare handler returning 200 on the same server stack, in the same process.
+// Target ≥ 0.5. Also prints p99 latencies.
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "manager/http_api.h"
+#include "manager/manager.h"
+#include "store/store.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+// Heartbeats and events never reach the market; a Market that refuses everything is enough.
+class UnreachableMarket final : public pf::market::Market {
+  static pf::market::MarketError err() {
+    return {pf::market::ErrorKind::Transport, 0, "", "benchmark: no market"};
+  }
+
+ public:
+  pf::market::Result<pf::market::SearchResult> search_offers(
+      const pf::market::SearchRequest&) override {
+    return tl::unexpected(err());
+  }
+  pf::market::Result<pf::market::CreateResult> create_instance(
+      const pf::market::CreateRequest&) override {
+    return tl::unexpected(err());
+  }
+  pf::market::Result<std::vector<pf::market::Instance>> list_instances(
+      const std::optional<std::string>&) override {
+    return tl::unexpected(err());
+  }
+  pf::market::Result<std::optional<pf::market::Instance>> show_instance(std::int64_t) override {
+    return tl::unexpected(err());
+  }
+  pf::market::Result<void> destroy_instance(std::int64_t) override {
+    return tl::unexpected(err());
+  }
+  pf::market::Result<void> set_label(std::int64_t, const std::string&) override {
+    return tl::unexpected(err());
+  }
+};
+
+struct Phase {
+  double seconds = 0;
+  std::size_t requests = 0;
+  std::size_t failures = 0;
+  double p99_ms = 0;
+  // Answered requests per second: a refused connection is not throughput.
+  double throughput() const { return static_cast<double>(requests - failures) / seconds; }
+};
+
+// `agents` threads each send requests built by `next(agent, i)` for `seconds`.
+template <typename Next>
+Phase load(int port, int agents, double seconds, Next next) {
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::vector<double> latencies;
+  std::atomic<std::size_t> failures{0};
+  auto start = Clock::now();
+  auto end = start + std::chrono::duration<double>(seconds);
+  for (int a = 0; a < agents; ++a) {
+    threads.emplace_back([&, a] {
+      httplib::Client c("127.0.0.1", port);
+      // One connection per request: keep-alive races the server closing idle connections.
+      c.set_keep_alive(false);
+      c.set_read_timeout(30, 0);
+      std::vector<double> mine;
+      for (int i = 0; Clock::now() < end; ++i) {
+        auto [path, token, body] = next(a, i);
+        httplib::Headers h{{"Authorization", "Bearer " + token}};
+        auto t0 = Clock::now();
+        auto r = c.Post(path.c_str(), h, body, "application/json");
+        mine.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        if (!r || r->status != 200) {
+          if (failures++ < 3) {
+            std::fprintf(stderr, "# failed %s: %s\n", path.c_str(),
+                         r ? (std::to_string(r->status) + " " + r->body).c_str()
+                           : httplib::to_string(r.error()).c_str());
+          }
+        }
+      }
+      std::lock_guard lock(mu);
+      latencies.insert(latencies.end(), mine.begin(), mine.end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  Phase p;
+  p.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  p.requests = latencies.size();
+  p.failures = failures;
+  if (!latencies.empty()) {
+    std::sort(latencies.begin(), latencies.end());
+    p.p99_ms = latencies[std::min(latencies.size() - 1, latencies.size() * 99 / 100)];
+  }
+  return p;
+}
+
+}  // namespace
+
+int main() {
+  const int agents = 200;
+  const double seconds = 4;
+  auto dir = std::filesystem::temp_directory_path() / ("pf-hb-bench-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto store = pf::store::open_store((dir / "bench.db").string());
+  UnreachableMarket market;
+  pf::manager::ManagerConfig cfg;
+  pf::manager::Manager manager(*store, market, cfg, [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  });
+
+  // 200 instances already registered and fetching parameters.
+  std::vector<std::string> tokens;
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (int a = 0; a < agents; ++a) {
+    pf::core::InstanceRecord r;
+    r.deployment_id = "bench-" + std::to_string(a);
+    r.offer.id = 1000 + a;
+    r.offer.machine_id = 5000 + a;
+    r.offer.gpu_name = "RTX 4090";
+    r.offer.num_gpus = 1;
+    r.offer.dph_total = 0.4;
+    r.state = pf::core::InstanceState::FetchingParams;
+    r.created_at = r.state_since = r.last_heartbeat_at = now;
+    tokens.push_back(pf::manager::random_token());
+    r.token_hash = pf::manager::hash_token(tokens.back());
+    store->insert_instance(r);
+  }
+
+  httplib::Server server;
+  server.new_task_queue = [] { return new httplib::ThreadPool(64); };
+  pf::manager::ApiOptions opts;
+  opts.operator_token_hash = pf::manager::hash_token("bench-operator");
+  pf::manager::HttpApi api(manager, opts);
+  api.mount(server);
+  server.Post("/bare", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{}", "application/json");
+  });
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+
+  const json heartbeat = {{"phase", "fetching_params"},
+                          {"params", {{"done", 1e9}, {"total", 47e9}, {"bytes_per_s", 1e8}}},
+                          {"prover", {{"in_flight", 0}, {"completed", 0}, {"failed", 0}}},
+                          {"gpus", json::array({{{"util", 0}}})}};
+  const std::string hb_body = heartbeat.dump();
+  std::vector<std::int64_t> seq(agents, 0);
+  auto agent_request = [&](int a, int i) {
+    if (i % 2 == 0) return std::make_tuple(std::string("/api/v1/agent/heartbeat"), tokens[a], hb_body);
+    json ev = {{"events",
+                json::array({{{"seq", ++seq[a]},
+                              {"type", "proof_done"},
+                              {"phase", "warmup"},
+                              {"seconds", 300},
+                              {"at", now + i}}})}};
+    return std::make_tuple(std::string("/api/v1/agent/events"), tokens[a], ev.dump());
+  };
+  auto bare_request = [&](int a, int) {
+    return std::make_tuple(std::string("/bare"), tokens[a], hb_body);
+  };
+
+  Phase bare = load(port, agents, seconds, bare_request);
+  Phase agent = load(port, agents, seconds, agent_request);
+  server.stop();
+  serving.join();
+  std::filesystem::remove_all(dir);
+
+  std::printf("heartbeat_vs_bare_ratio: %.3f\n", agent.throughput() / bare.throughput());
+  std::printf("heartbeat_p99_ms: %.1f\n", agent.p99_ms);
+  std::printf("bare_p99_ms: %.1f\n", bare.p99_ms);
+  std::printf("# %d agents, %.0f s each: agent %.0f req/s (%zu failed), bare %.0f req/s (%zu failed)\n",
+              agents, seconds, agent.throughput(), agent.failures, bare.throughput(),
+              bare.failures);
+  return agent.failures == 0 ? 0 : 1;
+}
