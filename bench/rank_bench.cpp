@@ -72,7 +72,8 @@ int main() {
   const int n = 10000;
   const std::string body = make_offers_json(n);
   std::vector<pf::core::Offer> offers;
-  for (const auto& j : nlohmann::json::parse(body)["offers"]) {
+  const auto doc = nlohmann::json::parse(body);  // named: a temporary would die before the loop
+  for (const auto& j : doc["offers"]) {
     offers.push_back(*pf::market::offer_from_vast_json(j));
   }
   pf::core::RankConfig cfg;
@@ -81,8 +82,10 @@ int main() {
   std::size_t sink = 0;
   double parse_s = best_seconds(7, [&] { sink += nlohmann::json::parse(body)["offers"].size(); });
   double convert_s = best_seconds(7, [&] {
-    auto doc = nlohmann::json::parse(body);
-    for (const auto& j : doc["offers"]) sink += offer_from_vast_json(j)->data_flags.size();
+    auto parsed = nlohmann::json::parse(body);
+    for (const auto& j : parsed["offers"]) {
+      sink += pf::market::offer_from_vast_json(j)->data_flags.size();
+    }
   });
   double rank_s = best_seconds(7, [&] {
     auto ranked = pf::core::rank_offers(offers, cfg, pf::core::RankOrder::Cost);
