@@ -16,6 +16,8 @@ int run(int argc, char** argv) {
   register_market_sim(app);
   register_sim(app);
   register_serve(app);
+  register_agent(app);
+  register_plan(app);
   register_fleet_commands(app);
   try {
     app.parse(argc, argv);

@@ -19,6 +19,8 @@ void register_offers(CLI::App& app);
 void register_market_sim(CLI::App& app);
 void register_sim(CLI::App& app);
 void register_serve(CLI::App& app);
+void register_agent(CLI::App& app);
+void register_plan(CLI::App& app);
 // deploy, destroy, instances, hosts, bad-hosts, status: clients of a running manager.
 void register_fleet_commands(CLI::App& app);
 

@@ -37,6 +37,10 @@ struct SweepPoint {
   int expected_warmup;  // no PCE file yet: 14 GiB extraction transient on top
 };
 
+void PrintTo(const SweepPoint& s, std::ostream* os) {
+  *os << s.ram << " GiB";
+}
+
 class PlannerSweep : public ::testing::TestWithParam<SweepPoint> {};
 
 TEST_P(PlannerSweep, FitsTheMemoryAndRunsAtLeastWhatCuzkRan) {
@@ -63,7 +67,10 @@ INSTANTIATE_TEST_SUITE_P(CuzkRamSweep, PlannerSweep,
                          ::testing::Values(SweepPoint{128, 2, 3, 1, 2},
                                            SweepPoint{256, 7, 12, 2, 11},
                                            SweepPoint{384, 10, 14, 2, 14},
-                                           SweepPoint{512, 12, 14, 2, 14}));
+                                           SweepPoint{512, 12, 14, 2, 14}),
+                         [](const ::testing::TestParamInfo<SweepPoint>& point) {
+                           return std::to_string(static_cast<int>(point.param.ram)) + "GiB";
+                         });
 
 TEST(Planner, TheWarmupAt128GiBIsTheFieldsHandFix) {
   // The field ran the first proof by hand with partition_workers=2 on 128 GiB boxes.

@@ -1,0 +1,78 @@
+// Child processes for the agent: the prover daemon, per-proof commands and nvidia-smi. Each
+// child runs in its own process group (terminate() signals the whole group, so helpers it
+// starts go too) and is SIGKILLed if the agent dies (PR_SET_PDEATHSIG): a restarted agent must
+// never find an orphaned daemon holding the GPU, the port and the memory.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tl/expected.hpp>
+#include <vector>
+
+namespace pf::agent {
+
+struct ExitStatus {
+  int code = -1;   // exit code when it exited normally, else -1
+  int signal = 0;  // the signal that ended it, else 0
+  bool killed_by(int sig) const { return signal == sig; }
+  // "exit code 3", "killed by signal 9 (SIGKILL)"
+  std::string describe() const;
+};
+
+struct ChildOptions {
+  std::vector<std::string> argv;  // argv[0] is searched in PATH when it has no '/'
+  // Added to (or replacing in) the agent's environment, which children inherit without
+  // PROVERFLEET_SECRET.
+  std::map<std::string, std::string> env;
+  std::string working_dir;  // empty: the agent's
+  // Called on the reader thread for every complete output line (and a final partial line).
+  std::function<void(const std::string& line, bool from_stderr)> on_line;
+};
+
+class ChildProcess {
+ public:
+  // Starts the child. The error names the program and the reason (e.g. not found).
+  static tl::expected<std::unique_ptr<ChildProcess>, std::string> spawn(ChildOptions options);
+  ~ChildProcess();  // terminates the group (SIGTERM, SIGKILL after 5 s) if still running
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // The exit status once the child has exited, without blocking.
+  std::optional<ExitStatus> poll();
+  // Waits up to `timeout` for the child to exit (and its output to be read).
+  std::optional<ExitStatus> wait(std::chrono::milliseconds timeout);
+  // SIGTERM to the group, SIGKILL after `grace`. Idempotent.
+  ExitStatus terminate(std::chrono::milliseconds grace);
+
+ private:
+  ChildProcess() = default;
+  void read_loop(int out_fd, int err_fd);
+
+  pid_t pid_ = -1;
+  std::mutex mutex_;
+  std::optional<ExitStatus> status_;
+  std::function<void(const std::string&, bool)> on_line_;
+  std::thread reader_;
+};
+
+struct Captured {
+  ExitStatus status;
+  std::string out;
+  std::string err;
+};
+
+// Runs a command to completion and returns its output; killed after `timeout`.
+tl::expected<Captured, std::string> run_capture(const std::vector<std::string>& argv,
+                                                std::chrono::milliseconds timeout,
+                                                const std::map<std::string, std::string>& env = {});
+
+}  // namespace pf::agent

@@ -1,0 +1,144 @@
+#include "agent/prover_command.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/text.h"
+
+namespace pf::agent {
+namespace {
+
+std::string last_line(const std::string& text) {
+  std::size_t end = text.find_last_not_of("\r\n");
+  if (end == std::string::npos) return "";
+  const std::size_t begin = text.rfind('\n', end);
+  return text.substr(begin == std::string::npos ? 0 : begin + 1,
+                     end - (begin == std::string::npos ? 0 : begin + 1) + 1);
+}
+
+}  // namespace
+
+CommandProver::CommandProver(CommandProverOptions options, const AgentClock& clock)
+    : options_(std::move(options)), clock_(clock) {}
+
+CommandProver::~CommandProver() {
+  stop();
+}
+
+tl::expected<std::string, std::string> CommandProver::start(const core::ProverPlan& plan,
+                                                            bool warmup) {
+  if (options_.command.empty()) {
+    return tl::unexpected(std::string("the command prover needs a command (--prover-command)"));
+  }
+  std::lock_guard lock(mu_);
+  partitions_ = warmup ? plan.warmup_partitions : plan.partitions;
+  gpus_ = std::max(1, plan.gpus);
+  budget_gib_ = warmup ? plan.warmup_budget_gib : plan.total_budget_gib;
+  stopping_ = false;
+  running_ = true;
+  oom_ = false;
+  return "command prover: " + options_.command + " (" + std::to_string(partitions_) +
+         " partitions)";
+}
+
+ProofOutcome CommandProver::prove(const ProofJob& job) {
+  std::map<std::string, std::string> env = options_.env;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ || !running_) return {ProofOutcome::Kind::Stopped, 0, 0, 0, "stopped"};
+    env["PF_PROOF_INDEX"] = std::to_string(job.index);
+    env["PF_PROOF_WARMUP"] = job.warmup ? "1" : "0";
+    env["PF_PARTITIONS"] = std::to_string(partitions_);
+    env["PF_GPUS"] = std::to_string(gpus_);
+    env["PF_TOTAL_BUDGET_GIB"] = core::fixed(budget_gib_, 0);
+  }
+  const auto oom_before = read_oom_kills(options_.probe_root);
+  auto output = std::make_shared<std::pair<std::string, std::string>>();
+  auto out_mu = std::make_shared<std::mutex>();
+  ChildOptions co;
+  co.argv = {"/bin/sh", "-c", options_.command};
+  co.env = env;
+  co.on_line = [output, out_mu](const std::string& line, bool err) {
+    std::lock_guard lock(*out_mu);
+    std::string& s = err ? output->second : output->first;
+    if (s.size() < (64u << 10)) s += line + "\n";
+  };
+  const double started = clock_.now();
+  auto child = ChildProcess::spawn(std::move(co));
+  if (!child) return {ProofOutcome::Kind::Failed, 0, 0, 0, child.error()};
+  ChildProcess* raw = child->get();
+  // Waits in short slices so a stop() is noticed; the child is only ever touched by the
+  // thread that owns it.
+  const auto deadline = std::chrono::steady_clock::now() + clock_.real(options_.proof_timeout_s);
+  std::optional<ExitStatus> status;
+  bool timed_out = false;
+  while (!status) {
+    status = raw->wait(std::chrono::milliseconds(200));
+    if (status) break;
+    bool stop_now = false;
+    {
+      std::lock_guard lock(mu_);
+      stop_now = stopping_;
+    }
+    if (stop_now || std::chrono::steady_clock::now() >= deadline) {
+      timed_out = !stop_now;
+      status = raw->terminate(std::chrono::seconds(5));
+    }
+  }
+  child->reset();  // joins the output reader
+  const double seconds = clock_.now() - started;
+  std::lock_guard lock(mu_);
+  if (stopping_) return {ProofOutcome::Kind::Stopped, 0, 0, 0, "stopped"};
+  if (timed_out) {
+    return {ProofOutcome::Kind::Failed, 0, 0, 0,
+            "proof command timed out after " + core::fixed(options_.proof_timeout_s, 0) + " s"};
+  }
+  if (killed_for_memory(*status, oom_before, read_oom_kills(options_.probe_root))) {
+    oom_ = true;
+    running_ = false;
+    last_message_ = "proof command " + status->describe() + " (out of memory)";
+    return {ProofOutcome::Kind::OutOfMemory, 0, 0, 0, last_message_};
+  }
+  if (status->code != 0) {
+    std::lock_guard out_lock(*out_mu);
+    const std::string why = last_line(output->second.empty() ? output->first : output->second);
+    return {ProofOutcome::Kind::Failed, 0, 0, 0,
+            "proof command " + status->describe() + (why.empty() ? "" : ": " + why)};
+  }
+  ProofOutcome out;
+  out.kind = ProofOutcome::Kind::Completed;
+  out.seconds = std::max(seconds, 1e-3);
+  std::lock_guard out_lock(*out_mu);
+  const auto report = nlohmann::json::parse(last_line(output->first), nullptr, false);
+  if (report.is_object()) {
+    auto num = [&](const char* key, double& field) {
+      if (report.contains(key) && report[key].is_number()) {
+        const double v = report[key].get<double>();
+        if (std::isfinite(v) && v >= 0) field = v;
+      }
+    };
+    num("seconds", out.seconds);
+    num("gpu_ms", out.gpu_ms);
+    num("queue_ms", out.queue_ms);
+    if (out.seconds <= 0) out.seconds = std::max(seconds, 1e-3);
+  }
+  return out;
+}
+
+ProverHealth CommandProver::health() {
+  std::lock_guard lock(mu_);
+  return ProverHealth{running_, oom_, oom_ ? last_message_ : (running_ ? "running" : "stopped")};
+}
+
+void CommandProver::stop() {
+  // Running proofs notice within their next wait slice and end their own child.
+  std::lock_guard lock(mu_);
+  stopping_ = true;
+  running_ = false;
+}
+
+std::optional<double> CommandProver::peak_memory_gib() {
+  return read_cgroup_peak_gib(options_.probe_root);
+}
+
+}  // namespace pf::agent
