@@ -385,6 +385,8 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
           }
         }
       } else if (ev.type == "prover_started") {
+        // The agent's plan (partitions, memory budget) is kept so benchmark runs record it.
+        if (ev.data.contains("plan")) rec.plan_json = ev.data["plan"].dump();
         event(id, "agent", "prover started" + (ev.message.empty() ? "" : ": " + ev.message),
               ev.data);
         auto msg = core::apply_transition(rec, S::WarmingUp, now, "prover started",

@@ -59,6 +59,7 @@ class ManagerTest : public ::testing::Test {
     AgentEvent started;
     started.seq = 1;
     started.type = "prover_started";
+    started.data = {{"plan", {{"partitions", 12}}}};
     ASSERT_TRUE(manager_->agent_events(id, {started}));
     ASSERT_TRUE(manager_->agent_events(id, {proof(2, t0, "warmup")}));
   }
@@ -196,6 +197,7 @@ TEST_F(ManagerTest, FastHostIsAcceptedAndProves) {
   auto runs = store_->all_bench_runs();
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].host.machine_id, 11);
+  EXPECT_EQ(nlohmann::json::parse(runs[0].plan_json)["partitions"], 12);
   EXPECT_FALSE(runs[0].contended);
   // Later proofs count as production.
   ASSERT_TRUE(manager_->agent_events(id, {proof(40, t + 40)}));
