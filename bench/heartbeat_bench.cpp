@@ -152,7 +152,13 @@ int main() {
   server.Post("/bare", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{}", "application/json");
   });
+  auto listen_fd = std::make_shared<std::atomic<int>>(-1);
+  server.set_socket_options([listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd->store(sock);
+  });
   int port = server.bind_to_any_port("127.0.0.1");
+  ::listen(listen_fd->load(), 1024);
   std::thread serving([&] { server.listen_after_bind(); });
   while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
 

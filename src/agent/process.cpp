@@ -1,5 +1,6 @@
 #include "agent/process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 extern char** environ;
@@ -93,7 +95,7 @@ tl::expected<std::unique_ptr<ChildProcess>, std::string> ChildProcess::spawn(Chi
   const std::string program = options.argv[0];
   // Everything the child needs is prepared before fork: after it only async-signal-safe calls.
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
+  for (char** e = options.inherit_env ? environ : nullptr; e != nullptr && *e != nullptr; ++e) {
     std::string entry(*e);
     const std::string name = entry.substr(0, entry.find('='));
     // The registration secret stays with the agent: a prover command is anybody's program.
@@ -271,9 +273,46 @@ ExitStatus ChildProcess::terminate(std::chrono::milliseconds grace) {
   return ExitStatus{};
 }
 
+bool ChildProcess::signal_group(int sig) {
+  std::lock_guard lock(mutex_);
+  if (status_ || pid_ <= 0) return false;
+  return kill(-pid_, sig) == 0;
+}
+
 ChildProcess::~ChildProcess() {
   if (pid_ > 0) terminate(std::chrono::seconds(5));
   if (reader_.joinable()) reader_.join();
+}
+
+bool group_has_live_members(pid_t pgid) {
+  if (pgid <= 0) return false;
+  if (kill(-pgid, 0) != 0) return errno == EPERM;
+  // kill() also reaches zombies; /proc tells them apart (field 3 is the state, field 5 the
+  // process group, both after the command name in parentheses, which may itself hold ')').
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return true;
+  bool alive = false;
+  while (!alive) {
+    const dirent* entry = readdir(proc);
+    if (entry == nullptr) break;
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    const std::string path = std::string("/proc/") + entry->d_name + "/stat";
+    char buf[512];
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    const char* close_paren = std::strrchr(buf, ')');
+    if (close_paren == nullptr) continue;
+    char state = 0;
+    long ppid = 0, group = 0;
+    if (std::sscanf(close_paren + 1, " %c %ld %ld", &state, &ppid, &group) != 3) continue;
+    if (group == pgid && state != 'Z' && state != 'X') alive = true;
+  }
+  closedir(proc);
+  return alive;
 }
 
 tl::expected<Captured, std::string> run_capture(const std::vector<std::string>& argv,

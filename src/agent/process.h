@@ -32,6 +32,9 @@ struct ChildOptions {
   // Added to (or replacing in) the agent's environment, which children inherit without
   // PROVERFLEET_SECRET.
   std::map<std::string, std::string> env;
+  // false: the child gets `env` only (market-sim's instances must not see its environment,
+  // which may hold the market API key).
+  bool inherit_env = true;
   std::string working_dir;  // empty: the agent's
   // Called on the reader thread for every complete output line (and a final partial line).
   std::function<void(const std::string& line, bool from_stderr)> on_line;
@@ -52,6 +55,11 @@ class ChildProcess {
   std::optional<ExitStatus> wait(std::chrono::milliseconds timeout);
   // SIGTERM to the group, SIGKILL after `grace`. Idempotent.
   ExitStatus terminate(std::chrono::milliseconds grace);
+  // Sends `sig` to the whole group without waiting; false once the child has been reaped (its
+  // group id may then belong to someone else). Reaping happens only in poll(), so a caller
+  // that wants the group to outlive its leader for a while (a grace period after SIGTERM)
+  // simply does not poll meanwhile.
+  bool signal_group(int sig);
 
  private:
   ChildProcess() = default;
@@ -69,6 +77,10 @@ struct Captured {
   std::string out;
   std::string err;
 };
+
+// True while process group `pgid` has a member that is not a zombie: a group whose leader
+// exited can still hold its children (a shell running the agent).
+bool group_has_live_members(pid_t pgid);
 
 // Runs a command to completion and returns its output; killed after `timeout`.
 tl::expected<Captured, std::string> run_capture(const std::vector<std::string>& argv,

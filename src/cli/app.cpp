@@ -19,6 +19,7 @@ int run(int argc, char** argv) {
   register_agent(app);
   register_plan(app);
   register_fleet_commands(app);
+  register_demo(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,12 +1,16 @@
 #include "cli/config.h"
 
+#include <toml++/toml.h>
+
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
-#include <toml++/toml.h>
+extern char** environ;
 
 namespace pf::cli {
 namespace {
@@ -15,13 +19,65 @@ struct ConfigError {
   std::string message;
 };
 
+// Sections whose keys may be overridden by PROVERFLEET_<SECTION>_<KEY> variables.
+const char* const kSections[] = {"economics", "setup",      "predictor", "market",
+                                 "lifecycle", "acceptance", "deploy",    "autopilot"};
+
+std::string env_name(const std::string& path, const char* key) {
+  std::string name = "PROVERFLEET_" + path + "_" + key;
+  for (auto& c : name)
+    c = c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+// The PROVERFLEET_<SECTION>_* variables of `env`: each must name a key, so a misspelt
+// variable is reported instead of silently leaving a default in place.
+class EnvOverrides {
+ public:
+  explicit EnvOverrides(const Environment& env) {
+    for (const auto& [name, value] : env) {
+      for (const char* section : kSections) {
+        std::string prefix = "PROVERFLEET_" + std::string(section) + "_";
+        for (auto& c : prefix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        if (name.rfind(prefix, 0) == 0) unclaimed_[name] = value;
+      }
+    }
+  }
+  // The value of the variable for path.key, if set (and marks it as used).
+  std::optional<std::string> take(const std::string& path, const char* key) {
+    auto it = unclaimed_.find(env_name(path, key));
+    if (it == unclaimed_.end()) return std::nullopt;
+    std::string value = it->second;
+    claimed_.insert(it->first);
+    return value;
+  }
+  void finish() const {
+    for (const auto& [name, value] : unclaimed_) {
+      if (!claimed_.count(name)) {
+        throw ConfigError{"unknown setting in the environment: " + name +
+                          " (PROVERFLEET_<SECTION>_<KEY> must name a key of " +
+                          "proverfleet.example.toml)"};
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::string> unclaimed_;
+  std::set<std::string> claimed_;
+};
+
 // Reads one table, remembering which keys were consumed so leftovers can be reported.
 class TableReader {
  public:
-  TableReader(const toml::table* table, std::string path) : table_(table), path_(std::move(path)) {}
+  TableReader(const toml::table* table, std::string path, EnvOverrides* env = nullptr)
+      : table_(table), path_(std::move(path)), env_(env) {}
 
   void number(const char* key, double& out) {
     const toml::node* n = get(key);
+    if (auto text = from_env(key)) {
+      out = env_number(key, *text);
+      return;
+    }
     if (!n) return;
     if (auto v = n->value<double>()) {
       out = *v;
@@ -43,6 +99,10 @@ class TableReader {
   }
   void string(const char* key, std::string& out) {
     const toml::node* n = get(key);
+    if (auto text = from_env(key)) {
+      out = *text;
+      return;
+    }
     if (!n) return;
     if (auto v = n->value<std::string>()) {
       out = *v;
@@ -52,9 +112,37 @@ class TableReader {
   }
   void optional_string(const char* key, std::optional<std::string>& out) {
     std::string s;
-    if (!table_ || !table_->contains(key)) return;
+    const bool in_env = env_ && env_->take(path_, key).has_value();
+    if (!in_env && (!table_ || !table_->contains(key))) return;
     string(key, s);
     out = s;
+  }
+  void boolean(const char* key, bool& out) {
+    const toml::node* n = get(key);
+    if (auto text = from_env(key)) {
+      if (*text == "true" || *text == "1" || *text == "yes") {
+        out = true;
+      } else if (*text == "false" || *text == "0" || *text == "no") {
+        out = false;
+      } else {
+        throw ConfigError{env_name(path_, key) + " (" + where(key) +
+                          ") must be true or false, got '" + *text + "'"};
+      }
+      return;
+    }
+    if (!n) return;
+    if (auto v = n->value<bool>()) {
+      out = *v;
+      return;
+    }
+    fail(key, "true or false");
+  }
+  void optional_number(const char* key, std::optional<double>& out) {
+    const bool in_env = env_ && env_->take(path_, key).has_value();
+    if (!in_env && (!table_ || !table_->contains(key))) return;
+    double v = 0;
+    number(key, v);
+    out = v;
   }
   const toml::node* raw(const char* key) { return get(key); }
 
@@ -74,6 +162,24 @@ class TableReader {
     if (!table_) return nullptr;
     return table_->get(key);
   }
+  std::optional<std::string> from_env(const char* key) {
+    if (!env_ || path_.empty()) return std::nullopt;
+    return env_->take(path_, key);
+  }
+  double env_number(const char* key, const std::string& text) const {
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size()) {
+      throw ConfigError{env_name(path_, key) + " (" + where(key) + ") must be a number, got '" +
+                        text + "'"};
+    }
+    return v;
+  }
   std::string prefix() const { return path_.empty() ? "" : path_ + "."; }
   std::string where(const char* key) const { return "'" + prefix() + key + "'"; }
   [[noreturn]] void fail(const char* key, const char* expected) const {
@@ -82,6 +188,7 @@ class TableReader {
 
   const toml::table* table_;
   std::string path_;
+  EnvOverrides* env_;
   std::set<std::string> seen_;
 };
 
@@ -122,7 +229,7 @@ void read_priors(const toml::node* node, core::PredictorConfig& pred) {
   }
 }
 
-AppConfig from_table(const toml::table& root) {
+AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   AppConfig cfg;
   cfg.rank.predictor = core::default_predictor_config();
   TableReader top(&root, "");
@@ -133,15 +240,17 @@ AppConfig from_table(const toml::table& root) {
   top.raw("lifecycle");
   top.raw("acceptance");
   top.raw("deploy");
+  top.raw("autopilot");
   top.finish();
 
-  TableReader econ(subtable(root, "economics"), "economics");
+  TableReader econ(subtable(root, "economics"), "economics", &env);
   econ.positive("revenue_per_proof_usd", cfg.rank.economics.revenue_per_proof_usd);
   econ.positive("target_cost_per_proof_usd", cfg.rank.economics.target_cost_per_proof_usd);
+  econ.boolean("profit_objective", cfg.profit_objective);
   econ.finish();
 
   auto& s = cfg.rank.setup;
-  TableReader setup(subtable(root, "setup"), "setup");
+  TableReader setup(subtable(root, "setup"), "setup", &env);
   setup.number("boot_h", s.boot_h);
   setup.positive("params_bytes", s.params_bytes);
   setup.fraction("download_speed_fraction", s.download_speed_fraction);
@@ -156,7 +265,7 @@ AppConfig from_table(const toml::table& root) {
   }
 
   auto& p = cfg.rank.predictor;
-  TableReader pred(subtable(root, "predictor"), "predictor");
+  TableReader pred(subtable(root, "predictor"), "predictor", &env);
   pred.positive("multi_gpu_exponent", p.multi_gpu_exponent);
   pred.positive("cores_per_gpu_full", p.cores_per_gpu_full);
   pred.number("pcie_slow_gbs_per_gpu", p.pcie_slow_gbs_per_gpu);
@@ -168,7 +277,7 @@ AppConfig from_table(const toml::table& root) {
   pred.finish();
 
   auto& l = cfg.lifecycle;
-  TableReader life(subtable(root, "lifecycle"), "lifecycle");
+  TableReader life(subtable(root, "lifecycle"), "lifecycle", &env);
   life.positive("renting_max_s", l.renting_max_s);
   life.positive("boot_loading_max_s", l.boot_loading_max_s);
   life.positive("boot_register_grace_s", l.boot_register_grace_s);
@@ -197,7 +306,7 @@ AppConfig from_table(const toml::table& root) {
   }
 
   auto& a = cfg.acceptance;
-  TableReader acc(subtable(root, "acceptance"), "acceptance");
+  TableReader acc(subtable(root, "acceptance"), "acceptance", &env);
   double min_s = a.min_samples, max_s = a.max_samples;
   acc.positive("min_samples", min_s);
   acc.positive("max_samples", max_s);
@@ -213,27 +322,82 @@ AppConfig from_table(const toml::table& root) {
   l.bench_max_samples = a.max_samples;
 
   auto& d = cfg.deploy;
-  TableReader dep(subtable(root, "deploy"), "deploy");
+  TableReader dep(subtable(root, "deploy"), "deploy", &env);
   dep.string("image", d.image);
   dep.positive("disk_gb", d.disk_gb);
   dep.string("onstart", d.onstart);
   dep.positive("heartbeat_s", d.heartbeat_s);
+  dep.string("params_manifest", d.params_manifest);
   dep.finish();
   if (d.image.empty()) throw ConfigError{"'deploy.image' must not be empty"};
 
-  TableReader market(subtable(root, "market"), "market");
+  TableReader market(subtable(root, "market"), "market", &env);
   market.optional_string("vast_url", cfg.market.vast_url);
   market.optional_string("key_file", cfg.market.key_file);
   market.finish();
+
+  auto& ap = cfg.autopilot;
+  auto& pol = ap.policy;
+  TableReader pilot(subtable(root, "autopilot"), "autopilot", &env);
+  pilot.boolean("enabled", ap.enabled);
+  pilot.string("query", ap.query);
+  pilot.positive("interval_s", ap.interval_s);
+  pilot.positive("max_dollars_per_hour", pol.max_dollars_per_hour);
+  double max_instances = pol.max_instances, max_bench = pol.max_concurrent_benchmarks,
+         max_rents = pol.max_rents_per_decision;
+  pilot.positive("max_instances", max_instances);
+  pilot.positive("max_concurrent_benchmarks", max_bench);
+  pilot.positive("max_rents_per_decision", max_rents);
+  pol.max_instances = static_cast<int>(max_instances);
+  pol.max_concurrent_benchmarks = static_cast<int>(max_bench);
+  pol.max_rents_per_decision = static_cast<int>(max_rents);
+  pilot.optional_number("demand_proofs_per_hour", pol.demand_proofs_per_hour);
+  if (pol.demand_proofs_per_hour && *pol.demand_proofs_per_hour <= 0) {
+    throw ConfigError{"'autopilot.demand_proofs_per_hour' must be > 0 (leave it out for no limit)"};
+  }
+  pilot.number("exploration_budget_usd", pol.exploration_budget_usd);
+  if (pol.exploration_budget_usd < 0) {
+    throw ConfigError{"'autopilot.exploration_budget_usd' must be >= 0"};
+  }
+  double window_h = pol.exploration_window_s / 3600;
+  pilot.positive("exploration_window_h", window_h);
+  pol.exploration_window_s = window_h * 3600;
+  pilot.number("min_value_usd", pol.min_value_usd);
+  pilot.boolean("allow_shared_machines", pol.allow_shared_machines);
+  double ttl_h = pol.blocklist.base_ttl_s / 3600;
+  pilot.positive("block_base_ttl_h", ttl_h);
+  pol.blocklist.base_ttl_s = ttl_h * 3600;
+  pilot.fraction("block_max_pool_share", pol.blocklist.max_pool_share);
+  pilot.finish();
+  // One source of truth for money and setup: the policy scores with the same figures the
+  // ranking shows.
+  pol.scoring.economics = cfg.rank.economics;
+  pol.scoring.profit_objective = cfg.profit_objective;
+  pol.scoring.setup = cfg.rank.setup;
+  pol.predictor.base = cfg.rank.predictor;
+  env.finish();
   return cfg;
 }
 
 }  // namespace
 
-tl::expected<AppConfig, std::string> parse_config(const std::string& text, const std::string& name) {
+Environment process_environment() {
+  Environment env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string entry(*e);
+    const auto eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return env;
+}
+
+tl::expected<AppConfig, std::string> parse_config(const std::string& text, const std::string& name,
+                                                  const Environment& environment) {
   try {
     toml::table root = toml::parse(text, name);
-    AppConfig cfg = from_table(root);
+    EnvOverrides env(environment);
+    AppConfig cfg = from_table(root, env);
     cfg.source = name;
     return cfg;
   } catch (const toml::parse_error& e) {
@@ -255,15 +419,13 @@ tl::expected<AppConfig, std::string> load_config(const std::optional<std::string
   } else if (std::filesystem::exists("proverfleet.toml")) {
     chosen = "proverfleet.toml";
   } else {
-    AppConfig cfg;
-    cfg.rank.predictor = core::default_predictor_config();
-    return cfg;
+    return parse_config("", "built-in defaults", process_environment());
   }
   std::ifstream in(chosen);
   if (!in) return tl::unexpected("cannot read config file '" + chosen + "'");
   std::stringstream buf;
   buf << in.rdbuf();
-  return parse_config(buf.str(), chosen);
+  return parse_config(buf.str(), chosen, process_environment());
 }
 
 }  // namespace pf::cli

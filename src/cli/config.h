@@ -3,13 +3,14 @@
 // silently leaves a default in place.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
-
 #include <tl/expected.hpp>
 
 #include "core/acceptance.h"
 #include "core/lifecycle.h"
+#include "core/policy.h"
 #include "core/ranking.h"
 
 namespace pf::cli {
@@ -25,6 +26,19 @@ struct DeploySettings {
   double disk_gb = 200;
   std::string onstart = "proverfleet agent";
   double heartbeat_s = 10;
+  // The parameter files agents fetch: a URL or a file holding a JSON array of
+  // {name, url, bytes, digest}. Empty: agents are handed no manifest.
+  std::string params_manifest;
+};
+
+// The manager's autopilot: runs core::decide() on the live fleet every interval.
+struct AutopilotSettings {
+  bool enabled = false;
+  // Offers considered, in the `offers` query language; the CLI defaults (verified, rentable,
+  // not rented, not external) are added.
+  std::string query = "num_gpus>=1";
+  double interval_s = 60;
+  core::PolicyConfig policy;  // caps; economics and setup come from their own sections
 };
 
 struct AppConfig {
@@ -33,14 +47,24 @@ struct AppConfig {
   core::AcceptanceConfig acceptance;
   DeploySettings deploy;
   MarketSettings market;
+  AutopilotSettings autopilot;
+  // Break-even means "a proof earns what it costs" (true) or "a proof costs the classic
+  // target" (false): for benchmark verdicts and the autopilot's scoring alike.
+  bool profit_objective = true;
   std::string source = "built-in defaults";  // which file was read, for messages
 };
 
+// Environment variables by name.
+using Environment = std::map<std::string, std::string>;
+Environment process_environment();
+
 // Reads `path` when given (must exist), else $PROVERFLEET_CONFIG, else ./proverfleet.toml if
-// present, else built-in defaults.
+// present, else built-in defaults. Then every PROVERFLEET_<SECTION>_<KEY> variable of the
+// process environment overrides that key (e.g. PROVERFLEET_ACCEPTANCE_MIN_SAMPLES=8).
 tl::expected<AppConfig, std::string> load_config(const std::optional<std::string>& path);
 
-// Parses TOML text (name is used in error messages).
-tl::expected<AppConfig, std::string> parse_config(const std::string& text, const std::string& name);
+// Parses TOML text (name is used in error messages), with overrides from `env`.
+tl::expected<AppConfig, std::string> parse_config(const std::string& text, const std::string& name,
+                                                  const Environment& env = {});
 
 }  // namespace pf::cli

@@ -1,5 +1,6 @@
 // The fleet commands: thin clients of a running manager's operator API (proverfleet serve).
-// `deploy`, `destroy`, `instances`, `hosts`, `bad-hosts ls|add|rm`, `status`. Human tables by
+// `deploy`, `destroy`, `instances`, `hosts`, `bad-hosts ls|add|rm`, `status`,
+// `autopilot status|pause|resume`. Human tables by
 // default, the API's JSON with --json; an API error is printed as "error: ..." (exit 1).
 #include <chrono>
 #include <cmath>
@@ -379,7 +380,70 @@ void register_status(CLI::App& app) {
               << "profit:     " << money(num(fleet, "profit_per_hour"), 3) << "/hr\n"
               << "spent:      " << money(num(fleet, "spend_usd"), 2) << " all time, "
               << integer(fleet, "proofs") << " production proofs\n";
+    const json pilot = fleet.value("autopilot", json::object());
+    std::cout << "autopilot:  "
+              << (!pilot.value("enabled", false) ? "off"
+                  : pilot.value("paused", false) ? "paused"
+                                                 : "on")
+              << "\n";
   });
+}
+
+// ---- autopilot ------------------------------------------------------------------------------
+
+void print_autopilot(const json& st) {
+  const bool enabled = st.value("enabled", false), paused = st.value("paused", false);
+  std::cout << "autopilot: "
+            << (!enabled ? "off (enable with autopilot.enabled in the config)"
+                : paused ? "paused"
+                         : "on");
+  if (paused && !str(st, "paused_by", "").empty()) {
+    std::cout << " (by " << str(st, "paused_by") << ", " << ago(st, "paused_at") << ")";
+  }
+  std::cout << "\n";
+  if (!enabled) return;
+  std::cout << "rounds: " << integer(st, "runs") << ", last " << ago(st, "last_run_at")
+            << "; rented " << integer(st, "rents") << ", dropped " << integer(st, "drops") << "\n";
+  if (!str(st, "last_error", "").empty())
+    std::cout << "last error: " << str(st, "last_error") << "\n";
+  const json recent = st.value("recent", json::array());
+  if (recent.empty()) return;
+  using A = Table::Align;
+  Table t({{"WHEN", A::Right},
+           {"ACTION"},
+           {"OFFER", A::Right},
+           {"INSTANCE", A::Right},
+           {"OK"},
+           {"REASON", A::Left, 80}});
+  for (const auto& d : recent) {
+    t.add_row({ago(d, "at"), str(d, "action"), integer(d, "offer_id"), integer(d, "instance_id"),
+               d.value("ok", false) ? "yes" : "no", str(d, "reason")});
+  }
+  t.print(std::cout);
+}
+
+void register_autopilot(CLI::App& app) {
+  auto* group = app.add_subcommand(
+      "autopilot",
+      "The manager's autopilot (GET/POST /api/v1/autopilot): show it, pause or resume it.\n"
+      "Pausing stops new rentals and drops; instances keep running and the lifecycle rules\n"
+      "(deadlines, verdicts, destroys) still apply. The pause survives a manager restart.");
+  group->require_subcommand(1);
+  auto add = [&](const char* name, const char* help, std::optional<bool> paused) {
+    auto flags = std::make_shared<ClientFlags>();
+    auto* cmd = group->add_subcommand(name, help);
+    add_client_flags(cmd, *flags);
+    cmd->callback([flags, paused] {
+      auto client = connect(*flags);
+      json st = paused ? ok_or_fail(client.post("/api/v1/autopilot", {{"paused", *paused}}))
+                       : ok_or_fail(client.get("/api/v1/autopilot"));
+      if (flags->json) return print_json(st);
+      print_autopilot(st);
+    });
+  };
+  add("status", "Whether it runs, its last round and its recent decisions", std::nullopt);
+  add("pause", "Stop renting and dropping until resumed", true);
+  add("resume", "Resume deciding", false);
 }
 
 }  // namespace
@@ -391,6 +455,7 @@ void register_fleet_commands(CLI::App& app) {
   register_hosts(app);
   register_bad_hosts(app);
   register_status(app);
+  register_autopilot(app);
 }
 
 }  // namespace pf::cli

@@ -2,13 +2,17 @@
 // and demo backend: nothing real is rented, instances only follow the scenario's truth.
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -19,9 +23,11 @@
 #include "cli/commands.h"
 #include "cli/serving.h"
 #include "core/text.h"
+#include "sim/agent_spawner.h"
 #include "sim/faults.h"
 #include "sim/market_sim.h"
 #include "sim/market_sim_server.h"
+#include "sim/param_stand_ins.h"
 #include "sim/scenario.h"
 
 namespace pf::cli {
@@ -37,7 +43,45 @@ struct MarketSimCliOptions {
   std::string api_key;
   double balance_usd = 1000;
   bool quiet = false;
+  bool spawn_agents = false;
+  std::string work_dir;
+  double param_stand_in_mib = 4;
+  double param_min_kib_s = 64;
 };
+
+// The default work directory: fresh, and gone when market-sim exits (with everything its
+// instances wrote).
+class TempWorkDir {
+ public:
+  TempWorkDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "proverfleet-market-sim-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw CommandFailed("cannot create a work directory under " +
+                          std::filesystem::temp_directory_path().string() + ": " +
+                          std::strerror(errno));
+    }
+    path_ = pattern;
+  }
+  ~TempWorkDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempWorkDir(const TempWorkDir&) = delete;
+  TempWorkDir& operator=(const TempWorkDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The directory of the running executable, so that an onstart's "proverfleet" is this binary.
+std::string own_bin_dir() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw CommandFailed("--spawn-agents: cannot find this executable: " + ec.message());
+  return exe.parent_path().string();
+}
 
 std::string money(double usd) {
   return "$" + core::fixed(usd, 2);
@@ -60,11 +104,27 @@ void run_market_sim(const MarketSimCliOptions& o) {
   }
   auto faults = sim::parse_fault_spec(o.faults);
   if (!faults) throw CommandFailed("--faults: " + faults.error());
+  if (!std::isfinite(o.param_min_kib_s) || o.param_min_kib_s <= 0) {
+    throw CommandFailed("--param-min-kib-s must be a number > 0");
+  }
+  if (!o.work_dir.empty() && !o.spawn_agents) {
+    throw CommandFailed("--work-dir holds the spawned agents' files: it needs --spawn-agents");
+  }
   auto scenario = sim::load_scenario(o.scenario_path);
   if (!scenario) throw CommandFailed(scenario.error());
   const std::string scenario_name = scenario->name;
   const std::size_t offer_count = scenario->offers.size();
   const double horizon_h = scenario->hours;
+
+  sim::ParamStandInOptions param_options;
+  param_options.total_mib = o.param_stand_in_mib;
+  param_options.real_bytes = scenario->params_bytes;
+  param_options.time_scale = o.time_scale;
+  param_options.min_bytes_per_s = o.param_min_kib_s * 1024;
+  auto stand_ins = sim::ParamStandIns::make(param_options);
+  if (!stand_ins)
+    throw CommandFailed("parameter stand-ins (--param-stand-in-mib): " + stand_ins.error());
+  auto params = std::make_shared<const sim::ParamStandIns>(std::move(*stand_ins));
 
   BlockedStopSignals stop_signals;
   ::signal(SIGPIPE, SIG_IGN);  // a client hanging up must not kill the server
@@ -84,17 +144,49 @@ void run_market_sim(const MarketSimCliOptions& o) {
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   sim_options.epoch_at_zero_s = epoch_now - start_h * sim_options.epoch_s_per_h;
 
+  auto log_mutex = std::make_shared<std::mutex>();
+  auto log = [log_mutex, clock_h](const std::string& line) {
+    std::lock_guard lock(*log_mutex);
+    std::cerr << "[t=" << core::fixed(clock_h(), 3) << "h] " << line << "\n";
+  };
+
   sim::MarketSimServerOptions server_options;
   if (!o.api_key.empty()) server_options.api_key = o.api_key;
   server_options.faults = *faults;
   server_options.fault_seed = o.fault_seed;
   server_options.clock_h = clock_h;
-  if (!o.quiet) {
-    auto log_mutex = std::make_shared<std::mutex>();
-    server_options.log = [log_mutex, clock_h](const std::string& line) {
-      std::lock_guard lock(*log_mutex);
-      std::cerr << "[t=" << core::fixed(clock_h(), 3) << "h] " << line << "\n";
+  server_options.params = params;
+  if (!o.quiet) server_options.log = log;
+
+  // Declared before the server so that they outlive its threads.
+  std::optional<TempWorkDir> temp_work_dir;
+  std::unique_ptr<sim::AgentSpawner> spawner;
+  std::string work_dir = o.work_dir;
+  if (o.spawn_agents) {
+    if (work_dir.empty()) {
+      temp_work_dir.emplace();
+      work_dir = temp_work_dir->path();
+    } else {
+      std::error_code ec;
+      std::filesystem::create_directories(work_dir, ec);
+      if (ec) throw CommandFailed("--work-dir " + work_dir + ": " + ec.message());
+    }
+    sim::AgentSpawnerOptions spawn_options;
+    spawn_options.work_dir = work_dir;
+    spawn_options.bin_dir = own_bin_dir();
+    if (const char* path = std::getenv("PATH"); path != nullptr && *path != '\0') {
+      spawn_options.path_after_bin_dir = path;
+    }
+    spawn_options.time_scale = time_scale;
+    spawn_options.seed = scenario->seed;
+    spawn_options.clock_h = clock_h;
+    spawn_options.log = log;  // even with --quiet: a handful of lines per instance
+    spawner = std::make_unique<sim::AgentSpawner>(std::move(spawn_options));
+    server_options.on_created = [s = spawner.get()](const sim::InstanceLaunch& launch,
+                                                    const sim::ScenarioOffer& offer) {
+      s->on_created(launch, offer);
     };
+    server_options.on_destroyed = [s = spawner.get()](std::int64_t id) { s->on_destroyed(id); };
   }
 
   sim::MarketSimServer server(sim::MarketSim(std::move(*scenario), sim_options), server_options);
@@ -115,7 +207,17 @@ void run_market_sim(const MarketSimCliOptions& o) {
             << "\n"
             << "faults: " << faults->to_string();
   if (faults->any()) std::cout << " (seed " << o.fault_seed << ")";
-  std::cout << "\nbalance: " << money(o.balance_usd) << std::endl;
+  std::cout << "\nbalance: " << money(o.balance_usd) << "\n";
+  std::cout << "params: " << params->files().size() << " stand-in files, "
+            << core::fixed(static_cast<double>(params->total_bytes()) / (1024.0 * 1024), 1)
+            << " MiB, manifest at http://" << shown_host << ":" << *port
+            << "/proverfleet-sim/params.json\n";
+  if (spawner) {
+    std::cout << "agents: each instance's onstart runs after its boot time (work dir " << work_dir
+              << ")" << std::endl;
+  } else {
+    std::cout << "agents: not spawned (--spawn-agents runs each instance's onstart)" << std::endl;
+  }
 
   std::atomic<bool> finished{false};
   bool served_ok = true;
@@ -129,6 +231,7 @@ void run_market_sim(const MarketSimCliOptions& o) {
   }
   server.stop();
   serving.join();
+  if (spawner) spawner->stop_all();  // no agent outlives market-sim
 
   const auto at_end = server.status();
   std::cerr << "market-sim stopped at scenario hour " << core::fixed(at_end.now_h, 3) << ": "
@@ -152,6 +255,10 @@ void register_market_sim(CLI::App& app) {
       "Instances follow the scenario's hidden truth: loading for boot_min, then running\n"
       "(never_boots stays loading; crash -> exited, offline -> offline after failure.after_h\n"
       "hours). dph_total is billed per scenario hour while running or exited.\n"
+      "With --spawn-agents each instance's onstart really runs (/bin/sh -c, own process group)\n"
+      "once it boots, as a simulated machine: PROVERFLEET_PROVER=sim, a probe tree, the offer's\n"
+      "truth, PATH led by this binary's directory; destroy sends SIGTERM (SIGKILL after 3 s),\n"
+      "crash/offline SIGKILL. Parameter stand-ins: GET /proverfleet-sim/params.json.\n"
       "Prints 'market-sim listening on http://HOST:PORT' once ready; SIGINT/SIGTERM stop it.");
   cmd->add_option("--scenario", options->scenario_path, "Scenario file (proverfleet-scenario/1)")
       ->required();
@@ -176,6 +283,21 @@ void register_market_sim(CLI::App& app) {
   cmd->add_option("--balance", options->balance_usd, "Starting account balance, USD")
       ->capture_default_str();
   cmd->add_flag("--quiet", options->quiet, "Do not log requests to stderr");
+  cmd->add_flag("--spawn-agents", options->spawn_agents,
+                "Run each created instance's onstart (with the create's env) after its boot "
+                "time, as a simulated machine; off by default because it executes what "
+                "clients send");
+  cmd->add_option("--work-dir", options->work_dir,
+                  "Where spawned instances keep their files (instances/ID/); default: a fresh "
+                  "temporary directory removed at exit");
+  cmd->add_option("--param-stand-in-mib", options->param_stand_in_mib,
+                  "Size of the parameter stand-ins served at /proverfleet-sim/params.json "
+                  "(0: an empty manifest)")
+      ->capture_default_str();
+  cmd->add_option("--param-min-kib-s", options->param_min_kib_s,
+                  "Floor of the per-connection stand-in download rate, KiB/s (the rate "
+                  "otherwise makes them take the scaled time the real parameters would)")
+      ->capture_default_str();
   cmd->callback([options] { run_market_sim(*options); });
 }
 

@@ -21,17 +21,22 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "agent/params.h"
 #include "cli/commands.h"
 #include "cli/config.h"
 #include "cli/serving.h"
+#include "manager/autopilot.h"
 #include "manager/http_api.h"
 #include "manager/manager.h"
+#include "market/http_client.h"
+#include "market/query.h"
 #include "market/vast_market.h"
 #include "store/store.h"
 
@@ -47,6 +52,8 @@ struct ServeOptions {
   std::optional<std::string> vast_key_file;
   std::optional<std::string> tls_cert;
   std::optional<std::string> tls_key;
+  std::optional<std::string> params_manifest;
+  std::optional<bool> autopilot;
   double reconcile_interval_s = 30;
   double tick_interval_s = 5;
 };
@@ -175,6 +182,39 @@ std::chrono::milliseconds interval(double seconds, const char* flag) {
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
 }
 
+// The parameter manifest agents are handed: fetched from a URL or read from a file once at
+// start, and checked with the parser the agents use, so a bad manifest stops the manager here
+// instead of failing every agent later.
+std::vector<manager::ParamFile> load_params_manifest(const std::string& where) {
+  std::string text;
+  if (where.rfind("http://", 0) == 0 || where.rfind("https://", 0) == 0) {
+    market::HttpRequest request;
+    request.url = where;
+    auto reply = market::http_perform(market::HttpOptions{}, request);
+    if (!reply) {
+      throw CommandFailed("parameter manifest " + where + ": " + reply.error().message);
+    }
+    if (reply->status != 200) {
+      throw CommandFailed("parameter manifest " + where + ": HTTP " +
+                          std::to_string(reply->status));
+    }
+    text = std::move(reply->body);
+  } else {
+    std::ifstream in(where);
+    if (!in) throw CommandFailed("cannot read parameter manifest file '" + where + "'");
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto parsed = nlohmann::json::parse(text, nullptr, false);
+  if (parsed.is_discarded()) throw CommandFailed("parameter manifest " + where + ": not JSON");
+  auto files = agent::parse_param_manifest(parsed);
+  if (!files) throw CommandFailed("parameter manifest " + where + ": " + files.error());
+  std::vector<manager::ParamFile> out;
+  for (const auto& f : *files) {
+    out.push_back({f.name, f.url, static_cast<std::int64_t>(f.bytes), f.digest});
+  }
+  return out;
+}
+
 void run_serve(const ServeOptions& o) {
   install_stderr_logger();
   const auto listen = parse_listen(o.listen);
@@ -242,21 +282,56 @@ void run_serve(const ServeOptions& o) {
   manager_config.rank = cfg->rank;
   manager_config.lifecycle = cfg->lifecycle;
   manager_config.acceptance = cfg->acceptance;
+  manager_config.blocklist = cfg->autopilot.policy.blocklist;
+  manager_config.profit_objective = cfg->profit_objective;
   manager_config.image = cfg->deploy.image;
   manager_config.disk_gb = cfg->deploy.disk_gb;
   manager_config.onstart = cfg->deploy.onstart;
   manager_config.heartbeat_s = cfg->deploy.heartbeat_s;
   manager_config.public_url = o.public_url.value_or(own_url);
+  const std::string manifest = o.params_manifest.value_or(cfg->deploy.params_manifest);
+  if (!manifest.empty()) {
+    manager_config.params = load_params_manifest(manifest);
+    std::int64_t total = 0;
+    for (const auto& f : manager_config.params) total += f.bytes;
+    spdlog::info("parameters: {} files, {:.1f} GB, from {}", manager_config.params.size(),
+                 static_cast<double>(total) / 1e9, manifest);
+  } else {
+    spdlog::warn("no parameter manifest (deploy.params_manifest): agents fetch no parameters");
+  }
+  manager::AutopilotConfig autopilot_config;
+  autopilot_config.enabled = o.autopilot.value_or(cfg->autopilot.enabled);
+  autopilot_config.policy = cfg->autopilot.policy;
+  {
+    auto query = market::parse_query(cfg->autopilot.query, true);
+    if (!query) throw CommandFailed("autopilot.query: " + query.error());
+    autopilot_config.filters = query->filters;
+  }
   if (!o.public_url && (listen->host == "0.0.0.0" || listen->host == "::")) {
     spdlog::warn("agents will be told to call {}, which they cannot reach; set --public-url",
                  own_url);
   }
   spdlog::info("agents call {}", manager_config.public_url);
   manager::Manager fleet(*store, vast, manager_config, epoch_now);
+  manager::Autopilot autopilot(fleet, vast, autopilot_config, epoch_now);
+  if (autopilot_config.enabled) {
+    const auto st = autopilot.status();
+    if (st.paused) {
+      spdlog::warn("autopilot: enabled but paused ({}); resume with `proverfleet autopilot resume`",
+                   st.paused_by.empty() ? "earlier" : st.paused_by);
+    } else {
+      spdlog::info("autopilot: on, every {:.0f} s, at most {} instances and ${:.2f}/hour",
+                   cfg->autopilot.interval_s, autopilot_config.policy.max_instances,
+                   autopilot_config.policy.max_dollars_per_hour);
+    }
+  } else {
+    spdlog::info("autopilot: off (deploys only on the operator's word)");
+  }
 
   manager::ApiOptions api_options;
   api_options.operator_token_hash = manager::hash_token(operator_token);
   api_options.clock = epoch_now;
+  api_options.autopilot = &autopilot;
   // Operator changes are worth a line each; reads and the agents' steady traffic are not.
   api_options.log = [](const std::string& line, int status) {
     const bool routine =
@@ -288,6 +363,19 @@ void run_serve(const ServeOptions& o) {
     if (!error.empty()) spdlog::warn("reconcile: market list failed: {}", error);
   });
   PeriodicTask tick_loop("tick", tick_every, [&fleet] { fleet.tick(); });
+  PeriodicTask autopilot_loop(
+      "autopilot", interval(cfg->autopilot.interval_s, "autopilot.interval_s"), [&autopilot] {
+        for (const auto& d : autopilot.run_once()) {
+          if (d.ok) {
+            spdlog::info("autopilot: {} offer {} (instance {}): {}", d.action, d.offer_id,
+                         d.instance_id, d.reason);
+          } else {
+            spdlog::warn("autopilot: {} offer {}: {}", d.action, d.offer_id, d.reason);
+          }
+        }
+        const auto st = autopilot.status();
+        if (!st.last_error.empty()) spdlog::warn("autopilot: {}", st.last_error);
+      });
 
   int signal_received = 0;
   while (!finished && signal_received == 0) {
@@ -296,6 +384,7 @@ void run_serve(const ServeOptions& o) {
   if (signal_received != 0) spdlog::info("signal {}: stopping", signal_received);
   (*server)->stop();
   serving.join();
+  autopilot_loop.stop();
   reconcile_loop.stop();
   tick_loop.stop();
   spdlog::info("stopped");
@@ -336,6 +425,12 @@ void register_serve(CLI::App& app) {
       ->envname("PROVERFLEET_TLS_CERT");
   cmd->add_option("--tls-key", o->tls_key, "PEM private key for --tls-cert")
       ->envname("PROVERFLEET_TLS_KEY");
+  cmd->add_option("--params-manifest", o->params_manifest,
+                  "Parameter manifest for agents: URL or file (overrides deploy.params_manifest)")
+      ->envname("PROVERFLEET_PARAMS_MANIFEST");
+  cmd->add_option("--autopilot", o->autopilot,
+                  "true/false: run the autopilot (overrides autopilot.enabled)")
+      ->envname("PROVERFLEET_AUTOPILOT");
   cmd->add_option("--reconcile-interval", o->reconcile_interval_s,
                   "Seconds between reconciliations with the market's instance list")
       ->envname("PROVERFLEET_RECONCILE_INTERVAL")

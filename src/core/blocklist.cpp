@@ -166,4 +166,56 @@ int auto_strikes(const std::vector<BadHost>& bad_hosts, std::int64_t machine_id)
   return b ? b->strikes : 0;
 }
 
+CloseCause lifecycle_close_cause(const InstanceRecord& rec, const std::string& reason) {
+  if (rec.market_status == "exited") return CloseCause::MarketExited;
+  if (rec.market_status == "offline" || reason.rfind("heartbeat", 0) == 0) {
+    return CloseCause::HostOffline;
+  }
+  if (reason.rfind("deadline", 0) == 0) return CloseCause::Deadline;
+  return CloseCause::OtherLifecycle;
+}
+
+std::optional<Strike> strike_for_close(const InstanceRecord& rec, InstanceState state_before,
+                                       CloseCause cause, const std::string& reason, double at,
+                                       int our_others_on_machine) {
+  using S = InstanceState;
+  auto make = [&](StrikeKind kind) {
+    Strike s;
+    s.machine_id = rec.offer.machine_id;
+    s.kind = kind;
+    s.reason = reason;
+    s.at = at;
+    s.our_others_on_machine = our_others_on_machine;
+    s.instance_id = rec.id;
+    if (rec.verdict) {
+      s.measured_rate = rec.verdict->rate;
+      s.break_even_rate = rec.verdict->break_even_rate;
+    }
+    return s;
+  };
+  if (rec.offer.machine_id <= 0) return std::nullopt;  // nothing to blame (e.g. an orphan)
+  switch (cause) {
+    case CloseCause::Rejected:
+      return make(StrikeKind::SlowBenchmark);
+    case CloseCause::MarketExited:
+    case CloseCause::OtherLifecycle:
+      return make(StrikeKind::Crashed);
+    case CloseCause::HostOffline:
+      return make(StrikeKind::Offline);
+    case CloseCause::Deadline:
+      if (state_before == S::Renting || state_before == S::Booting) {
+        return make(StrikeKind::NeverBooted);
+      }
+      if (state_before == S::Registered || state_before == S::FetchingParams) {
+        return make(StrikeKind::SlowDownload);
+      }
+      return make(StrikeKind::SlowBenchmark);
+    case CloseCause::Dropped:
+    case CloseCause::Operator:
+    case CloseCause::Horizon:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 }  // namespace pf::core

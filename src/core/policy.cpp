@@ -354,4 +354,26 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
   return actions;
 }
 
+std::vector<ProductionWindow> complete_production_windows(const std::vector<ProofSample>& samples,
+                                                          double window_s) {
+  std::vector<ProofSample> production;
+  for (const auto& s : samples)
+    if (s.phase == ProofPhase::Production) production.push_back(s);
+  std::vector<ProductionWindow> out;
+  if (production.empty() || !(window_s > 0)) return out;
+  std::sort(production.begin(), production.end(),
+            [](const ProofSample& a, const ProofSample& b) { return a.at < b.at; });
+  // The first proof ends a proof that started one proof-time earlier: the window opens there.
+  const double origin = production.front().at - production.front().seconds;
+  for (const auto& s : production) {
+    const auto index = static_cast<std::size_t>((s.at - origin) / window_s);
+    while (out.size() <= index) {
+      out.push_back({origin + static_cast<double>(out.size()) * window_s, {}});
+    }
+    out[index].samples.push_back(s);
+  }
+  out.pop_back();  // the window the latest proof is in is still open
+  return out;
+}
+
 }  // namespace pf::core

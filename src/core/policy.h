@@ -107,6 +107,18 @@ struct WatchResult {
 WatchResult watch_production(const InstanceRecord& instance, const std::vector<BenchRun>& windows,
                              double break_even_rate, const WatchConfig& config);
 
+// A complete production window of one instance: its production proofs (agent clock) within
+// [start, start + window_s).
+struct ProductionWindow {
+  double start = 0;
+  std::vector<ProofSample> samples;
+};
+// Consecutive windows of window_s from the instance's first production proof; only windows a
+// later proof has closed are returned (the open one is still filling). Deterministic, so a
+// restarted manager finds the same windows again.
+std::vector<ProductionWindow> complete_production_windows(const std::vector<ProofSample>& samples,
+                                                          double window_s);
+
 // States between rent and verdict: what counts against max_concurrent_benchmarks.
 bool in_setup(InstanceState state);
 

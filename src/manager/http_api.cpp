@@ -1,6 +1,8 @@
 // The only translation unit of pf_manager that includes httplib (it is heavy to compile).
 #include "manager/http_api.h"
 
+#include "manager/autopilot.h"
+
 #include <httplib.h>
 
 #include <atomic>
@@ -19,6 +21,8 @@
 #include <vector>
 
 #include "core/host_stats.h"
+#include "manager/autopilot.h"
+#include "manager/dashboard.h"
 #include "manager/views.h"
 #include "market/query.h"
 
@@ -431,6 +435,13 @@ struct HttpApi::Impl {
   ApiOptions options;
   Metrics metrics;
   std::vector<Route> routes;
+  Dashboard dashboard{manager, DashboardOptions{.clock = [this] { return options.clock(); },
+                                                .autopilot = [this] { return autopilot_json(); }}};
+
+  json autopilot_json() const {
+    if (!options.autopilot) return {{"enabled", false}, {"paused", false}, {"active", false}};
+    return to_json(options.autopilot->status());
+  }
 
   void add(const char* method, std::string label, Access access, RouteFn fn) {
     // "{name}" segments match one path segment; the handler validates it.
@@ -677,7 +688,27 @@ struct HttpApi::Impl {
     add("GET", "/api/v1/fleet", Access::Operator,
         [this](const httplib::Request& req, std::int64_t) {
           reject_unknown_params(req, {});
-          return json_reply(200, to_json(manager.summary()));
+          json out = to_json(manager.summary());
+          out["autopilot"] = autopilot_json();
+          return json_reply(200, out);
+        });
+    add("GET", "/api/v1/autopilot", Access::Operator,
+        [this](const httplib::Request& req, std::int64_t) {
+          reject_unknown_params(req, {});
+          return json_reply(200, autopilot_json());
+        });
+    add("POST", "/api/v1/autopilot", Access::Operator,
+        [this](const httplib::Request& req, std::int64_t) {
+          const json body = parse_object_body(req);
+          reject_unknown_params(req, {});
+          Fields f(body, "");
+          f.reject_unknown({"paused"});
+          if (!body.contains("paused") || !body["paused"].is_boolean()) {
+            fail(400, "'paused' must be true or false");
+          }
+          if (!options.autopilot) fail(409, "this manager runs without an autopilot");
+          options.autopilot->set_paused(body["paused"].get<bool>(), "operator via API");
+          return json_reply(200, autopilot_json());
         });
   }
 
@@ -685,6 +716,7 @@ struct HttpApi::Impl {
     for (const auto& route : routes) {
       if (route.method == method && std::regex_match(path, route.regex)) return route.label;
     }
+    if (auto label = Dashboard::route_of(method, path)) return *label;
     return "unmatched";
   }
 
@@ -704,6 +736,14 @@ struct HttpApi::Impl {
         server.Delete(route.regex_text, h);
       }
     }
+    dashboard.mount(server, [this](const httplib::Request& req) -> std::optional<std::string> {
+      try {
+        authorize(Access::Operator, req);
+        return std::nullopt;
+      } catch (const RequestError& e) {
+        return e.message;
+      }
+    });
 
     // httplib 0.11 enforces the payload limit only on bodies with a Content-Length: a chunked
     // body, or a POST without a length (read until the peer closes), would be read whole.

@@ -23,6 +23,8 @@ class Server;
 
 namespace pf::manager {
 
+class Autopilot;
+
 struct ApiOptions {
   // hash_token(operator token). Empty: every operator route answers 401.
   std::string operator_token_hash;
@@ -43,6 +45,9 @@ struct ApiOptions {
   // One line per request, "METHOD /path -> status" (no query string, no headers, no body, so no
   // secret reaches it). May be empty.
   std::function<void(const std::string& line, int status)> log;
+  // The autopilot shown in /api/v1/fleet and paused by POST /api/v1/autopilot; not owned.
+  // Null: the manager runs without one (those routes say so).
+  Autopilot* autopilot = nullptr;
 };
 
 class HttpApi {

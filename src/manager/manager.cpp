@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/policy.h"
 #include "core/text.h"
 
 namespace pf::manager {
@@ -33,6 +34,18 @@ std::string hex(const unsigned char* data, std::size_t n) {
 ApiError market_failure(const std::string& what, const market::MarketError& e) {
   int status = e.kind == market::ErrorKind::OfferGone ? 409 : 502;
   return ApiError{status, what + ": " + e.message + " (" + market::to_string(e.kind) + ")"};
+}
+
+// The sequential test the simulator runs (core::SprtAcceptance), with the operator's
+// [acceptance] caps; its error rates and margins keep core::SprtConfig's defaults, which the
+// simulator uses too.
+core::SprtConfig sprt_config(const core::AcceptanceConfig& a) {
+  core::SprtConfig c;
+  c.min_samples = a.min_samples;
+  c.max_samples = a.max_samples;
+  c.max_seconds = a.max_seconds;
+  c.z = a.z;
+  return c;
 }
 
 json params_json(const std::vector<ParamFile>& params) {
@@ -69,11 +82,15 @@ Manager::Manager(store::Store& store, market::Market& market, ManagerConfig conf
       market_(market),
       config_(std::move(config)),
       clock_(std::move(clock)),
-      acceptance_(config_.acceptance) {}
+      acceptance_(sprt_config(config_.acceptance)) {}
+
+double Manager::break_even_price() const {
+  return config_.profit_objective ? config_.rank.economics.revenue_per_proof_usd
+                                  : config_.rank.economics.target_cost_per_proof_usd;
+}
 
 double Manager::break_even(const InstanceRecord& rec) const {
-  return core::break_even_rate(rec.offer.dph_total,
-                               config_.rank.economics.target_cost_per_proof_usd);
+  return core::break_even_rate(rec.offer.dph_total, break_even_price());
 }
 
 void Manager::event(std::int64_t id, const std::string& kind, const std::string& message,
@@ -89,13 +106,66 @@ void Manager::event(std::int64_t id, const std::string& kind, const std::string&
 
 void Manager::transition(InstanceRecord& rec, S to, const std::string& reason) {
   auto msg = core::apply_transition(rec, to, clock_(), reason,
-                                    config_.rank.economics.target_cost_per_proof_usd,
+                                    break_even_price(),
                                     config_.lifecycle);
   if (!msg) return;
   store_.transaction([&] {
     store_.update_instance(rec);
     event(rec.id, "state", *msg, {{"state", core::to_string(to)}, {"reason", reason}});
   });
+}
+
+void Manager::destroy_with_blame(InstanceRecord& rec, core::CloseCause cause,
+                                 const std::string& reason) {
+  const S before = rec.state;
+  int others = 0;
+  for (const auto& other : store_.instances(false)) {
+    if (other.id != rec.id && other.offer.machine_id == rec.offer.machine_id) ++others;
+  }
+  transition(rec, S::Destroying, reason);
+  auto strike = core::strike_for_close(rec, before, cause, reason, clock_(), others);
+  if (!strike) return;
+  auto outcome = core::apply_strike(store_.bad_hosts(), *strike, config_.blocklist);
+  if (outcome.entry) {
+    store_.put_bad_host(*outcome.entry);
+    event(rec.id, "blame", outcome.reason, {{"machine_id", rec.offer.machine_id}});
+  } else if (!outcome.reason.empty()) {
+    event(rec.id, "blame", outcome.reason);
+  }
+}
+
+void Manager::record_production_windows(const InstanceRecord& rec) {
+  auto& seen = production_seen_[rec.id];
+  if (rec.proofs_production == seen) return;  // nothing new since the last look
+  seen = rec.proofs_production;
+  const auto windows =
+      core::complete_production_windows(store_.proof_samples(rec.id), config_.production_window_s);
+  const core::HostKey host{rec.offer.machine_id, rec.offer.gpu_name, rec.offer.num_gpus};
+  std::size_t recorded = 0;
+  for (const auto& run : store_.bench_runs(host)) {
+    if (run.instance_id == rec.id && run.kind == "production") ++recorded;
+  }
+  bool contended = false;
+  for (const auto& other : store_.instances(false)) {
+    if (other.id != rec.id && other.offer.machine_id == rec.offer.machine_id) contended = true;
+  }
+  for (std::size_t i = recorded; i < windows.size(); ++i) {
+    const auto& w = windows[i];
+    const core::RateEstimate e = core::estimate_rate(w.samples, w.start, config_.acceptance.z);
+    core::BenchRun run;
+    run.host = host;
+    run.instance_id = rec.id;
+    run.at = clock_();
+    run.rate = e.rate;
+    run.low = e.low;
+    run.high = e.high;
+    run.samples = e.samples;
+    run.kind = "production";
+    run.contended = contended;
+    run.throttled = throttled_seen_.count(rec.id) > 0;
+    run.plan_json = rec.plan_json;
+    store_.insert_bench_run(run);
+  }
 }
 
 // --- operator ------------------------------------------------------------------------------
@@ -113,7 +183,8 @@ ApiResult<std::vector<core::RankedOffer>> Manager::rank_offers(const json& filte
   return ranked;
 }
 
-ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::string& origin) {
+ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::string& origin,
+                                          bool automatic_blocks_applied) {
   if (offer_id <= 0) return tl::unexpected(ApiError{400, "offer_id must be a positive integer"});
   const double now = clock_();
   {
@@ -140,6 +211,7 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
         ApiError{404, "offer " + std::to_string(offer_id) + " is not listed (taken or withdrawn)"});
   }
   for (const auto& b : store_.bad_hosts()) {
+    if (automatic_blocks_applied && b.source != "operator") continue;
     if (b.machine_id == it->machine_id && core::is_active(b, now)) {
       return tl::unexpected(ApiError{409, "machine " + std::to_string(b.machine_id) +
                                               " is on the bad-host list: " + b.reason});
@@ -159,7 +231,7 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
   rec.billed_until = now;
   for (const auto& p : config_.params) rec.params_total_bytes += static_cast<double>(p.bytes);
   rec.deadline_at = core::state_deadline(rec, S::Renting, now,
-                                         config_.rank.economics.target_cost_per_proof_usd,
+                                         break_even_price(),
                                          config_.lifecycle);
   store_.transaction([&] {
     rec.id = store_.insert_instance(rec);
@@ -324,7 +396,12 @@ ApiResult<std::vector<std::string>> Manager::agent_heartbeat(std::int64_t id, co
   rec->peak_memory_gib = std::max(rec->peak_memory_gib, hb.peak_memory_gib);
   rec->gpu_util = hb.gpu_util;
   if (hb.gpu_throttled) throttled_seen_.insert(id);
-  store_.update_instance(*rec);
+  store_.update_agent_progress(*rec);
+  if (rec->state == S::Benchmarking) {
+    // The test's time rules (the cap, a host gone silent) must fire without a new proof.
+    evaluate_benchmark(*rec);
+    if (rec->state == S::Destroying) return std::vector<std::string>{"stop"};
+  }
   // The agent drives the early phases; benchmarking and proving are the manager's verdicts.
   if (hb.phase == "fetching_params" && rec->state < S::FetchingParams) {
     transition(*rec, S::FetchingParams, "agent fetching parameters");
@@ -343,13 +420,19 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
   std::vector<AgentEvent> sorted = evs;
   std::sort(sorted.begin(), sorted.end(),
             [](const AgentEvent& a, const AgentEvent& b) { return a.seq < b.seq; });
-  bool new_benchmark_sample = false;
   const double now = clock_();
-  for (const auto& ev : sorted) {
-    bool applied = false;
-    store_.transaction([&] {
-      if (!store_.mark_agent_seq(id, ev.seq)) return;
-      applied = true;
+  // One transaction per batch: one commit instead of one per event, and a batch that fails
+  // leaves nothing applied, so the agent's retry of it is counted whole.
+  store_.transaction([&] {
+    reply = EventsReply{};
+    // Set when the row changed beyond the agent progress columns (a state).
+    bool row_changed = false;
+    for (const auto& ev : sorted) {
+      if (!store_.mark_agent_seq(id, ev.seq)) {
+        reply.duplicates++;
+        continue;
+      }
+      reply.accepted++;
       const double at = ev.at > 0 ? ev.at : now;
       if (ev.type == "proof_done") {
         core::ProofSample s;
@@ -367,7 +450,6 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
         } else {
           s.phase = core::ProofPhase::Benchmark;
           rec.proofs_benchmark++;
-          new_benchmark_sample = true;
         }
         store_.insert_proof_sample(s);
         if (s.phase == core::ProofPhase::Benchmark && rec.state < S::Benchmarking) {
@@ -377,12 +459,18 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
             if (p.phase == core::ProofPhase::Warmup) since = std::max(since, p.at);
           }
           auto msg = core::apply_transition(rec, S::Benchmarking, now, "first measured proof",
-                                            config_.rank.economics.target_cost_per_proof_usd,
+                                            break_even_price(),
                                             config_.lifecycle);
           if (msg) {
+            row_changed = true;
             bench_since_[id] = since > 0 ? since : at;
             event(id, "state", *msg, {{"state", "benchmarking"}});
           }
+        }
+        // Sequential: the test decides after every measured proof, also within one batch, so
+        // a clear case stops at the proof that settled it.
+        if (s.phase == core::ProofPhase::Benchmark && rec.state == S::Benchmarking) {
+          evaluate_benchmark(rec);
         }
       } else if (ev.type == "prover_started") {
         // The agent's plan (partitions, memory budget) is kept so benchmark runs record it.
@@ -390,9 +478,12 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
         event(id, "agent", "prover started" + (ev.message.empty() ? "" : ": " + ev.message),
               ev.data);
         auto msg = core::apply_transition(rec, S::WarmingUp, now, "prover started",
-                                          config_.rank.economics.target_cost_per_proof_usd,
+                                          break_even_price(),
                                           config_.lifecycle);
-        if (msg) event(id, "state", *msg, {{"state", "warming_up"}});
+        if (msg) {
+          row_changed = true;
+          event(id, "state", *msg, {{"state", "warming_up"}});
+        }
       } else if (ev.type == "oom") {
         rec.ooms++;
         event(id, "agent", "prover killed for memory (OOM)" +
@@ -408,15 +499,13 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
         // error, exiting and anything newer than this manager: kept in the audit trail.
         event(id, "agent", ev.type + (ev.message.empty() ? "" : ": " + ev.message), ev.data);
       }
-      store_.update_instance(rec);
-    });
-    if (applied) {
-      reply.accepted++;
-    } else {
-      reply.duplicates++;
     }
-  }
-  if (new_benchmark_sample && rec.state == S::Benchmarking) evaluate_benchmark(rec);
+    if (row_changed) {
+      store_.update_instance(rec);
+    } else if (reply.accepted > 0) {
+      store_.update_agent_progress(rec);
+    }
+  });
   return reply;
 }
 
@@ -439,11 +528,15 @@ void Manager::evaluate_benchmark(InstanceRecord& rec) {
   in.now = in.since + (clock_() - rec.state_since);
   in.break_even_rate = break_even(rec);
   core::Verdict v = acceptance_.evaluate(in);
-  rec.verdict = v;
   if (v.decision == core::Verdict::Decision::Continue) {
-    store_.update_instance(rec);
+    // Heartbeats re-evaluate for the time rules; a verdict that says the same is not rewritten.
+    const bool same = rec.verdict && rec.verdict->decision == v.decision &&
+                      rec.verdict->samples == v.samples && rec.verdict->reason == v.reason;
+    rec.verdict = std::move(v);
+    if (!same) store_.update_instance(rec);
     return;
   }
+  rec.verdict = v;
   core::BenchRun run;
   run.host = {rec.offer.machine_id, rec.offer.gpu_name, rec.offer.num_gpus};
   run.instance_id = rec.id;
@@ -461,7 +554,7 @@ void Manager::evaluate_benchmark(InstanceRecord& rec) {
   if (v.decision == core::Verdict::Decision::Accept) {
     transition(rec, S::Proving, v.reason);
   } else {
-    transition(rec, S::Destroying, "benchmark " + v.reason);
+    destroy_with_blame(rec, core::CloseCause::Rejected, "benchmark " + v.reason);
   }
 }
 
@@ -612,8 +705,9 @@ void Manager::tick() {
       double before = rec.spend_usd;
       core::accrue_compute_spend(rec, now);
       if (rec.spend_usd != before) store_.update_instance(rec);
+      if (rec.state == S::Proving) record_production_windows(rec);
       if (auto why = core::destroy_reason(rec, now, config_.lifecycle)) {
-        transition(rec, S::Destroying, *why);
+        destroy_with_blame(rec, core::lifecycle_close_cause(rec, *why), *why);
       }
       if (rec.state != S::Destroying) continue;
       auto last = last_destroy_attempt_.find(rec.id);
@@ -659,6 +753,7 @@ void Manager::tick() {
       transition(*rec, S::Destroyed, outcome);
       last_destroy_attempt_.erase(d.id);
       bench_since_.erase(d.id);
+      production_seen_.erase(d.id);
     } else {
       event(d.id, "market", outcome);
     }

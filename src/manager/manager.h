@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "core/acceptance.h"
+#include "core/blocklist.h"
 #include "core/fleet.h"
 #include "core/lifecycle.h"
 #include "core/ranking.h"
+#include "core/sprt_acceptance.h"
 #include "market/market.h"
 #include "store/store.h"
 
@@ -44,6 +46,10 @@ struct ManagerConfig {
   core::RankConfig rank;  // predictor, economics (revenue, target), setup assumptions
   core::LifecycleConfig lifecycle;
   core::AcceptanceConfig acceptance;
+  core::BlocklistConfig blocklist;  // strikes against hosts whose instances fail
+  // Benchmarks are judged against the revenue per proof (true: keep whatever earns more than
+  // it costs, as the autopilot's policy scores) or against economics.target_cost_per_proof_usd.
+  bool profit_objective = true;
   std::string public_url = "http://127.0.0.1:8470";  // what agents are told to call
   std::string image = "proverfleet/agent:latest";
   double disk_gb = 200;
@@ -56,6 +62,10 @@ struct ManagerConfig {
   // Rows whose instance is missing from the market list are closed only after this long,
   // because reads can lag a create.
   double vanish_grace_s = 120;
+  // Proving instances are measured in windows of this many seconds of proofs (agent clock);
+  // each complete window is a "production" BenchRun, which the autopilot's production watch
+  // and the host history read.
+  double production_window_s = 3600;
 };
 
 // --- agent protocol (design §7) ------------------------------------------------------------
@@ -116,7 +126,11 @@ class Manager {
   ApiResult<std::vector<core::RankedOffer>> rank_offers(const nlohmann::json& filters, int limit,
                                                         core::RankOrder order);
   // Rents the offer: re-checks it, records the intent, creates with our label and env.
-  ApiResult<core::InstanceRecord> deploy(std::int64_t offer_id, const std::string& origin);
+  // Refuses machines with an active bad-host entry; `automatic_blocks_applied` says the caller
+  // (the autopilot's policy) already weighed the automatic entries, whose pool cap may
+  // deliberately waive some — operator entries are always honoured.
+  ApiResult<core::InstanceRecord> deploy(std::int64_t offer_id, const std::string& origin,
+                                         bool automatic_blocks_applied = false);
   // Moves the instance to destroying (the tick sends and retries the destroy).
   ApiResult<core::InstanceRecord> request_destroy(std::int64_t id, const std::string& reason);
   FleetSummary summary();
@@ -150,17 +164,27 @@ class Manager {
 
  private:
   void transition(core::InstanceRecord& rec, core::InstanceState to, const std::string& reason);
+  // Moves rec to destroying and records the strike its host earns for `cause`, if any (an
+  // automatic bad-host entry with the evidence; our own second instance on the machine
+  // excuses a slow benchmark).
+  void destroy_with_blame(core::InstanceRecord& rec, core::CloseCause cause,
+                          const std::string& reason);
+  // Records the production windows of a proving instance completed since the last call.
+  void record_production_windows(const core::InstanceRecord& rec);
   void event(std::int64_t id, const std::string& kind, const std::string& message,
              nlohmann::json data = nlohmann::json::object());
   void evaluate_benchmark(core::InstanceRecord& rec);
+  // The $/proof at which an instance breaks even: what a proof earns (profit objective, as the
+  // autopilot's policy scores) or the operator's classic $/proof target.
+  double break_even_price() const;
   double break_even(const core::InstanceRecord& rec) const;
 
   store::Store& store_;
   market::Market& market_;
   ManagerConfig config_;
   Clock clock_;
-  core::IntervalAcceptance acceptance_;
-  std::recursive_mutex mu_;  // guards store writes that must be read-modify-write atomic
+  core::SprtAcceptance acceptance_;  // sample and time caps from config_.acceptance
+  std::recursive_mutex mu_;          // guards store writes that must be read-modify-write atomic
   std::map<std::int64_t, std::deque<std::string>> logs_;
   std::map<std::int64_t, std::size_t> log_bytes_;
   std::map<std::int64_t, double> last_destroy_attempt_;
@@ -168,6 +192,7 @@ class Manager {
   std::set<std::int64_t> throttled_seen_;       // instances whose GPU reported throttling
   std::string last_reconcile_error_;
   std::map<std::string, std::int64_t> token_ids_;  // agent token hash → instance id
+  std::map<std::int64_t, int> production_seen_;    // proofs_production at the last window check
 };
 
 // Random token (hex of 32 bytes from the OS) and its SHA-256 hex.

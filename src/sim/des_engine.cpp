@@ -576,15 +576,7 @@ class Engine {
       if (in.rec.state == S::Benchmarking) evaluate(i);
       if (!is_live(in)) continue;
       if (auto reason = core::destroy_reason(in.rec, epoch(now_), lifecycle_)) {
-        CloseCause cause = CloseCause::OtherLifecycle;
-        if (in.rec.market_status == "exited") {
-          cause = CloseCause::MarketExited;
-        } else if (in.rec.market_status == "offline" || reason->find("heartbeat") == 0) {
-          cause = CloseCause::HostOffline;
-        } else if (reason->find("deadline") == 0) {
-          cause = CloseCause::Deadline;
-        }
-        close(i, cause, *reason, std::nullopt);
+        close(i, core::lifecycle_close_cause(in.rec, *reason), *reason, std::nullopt);
       }
     }
     if (now_ + opt_.tick_s < horizon_) push(now_ + opt_.tick_s, EvKind::Tick);

@@ -42,16 +42,7 @@ namespace pf::sim {
 // Virtual time zero as epoch seconds in records (the core treats 0 as "unset").
 inline constexpr double kDesEpoch = 1'750'000'000;
 
-// Why an instance was closed.
-enum class CloseCause {
-  Rejected,      // the acceptance test said no
-  Deadline,      // lifecycle: a state deadline passed
-  MarketExited,  // lifecycle: market says exited (prover crash)
-  HostOffline,   // lifecycle: market offline / heartbeat lost
-  OtherLifecycle,
-  Dropped,  // the policy asked
-  Horizon,  // still rented when the scenario ended
-};
+using CloseCause = core::CloseCause;
 
 struct ClosedInstance {
   const core::InstanceRecord& record;  // final state

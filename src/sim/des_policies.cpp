@@ -85,46 +85,9 @@ std::vector<core::Action> DefaultPolicy::decide(const DesView& view) {
 
 void DefaultPolicy::on_closed(const ClosedInstance& closed, std::vector<core::BadHost>& bad_hosts) {
   std::optional<core::Strike> strike = closed.strike;
-  const auto& rec = closed.record;
-  auto make = [&](core::StrikeKind kind) {
-    core::Strike s;
-    s.machine_id = rec.offer.machine_id;
-    s.kind = kind;
-    s.reason = closed.reason;
-    s.at = closed.now;
-    s.our_others_on_machine = closed.our_others_on_machine;
-    s.instance_id = rec.id;
-    if (rec.verdict) {
-      s.measured_rate = rec.verdict->rate;
-      s.break_even_rate = rec.verdict->break_even_rate;
-    }
-    return s;
-  };
-  switch (closed.cause) {
-    case CloseCause::Rejected:
-      strike = make(core::StrikeKind::SlowBenchmark);
-      break;
-    case CloseCause::MarketExited:
-      strike = make(core::StrikeKind::Crashed);
-      break;
-    case CloseCause::HostOffline:
-      strike = make(core::StrikeKind::Offline);
-      break;
-    case CloseCause::Deadline:
-      if (closed.state_before == S::Renting || closed.state_before == S::Booting) {
-        strike = make(core::StrikeKind::NeverBooted);
-      } else if (closed.state_before == S::Registered || closed.state_before == S::FetchingParams) {
-        strike = make(core::StrikeKind::SlowDownload);
-      } else {
-        strike = make(core::StrikeKind::SlowBenchmark);
-      }
-      break;
-    case CloseCause::OtherLifecycle:
-      strike = make(core::StrikeKind::Crashed);
-      break;
-    case CloseCause::Dropped:
-    case CloseCause::Horizon:
-      break;
+  if (!strike) {
+    strike = core::strike_for_close(closed.record, closed.state_before, closed.cause, closed.reason,
+                                    closed.now, closed.our_others_on_machine);
   }
   if (!strike) return;
   core::StrikeOutcome out = core::apply_strike(bad_hosts, *strike, config_.policy.blocklist);

@@ -634,6 +634,33 @@ ApiResult<json> MarketSim::list_instances(const std::map<std::string, std::strin
               {"instances", std::move(page)}};
 }
 
+std::optional<InstanceLaunch> MarketSim::launch(std::int64_t id) const {
+  const SimInstance* inst = find_live(id);
+  if (inst == nullptr) return std::nullopt;
+  InstanceLaunch l;
+  l.id = inst->id;
+  l.offer_index = inst->offer_index;
+  l.created_h = inst->created_h;
+  l.boot_h = boot_h(*inst);
+  l.failure_h = std::min(exit_h(*inst), offline_h(*inst));
+  const std::int64_t machine = scenario_.offers[inst->offer_index].offer.machine_id;
+  for (const auto& [other_id, other] : instances_) {
+    if (other_id == id || other.destroyed_h || other.created_h > inst->created_h) continue;
+    if (scenario_.offers[other.offer_index].offer.machine_id == machine) ++l.co_tenants;
+  }
+  l.onstart = inst->onstart;
+  l.env = inst->env;
+  return l;
+}
+
+std::vector<std::size_t> MarketSim::rented_offer_indices() const {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < renter_of_offer_.size(); ++i) {
+    if (renter_of_offer_[i]) out.push_back(i);
+  }
+  return out;
+}
+
 json MarketSim::show_instance(std::int64_t id, double now_h) const {
   const SimInstance* inst = find_live(id);
   if (inst == nullptr) return json{{"instances", nullptr}};

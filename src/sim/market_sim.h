@@ -55,6 +55,22 @@ struct MarketSimOptions {
   std::int64_t first_instance_id = 90'000'001;
 };
 
+// What acting out a created instance takes (market-sim --spawn-agents): when its container
+// starts and when it goes away on its own, in scenario hours, and what the create asked it to
+// run.
+struct InstanceLaunch {
+  std::int64_t id = 0;
+  std::size_t offer_index = 0;  // into scenario().offers
+  double created_h = 0;
+  double boot_h = 0;     // +inf: never boots
+  double failure_h = 0;  // the container dies (crash: exited, offline: gone); +inf: never
+  // Live instances of the account on the same machine created before this one (asked right
+  // after the create: its neighbours then). Each multiplies the proof rate by `contention`.
+  int co_tenants = 0;
+  std::string onstart;
+  nlohmann::json env = nlohmann::json::object();  // string values only (create checks)
+};
+
 inline constexpr int kMaxInstancesPerPage = 25;
 inline constexpr std::size_t kMaxLabelChars = 256;
 inline constexpr double kMinDiskGb = 8;
@@ -104,6 +120,11 @@ class MarketSim {
 
   // GET /api/v0/users/current/ -> id, username, email, credit, balance, ...
   nlohmann::json current_user(double now_h) const;
+
+  // The launch of a live instance; nullopt when unknown or destroyed.
+  std::optional<InstanceLaunch> launch(std::int64_t id) const;
+  // Offers (indices into scenario().offers) rented by live instances, ascending.
+  std::vector<std::size_t> rented_offer_indices() const;
 
   double spent_usd(double now_h) const;
   double balance_usd(double now_h) const { return options_.start_balance_usd - spent_usd(now_h); }

@@ -3,6 +3,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 namespace pf::sim {
 namespace {
@@ -183,8 +185,15 @@ struct MarketSimServer::Impl {
                                          req.matches[1].str() + " is not available."});
             return;
           }
-          auto result =
-              locked([&](MarketSim& s, double t) { return s.create_instance(*id, *body, t); });
+          auto result = locked([&](MarketSim& s, double t) {
+            auto created = s.create_instance(*id, *body, t);
+            if (created && options.on_created) {
+              if (auto launch = s.launch((*created)["new_contract"].get<std::int64_t>())) {
+                options.on_created(*launch, s.scenario().offers[launch->offer_index]);
+              }
+            }
+            return created;
+          });
           if (result && faults.drop_create_reply()) {
             if (options.log) options.log("  (create reply dropped by fault injection)");
             cut_reply(res, *result);
@@ -235,8 +244,11 @@ struct MarketSimServer::Impl {
         R"(/api/v0/instances/(\d{1,18})/?)",
         endpoint(Access::KeyRequired, [this](const httplib::Request& req, httplib::Response& res) {
           auto id = path_id(req).value_or(-1);
-          send_result(res,
-                      locked([&](MarketSim& s, double t) { return s.destroy_instance(id, t); }));
+          send_result(res, locked([&](MarketSim& s, double t) {
+                        auto destroyed = s.destroy_instance(id, t);
+                        if (destroyed && options.on_destroyed) options.on_destroyed(id);
+                        return destroyed;
+                      }));
         }));
 
     server.Get(
@@ -244,6 +256,8 @@ struct MarketSimServer::Impl {
         endpoint(Access::KeyRequired, [this](const httplib::Request&, httplib::Response& res) {
           send_json(res, 200, locked([&](MarketSim& s, double t) { return s.current_user(t); }));
         }));
+
+    if (options.params) install_param_routes();
 
     // Unrouted paths (httplib's bare 404) get vast's error shape too.
     server.set_error_handler(httplib::Server::HandlerWithResponse(
@@ -272,8 +286,71 @@ struct MarketSimServer::Impl {
     });
   }
 
+  // Parameter stand-ins: not part of the vast API, so neither faults nor auth apply.
+  void install_param_routes() {
+    // Throttled downloads hold a worker each for as long as they last; the API must not
+    // queue behind them (httplib's default pool is 8 threads).
+    server.new_task_queue = [] { return new httplib::ThreadPool(kParamServerThreads); };
+    server.Get(
+        "/proverfleet-sim/params.json", [this](const httplib::Request&, httplib::Response& res) {
+          send_json(res, 200, options.params->manifest(own_url() + "/proverfleet-sim/params/"));
+        });
+    server.Get(R"(/proverfleet-sim/params/([^/]+))", [this](const httplib::Request& req,
+                                                            httplib::Response& res) {
+      std::shared_ptr<const ParamStandIns> params = options.params;
+      const ParamStandIn* file = params->find(req.matches[1].str());
+      if (file == nullptr) {
+        send_error(res,
+                   ApiError{404, "not_found",
+                            "market-sim: no parameter stand-in named " + req.matches[1].str()});
+        return;
+      }
+      const double rate = params->bytes_per_s(download_mbps_now());
+      const auto start = std::chrono::steady_clock::now();
+      auto sent = std::make_shared<std::size_t>(0);
+      // httplib answers a Range request with 206 and calls this for the ranged bytes only.
+      res.set_content_provider(
+          file->content.size(), "application/octet-stream",
+          [params, file, rate, start, sent](std::size_t offset, std::size_t length,
+                                            httplib::DataSink& sink) {
+            constexpr std::size_t kPiece = 16 * 1024;
+            const std::size_t n = std::min(kPiece, length);
+            if (!sink.write(file->content.data() + offset, n)) return false;
+            *sent += n;
+            std::this_thread::sleep_until(
+                start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(static_cast<double>(*sent) / rate)));
+            return true;
+          });
+    });
+  }
+
+  // Downloads are anonymous: the median truth download speed of the live instances stands for
+  // the downloader's (of every offer when none is live).
+  double download_mbps_now() {
+    std::lock_guard lock(mutex);
+    std::vector<double> live, all;
+    for (std::size_t i : sim.rented_offer_indices()) {
+      live.push_back(sim.scenario().offers[i].truth.download_mbps);
+    }
+    for (const auto& o : sim.scenario().offers) all.push_back(o.truth.download_mbps);
+    return median(live).value_or(median(all).value_or(0));
+  }
+
+  std::string own_url() const {
+    std::string host = bound_host;
+    if (host == "0.0.0.0" || host.empty()) host = "127.0.0.1";
+    if (host == "::") host = "::1";
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";
+    return "http://" + host + ":" + std::to_string(bound_port);
+  }
+
+  static constexpr int kParamServerThreads = 32;
+
   MarketSim sim;
   MarketSimServerOptions options;
+  std::string bound_host;
+  int bound_port = 0;
   FaultInjector faults;
   mutable std::mutex mutex;
   httplib::Server server;
@@ -298,12 +375,13 @@ tl::expected<int, std::string> MarketSimServer::bind(const std::string& host, in
   if (port == 0) {
     int bound = impl_->server.bind_to_any_port(host);
     if (bound <= 0) return tl::unexpected("cannot listen on " + host + ": no free port");
-    return bound;
-  }
-  if (!impl_->server.bind_to_port(host, port)) {
+    port = bound;
+  } else if (!impl_->server.bind_to_port(host, port)) {
     return tl::unexpected("cannot listen on " + host + ":" + std::to_string(port) +
                           " (address in use or not available)");
   }
+  impl_->bound_host = host;
+  impl_->bound_port = port;
   return port;
 }
 

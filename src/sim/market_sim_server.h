@@ -12,6 +12,7 @@
 
 #include "sim/faults.h"
 #include "sim/market_sim.h"
+#include "sim/param_stand_ins.h"
 
 namespace pf::sim {
 
@@ -25,6 +26,14 @@ struct MarketSimServerOptions {
   // Called once per request with "METHOD /path -> status" (no query string, no headers, so
   // no secret ever reaches it). May be empty.
   std::function<void(const std::string&)> log;
+  // Told of every instance created and destroyed, in order, under the state lock: must return
+  // quickly and must not call the server. May be empty.
+  std::function<void(const InstanceLaunch&, const ScenarioOffer&)> on_created;
+  std::function<void(std::int64_t id)> on_destroyed;
+  // When set, GET /proverfleet-sim/params.json (the manifest) and
+  // GET /proverfleet-sim/params/NAME (ranged, throttled; see param_stand_ins.h) are served,
+  // open like offer search.
+  std::shared_ptr<const ParamStandIns> params;
 };
 
 class MarketSimServer {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "market/offer_json.h"
@@ -168,32 +169,98 @@ void rollback_quietly(sqlite3* db) {
   if (sqlite3_get_autocommit(db) == 0) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
 }
 
-// One prepared statement. Parameters are named (":name") and columns are read by name, so the
-// long instance rows cannot silently shift when a column is added.
-class Statement {
+// A prepared statement kept for reuse. Parsing SQL costs more than running it (it dominated the
+// agent heartbeat), so each SqliteStore prepares each distinct SQL text once.
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+struct CachedStatement {
+  StmtHandle stmt;
+  // Column name → index, read once at prepare time: rows are read by name, and an `instances`
+  // row has 36 columns.
+  std::unordered_map<std::string, int, StringHash, std::equal_to<>> columns;
+  bool in_use = false;  // a Statement holds it; a second user of the same SQL prepares its own
+};
+
+class StatementCache {
  public:
-  Statement(sqlite3* db, std::string_view sql, std::string doing)
-      : db_(db), doing_(std::move(doing)) {
-    sqlite3_stmt* raw = nullptr;
-    const int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &raw, nullptr);
-    stmt_.reset(raw);
-    if (rc != SQLITE_OK) fail(db_, doing_ + " (preparing)");
+  // The cached statement for sql, prepared on first use; nullptr when it is already in use.
+  CachedStatement* borrow(sqlite3* db, std::string_view sql, const std::string& doing) {
+    auto it = by_sql_.find(sql);
+    if (it == by_sql_.end()) {
+      auto entry = std::make_unique<CachedStatement>();
+      entry->stmt = prepare(db, sql, doing);
+      const int n = sqlite3_column_count(entry->stmt.get());
+      for (int i = 0; i < n; ++i)
+        entry->columns.emplace(sqlite3_column_name(entry->stmt.get(), i), i);
+      it = by_sql_.emplace(std::string(sql), std::move(entry)).first;
+    }
+    if (it->second->in_use) return nullptr;
+    it->second->in_use = true;
+    return it->second.get();
   }
 
+  static StmtHandle prepare(sqlite3* db, std::string_view sql, const std::string& doing) {
+    sqlite3_stmt* raw = nullptr;
+    const int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &raw, nullptr);
+    StmtHandle stmt(raw);
+    if (rc != SQLITE_OK) fail(db, doing + " (preparing)");
+    return stmt;
+  }
+
+ private:
+  std::unordered_map<std::string, std::unique_ptr<CachedStatement>, StringHash, std::equal_to<>>
+      by_sql_;
+};
+
+// One use of a prepared statement. Parameters are named (":name") and columns are read by name,
+// so the long instance rows cannot silently shift when a column is added.
+class Statement {
+ public:
+  // Prepares sql for this use only (migrations, pragmas: SQL that runs once).
+  Statement(sqlite3* db, std::string_view sql, std::string doing)
+      : db_(db), doing_(std::move(doing)) {
+    owned_ = StatementCache::prepare(db, sql, doing_);
+    stmt_ = owned_.get();
+  }
+  // Uses the cache's statement for sql; resets it for the next user when done.
+  Statement(StatementCache& cache, sqlite3* db, std::string_view sql, std::string doing)
+      : db_(db), doing_(std::move(doing)) {
+    cached_ = cache.borrow(db, sql, doing_);
+    if (cached_ != nullptr) {
+      stmt_ = cached_->stmt.get();
+    } else {
+      owned_ = StatementCache::prepare(db, sql, doing_);
+      stmt_ = owned_.get();
+    }
+  }
+  ~Statement() {
+    if (cached_ == nullptr) return;
+    // Resetting ends the statement's read of the database (an unreset SELECT would pin an old
+    // snapshot) and its result code repeats an error already thrown, so it is not checked.
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    cached_->in_use = false;
+  }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
   void bind_int(const char* name, std::int64_t value) {
-    check(sqlite3_bind_int64(stmt_.get(), param(name), value));
+    check(sqlite3_bind_int64(stmt_, param(name), value));
   }
   void bind_bool(const char* name, bool value) { bind_int(name, value ? 1 : 0); }
   void bind_real(const char* name, double value) {
     // SQLite would turn NaN into NULL, which comes back as 0: refuse rather than lose it.
     if (std::isnan(value)) throw StoreError(doing_ + ": " + (name + 1) + " is NaN");
-    check(sqlite3_bind_double(stmt_.get(), param(name), value));
+    check(sqlite3_bind_double(stmt_, param(name), value));
   }
   void bind_text(const char* name, std::string_view value) {
-    check(sqlite3_bind_text64(stmt_.get(), param(name), value.data(), value.size(),
-                              SQLITE_TRANSIENT, SQLITE_UTF8));
+    check(sqlite3_bind_text64(stmt_, param(name), value.data(), value.size(), SQLITE_TRANSIENT,
+                              SQLITE_UTF8));
   }
-  void bind_null(const char* name) { check(sqlite3_bind_null(stmt_.get(), param(name))); }
+  void bind_null(const char* name) { check(sqlite3_bind_null(stmt_, param(name))); }
   void bind_opt_real(const char* name, const std::optional<double>& value) {
     if (value)
       bind_real(name, *value);
@@ -209,7 +276,7 @@ class Statement {
 
   // True while a row is available.
   bool next() {
-    const int rc = sqlite3_step(stmt_.get());
+    const int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
     fail(db_, doing_);
@@ -222,11 +289,9 @@ class Statement {
   int changes() const { return sqlite3_changes(db_); }
 
   bool is_null(const char* col) const {
-    return sqlite3_column_type(stmt_.get(), column(col)) == SQLITE_NULL;
+    return sqlite3_column_type(stmt_, column(col)) == SQLITE_NULL;
   }
-  std::int64_t integer(const char* col) const {
-    return sqlite3_column_int64(stmt_.get(), column(col));
-  }
+  std::int64_t integer(const char* col) const { return sqlite3_column_int64(stmt_, column(col)); }
   int int32(const char* col) const {
     const std::int64_t v = integer(col);
     if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
@@ -235,12 +300,14 @@ class Statement {
     return static_cast<int>(v);
   }
   bool boolean(const char* col) const { return integer(col) != 0; }
-  double real(const char* col) const { return sqlite3_column_double(stmt_.get(), column(col)); }
-  std::string text(const char* col) const {
+  double real(const char* col) const { return sqlite3_column_double(stmt_, column(col)); }
+  std::string text(const char* col) const { return std::string(text_view(col)); }
+  // Valid until the next step or the end of this Statement.
+  std::string_view text_view(const char* col) const {
     const int i = column(col);
-    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_.get(), i));
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, i));
     if (p == nullptr) return {};
-    return std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_.get(), i)));
+    return {p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, i))};
   }
   std::optional<double> opt_real(const char* col) const {
     if (is_null(col)) return std::nullopt;
@@ -255,14 +322,23 @@ class Statement {
 
  private:
   int param(const char* name) const {
-    const int i = sqlite3_bind_parameter_index(stmt_.get(), name);
+    const int i = sqlite3_bind_parameter_index(stmt_, name);
     if (i == 0) throw StoreError(doing_ + ": internal error: no SQL parameter " + name);
     return i;
   }
   int column(const char* name) const {
-    const int n = sqlite3_column_count(stmt_.get());
+    if (cached_ != nullptr) {
+      // SQLite re-prepares a statement after a schema change, which may move a column of
+      // SELECT *: a remembered index is used only while the statement still names it so.
+      auto it = cached_->columns.find(std::string_view(name));
+      if (it != cached_->columns.end() && it->second < sqlite3_column_count(stmt_) &&
+          std::strcmp(sqlite3_column_name(stmt_, it->second), name) == 0) {
+        return it->second;
+      }
+    }
+    const int n = sqlite3_column_count(stmt_);
     for (int i = 0; i < n; ++i) {
-      if (std::strcmp(sqlite3_column_name(stmt_.get(), i), name) == 0) return i;
+      if (std::strcmp(sqlite3_column_name(stmt_, i), name) == 0) return i;
     }
     throw StoreError(doing_ + ": internal error: no column " + name + " in the result");
   }
@@ -272,7 +348,9 @@ class Statement {
 
   sqlite3* db_;
   std::string doing_;
-  StmtHandle stmt_;
+  StmtHandle owned_;                   // set when this use prepared its own statement
+  CachedStatement* cached_ = nullptr;  // set when borrowed from a StatementCache
+  sqlite3_stmt* stmt_ = nullptr;
 };
 
 int read_user_version(sqlite3* db, std::string_view doing) {
@@ -346,10 +424,39 @@ void bind_offer(Statement& s, const core::Offer& offer) {
   s.bind_text(":offer_extra_json", dump_json(extra, s.doing() + ": encoding offer"));
 }
 
-core::Offer read_offer(const Statement& s, const std::string& what) {
+// Parsed offer snapshots by instance id, each kept with the exact text it was parsed from. A
+// snapshot is written once, at rent time, and read on every agent call; a row whose text still
+// matches skips the JSON parse. Matching the text rather than trusting the id keeps this right
+// when the row is rewritten, by this connection or another one.
+class OfferCache {
+ public:
+  const core::Offer* find(std::int64_t id, std::string_view vast, std::string_view extra) const {
+    auto it = by_id_.find(id);
+    if (it == by_id_.end() || it->second.vast != vast || it->second.extra != extra) return nullptr;
+    return &it->second.offer;
+  }
+  void put(std::int64_t id, std::string_view vast, std::string_view extra,
+           const core::Offer& offer) {
+    // Bounded: a fleet's live rows fit many times over; a full listing of old rows refills it.
+    if (by_id_.size() >= kMaxEntries && !by_id_.count(id)) by_id_.clear();
+    by_id_[id] = Entry{std::string(vast), std::string(extra), offer};
+  }
+
+ private:
+  static constexpr std::size_t kMaxEntries = 4096;
+  struct Entry {
+    std::string vast;
+    std::string extra;
+    core::Offer offer;
+  };
+  std::unordered_map<std::int64_t, Entry> by_id_;
+};
+
+core::Offer parse_offer(std::string_view vast_text, std::string_view extra_text,
+                        const std::string& what) {
   try {
-    json vast = json::parse(s.text("offer_json"));
-    const json extra = json::parse(s.text("offer_extra_json"));
+    json vast = json::parse(vast_text);
+    const json extra = json::parse(extra_text);
     // offer_from_vast_json rejects an offer without a positive id (a market boundary rule); a
     // snapshot may legitimately hold none (an adopted instance), so carry it around the check.
     const std::int64_t id = vast.value("id", std::int64_t{0});
@@ -366,6 +473,16 @@ core::Offer read_offer(const Statement& s, const std::string& what) {
   } catch (const json::exception& e) {
     throw StoreError(what + ": corrupt offer snapshot: " + e.what());
   }
+}
+
+core::Offer read_offer(const Statement& s, std::int64_t instance_id, const std::string& what,
+                       OfferCache& cache) {
+  const std::string_view vast = s.text_view("offer_json");
+  const std::string_view extra = s.text_view("offer_extra_json");
+  if (const core::Offer* known = cache.find(instance_id, vast, extra)) return *known;
+  core::Offer offer = parse_offer(vast, extra, what);
+  cache.put(instance_id, vast, extra, offer);
+  return offer;
 }
 
 constexpr const char* kInstanceColumns =
@@ -421,13 +538,13 @@ void bind_instance(Statement& s, const core::InstanceRecord& r) {
   s.bind_text(":origin", r.origin);
 }
 
-core::InstanceRecord read_instance(const Statement& s) {
+core::InstanceRecord read_instance(const Statement& s, OfferCache& offers) {
   core::InstanceRecord r;
   r.id = s.integer("id");
   const std::string what = "instance " + std::to_string(r.id);
   r.deployment_id = s.text("deployment_id");
   r.market_id = s.opt_integer("market_id");
-  r.offer = read_offer(s, what);
+  r.offer = read_offer(s, r.id, what, offers);
   const std::string state = s.text("state");
   auto parsed_state = core::parse_instance_state(state);
   if (!parsed_state) throw StoreError(what + " has unknown state '" + state + "'");
@@ -526,7 +643,12 @@ void SqliteStore::DbCloser::operator()(sqlite3* db) const {
   sqlite3_close_v2(db);
 }
 
-SqliteStore::SqliteStore(const std::string& path) {
+struct SqliteStore::Caches {
+  StatementCache statements;
+  OfferCache offers;
+};
+
+SqliteStore::SqliteStore(const std::string& path) : caches_(std::make_unique<Caches>()) {
   if (path.empty()) throw StoreError("opening store: the database path is empty");
   const std::string doing = "opening store '" + path + "'";
   if (path != ":memory:") {
@@ -538,8 +660,11 @@ SqliteStore::SqliteStore(const std::string& path) {
     }
   }
   sqlite3* raw = nullptr;
+  // NOMUTEX: mutex_ already serialises every use of this connection, so SQLite's own per-call
+  // locking would only be paid twice.
   const int rc =
-      sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   db_.reset(raw);  // sqlite3_open_v2 may allocate a handle even when it fails
   if (rc != SQLITE_OK) {
     throw StoreError(doing + ": " + (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
@@ -557,6 +682,11 @@ SqliteStore::SqliteStore(const std::string& path) {
     }
   }
   exec(db, "PRAGMA foreign_keys=ON", doing + ": enabling foreign keys");
+  // Durability trade-off: in WAL mode, NORMAL syncs at checkpoints, not at every commit. A
+  // commit survives a crash of the process (what the manager must survive: it writes intent
+  // before acting); a power loss or kernel crash may lose the last few commits, which the
+  // reconciliation with the market's instance list recovers. FULL would add an fsync to every
+  // agent heartbeat.
   exec(db, "PRAGMA synchronous=NORMAL", doing + ": setting synchronous");
   migrate(db, path);
 }
@@ -590,7 +720,7 @@ void SqliteStore::transaction(const std::function<void()>& fn) {
     return;
   }
 
-  exec(db, "BEGIN IMMEDIATE", "starting a transaction");
+  Statement(caches_->statements, db, "BEGIN IMMEDIATE", "starting a transaction").run();
   depth_ = 1;
   try {
     fn();
@@ -600,10 +730,11 @@ void SqliteStore::transaction(const std::function<void()>& fn) {
     throw;
   }
   depth_ = 0;
-  if (sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
-    const std::string message = std::string("committing a transaction: ") + sqlite3_errmsg(db);
+  try {
+    Statement(caches_->statements, db, "COMMIT", "committing a transaction").run();
+  } catch (...) {
     rollback_quietly(db);
-    throw StoreError(message);
+    throw;
   }
 }
 
@@ -611,7 +742,7 @@ void SqliteStore::transaction(const std::function<void()>& fn) {
 
 std::int64_t SqliteStore::insert_instance(const core::InstanceRecord& record) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(),
+  Statement s(caches_->statements, db_.get(),
               std::string("INSERT INTO instances (") + kInstanceColumns + ") VALUES (" +
                   ":deployment_id, :market_id, :offer_json, :offer_extra_json, :state, "
                   ":created_at, :state_since, :deadline_at, :destroy_reason, :destroyed_at, "
@@ -631,7 +762,7 @@ std::int64_t SqliteStore::insert_instance(const core::InstanceRecord& record) {
 void SqliteStore::update_instance(const core::InstanceRecord& record) {
   std::lock_guard lock(mutex_);
   const std::string doing = "updating instance " + std::to_string(record.id);
-  Statement s(db_.get(),
+  Statement s(caches_->statements, db_.get(),
               "UPDATE instances SET deployment_id = :deployment_id, market_id = :market_id, "
               "offer_json = :offer_json, offer_extra_json = :offer_extra_json, state = :state, "
               "created_at = :created_at, state_since = :state_since, "
@@ -657,52 +788,84 @@ void SqliteStore::update_instance(const core::InstanceRecord& record) {
   if (s.changes() == 0) throw StoreError(doing + ": no such instance");
 }
 
+void SqliteStore::update_agent_progress(const core::InstanceRecord& r) {
+  std::lock_guard lock(mutex_);
+  const std::string doing = "updating agent progress of instance " + std::to_string(r.id);
+  Statement s(caches_->statements, db_.get(),
+              "UPDATE instances SET last_heartbeat_at = :last_heartbeat_at, "
+              "params_done_bytes = :params_done_bytes, params_total_bytes = :params_total_bytes, "
+              "params_rate_bps = :params_rate_bps, prover_crashes = :prover_crashes, "
+              "ooms = :ooms, proofs_benchmark = :proofs_benchmark, "
+              "proofs_production = :proofs_production, gpu_util = :gpu_util, "
+              "peak_memory_gib = :peak_memory_gib, plan_json = :plan_json, "
+              "spend_usd = :spend_usd, billed_until = :billed_until WHERE id = :id",
+              doing);
+  s.bind_real(":last_heartbeat_at", r.last_heartbeat_at);
+  s.bind_real(":params_done_bytes", r.params_done_bytes);
+  s.bind_real(":params_total_bytes", r.params_total_bytes);
+  s.bind_real(":params_rate_bps", r.params_rate_bps);
+  s.bind_int(":prover_crashes", r.prover_crashes);
+  s.bind_int(":ooms", r.ooms);
+  s.bind_int(":proofs_benchmark", r.proofs_benchmark);
+  s.bind_int(":proofs_production", r.proofs_production);
+  s.bind_real(":gpu_util", r.gpu_util);
+  s.bind_real(":peak_memory_gib", r.peak_memory_gib);
+  s.bind_text(":plan_json", r.plan_json);
+  s.bind_real(":spend_usd", r.spend_usd);
+  s.bind_real(":billed_until", r.billed_until);
+  s.bind_int(":id", r.id);
+  s.run();
+  if (s.changes() == 0) throw StoreError(doing + ": no such instance");
+}
+
 std::optional<core::InstanceRecord> SqliteStore::instance(std::int64_t id) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(), "SELECT * FROM instances WHERE id = :id",
+  Statement s(caches_->statements, db_.get(), "SELECT * FROM instances WHERE id = :id",
               "reading instance " + std::to_string(id));
   s.bind_int(":id", id);
   if (!s.next()) return std::nullopt;
-  return read_instance(s);
+  return read_instance(s, caches_->offers);
 }
 
 std::optional<core::InstanceRecord> SqliteStore::instance_by_deployment(const std::string& dep) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(), "SELECT * FROM instances WHERE deployment_id = :dep",
+  Statement s(caches_->statements, db_.get(), "SELECT * FROM instances WHERE deployment_id = :dep",
               "reading instance with deployment_id '" + dep + "'");
   s.bind_text(":dep", dep);
   if (!s.next()) return std::nullopt;
-  return read_instance(s);
+  return read_instance(s, caches_->offers);
 }
 
 std::optional<core::InstanceRecord> SqliteStore::instance_by_market_id(std::int64_t market_id) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(),
+  Statement s(caches_->statements, db_.get(),
               "SELECT * FROM instances WHERE market_id = :market_id ORDER BY id DESC LIMIT 1",
               "reading instance with market id " + std::to_string(market_id));
   s.bind_int(":market_id", market_id);
   if (!s.next()) return std::nullopt;
-  return read_instance(s);
+  return read_instance(s, caches_->offers);
 }
 
 std::optional<core::InstanceRecord> SqliteStore::instance_by_token_hash(const std::string& hash) {
   if (hash.empty()) return std::nullopt;  // rows without a token have an empty hash
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(), "SELECT * FROM instances WHERE token_hash = :hash LIMIT 1",
+  Statement s(caches_->statements, db_.get(),
+              "SELECT * FROM instances WHERE token_hash = :hash LIMIT 1",
               "reading instance by agent token");
   s.bind_text(":hash", hash);
   if (!s.next()) return std::nullopt;
-  return read_instance(s);
+  return read_instance(s, caches_->offers);
 }
 
 std::vector<core::InstanceRecord> SqliteStore::instances(bool include_destroyed) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(), "SELECT * FROM instances WHERE :all OR state != :destroyed ORDER BY id",
+  Statement s(caches_->statements, db_.get(),
+              "SELECT * FROM instances WHERE :all OR state != :destroyed ORDER BY id",
               "listing instances");
   s.bind_bool(":all", include_destroyed);
   s.bind_text(":destroyed", core::to_string(core::InstanceState::Destroyed));
   std::vector<core::InstanceRecord> out;
-  while (s.next()) out.push_back(read_instance(s));
+  while (s.next()) out.push_back(read_instance(s, caches_->offers));
   return out;
 }
 
@@ -711,7 +874,7 @@ std::vector<core::InstanceRecord> SqliteStore::instances(bool include_destroyed)
 std::int64_t SqliteStore::append_event(const core::InstanceEvent& event) {
   std::lock_guard lock(mutex_);
   Statement s(
-      db_.get(),
+      caches_->statements, db_.get(),
       "INSERT INTO instance_events (instance_id, at, kind, message, data_json) "
       "VALUES (:instance_id, :at, :kind, :message, :data_json)",
       "appending '" + event.kind + "' event for instance " + std::to_string(event.instance_id));
@@ -726,7 +889,7 @@ std::int64_t SqliteStore::append_event(const core::InstanceEvent& event) {
 
 std::vector<core::InstanceEvent> SqliteStore::events(std::int64_t instance_id, std::size_t limit) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(),
+  Statement s(caches_->statements, db_.get(),
               "SELECT * FROM (SELECT * FROM instance_events WHERE instance_id = :instance_id "
               "ORDER BY at DESC, id DESC LIMIT :limit) ORDER BY at, id",
               "reading events of instance " + std::to_string(instance_id));
@@ -743,7 +906,7 @@ std::vector<core::InstanceEvent> SqliteStore::events(std::int64_t instance_id, s
 
 bool SqliteStore::mark_agent_seq(std::int64_t instance_id, std::int64_t seq) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(),
+  Statement s(caches_->statements, db_.get(),
               "INSERT INTO agent_seqs (instance_id, seq) VALUES (:instance_id, :seq) "
               "ON CONFLICT (instance_id, seq) DO NOTHING",
               "recording agent event " + std::to_string(seq) + " of instance " +
@@ -757,7 +920,7 @@ bool SqliteStore::mark_agent_seq(std::int64_t instance_id, std::int64_t seq) {
 bool SqliteStore::insert_proof_sample(const core::ProofSample& sample) {
   std::lock_guard lock(mutex_);
   // ON CONFLICT on the key only: any other constraint failure still raises an error.
-  Statement s(db_.get(),
+  Statement s(caches_->statements, db_.get(),
               "INSERT INTO proof_samples (instance_id, seq, at, seconds, gpu_ms, queue_ms, phase) "
               "VALUES (:instance_id, :seq, :at, :seconds, :gpu_ms, :queue_ms, :phase) "
               "ON CONFLICT (instance_id, seq) DO NOTHING",
@@ -777,7 +940,8 @@ bool SqliteStore::insert_proof_sample(const core::ProofSample& sample) {
 std::vector<core::ProofSample> SqliteStore::proof_samples(std::int64_t instance_id) {
   std::lock_guard lock(mutex_);
   const std::string doing = "reading proof samples of instance " + std::to_string(instance_id);
-  Statement s(db_.get(), "SELECT * FROM proof_samples WHERE instance_id = :id ORDER BY seq", doing);
+  Statement s(caches_->statements, db_.get(),
+              "SELECT * FROM proof_samples WHERE instance_id = :id ORDER BY seq", doing);
   s.bind_int(":id", instance_id);
   std::vector<core::ProofSample> out;
   while (s.next()) {
@@ -804,7 +968,7 @@ std::vector<core::ProofSample> SqliteStore::proof_samples(std::int64_t instance_
 
 std::int64_t SqliteStore::insert_bench_run(const core::BenchRun& run) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(),
+  Statement s(caches_->statements, db_.get(),
               "INSERT INTO bench_runs (machine_id, gpu_name, num_gpus, instance_id, at, rate, "
               "low, high, samples, kind, contended, throttled, plan_json) VALUES (:machine_id, "
               ":gpu_name, :num_gpus, :instance_id, :at, :rate, :low, :high, :samples, :kind, "
@@ -829,7 +993,7 @@ std::int64_t SqliteStore::insert_bench_run(const core::BenchRun& run) {
 
 std::vector<core::BenchRun> SqliteStore::bench_runs(const core::HostKey& host) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(),
+  Statement s(caches_->statements, db_.get(),
               "SELECT * FROM bench_runs WHERE machine_id = :machine_id AND gpu_name = :gpu_name "
               "AND num_gpus = :num_gpus ORDER BY at, id",
               "reading bench runs of machine " + std::to_string(host.machine_id));
@@ -843,7 +1007,8 @@ std::vector<core::BenchRun> SqliteStore::bench_runs(const core::HostKey& host) {
 
 std::vector<core::BenchRun> SqliteStore::all_bench_runs() {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(), "SELECT * FROM bench_runs ORDER BY at, id", "reading bench runs");
+  Statement s(caches_->statements, db_.get(), "SELECT * FROM bench_runs ORDER BY at, id",
+              "reading bench runs");
   std::vector<core::BenchRun> out;
   while (s.next()) out.push_back(read_bench_run(s));
   return out;
@@ -853,7 +1018,7 @@ std::vector<core::BenchRun> SqliteStore::all_bench_runs() {
 
 void SqliteStore::put_bad_host(const core::BadHost& entry) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(),
+  Statement s(caches_->statements, db_.get(),
               "INSERT INTO bad_hosts (machine_id, source, reason, evidence_json, added_at, "
               "expires_at, strikes) VALUES (:machine_id, :source, :reason, :evidence_json, "
               ":added_at, :expires_at, :strikes) ON CONFLICT (machine_id, source) DO UPDATE SET "
@@ -873,7 +1038,7 @@ void SqliteStore::put_bad_host(const core::BadHost& entry) {
 
 bool SqliteStore::remove_bad_host(std::int64_t machine_id, const std::string& source) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(),
+  Statement s(caches_->statements, db_.get(),
               "DELETE FROM bad_hosts WHERE machine_id = :machine_id AND source = :source",
               "removing bad host " + std::to_string(machine_id) + " (" + source + ")");
   s.bind_int(":machine_id", machine_id);
@@ -884,7 +1049,7 @@ bool SqliteStore::remove_bad_host(std::int64_t machine_id, const std::string& so
 
 std::vector<core::BadHost> SqliteStore::bad_hosts() {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(), "SELECT * FROM bad_hosts ORDER BY machine_id, source",
+  Statement s(caches_->statements, db_.get(), "SELECT * FROM bad_hosts ORDER BY machine_id, source",
               "reading bad hosts");
   std::vector<core::BadHost> out;
   while (s.next()) out.push_back(read_bad_host(s));
@@ -895,7 +1060,7 @@ std::vector<core::BadHost> SqliteStore::bad_hosts() {
 
 std::optional<std::string> SqliteStore::setting(const std::string& key) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(), "SELECT value FROM settings WHERE key = :key",
+  Statement s(caches_->statements, db_.get(), "SELECT value FROM settings WHERE key = :key",
               "reading setting '" + key + "'");
   s.bind_text(":key", key);
   if (!s.next()) return std::nullopt;
@@ -904,7 +1069,7 @@ std::optional<std::string> SqliteStore::setting(const std::string& key) {
 
 void SqliteStore::put_setting(const std::string& key, const std::string& value) {
   std::lock_guard lock(mutex_);
-  Statement s(db_.get(),
+  Statement s(caches_->statements, db_.get(),
               "INSERT INTO settings (key, value) VALUES (:key, :value) "
               "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
               "writing setting '" + key + "'");

@@ -1,5 +1,7 @@
 // The SQLite implementation of Store: one connection, serialised by a mutex so the HTTP
 // server's threads can share it; WAL so CLI commands can read while the manager writes.
+// Statements are prepared once per connection and parsed offer snapshots are reused while their
+// row's text is unchanged: agents call on every heartbeat.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,7 @@ class SqliteStore final : public Store {
 
   std::int64_t insert_instance(const core::InstanceRecord& record) override;
   void update_instance(const core::InstanceRecord& record) override;
+  void update_agent_progress(const core::InstanceRecord& record) override;
   std::optional<core::InstanceRecord> instance(std::int64_t id) override;
   std::optional<core::InstanceRecord> instance_by_deployment(const std::string& dep) override;
   // Market ids are not reused by vast; should two rows share one, the newest row wins.
@@ -63,9 +66,11 @@ class SqliteStore final : public Store {
   struct DbCloser {
     void operator()(sqlite3* db) const;
   };
+  struct Caches;  // prepared statements, parsed offer snapshots
 
   std::recursive_mutex mutex_;  // held for every call and across a whole transaction
   std::unique_ptr<sqlite3, DbCloser> db_;
+  std::unique_ptr<Caches> caches_;  // after db_: its statements are finalised before the close
   int depth_ = 0;  // transaction nesting; >0 means BEGIN has run on this connection
 };
 

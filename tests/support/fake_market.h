@@ -23,6 +23,7 @@ class FakeMarket : public market::Market {
   bool create_executes_despite_error = false;  // the reply is lost but the instance exists
   int destroy_failures = 0;                    // fail this many destroys first
   bool list_fails = false;
+  bool search_fails = false;
   int creates = 0, destroys = 0, lists = 0;
   std::vector<std::int64_t> destroyed;
   std::vector<market::CreateRequest> create_requests;
@@ -51,6 +52,8 @@ class FakeMarket : public market::Market {
 
   market::Result<market::SearchResult> search_offers(const market::SearchRequest& req) override {
     std::lock_guard lock(mu_);
+    if (search_fails)
+      return tl::unexpected(market::MarketError{market::ErrorKind::Transport, 0, "", "down"});
     market::SearchResult r;
     for (const auto& o : offers) {
       if (req.query.contains("id") && req.query["id"]["eq"].get<std::int64_t>() != o.id) continue;

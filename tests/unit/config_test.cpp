@@ -88,5 +88,66 @@ TEST(Config, ErrorsNameTheKey) {
   EXPECT_THAT(missing.error(), HasSubstr("/nonexistent/x.toml"));
 }
 
+TEST(Config, EnvironmentOverridesEveryKindOfKey) {
+  Environment env = {{"PROVERFLEET_ACCEPTANCE_MIN_SAMPLES", "8"},
+                     {"PROVERFLEET_DEPLOY_IMAGE", "me/agent:2"},
+                     {"PROVERFLEET_AUTOPILOT_ENABLED", "true"},
+                     {"PROVERFLEET_AUTOPILOT_DEMAND_PROOFS_PER_HOUR", "300"},
+                     {"PROVERFLEET_MARKET_VAST_URL", "http://127.0.0.1:1"},
+                     {"PROVERFLEET_MANAGER", "not a config key: other commands read it"}};
+  auto cfg =
+      parse_config("[acceptance]\nmin_samples = 4\n[autopilot]\nenabled = false\n", "t.toml", env);
+  ASSERT_TRUE(cfg) << cfg.error();
+  EXPECT_EQ(cfg->acceptance.min_samples, 8);  // the environment wins over the file
+  EXPECT_EQ(cfg->deploy.image, "me/agent:2");
+  EXPECT_TRUE(cfg->autopilot.enabled);
+  ASSERT_TRUE(cfg->autopilot.policy.demand_proofs_per_hour.has_value());
+  EXPECT_EQ(*cfg->autopilot.policy.demand_proofs_per_hour, 300);
+  EXPECT_EQ(cfg->market.vast_url, std::optional<std::string>("http://127.0.0.1:1"));
+}
+
+TEST(Config, BadEnvironmentOverridesNameTheVariable) {
+  auto typo = parse_config("", "t.toml", {{"PROVERFLEET_ACCEPTANCE_MIN_SAMPLE", "8"}});
+  ASSERT_FALSE(typo);
+  EXPECT_THAT(typo.error(), HasSubstr("PROVERFLEET_ACCEPTANCE_MIN_SAMPLE"));
+  auto number = parse_config("", "t.toml", {{"PROVERFLEET_ECONOMICS_REVENUE_PER_PROOF_USD", "1x"}});
+  ASSERT_FALSE(number);
+  EXPECT_THAT(number.error(), HasSubstr("economics.revenue_per_proof_usd"));
+  EXPECT_THAT(number.error(), HasSubstr("'1x'"));
+  auto boolean = parse_config("", "t.toml", {{"PROVERFLEET_AUTOPILOT_ENABLED", "maybe"}});
+  ASSERT_FALSE(boolean);
+  EXPECT_THAT(boolean.error(), HasSubstr("true or false"));
+  auto negative = parse_config("", "t.toml", {{"PROVERFLEET_AUTOPILOT_MAX_INSTANCES", "-1"}});
+  ASSERT_FALSE(negative);
+  EXPECT_THAT(negative.error(), HasSubstr("autopilot.max_instances"));
+}
+
+TEST(Config, AutopilotSectionFeedsThePolicy) {
+  auto cfg = parse_config(R"(
+[economics]
+revenue_per_proof_usd = 0.02
+[autopilot]
+enabled = true
+query = "gpu_name=RTX_4090"
+max_instances = 3
+max_concurrent_benchmarks = 2
+exploration_window_h = 12
+allow_shared_machines = false
+)",
+                          "t.toml");
+  ASSERT_TRUE(cfg) << cfg.error();
+  EXPECT_TRUE(cfg->autopilot.enabled);
+  EXPECT_EQ(cfg->autopilot.query, "gpu_name=RTX_4090");
+  EXPECT_EQ(cfg->autopilot.policy.max_instances, 3);
+  EXPECT_EQ(cfg->autopilot.policy.max_concurrent_benchmarks, 2);
+  EXPECT_DOUBLE_EQ(cfg->autopilot.policy.exploration_window_s, 12 * 3600);
+  EXPECT_FALSE(cfg->autopilot.policy.allow_shared_machines);
+  // Money comes from [economics]: the policy scores with the figures the ranking shows.
+  EXPECT_DOUBLE_EQ(cfg->autopilot.policy.scoring.economics.revenue_per_proof_usd, 0.02);
+  auto unknown = parse_config("[autopilot]\nmax_instance = 3\n", "u.toml");
+  ASSERT_FALSE(unknown);
+  EXPECT_THAT(unknown.error(), HasSubstr("autopilot.max_instance"));
+}
+
 }  // namespace
 }  // namespace pf::cli

@@ -22,6 +22,10 @@ class ManagerTest : public ::testing::Test {
     market_.add_offer(103, 11, 0.40);  // same machine as 101
     ManagerConfig cfg;
     cfg.rank.predictor = core::default_predictor_config();
+    // Break-even rates as commented below whichever price judges benchmarks (revenue per proof
+    // or the $/proof target).
+    cfg.rank.economics.target_cost_per_proof_usd = 0.008;
+    cfg.rank.economics.revenue_per_proof_usd = 0.008;
     cfg.params = {{"a.params", "http://x/a", 1000000000, "00"}};
     cfg.lifecycle.destroy_retry_s = 0;
     manager_ = std::make_unique<Manager>(*store_, market_, cfg, [this] { return now_; });
@@ -62,6 +66,29 @@ class ManagerTest : public ::testing::Test {
     started.data = {{"plan", {{"partitions", 12}}}};
     ASSERT_TRUE(manager_->agent_events(id, {started}));
     ASSERT_TRUE(manager_->agent_events(id, {proof(2, t0, "warmup")}));
+  }
+
+  // Sends measured proofs one POST each, `gaps` seconds apart from t, with the manager's clock
+  // in step with the agent's; stops after the POST that ended the benchmark. Returns how many
+  // were sent.
+  int prove_one_by_one(std::int64_t id, double& t, const std::vector<double>& gaps,
+                       std::int64_t& seq) {
+    int sent = 0;
+    for (double gap : gaps) {
+      t += gap;
+      now_ = t;
+      EXPECT_TRUE(manager_->agent_events(id, {proof(seq++, t)}));
+      ++sent;
+      if (get(id).state != S::Benchmarking) break;
+    }
+    return sent;
+  }
+
+  // Intervals around `mean` with a ±jitter pattern, as real proofs vary.
+  static std::vector<double> gaps(int n, double mean, double jitter) {
+    std::vector<double> out;
+    for (int i = 0; i < n; ++i) out.push_back(mean + jitter * ((i % 3) - 1));
+    return out;
   }
 
   double now_ = 1'000'000;
@@ -194,14 +221,26 @@ TEST_F(ManagerTest, FastHostIsAcceptedAndProves) {
   ASSERT_TRUE(rec.verdict);
   EXPECT_EQ(rec.verdict->decision, core::Verdict::Decision::Accept);
   EXPECT_GT(rec.verdict->rate, 80);
+  // The test decides after each proof, also inside one batch: the proofs after the deciding
+  // one (the 6th: acceptance.min_samples) are production.
+  EXPECT_EQ(rec.verdict->samples, manager_->config().acceptance.min_samples);
+  EXPECT_EQ(rec.proofs_benchmark, 6);
+  EXPECT_EQ(rec.proofs_production, 2);
   auto runs = store_->all_bench_runs();
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].host.machine_id, 11);
+  EXPECT_EQ(runs[0].samples, 6);
+  EXPECT_DOUBLE_EQ(runs[0].rate, rec.verdict->rate);
+  EXPECT_DOUBLE_EQ(runs[0].low, rec.verdict->low);
+  EXPECT_DOUBLE_EQ(runs[0].high, rec.verdict->high);
+  EXPECT_LT(runs[0].low, runs[0].rate);
+  EXPECT_GT(runs[0].high, runs[0].rate);
   EXPECT_EQ(nlohmann::json::parse(runs[0].plan_json)["partitions"], 12);
   EXPECT_FALSE(runs[0].contended);
+  EXPECT_FALSE(runs[0].throttled);
   // Later proofs count as production.
   ASSERT_TRUE(manager_->agent_events(id, {proof(40, t + 40)}));
-  EXPECT_EQ(get(id).proofs_production, 1);
+  EXPECT_EQ(get(id).proofs_production, 3);
   auto s = manager_->summary();
   EXPECT_EQ(s.by_state["proving"], 1);
   EXPECT_GT(s.proofs_per_hour, 80);
@@ -231,6 +270,10 @@ TEST_F(ManagerTest, SlowHostIsRejectedDestroyedAndConfirmed) {
   auto rec = get(id);
   EXPECT_EQ(rec.state, S::Destroying);
   EXPECT_THAT(rec.destroy_reason, HasSubstr("rejected"));
+  ASSERT_TRUE(rec.verdict);
+  EXPECT_EQ(rec.verdict->samples, 6);  // decided at the first proof it may decide on
+  ASSERT_EQ(store_->all_bench_runs().size(), 1u);
+  EXPECT_LT(store_->all_bench_runs()[0].rate, 25);
   manager_->tick();
   EXPECT_EQ(get(id).state, S::Destroyed);
   EXPECT_EQ(market_.destroyed.size(), 1u);
@@ -239,6 +282,148 @@ TEST_F(ManagerTest, SlowHostIsRejectedDestroyedAndConfirmed) {
   auto cmds = manager_->agent_heartbeat(id, {});
   ASSERT_TRUE(cmds);
   EXPECT_THAT(*cmds, ::testing::ElementsAre("stop"));
+}
+
+// The sequential test: clear cases stop at min_samples, whatever side they fall on; a host
+// near break-even keeps being measured.
+TEST_F(ManagerTest, ClearHostsDecideEarlyMarginalOnesRunLonger) {
+  const int min_samples = manager_->config().acceptance.min_samples;
+  const int max_samples = manager_->config().acceptance.max_samples;
+  ASSERT_LT(min_samples + 6, max_samples);
+  auto run = [&](std::int64_t offer, double mean_gap) {
+    auto [id, token] = deploy_and_register(offer);
+    double t = now_;
+    to_benchmarking(id, t);
+    std::int64_t seq = 10;
+    const int sent = prove_one_by_one(id, t, gaps(max_samples + 5, mean_gap, 2), seq);
+    return std::make_pair(id, sent);
+  };
+  // Break-even is 50/hr for 101 ($0.40/hr) and 25/hr for 102 ($0.20/hr) at $0.008 per proof.
+  auto [fast, fast_n] = run(101, 36);          // 100/hr: twice break-even
+  auto [slow, slow_n] = run(102, 290);         // 12.4/hr: half of break-even
+  auto [marginal, marginal_n] = run(103, 68);  // 53/hr: between the test's two hypotheses
+  EXPECT_EQ(fast_n, min_samples);
+  EXPECT_EQ(get(fast).state, S::Proving);
+  EXPECT_EQ(slow_n, min_samples);
+  EXPECT_EQ(get(slow).state, S::Destroying);
+  EXPECT_THAT(get(slow).destroy_reason, HasSubstr("SPRT"));
+  EXPECT_GT(marginal_n, min_samples + 6);
+  EXPECT_LE(marginal_n, max_samples);
+  const auto verdict = *get(marginal).verdict;
+  EXPECT_NE(verdict.decision, core::Verdict::Decision::Continue);
+  EXPECT_EQ(verdict.samples, marginal_n);
+  // Every verdict is kept in the host history with its rate, interval and sample count.
+  auto runs = store_->all_bench_runs();
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].samples, min_samples);
+  EXPECT_EQ(runs[1].samples, min_samples);
+  EXPECT_EQ(runs[2].samples, marginal_n);
+  EXPECT_NEAR(runs[2].rate, 3600 / 68.0, 1.5);
+  EXPECT_LT(runs[2].low, runs[2].rate);
+  EXPECT_GT(runs[2].high, runs[2].rate);
+  // 103 shares machine 11 with the fast instance, still alive: that run is marked contended.
+  EXPECT_FALSE(runs[0].contended);
+  EXPECT_TRUE(runs[2].contended);
+}
+
+TEST_F(ManagerTest, TimeCapEndsABenchmarkThatCannotDecide) {
+  ManagerConfig cfg = manager_->config();
+  cfg.acceptance.max_seconds = 900;
+  manager_ = std::make_unique<Manager>(*store_, market_, cfg, [this] { return now_; });
+  auto [id, token] = deploy_and_register(101);
+  double t = now_;
+  to_benchmarking(id, t);
+  std::int64_t seq = 10;
+  const int sent = prove_one_by_one(id, t, gaps(cfg.acceptance.max_samples, 68, 6), seq);
+  EXPECT_LT(sent, cfg.acceptance.max_samples);  // the cap came first
+  EXPECT_GE(sent, 900 / 74);
+  auto rec = get(id);
+  ASSERT_TRUE(rec.verdict);
+  EXPECT_NE(rec.verdict->decision, core::Verdict::Decision::Continue);
+  EXPECT_THAT(rec.verdict->reason, HasSubstr("time cap"));
+  EXPECT_EQ(rec.verdict->samples, sent);
+  ASSERT_EQ(store_->all_bench_runs().size(), 1u);
+}
+
+TEST_F(ManagerTest, HeartbeatRejectsAHostThatStoppedProving) {
+  auto [id, token] = deploy_and_register(101);
+  double t = now_;
+  to_benchmarking(id, t);
+  std::int64_t seq = 10;
+  prove_one_by_one(id, t, gaps(3, 40, 2), seq);
+  ASSERT_EQ(get(id).state, S::Benchmarking);
+  Heartbeat hb;
+  hb.phase = "benchmarking";
+  now_ = t + 60;  // quiet, but not for long: nothing to decide yet
+  auto cmds = manager_->agent_heartbeat(id, hb);
+  ASSERT_TRUE(cmds);
+  EXPECT_TRUE(cmds->empty());
+  EXPECT_EQ(get(id).state, S::Benchmarking);
+  // Break-even (50/hr) needs a proof every 72 s; after many times that with none, the
+  // heartbeat ends the benchmark instead of waiting for the caps or the state deadline.
+  now_ = t + 1200;
+  cmds = manager_->agent_heartbeat(id, hb);
+  ASSERT_TRUE(cmds);
+  EXPECT_THAT(*cmds, ::testing::ElementsAre("stop"));
+  auto rec = get(id);
+  EXPECT_EQ(rec.state, S::Destroying);
+  EXPECT_THAT(rec.destroy_reason, HasSubstr("no proof for"));
+  ASSERT_EQ(store_->all_bench_runs().size(), 1u);
+  EXPECT_EQ(store_->all_bench_runs()[0].samples, 3);
+}
+
+TEST_F(ManagerTest, ThrottledBenchmarkIsMarked) {
+  auto [id, token] = deploy_and_register(101);
+  double t = now_;
+  to_benchmarking(id, t);
+  Heartbeat hb;
+  hb.phase = "warming_up";
+  hb.gpu_throttled = true;
+  ASSERT_TRUE(manager_->agent_heartbeat(id, hb));
+  std::int64_t seq = 10;
+  prove_one_by_one(id, t, gaps(8, 36, 1), seq);
+  auto runs = store_->all_bench_runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_TRUE(runs[0].throttled);
+}
+
+// A batch is applied whole: every event of it, one commit, and a retry of it changes nothing.
+TEST_F(ManagerTest, EventBatchIsAppliedOnceAndKeepsEveryEvent) {
+  auto [id, token] = deploy_and_register(101);
+  AgentEvent oom;
+  oom.seq = 1;
+  oom.type = "oom";
+  oom.message = "partitions 14";
+  AgentEvent crash;
+  crash.seq = 2;
+  crash.type = "prover_crashed";
+  AgentEvent done;
+  done.seq = 3;
+  done.type = "params_done";
+  AgentEvent started;
+  started.seq = 4;
+  started.type = "prover_started";
+  started.data = {{"plan", {{"partitions", 10}}}};
+  const std::vector<AgentEvent> batch{started, crash, oom, done, proof(5, now_, "warmup")};
+  const auto events_before = store_->events(id, 0).size();
+  auto first = manager_->agent_events(id, batch);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->accepted, 5);
+  auto rec = get(id);
+  EXPECT_EQ(rec.ooms, 1);
+  EXPECT_EQ(rec.prover_crashes, 1);
+  EXPECT_EQ(rec.params_done_bytes, rec.params_total_bytes);
+  EXPECT_EQ(nlohmann::json::parse(rec.plan_json)["partitions"], 10);
+  EXPECT_EQ(rec.state, S::WarmingUp);
+  EXPECT_EQ(store_->proof_samples(id).size(), 1u);
+  const auto events_after = store_->events(id, 0).size();
+  EXPECT_EQ(events_after, events_before + 5);  // four agent events and one state change
+  auto again = manager_->agent_events(id, batch);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->accepted, 0);
+  EXPECT_EQ(again->duplicates, 5);
+  EXPECT_EQ(get(id).ooms, 1);
+  EXPECT_EQ(store_->events(id, 0).size(), events_after);
 }
 
 TEST_F(ManagerTest, DestroyIsRetriedUntilConfirmed) {

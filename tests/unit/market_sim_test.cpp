@@ -2,14 +2,23 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "agent/params.h"
+#include "agent/probe.h"
+#include "agent/prover_sim.h"
+#include "sim/agent_spawner.h"
 #include "sim/faults.h"
+#include "sim/param_stand_ins.h"
 
 namespace pf::sim {
 namespace {
@@ -614,6 +623,253 @@ TEST(FaultInjectorTest, SameSeedSameDraws) {
   }
   EXPECT_GT(limited, 60);  // both outcomes occur at p = 0.5
   EXPECT_LT(limited, 140);
+}
+
+// --- what market-sim --spawn-agents needs (launch, probe tree, truth, env, stand-ins) --------
+
+TEST(MarketSimLaunchTest, BootAndFailureTimesFollowTheTruth) {
+  MarketSim sim(tiny());
+  const auto healthy = create(sim, 1001, 1.0);
+  auto l = sim.launch(healthy);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->id, healthy);
+  EXPECT_EQ(sim.scenario().offers[l->offer_index].offer.id, 1001);
+  EXPECT_DOUBLE_EQ(l->created_h, 1.0);
+  EXPECT_DOUBLE_EQ(l->boot_h, 1.1);  // boot 6 min
+  EXPECT_TRUE(std::isinf(l->failure_h));
+
+  const auto crashing = create(sim, 1002, 2.0);
+  EXPECT_DOUBLE_EQ(sim.launch(crashing)->boot_h, 2.2);
+  EXPECT_DOUBLE_EQ(sim.launch(crashing)->failure_h, 3.2);  // crash 1 h after boot
+
+  const auto never = create(sim, 1003, 2.0);
+  EXPECT_TRUE(std::isinf(sim.launch(never)->boot_h));
+
+  const auto offline = create(sim, 1004, 2.0);
+  EXPECT_DOUBLE_EQ(sim.launch(offline)->boot_h, 2.5);
+  EXPECT_DOUBLE_EQ(sim.launch(offline)->failure_h, 4.5);  // offline 2 h after boot
+
+  ASSERT_TRUE(sim.destroy_instance(healthy, 3.0));
+  EXPECT_FALSE(sim.launch(healthy));
+  EXPECT_FALSE(sim.launch(123456));
+}
+
+TEST(MarketSimLaunchTest, CarriesTheCreatesOnstartEnvAndNeighbours) {
+  MarketSim sim(tiny());
+  json body = kCreate;
+  body["onstart"] = "proverfleet agent";
+  body["env"] = {{"PROVERFLEET_SECRET", "s3"}, {"-p 8000:8000", "1"}};
+  const auto first = create(sim, 1001, 2.0, body);
+  EXPECT_EQ(sim.launch(first)->onstart, "proverfleet agent");
+  EXPECT_EQ(sim.launch(first)->env, body["env"]);
+  EXPECT_EQ(sim.launch(first)->co_tenants, 0);
+  const auto second = create(sim, 1002, 2.5);  // same machine 501
+  EXPECT_EQ(sim.launch(second)->co_tenants, 1);
+  EXPECT_THAT(sim.rented_offer_indices(), ElementsAre(0u, 1u));
+  ASSERT_TRUE(sim.destroy_instance(first, 3.0));
+  EXPECT_THAT(sim.rented_offer_indices(), ElementsAre(1u));
+}
+
+TEST(WallSecondsTest, ScenarioHoursBecomeScaledWallSeconds) {
+  EXPECT_DOUBLE_EQ(wall_seconds_until(1.5, 1.0, 60), 30);  // half an hour at 60x
+  EXPECT_DOUBLE_EQ(wall_seconds_until(2.0, 1.0, 1), 3600);
+  EXPECT_DOUBLE_EQ(wall_seconds_until(1.0, 2.0, 60), 0);  // already past
+  EXPECT_TRUE(std::isinf(wall_seconds_until(std::numeric_limits<double>::infinity(), 1, 60)));
+}
+
+class ProbeTreeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("pf-probe-tree-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  void write(const std::map<std::string, std::string>& files) {
+    for (const auto& [rel, content] : files) {
+      std::filesystem::create_directories((root_ / rel).parent_path());
+      std::ofstream(root_ / rel) << content;
+    }
+  }
+
+  std::filesystem::path root_;
+};
+
+// The agent's own probe, pointed at the tree, must see what the truth says.
+TEST_F(ProbeTreeTest, AgentProbeSeesTheTruthsLimits) {
+  const Scenario s = tiny();
+  const ScenarioOffer& offer = s.offers[0];  // 1001: 128 GiB visible, 16 of 64 cores, 1 GPU
+  write(probe_tree_files(offer));
+  const auto probe = agent::probe_machine({root_.string(), "nvidia-smi", ""});
+  EXPECT_TRUE(probe.warnings.empty()) << probe.warnings.front();
+  EXPECT_EQ(probe.memory.cgroup_version, "v2");
+  EXPECT_DOUBLE_EQ(probe.memory.usable_gib, 128);
+  // The host: 128 GiB advertised for a 16-of-64-core slice.
+  ASSERT_TRUE(probe.memory.meminfo_total_gib);
+  EXPECT_DOUBLE_EQ(*probe.memory.meminfo_total_gib, 512);
+  EXPECT_EQ(probe.cpu.affinity_cpus, 64);
+  EXPECT_DOUBLE_EQ(probe.cpu.usable, 16);
+  EXPECT_EQ(probe.cpu.usable_source, "cgroup cpu quota");
+  ASSERT_EQ(probe.gpus.size(), 1u);
+  EXPECT_EQ(probe.gpus[0].name, "RTX 4090");
+  EXPECT_DOUBLE_EQ(probe.gpus[0].memory_total_mib, 24576);
+  EXPECT_EQ(probe.gpus[0].pcie_gen, 4);
+  EXPECT_TRUE(probe.gpus[0].throttle.empty());
+  EXPECT_EQ(agent::read_oom_kills(root_.string()), 0);
+}
+
+TEST_F(ProbeTreeTest, OneLinePerGpuAndRamNeverBelowTheVisible) {
+  json doc = tiny_doc();
+  doc["offers"][1]["cpu_ram"] = 65536;  // 64 GiB advertised, 256 GiB visible: odd, but possible
+  doc["offers"][1]["cpu_cores_effective"] = 64;
+  const Scenario s = scenario_from(doc);
+  write(probe_tree_files(s.offers[1]));  // 1002: 2 GPUs
+  const auto probe = agent::probe_machine({root_.string(), "nvidia-smi", ""});
+  ASSERT_EQ(probe.gpus.size(), 2u);
+  EXPECT_EQ(probe.gpus[1].index, 1);
+  EXPECT_DOUBLE_EQ(*probe.memory.meminfo_total_gib, 256);
+  EXPECT_DOUBLE_EQ(probe.memory.usable_gib, 256);
+  EXPECT_DOUBLE_EQ(probe.cpu.usable, 32);
+}
+
+TEST(SimTruthJsonTest, TheAgentsSimProverReadsItBack) {
+  const Scenario s = tiny();
+  const Truth& truth = s.offers[3].truth;  // 1004: throttle and offline failure
+  const json j = sim_truth_json(truth, 2, 99);
+  auto parsed = agent::parse_sim_truth(j);
+  ASSERT_TRUE(parsed) << parsed.error();
+  EXPECT_DOUBLE_EQ(parsed->rate_full, 40);
+  EXPECT_EQ(parsed->partitions_full, 10);
+  EXPECT_DOUBLE_EQ(parsed->ram_visible_gib, 128);
+  EXPECT_DOUBLE_EQ(parsed->warmup_min, 5);
+  EXPECT_DOUBLE_EQ(parsed->proof_time_cv, 0.1);
+  ASSERT_TRUE(parsed->throttle_after_h);
+  EXPECT_DOUBLE_EQ(*parsed->throttle_after_h, 1);
+  EXPECT_DOUBLE_EQ(parsed->throttle_factor, 0.8);
+  EXPECT_EQ(parsed->failure_kind, "offline");
+  EXPECT_DOUBLE_EQ(parsed->failure_after_h, 2);
+  EXPECT_DOUBLE_EQ(parsed->rate_multiplier, 0.8 * 0.8);  // two neighbours on the machine
+  EXPECT_EQ(parsed->seed, 99u);
+
+  auto alone = agent::parse_sim_truth(sim_truth_json(s.offers[0].truth, 0, 1));
+  ASSERT_TRUE(alone) << alone.error();
+  EXPECT_DOUBLE_EQ(alone->rate_multiplier, 1);
+  EXPECT_FALSE(alone->throttle_after_h);
+}
+
+TEST(SimTruthJsonTest, AZeroRateHostStillParses) {
+  json doc = tiny_doc();
+  doc["offers"][0]["truth"]["rate_full"] = 0;
+  const Scenario s = scenario_from(doc);
+  auto parsed = agent::parse_sim_truth(sim_truth_json(s.offers[0].truth, 0, 1));
+  ASSERT_TRUE(parsed) << parsed.error();
+  EXPECT_LT(parsed->rate_full, 1e-3);
+}
+
+TEST(LaunchEnvironmentTest, CreateEnvUnderOursWithDockerFlagsSkipped) {
+  const json create_env = {{"PROVERFLEET_MANAGER", "http://127.0.0.1:1"},
+                           {"PROVERFLEET_SECRET", "s3cret"},
+                           {"PROVERFLEET_PROVER", "cuzk"},
+                           {"-p 8000:8000", "1"},
+                           {"2BAD", "x"},
+                           {"NUMBER", 5}};
+  const auto env = launch_environment(create_env, {{"PROVERFLEET_PROVER", "sim"}, {"PATH", "/b"}});
+  EXPECT_EQ(env.env.at("PROVERFLEET_MANAGER"), "http://127.0.0.1:1");
+  EXPECT_EQ(env.env.at("PROVERFLEET_SECRET"), "s3cret");
+  EXPECT_EQ(env.env.at("PROVERFLEET_PROVER"), "sim");
+  EXPECT_EQ(env.env.at("PATH"), "/b");
+  EXPECT_EQ(env.env.count("-p 8000:8000"), 0u);
+  EXPECT_EQ(env.env.count("2BAD"), 0u);
+  EXPECT_EQ(env.env.count("NUMBER"), 0u);
+  EXPECT_EQ(env.env.size(), 4u);
+  ASSERT_EQ(env.notes.size(), 4u);
+  std::string all;
+  for (const auto& n : env.notes) all += n + "\n";
+  EXPECT_THAT(all, HasSubstr("\"-p 8000:8000\" skipped: not a variable name"));
+  EXPECT_THAT(all, HasSubstr("NUMBER skipped: its value is not a string"));
+  EXPECT_THAT(all, HasSubstr("PROVERFLEET_PROVER from the create replaced"));
+}
+
+TEST(ParamStandInsTest, TwoDeterministicFilesWithTheDigestTheAgentChecks) {
+  ParamStandInOptions o;
+  o.total_mib = 2;
+  auto a = ParamStandIns::make(o);
+  auto b = ParamStandIns::make(o);
+  ASSERT_TRUE(a) << a.error();
+  ASSERT_EQ(a->files().size(), 2u);
+  EXPECT_EQ(a->total_bytes(), 2u << 20);
+  EXPECT_EQ(a->files()[0].content.size(), 3u << 19);  // 3/4
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(a->files()[i].digest, agent::param_digest_of(a->files()[i].content));
+    EXPECT_EQ(a->files()[i].content, b->files()[i].content);
+  }
+  EXPECT_NE(a->files()[0].content.substr(0, 4096), a->files()[1].content.substr(0, 4096));
+  EXPECT_EQ(a->find(a->files()[1].name), &a->files()[1]);
+  EXPECT_EQ(a->find("nope"), nullptr);
+}
+
+TEST(ParamStandInsTest, ManifestIsWhatTheAgentParses) {
+  ParamStandInOptions o;
+  o.total_mib = 1;
+  auto p = ParamStandIns::make(o);
+  ASSERT_TRUE(p);
+  const json manifest = p->manifest("http://127.0.0.1:8700/proverfleet-sim/params/");
+  auto files = agent::parse_param_manifest(manifest);
+  ASSERT_TRUE(files) << files.error();
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_EQ((*files)[0].name, p->files()[0].name);
+  EXPECT_EQ((*files)[0].url, "http://127.0.0.1:8700/proverfleet-sim/params/" + p->files()[0].name);
+  EXPECT_EQ((*files)[0].bytes, p->files()[0].content.size());
+  EXPECT_EQ((*files)[1].digest, p->files()[1].digest);
+
+  o.total_mib = 0;
+  auto none = ParamStandIns::make(o);
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->manifest("http://x/"), json::array());
+}
+
+TEST(ParamStandInsTest, RateMakesStandInsTakeTheScaledRealTime) {
+  ParamStandInOptions o;
+  o.total_mib = 4;
+  o.real_bytes = 47e9;
+  o.time_scale = 60;
+  o.min_bytes_per_s = 1024;
+  auto p = ParamStandIns::make(o);
+  ASSERT_TRUE(p);
+  // 47 GB at 100 Mb/s: 3760 s of scenario time, 62.67 s of wall time at 60x.
+  const double wall_s = static_cast<double>(p->total_bytes()) / p->bytes_per_s(100);
+  EXPECT_NEAR(wall_s, 47e9 * 8 / 100e6 / 60, 1e-6);
+  // Twice the link, half the time.
+  EXPECT_NEAR(p->bytes_per_s(200), 2 * p->bytes_per_s(100), 1e-6);
+  // The floor.
+  EXPECT_DOUBLE_EQ(p->bytes_per_s(0.0001), 1024);
+  EXPECT_DOUBLE_EQ(p->bytes_per_s(0), 1024);
+}
+
+TEST(ParamStandInsTest, BadOptionsAreNamed) {
+  ParamStandInOptions o;
+  o.total_mib = -1;
+  auto neg = ParamStandIns::make(o);
+  ASSERT_FALSE(neg);
+  EXPECT_THAT(neg.error(), HasSubstr("stand-in size must be in [0, 1024] MiB"));
+  o.total_mib = 1;
+  o.min_bytes_per_s = 0;
+  auto floor = ParamStandIns::make(o);
+  ASSERT_FALSE(floor);
+  EXPECT_THAT(floor.error(), HasSubstr("minimum download rate"));
+  o.min_bytes_per_s = 1;
+  o.time_scale = std::nan("");
+  auto scale = ParamStandIns::make(o);
+  ASSERT_FALSE(scale);
+  EXPECT_THAT(scale.error(), HasSubstr("time scale"));
+}
+
+TEST(MedianTest, OddEvenAndEmpty) {
+  EXPECT_EQ(median({3, 1, 2}), 2);
+  EXPECT_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_FALSE(median({}));
 }
 
 }  // namespace

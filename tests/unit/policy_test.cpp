@@ -247,5 +247,31 @@ TEST(Policy, NothingIsRentedWhenTheHorizonLeavesNoTimeToEarn) {
   EXPECT_TRUE(decide({}, many_good_offers(3), {}, {}, kNow, c).empty());
 }
 
+TEST(ProductionWindows, OnlyWindowsClosedByALaterProofAreComplete) {
+  std::vector<ProofSample> samples;
+  auto add = [&](double at, ProofPhase phase) {
+    ProofSample s;
+    s.seq = static_cast<std::int64_t>(samples.size()) + 1;
+    s.at = at;
+    s.seconds = 60;
+    s.phase = phase;
+    samples.push_back(s);
+  };
+  add(900, ProofPhase::Benchmark);  // not production: ignored
+  // Production from t=1000 (first proof started at 940), one per minute for 150 minutes.
+  for (int i = 0; i < 150; ++i) add(1000 + 60.0 * i, ProofPhase::Production);
+  const auto windows = complete_production_windows(samples, 3600);
+  ASSERT_EQ(windows.size(), 2u);  // [940, 4540), [4540, 8140); the third is still open
+  EXPECT_DOUBLE_EQ(windows[0].start, 940);
+  EXPECT_DOUBLE_EQ(windows[1].start, 4540);
+  EXPECT_EQ(windows[0].samples.size(), 59u);  // 1000, 1060, ..., 4480
+  EXPECT_EQ(windows[1].samples.size(), 60u);  // 4540, ..., 8080
+  // Order of arrival does not matter; too few proofs for one window: none.
+  std::reverse(samples.begin(), samples.end());
+  EXPECT_EQ(complete_production_windows(samples, 3600).size(), 2u);
+  EXPECT_TRUE(complete_production_windows(samples, 1e9).empty());
+  EXPECT_TRUE(complete_production_windows({}, 3600).empty());
+}
+
 }  // namespace
 }  // namespace pf::core

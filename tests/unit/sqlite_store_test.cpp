@@ -332,6 +332,81 @@ TEST_P(StoreTest, UpdatingUnknownInstanceThrows) {
   }
 }
 
+TEST_P(StoreTest, AgentProgressUpdateWritesOnlyProgressColumns) {
+  const auto stored = [&] {
+    auto r = full_record("dep-progress");
+    r.id = store_->insert_instance(r);
+    return r;
+  }();
+
+  // Every field changes in memory; only the agent progress ones may reach the row.
+  auto changed = stored;
+  changed.last_heartbeat_at += 10.5;
+  changed.params_done_bytes += 1e9;
+  changed.params_total_bytes += 2e9;
+  changed.params_rate_bps = 2.0 / 3.0;
+  changed.prover_crashes += 1;
+  changed.ooms += 1;
+  changed.proofs_benchmark += 1;
+  changed.proofs_production += 1;
+  changed.gpu_util = 0.5;
+  changed.peak_memory_gib = 222.25;
+  changed.plan_json = R"({"partitions":5})";
+  changed.spend_usd = 0.7 + 0.1;
+  changed.billed_until += 60;
+  auto expected = changed;  // what the row must hold afterwards
+  changed.deployment_id = "dep-other";
+  changed.market_id = 1;
+  changed.offer.gpu_name = "H100 SXM";
+  changed.state = core::InstanceState::Destroying;
+  changed.state_since += 1;
+  changed.deadline_at += 1;
+  changed.destroy_reason = "must not be written";
+  changed.token_hash = "other";
+  changed.market_status = "exited";
+  changed.verdict = std::nullopt;
+  changed.origin = "other";
+  store_->update_agent_progress(changed);
+
+  auto got = store_->instance(stored.id);
+  ASSERT_TRUE(got);
+  expect_same(*got, expected);
+}
+
+TEST_P(StoreTest, AgentProgressUpdateOfUnknownInstanceThrows) {
+  auto record = full_record("dep-x");
+  record.id = 54321;
+  try {
+    store_->update_agent_progress(record);
+    FAIL() << "expected StoreError";
+  } catch (const StoreError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("54321"));
+    EXPECT_THAT(e.what(), HasSubstr("no such instance"));
+  }
+  record.spend_usd = std::numeric_limits<double>::quiet_NaN();
+  record.id = store_->insert_instance(full_record("dep-y"));
+  EXPECT_THROW(store_->update_agent_progress(record), StoreError);
+  EXPECT_EQ(store_->instance(record.id)->spend_usd, full_record("dep-y").spend_usd);
+}
+
+// Statements are prepared once and reused: a use that failed half-way (a value refused while
+// binding, a constraint hit while running) must leave nothing behind for the next one.
+TEST_P(StoreTest, AFailedWriteLeavesTheNextOneClean) {
+  auto half_bound = full_record("dep-reuse");
+  half_bound.spend_usd = std::numeric_limits<double>::quiet_NaN();  // bound late in the row
+  EXPECT_THROW(store_->insert_instance(half_bound), StoreError);
+  auto first = full_record("dep-reuse");
+  first.verdict = std::nullopt;
+  first.id = store_->insert_instance(first);
+  EXPECT_THROW(store_->insert_instance(full_record("dep-reuse")), StoreError);  // UNIQUE
+  auto second = full_record("dep-reuse-2");
+  second.market_id = std::nullopt;
+  second.id = store_->insert_instance(second);
+  expect_same(*store_->instance(first.id), first);
+  expect_same(*store_->instance(second.id), second);
+  EXPECT_EQ(store_->instances(true).size(), 2u);
+}
+
 TEST_P(StoreTest, InstanceByTokenHash) {
   auto a = full_record("dep-a");
   a.token_hash = "hash-a";
@@ -750,6 +825,33 @@ TEST(SqliteStoreOpen, UncommittedWritesAreInvisibleToAnotherConnection) {
     EXPECT_FALSE(reader.setting("k"));  // WAL: the reader sees the last commit
   });
   EXPECT_EQ(reader.setting("k"), "v");
+}
+
+// Reads reuse prepared statements and parsed offer snapshots; neither may hide what another
+// connection wrote since.
+TEST(SqliteStoreOpen, RowsRewrittenByAnotherConnectionAreReadFresh) {
+  TempDir dir;
+  const std::string path = dir.file("fleet.db");
+  SqliteStore manager(path);
+  SqliteStore other(path);
+  auto record = full_record("dep-fresh");
+  record.id = manager.insert_instance(record);
+  expect_same(*manager.instance(record.id), record);
+
+  record.offer.gpu_name = "H100 SXM";
+  record.offer.data_flags = {"rewritten"};
+  record.offer.usable_ram_gib = 64;
+  record.state = core::InstanceState::Proving;
+  other.update_instance(record);
+  expect_same(*manager.instance(record.id), record);
+  expect_same(*manager.instance_by_deployment("dep-fresh"), record);
+
+  record.proofs_production = 99;
+  record.last_heartbeat_at += 30;
+  other.update_agent_progress(record);
+  expect_same(*manager.instance(record.id), record);
+  ASSERT_EQ(manager.instances(false).size(), 1u);
+  expect_same(manager.instances(false)[0], record);
 }
 
 TEST(SqliteStoreOpen, TwoConnectionsOnOneFileWriteConcurrently) {

@@ -1,0 +1,318 @@
+// `proverfleet demo`: the whole system on one machine, nothing rented. Starts `market-sim` (a
+// test double of vast.ai whose instances run real `proverfleet agent` processes with the sim
+// prover) in compressed time, and `serve` with the autopilot on against it; prints the
+// dashboard URL and the operator token, and a one-line fleet summary every few seconds.
+// SIGINT/SIGTERM stop everything it started (the children also die with it: PR_SET_PDEATHSIG).
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/process.h"
+#include "cli/commands.h"
+#include "cli/config.h"
+#include "cli/manager_client.h"
+#include "cli/serving.h"
+#include "core/text.h"
+
+namespace pf::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct DemoOptions {
+  std::optional<std::string> scenario;
+  std::optional<std::string> data_dir;
+  double time_scale = 60;
+  std::string listen = "127.0.0.1:8470";
+  double status_every_s = 5;
+  bool quiet = false;
+};
+
+// A started child: its output goes to a log file; the first line matching `ready_prefix`
+// is kept (the "listening on URL" line).
+class LoggedChild {
+ public:
+  LoggedChild(const std::string& name, std::vector<std::string> argv, const fs::path& log_path,
+              std::map<std::string, std::string> env, std::string ready_prefix)
+      : name_(name), ready_prefix_(std::move(ready_prefix)) {
+    log_ = std::make_shared<std::ofstream>(log_path, std::ios::app);
+    if (!*log_) throw CommandFailed("cannot write " + log_path.string());
+    agent::ChildOptions options;
+    options.argv = std::move(argv);
+    options.env = std::move(env);
+    options.on_line = [this, log = log_](const std::string& line, bool) {
+      {
+        std::lock_guard lock(mu_);
+        *log << line << '\n';
+        log->flush();
+        if (!ready_ && line.rfind(ready_prefix_, 0) == 0) {
+          ready_ = line.substr(ready_prefix_.size());
+          const auto space = ready_->find(' ');
+          if (space != std::string::npos) ready_->resize(space);
+        }
+      }
+      ready_cv_.notify_all();
+    };
+    auto child = agent::ChildProcess::spawn(std::move(options));
+    if (!child) throw CommandFailed("cannot start " + name_ + ": " + child.error());
+    child_ = std::move(*child);
+  }
+  ~LoggedChild() { stop(); }
+  LoggedChild(const LoggedChild&) = delete;
+  LoggedChild& operator=(const LoggedChild&) = delete;
+
+  // The URL the child printed, once it did; throws when it exits or takes too long.
+  std::string wait_ready(std::chrono::seconds timeout, const fs::path& log_path) {
+    std::unique_lock lock(mu_);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!ready_) {
+      if (ready_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                                            std::chrono::milliseconds(200))) ==
+              std::cv_status::timeout &&
+          std::chrono::steady_clock::now() >= deadline) {
+        throw CommandFailed(name_ + " did not start within " + std::to_string(timeout.count()) +
+                            " s; see " + log_path.string());
+      }
+      lock.unlock();
+      const auto status = child_->poll();
+      lock.lock();
+      if (status && !ready_) {
+        throw CommandFailed(name_ + " exited (" + status->describe() + "); see " +
+                            log_path.string());
+      }
+    }
+    return *ready_;
+  }
+
+  std::optional<agent::ExitStatus> exited() { return child_ ? child_->poll() : std::nullopt; }
+
+  void stop() {
+    if (child_) child_->terminate(std::chrono::seconds(10));
+  }
+
+ private:
+  std::string name_;
+  std::string ready_prefix_;
+  std::shared_ptr<std::ofstream> log_;
+  std::mutex mu_;
+  std::condition_variable ready_cv_;
+  std::optional<std::string> ready_;
+  std::unique_ptr<agent::ChildProcess> child_;
+};
+
+fs::path self_executable() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw CommandFailed("cannot find this program's path: " + ec.message());
+  return exe;
+}
+
+fs::path find_scenario(const std::optional<std::string>& given, const fs::path& exe) {
+  if (given) {
+    if (!fs::is_regular_file(*given)) throw CommandFailed("no scenario file '" + *given + "'");
+    return *given;
+  }
+  // From the repository root (make demo), or next to a build directory inside it.
+  for (const fs::path& candidate :
+       {fs::path("scenarios/demo-small.json"), exe.parent_path() / "../scenarios/demo-small.json",
+        fs::path("../shared/scenarios/demo-small.json")}) {
+    if (fs::is_regular_file(candidate)) return fs::weakly_canonical(candidate);
+  }
+  throw CommandFailed(
+      "cannot find scenarios/demo-small.json (run from the repository root or pass --scenario)");
+}
+
+// Deadlines are wall-clock seconds while the simulated market runs `scale` times faster:
+// scaled down so a stuck instance is seen while the demo runs, with floors that leave room
+// for real process start-up and heartbeats.
+std::string demo_config(double scale) {
+  auto scaled = [scale](double seconds, double floor_s) {
+    return core::fixed(std::max(floor_s, seconds / scale), 0);
+  };
+  core::LifecycleConfig l;
+  core::AcceptanceConfig a;
+  std::string text = "# Written by `proverfleet demo`: the demo's manager settings (time scale " +
+                     core::fixed(scale, 0) +
+                     "x).\n"
+                     "[deploy]\n"
+                     "heartbeat_s = 2\n\n"
+                     "[autopilot]\n"
+                     "enabled = true\n"
+                     "interval_s = 5\n"
+                     "max_instances = 8\n"
+                     "max_concurrent_benchmarks = 4\n"
+                     "max_rents_per_decision = 3\n\n"
+                     "[lifecycle]\n";
+  text += "boot_loading_max_s = " + scaled(l.boot_loading_max_s, 60) + "\n";
+  text += "boot_register_grace_s = " + scaled(l.boot_register_grace_s, 60) + "\n";
+  text += "registered_max_s = " + scaled(l.registered_max_s, 60) + "\n";
+  text += "params_min_s = " + scaled(l.params_min_s, 60) + "\n";
+  text += "params_max_s = " + scaled(l.params_max_s, 120) + "\n";
+  text += "warmup_max_s = " + scaled(l.warmup_max_s, 60) + "\n";
+  text += "bench_min_s = " + scaled(l.bench_min_s, 60) + "\n";
+  text += "bench_max_s = " + scaled(l.bench_max_s, 120) + "\n";
+  text += "heartbeat_timeout_s = 30\n";
+  text += "market_unknown_grace_s = " + scaled(l.market_unknown_grace_s, 30) + "\n";
+  text += "destroy_retry_s = 5\n\n[acceptance]\n";
+  text += "max_seconds = " + scaled(a.max_seconds, 120) + "\n";
+  return text;
+}
+
+std::string fleet_line(const nlohmann::json& fleet) {
+  std::string states;
+  const nlohmann::json by_state = fleet.value("by_state", nlohmann::json::object());
+  for (const auto& [name, count] : by_state.items()) {
+    if (!count.is_number_integer() || count.get<int>() == 0) continue;
+    states += (states.empty() ? "" : ", ") + std::to_string(count.get<int>()) + " " + name;
+  }
+  std::string line = states.empty() ? "no instances yet" : states;
+  line += " | " + core::fixed(fleet.value("proofs_per_hour", 0.0), 1) + " proofs/h, $" +
+          core::fixed(fleet.value("dollars_per_hour", 0.0), 2) + "/h, profit $" +
+          core::fixed(fleet.value("profit_per_hour", 0.0), 2) + "/h";
+  return line;
+}
+
+void run_demo(const DemoOptions& o) {
+  if (!std::isfinite(o.time_scale) || o.time_scale < 1 || o.time_scale > 3600) {
+    throw CommandFailed("--time-scale must be between 1 and 3600");
+  }
+  if (!parse_listen(o.listen)) {
+    throw CommandFailed("--listen: expected HOST:PORT (port 0 = any free), got \"" + o.listen +
+                        "\"");
+  }
+  const fs::path exe = self_executable();
+  const fs::path scenario = find_scenario(o.scenario, exe);
+
+  // A temporary directory is removed at exit; --data is kept (and reused).
+  bool temporary = false;
+  fs::path data;
+  if (o.data_dir) {
+    data = *o.data_dir;
+    std::error_code ec;
+    fs::create_directories(data, ec);
+    if (ec) throw CommandFailed("cannot create --data " + data.string() + ": " + ec.message());
+  } else {
+    std::string pattern = (fs::temp_directory_path() / "proverfleet-demo.XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) throw CommandFailed("cannot create a temporary directory");
+    data = pattern;
+    temporary = true;
+  }
+  data = fs::absolute(data);
+  struct RemoveAtExit {
+    fs::path dir;
+    bool active;
+    ~RemoveAtExit() {
+      std::error_code ec;
+      if (active) fs::remove_all(dir, ec);
+    }
+  } cleanup{data, temporary};
+
+  const std::string key = "demo-market-key";  // market-sim's API key: only this demo knows it
+  {
+    std::ofstream cfg(data / "proverfleet.toml");
+    cfg << demo_config(o.time_scale);
+    if (!cfg) throw CommandFailed("cannot write " + (data / "proverfleet.toml").string());
+  }
+
+  BlockedStopSignals stop_signals;  // children start with a clean mask (agent/process.cpp)
+
+  const fs::path sim_log = data / "market-sim.log";
+  LoggedChild sim("market-sim",
+                  {exe.string(), "market-sim", "--scenario", scenario.string(), "--listen",
+                   "127.0.0.1:0", "--time-scale", core::fixed(o.time_scale, 3), "--api-key", key,
+                   "--spawn-agents", "--work-dir", (data / "market-sim").string()},
+                  sim_log, {}, "market-sim listening on ");
+  const std::string market_url = sim.wait_ready(std::chrono::seconds(30), sim_log);
+
+  const fs::path serve_log = data / "serve.log";
+  LoggedChild serve("serve",
+                    {exe.string(), "serve", "--config", (data / "proverfleet.toml").string(),
+                     "--listen", o.listen, "--db", (data / "proverfleet.db").string(), "--vast-url",
+                     market_url, "--params-manifest", market_url + "/proverfleet-sim/params.json",
+                     "--autopilot", "true", "--reconcile-interval", "2", "--tick-interval", "1"},
+                    serve_log, {{"VAST_API_KEY", key}}, "proverfleet serve listening on ");
+  const std::string manager_url = serve.wait_ready(std::chrono::seconds(30), serve_log);
+
+  std::ifstream token_file(data / "operator.token");
+  std::string token;
+  std::getline(token_file, token);
+  if (token.empty())
+    throw CommandFailed("serve wrote no operator token; see " + serve_log.string());
+
+  std::cout << "proverfleet demo: a simulated market (" << scenario.filename().string() << ", "
+            << core::fixed(o.time_scale, 0) << "x time) and a manager with the autopilot on\n"
+            << "  dashboard:      " << manager_url << "/\n"
+            << "  operator token: " << token << "\n"
+            << "  data:           " << data.string() << (temporary ? " (removed at exit)" : "")
+            << "\n"
+            << "  logs:           " << serve_log.string() << ", " << sim_log.string() << "\n"
+            << "  CLI:            PROVERFLEET_MANAGER=" << manager_url
+            << " PROVERFLEET_TOKEN_FILE=" << (data / "operator.token").string()
+            << " proverfleet status\n"
+            << "Ctrl-C stops everything.\n"
+            << std::flush;
+
+  std::optional<ManagerClient> client;
+  if (auto c = ManagerClient::create(ManagerEndpoint{manager_url, token})) client = std::move(*c);
+  auto last_status = std::chrono::steady_clock::now();
+  int signal_received = 0;
+  std::string failure;
+  while (signal_received == 0) {
+    signal_received = stop_signals.wait(std::chrono::milliseconds(250));
+    if (auto st = sim.exited()) failure = "market-sim exited (" + st->describe() + ")";
+    if (auto st = serve.exited()) failure = "serve exited (" + st->describe() + ")";
+    if (!failure.empty()) break;
+    if (!o.quiet && client &&
+        std::chrono::steady_clock::now() - last_status >=
+            std::chrono::milliseconds(static_cast<long long>(o.status_every_s * 1000))) {
+      last_status = std::chrono::steady_clock::now();
+      if (auto fleet = client->get("/api/v1/fleet")) std::cout << fleet_line(*fleet) << std::endl;
+    }
+  }
+  if (signal_received != 0) std::cout << "stopping (signal " << signal_received << ")" << std::endl;
+  serve.stop();  // first the manager, so it does not see the market vanish
+  sim.stop();    // market-sim stops the agents it spawned
+  if (!failure.empty()) throw CommandFailed(failure + "; see " + data.string());
+  std::cout << "stopped" << std::endl;
+}
+
+}  // namespace
+
+void register_demo(CLI::App& app) {
+  auto o = std::make_shared<DemoOptions>();
+  auto* cmd = app.add_subcommand(
+      "demo",
+      "Run the whole system locally with nothing rented: market-sim (simulated vast.ai whose\n"
+      "instances run real agents with the sim prover) in compressed time, and the manager with\n"
+      "the autopilot on. Prints the dashboard URL and the operator token.");
+  cmd->footer("Ctrl-C (SIGINT) or SIGTERM stops every process it started.");
+  cmd->add_option("--scenario", o->scenario,
+                  "Market scenario (default: scenarios/demo-small.json)");
+  cmd->add_option("--data", o->data_dir,
+                  "Keep the database, logs and agents' files here (default: a temporary "
+                  "directory removed at exit)");
+  cmd->add_option("--time-scale", o->time_scale, "Simulated seconds per wall second")
+      ->capture_default_str();
+  cmd->add_option("--listen", o->listen, "Dashboard/manager address, HOST:PORT (0 = any port)")
+      ->capture_default_str();
+  cmd->add_option("--status-every", o->status_every_s, "Seconds between fleet summary lines")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--quiet", o->quiet, "No fleet summary lines");
+  cmd->callback([o] { run_demo(*o); });
+}
+
+}  // namespace pf::cli

@@ -1,0 +1,151 @@
+#include "manager/autopilot.h"
+
+#include <utility>
+
+#include "core/blocklist.h"
+#include "core/learned_predictor.h"
+
+namespace pf::manager {
+namespace {
+
+constexpr const char* kPausedKey = "autopilot.paused";
+constexpr const char* kPausedByKey = "autopilot.paused_by";
+constexpr const char* kPausedAtKey = "autopilot.paused_at";
+
+}  // namespace
+
+Autopilot::Autopilot(Manager& manager, market::Market& market, AutopilotConfig config, Clock clock)
+    : manager_(manager), market_(market), config_(std::move(config)), clock_(std::move(clock)) {}
+
+bool Autopilot::paused_in_store() {
+  return manager_.store().setting(kPausedKey).value_or("0") == "1";
+}
+
+void Autopilot::set_paused(bool paused, const std::string& who) {
+  auto& store = manager_.store();
+  store.transaction([&] {
+    store.put_setting(kPausedKey, paused ? "1" : "0");
+    store.put_setting(kPausedByKey, who);
+    store.put_setting(kPausedAtKey, std::to_string(clock_()));
+  });
+}
+
+AutopilotStatus Autopilot::status() {
+  AutopilotStatus s;
+  s.enabled = config_.enabled;
+  auto& store = manager_.store();
+  s.paused = paused_in_store();
+  s.paused_by = store.setting(kPausedByKey).value_or("");
+  try {
+    s.paused_at = std::stod(store.setting(kPausedAtKey).value_or("0"));
+  } catch (const std::exception&) {
+    s.paused_at = 0;
+  }
+  std::lock_guard lock(mu_);
+  s.last_run_at = last_run_at_;
+  s.last_error = last_error_;
+  s.runs = runs_;
+  s.rents = rents_;
+  s.drops = drops_;
+  s.recent.assign(recent_.begin(), recent_.end());
+  return s;
+}
+
+std::vector<AutopilotDecision> Autopilot::run_once() {
+  std::vector<AutopilotDecision> taken;
+  if (!config_.enabled || paused_in_store()) return taken;
+  std::lock_guard run_lock(run_mu_);
+  const double now = clock_();
+  auto finish = [&](std::string error) {
+    std::lock_guard lock(mu_);
+    last_run_at_ = now;
+    last_error_ = std::move(error);
+    ++runs_;
+    for (const auto& d : taken) {
+      (d.action == "rent" ? rents_ : drops_) += d.ok ? 1 : 0;
+      recent_.push_back(d);
+      while (recent_.size() > config_.decisions_kept) recent_.pop_front();
+    }
+  };
+
+  market::SearchRequest request;
+  request.query = config_.filters;
+  auto found = market_.search_offers(request);
+  if (!found) {
+    // Without a complete view of the market nothing is rented or dropped this round.
+    finish("offer search failed: " + found.error().message);
+    return taken;
+  }
+  auto& store = manager_.store();
+  const auto fleet = store.instances(true);
+  const auto measurements = core::join_measurements(store.all_bench_runs(), fleet);
+  const auto bad_hosts = store.bad_hosts();
+  core::PolicyHistory history;
+  history.measurements = measurements;
+  history.exploration_spent_usd =
+      core::exploration_spend(fleet, now, config_.policy.exploration_window_s);
+  const auto actions = core::decide(fleet, found->offers, history, bad_hosts, now, config_.policy);
+
+  for (const auto& a : actions) {
+    AutopilotDecision d;
+    d.at = now;
+    d.reason = a.reason;
+    if (a.kind == core::Action::Kind::Drop) {
+      d.action = "drop";
+      d.instance_id = a.instance_id;
+      d.offer_id = a.offer.id;
+      if (a.strike) {
+        auto outcome = core::apply_strike(store.bad_hosts(), *a.strike, config_.policy.blocklist);
+        if (outcome.entry) store.put_bad_host(*outcome.entry);
+      }
+      auto r = manager_.request_destroy(a.instance_id, "autopilot: " + a.reason);
+      if (!r) {
+        d.ok = false;
+        d.reason += " — not dropped: " + r.error().message;
+      }
+    } else {
+      d.action = "rent";
+      d.offer_id = a.offer.id;
+      auto r = manager_.deploy(a.offer.id, "autopilot", /*automatic_blocks_applied=*/true);
+      if (r) {
+        d.instance_id = r->id;
+        core::InstanceEvent why;
+        why.instance_id = r->id;
+        why.at = now;
+        why.kind = "autopilot";
+        why.message = (a.exploratory ? "rented to find out: " : "rented: ") + a.reason;
+        nlohmann::json data = {{"predicted_rate", a.prediction.rate},
+                               {"p_pays", a.score.p_pays},
+                               {"exploratory", a.exploratory}};
+        why.data_json = data.dump();
+        store.append_event(why);
+      } else {
+        // An offer taken between search and rent is routine; the next round re-decides.
+        d.ok = false;
+        d.reason += " — not rented: " + r.error().message;
+      }
+    }
+    taken.push_back(std::move(d));
+  }
+  finish("");
+  return taken;
+}
+
+nlohmann::json to_json(const AutopilotStatus& s) {
+  nlohmann::json recent = nlohmann::json::array();
+  for (const auto& d : s.recent) {
+    recent.push_back({{"at", d.at},
+                      {"action", d.action},
+                      {"offer_id", d.offer_id},
+                      {"instance_id", d.instance_id},
+                      {"ok", d.ok},
+                      {"reason", d.reason}});
+  }
+  return {
+      {"enabled", s.enabled},       {"paused", s.paused},       {"active", s.enabled && !s.paused},
+      {"paused_by", s.paused_by},   {"paused_at", s.paused_at}, {"last_run_at", s.last_run_at},
+      {"last_error", s.last_error}, {"runs", s.runs},           {"rents", s.rents},
+      {"drops", s.drops},           {"recent", recent}};
+}
+
+}  // namespace pf::manager

@@ -1,0 +1,79 @@
+// The autopilot: runs the fleet policy (core::decide, the same function `proverfleet sim`
+// measures) against the live market at a fixed interval and carries out its actions through
+// the Manager, so every rent and drop goes the same recorded, idempotent way an operator's
+// does. The operator can pause it; the pause is kept in the store, so a restart does not
+// silently resume spending.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/policy.h"
+#include "manager/manager.h"
+#include "market/market.h"
+
+namespace pf::manager {
+
+struct AutopilotConfig {
+  bool enabled = false;
+  nlohmann::json filters = nlohmann::json::object();  // vast JSON query of candidate offers
+  core::PolicyConfig policy;
+  std::size_t decisions_kept = 100;  // recent decisions shown by status()
+};
+
+// One action the autopilot took (or tried), for the operator to read.
+struct AutopilotDecision {
+  double at = 0;
+  std::string action;  // "rent" | "drop"
+  std::int64_t offer_id = 0;
+  std::int64_t instance_id = 0;  // drop: the instance; rent: the new instance, if created
+  bool ok = true;
+  std::string reason;  // the policy's reason, then the outcome when it failed
+};
+
+struct AutopilotStatus {
+  bool enabled = false;
+  bool paused = false;
+  std::string paused_by;
+  double paused_at = 0;
+  double last_run_at = 0;  // 0: never ran
+  std::string last_error;  // empty when the last run completed
+  int runs = 0, rents = 0, drops = 0;
+  std::vector<AutopilotDecision> recent;  // newest last
+};
+
+class Autopilot {
+ public:
+  using Clock = std::function<double()>;
+  Autopilot(Manager& manager, market::Market& market, AutopilotConfig config, Clock clock);
+
+  // One decision round. Does nothing when disabled or paused. Returns the actions taken.
+  std::vector<AutopilotDecision> run_once();
+
+  // Persists the pause; `who` says where it came from ("operator via API", ...).
+  void set_paused(bool paused, const std::string& who);
+  AutopilotStatus status();
+
+ private:
+  bool paused_in_store();
+
+  Manager& manager_;
+  market::Market& market_;
+  AutopilotConfig config_;
+  Clock clock_;
+  std::mutex run_mu_;  // one round at a time
+  std::mutex mu_;      // guards the fields below
+  double last_run_at_ = 0;
+  std::string last_error_;
+  int runs_ = 0, rents_ = 0, drops_ = 0;
+  std::deque<AutopilotDecision> recent_;
+};
+
+nlohmann::json to_json(const AutopilotStatus& status);
+
+}  // namespace pf::manager

@@ -1,0 +1,188 @@
+// Browser test of the dashboard during a real `proverfleet demo` run, in Debian's headless
+// Chromium driven by playwright-core: sign in, see instances appear and change state, open an
+// instance page, deploy an offer, destroy an instance. Screenshots go to $PF_ARTIFACT_DIR.
+// Run by ctest (CMakeLists.txt passes PF_BINARY, PF_SOURCE_DIR, PF_ARTIFACT_DIR); exits 1 with
+// the step that failed.
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const bin = process.env.PF_BINARY;
+const source = process.env.PF_SOURCE_DIR;
+const artifacts = process.env.PF_ARTIFACT_DIR ?? 'build/browser-artifacts';
+const chromiumPath = process.env.PF_CHROMIUM ?? '/usr/bin/chromium';
+if (!bin || !source) fail('set PF_BINARY and PF_SOURCE_DIR (ctest does)');
+if (!existsSync(chromiumPath)) fail(`no Chromium at ${chromiumPath}: run scripts/install-deps`);
+
+let chromium;
+try {
+  ({ chromium } = await import('playwright-core'));
+} catch {
+  fail('playwright-core is not installed in tests/browser: run scripts/install-deps');
+}
+
+mkdirSync(artifacts, { recursive: true });
+const data = mkdtempSync(join(tmpdir(), 'proverfleet-browser-'));
+let step = 'starting the demo';
+let demo;
+let browser;
+
+function fail(message) {
+  console.error(`browser test failed: ${message}`);
+  process.exit(1);
+}
+
+function log(message) {
+  console.log(`[browser] ${message}`);
+}
+
+async function stopDemo() {
+  if (!demo || demo.exitCode !== null) return;
+  demo.kill('SIGTERM');
+  await new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      demo.kill('SIGKILL');
+      resolve();
+    }, 30_000);
+    demo.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+async function main() {
+  demo = spawn(bin, ['demo', '--listen', '127.0.0.1:0', '--data', data, '--time-scale', '120',
+    '--quiet', '--scenario', join(source, 'scenarios', 'demo-small.json')],
+  { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  demo.stderr.on('data', (chunk) => { stderr += chunk; });
+  const started = await new Promise((resolve, reject) => {
+    const found = {};
+    const lines = createInterface({ input: demo.stdout });
+    const timer = setTimeout(() => reject(new Error(`demo printed no URL in 60 s\n${stderr}`)), 60_000);
+    lines.on('line', (line) => {
+      const url = line.match(/dashboard:\s+(http:\/\/\S+?)\/?$/);
+      const token = line.match(/operator token:\s+(\S+)/);
+      if (url) found.url = url[1];
+      if (token) found.token = token[1];
+      if (found.url && found.token) {
+        clearTimeout(timer);
+        resolve(found);
+      }
+    });
+    demo.once('exit', (code) => reject(new Error(`demo exited (${code})\n${stderr}`)));
+  });
+  log(`demo at ${started.url}`);
+
+  step = 'launching Chromium';
+  browser = await chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
+  });
+  const page = await browser.newPage({ viewport: { width: 1440, height: 960 } });
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('dialog', (d) => d.accept());  // native confirms, if any
+
+  step = 'signing in with a wrong token';
+  await page.goto(`${started.url}/`);
+  await page.fill('[data-testid=token-input]', 'not-the-token');
+  await page.click('[data-testid=sign-in-submit]');
+  await page.waitForSelector('[data-testid=sign-in-error]:not(:empty)', { timeout: 10_000 });
+
+  step = 'signing in';
+  await page.fill('[data-testid=token-input]', started.token);
+  await page.click('[data-testid=sign-in-submit]');
+  await page.waitForSelector('[data-testid=fleet-header]', { state: 'visible', timeout: 15_000 });
+  await page.screenshot({ path: join(artifacts, '01-signed-in.png'), fullPage: true });
+
+  step = 'waiting for instances to appear';
+  await page.click('[data-testid=nav-instances]');
+  await page.waitForSelector('[data-testid=instance-row]', { timeout: 120_000 });
+  const states = async () => page.$$eval('[data-testid=instance-row]',
+    (rows) => Object.fromEntries(rows.map((r) => [r.dataset.id, r.dataset.state])));
+  const first = await states();
+  log(`instances: ${JSON.stringify(first)}`);
+  await page.screenshot({ path: join(artifacts, '02-instances.png'), fullPage: true });
+
+  step = 'waiting for an instance to change state (live updates)';
+  const changed = await (async () => {
+    const deadline = Date.now() + 150_000;
+    while (Date.now() < deadline) {
+      const now = await states();
+      for (const [id, state] of Object.entries(now)) {
+        if (first[id] !== undefined && first[id] !== state) return { id, from: first[id], to: state };
+      }
+      await page.waitForTimeout(500);
+    }
+    return null;
+  })();
+  if (!changed) throw new Error(`no instance changed state; still ${JSON.stringify(await states())}`);
+  log(`instance ${changed.id}: ${changed.from} -> ${changed.to} without a reload`);
+  await page.screenshot({ path: join(artifacts, '03-state-changed.png'), fullPage: true });
+
+  step = 'opening an instance page';
+  await page.click(`[data-testid=instance-row][data-id="${changed.id}"] [data-testid=instance-link]`);
+  await page.waitForSelector('[data-testid=instance-page]', { timeout: 15_000 });
+  await page.waitForSelector('[data-testid=event-timeline]', { timeout: 15_000 });
+  const timeline = await page.textContent('[data-testid=event-timeline]');
+  if (!timeline || !/rent|boot|regist/i.test(timeline)) {
+    throw new Error(`the event timeline shows no lifecycle events: ${timeline}`);
+  }
+  await page.screenshot({ path: join(artifacts, '04-instance-page.png'), fullPage: true });
+
+  step = 'deploying an offer';
+  await page.click('[data-testid=nav-offers]');
+  await page.waitForSelector('[data-testid=deploy-button]', { timeout: 60_000 });
+  await page.screenshot({ path: join(artifacts, '05-offers.png'), fullPage: true });
+  const before = Object.keys(await states()).length;
+  const offerId = await page.getAttribute('[data-testid=deploy-button] >> nth=0', 'data-offer-id');
+  await page.click('[data-testid=deploy-button] >> nth=0');
+  await page.waitForSelector('[data-testid=confirm-dialog]', { state: 'visible', timeout: 5_000 });
+  await page.click('[data-testid=confirm-ok]');
+  step = `waiting for the deployed offer ${offerId} to show as an instance`;
+  await page.click('[data-testid=nav-instances]');
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=instance-row]').length > n,
+    before, { timeout: 60_000 });
+  log(`deployed offer ${offerId}`);
+
+  step = 'destroying an instance';
+  const victim = await page.$eval(
+    '[data-testid=instance-row]:not([data-state=destroyed]):not([data-state=destroying]) [data-testid=destroy-button]',
+    (b) => b.dataset.id);
+  await page.click(`[data-testid=destroy-button][data-id="${victim}"]`);
+  await page.waitForSelector('[data-testid=confirm-dialog]', { state: 'visible', timeout: 5_000 });
+  await page.click('[data-testid=confirm-ok]');
+  await page.waitForSelector(
+    `[data-testid=instance-row][data-id="${victim}"][data-state=destroying], ` +
+    `[data-testid=instance-row][data-id="${victim}"][data-state=destroyed]`, { timeout: 60_000 });
+  log(`destroyed instance ${victim}`);
+  await page.screenshot({ path: join(artifacts, '06-destroyed.png'), fullPage: true });
+
+  step = 'hosts page';
+  await page.click('[data-testid=nav-hosts]');
+  await page.waitForSelector('[data-testid=hosts-table], [data-testid=bad-hosts-table]', { timeout: 15_000 });
+  await page.screenshot({ path: join(artifacts, '07-hosts.png'), fullPage: true });
+
+  if (pageErrors.length) throw new Error(`script errors on the page:\n${pageErrors.join('\n')}`);
+}
+
+try {
+  await main();
+  log(`passed; screenshots in ${artifacts}`);
+} catch (e) {
+  console.error(`browser test failed while ${step}: ${e.stack ?? e}`);
+  try {
+    const serveLog = readFileSync(join(data, 'serve.log'), 'utf8');
+    console.error(`--- serve.log (tail) ---\n${serveLog.split('\n').slice(-40).join('\n')}`);
+  } catch { /* no log yet */ }
+  process.exitCode = 1;
+} finally {
+  if (browser) await browser.close().catch(() => {});
+  await stopDemo();
+  rmSync(data, { recursive: true, force: true });
+}

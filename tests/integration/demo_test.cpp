@@ -1,0 +1,122 @@
+// `proverfleet demo` as a user runs it: it prints the dashboard URL and the token, the
+// autopilot rents from market-sim, market-sim starts agents, instances move through their
+// states; SIGTERM stops every process it started — none is left behind.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/subprocess.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using pf::test::Subprocess;
+
+std::string read_all(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// Processes (other than this test) whose command line or environment mentions `marker`.
+std::vector<std::string> processes_mentioning(const std::string& marker) {
+  std::vector<std::string> found;
+  const std::string self = std::to_string(::getpid());
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid == self) continue;
+    const std::string status = read_all(entry.path() / "status");
+    if (status.find("State:\tZ") != std::string::npos) continue;  // exited, awaiting reaping
+    const std::string cmdline = read_all(entry.path() / "cmdline");
+    const std::string environ = read_all(entry.path() / "environ");
+    if (cmdline.find(marker) != std::string::npos || environ.find(marker) != std::string::npos) {
+      std::string shown = cmdline;
+      for (auto& c : shown) c = c == '\0' ? ' ' : c;
+      found.push_back(pid + ": " + shown);
+    }
+  }
+  return found;
+}
+
+TEST(Demo, FleetEvolvesAndSigtermLeavesNoProcessBehind) {
+  const fs::path data =
+      fs::temp_directory_path() / ("proverfleet-demo-test-" + std::to_string(::getpid()));
+  fs::remove_all(data);
+  auto demo =
+      Subprocess::spawn({PF_BINARY, "demo", "--listen", "127.0.0.1:0", "--data", data.string(),
+                         "--time-scale", "120", "--status-every", "2", "--scenario",
+                         std::string(PF_SOURCE_DIR) + "/scenarios/demo-small.json"});
+  auto url_line =
+      demo.wait_for_line(std::regex(R"(dashboard:\s+(http://\S+)/)"), std::chrono::seconds(60));
+  ASSERT_TRUE(url_line) << demo.stderr_text();
+  const std::string url = url_line->groups.at(1);
+  auto token_line =
+      demo.wait_for_line(std::regex(R"(operator token:\s+(\S+))"), std::chrono::seconds(5));
+  ASSERT_TRUE(token_line);
+  const std::string token = token_line->groups.at(1);
+
+  const std::smatch parts = [&] {
+    std::smatch m;
+    static const std::regex host_port(R"(http://([^:/]+):(\d+))");
+    std::regex_search(url, m, host_port);
+    return m;
+  }();
+  ASSERT_EQ(parts.size(), 3u) << url;
+  httplib::Client client(parts[1].str(), std::stoi(parts[2].str()));
+  client.set_bearer_token_auth(token.c_str());
+
+  // The autopilot rents, agents start, states change: wait for an instance past booting.
+  const std::set<std::string> agent_states = {"registered", "fetching_params", "warming_up",
+                                              "benchmarking", "proving"};
+  std::set<std::string> seen;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(150);
+  bool agent_running = false;
+  while (std::chrono::steady_clock::now() < deadline && !agent_running) {
+    auto r = client.Get("/api/v1/instances?all=true");
+    if (r && r->status == 200) {
+      for (const auto& inst : json::parse(r->body)) {
+        const std::string state = inst.value("state", "");
+        seen.insert(state);
+        if (agent_states.count(state)) agent_running = true;
+      }
+    }
+    if (!agent_running) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  std::string states;
+  for (const auto& s : seen) states += s + " ";
+  ASSERT_TRUE(agent_running) << "states seen: " << states << "\n"
+                             << demo.stderr_text() << read_all(data / "serve.log");
+  // The check below can only mean something if it sees the demo's processes while it runs.
+  EXPECT_GE(processes_mentioning(data.string()).size(), 3u)
+      << "expected market-sim, serve and at least one agent";
+
+  ASSERT_EQ(::kill(demo.pid(), SIGTERM), 0);
+  auto code = demo.wait_exit(std::chrono::seconds(60));
+  ASSERT_TRUE(code) << "demo did not stop on SIGTERM";
+  EXPECT_EQ(*code, 0) << demo.stderr_text();
+
+  std::vector<std::string> left = processes_mentioning(data.string());
+  for (int i = 0; i < 50 && !left.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = processes_mentioning(data.string());
+  }
+  std::string listing;
+  for (const auto& p : left) listing += p + "\n";
+  EXPECT_TRUE(left.empty()) << "processes left behind:\n" << listing;
+  fs::remove_all(data);
+}
+
+}  // namespace

@@ -1,0 +1,194 @@
+// Unit tests of the dashboard's DOM-free modules (web/format.js, sse.js, charts.js, views.js),
+// run by ctest as `node --test` when node is installed.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { intervalBar, niceTicks, scatterChart } from '../../web/charts.js';
+import { duration, esc, usd } from '../../web/format.js';
+import { backoffDelay, SseParser } from '../../web/sse.js';
+import {
+  autopilotBlock, badHostsTable, fleetHeader, hostsTable, instancePage, instancesTable, offersTable,
+  sortInstances,
+} from '../../web/views.js';
+
+const NOW = 1_000_000;
+
+function instance(overrides = {}) {
+  return {
+    id: 7,
+    state: 'benchmarking',
+    state_since: NOW - 125,
+    created_at: NOW - 900,
+    deadline_at: null,
+    destroy_reason: '',
+    destroyed_at: null,
+    market_id: 5001,
+    params_done_bytes: 0,
+    params_total_bytes: 0,
+    params_rate_bps: 0,
+    proofs_benchmark: 3,
+    proofs_production: 0,
+    gpu_util: 91,
+    spend_usd: 0.42,
+    verdict: { decision: 'continue', rate: 52.1, low: 40, high: 60.2, samples: 3, break_even_rate: 30, reason: '' },
+    offer: { id: 101, machine_id: 11, gpu_name: 'RTX 4090', num_gpus: 1, geolocation: 'Norway', dph_total: 0.4 },
+    ...overrides,
+  };
+}
+
+// ---- sse ---------------------------------------------------------------------------------------
+
+test('SSE parser reassembles events split anywhere', () => {
+  const text = ': keep-alive\n\nevent: fleet\ndata: {"a":1}\n\nevent: fleet\r\ndata: {"b":\r\ndata: 2}\r\n\r\n';
+  for (let cut = 0; cut <= text.length; cut += 1) {
+    const parser = new SseParser();
+    const events = [...parser.push(text.slice(0, cut)), ...parser.push(text.slice(cut))];
+    assert.deepEqual(events, [
+      { event: 'fleet', data: '{"a":1}' },
+      { event: 'fleet', data: '{"b":\n2}' },
+    ], `cut at ${cut}`);
+    assert.equal(parser.comments, 1);
+  }
+});
+
+test('SSE parser ignores comment-only blocks and unknown fields', () => {
+  const parser = new SseParser();
+  assert.deepEqual(parser.push(': ping\n\nid: 4\nretry: 100\n\n'), []);
+  assert.deepEqual(parser.push('data:x\n\n'), [{ event: 'message', data: 'x' }]);
+});
+
+test('reconnect backoff grows, is capped and jittered', () => {
+  const low = (n) => backoffDelay(n, { random: () => 0 });
+  const high = (n) => backoffDelay(n, { random: () => 1 });
+  assert.equal(high(0), 1000);
+  assert.equal(low(0), 500);
+  assert.equal(high(3), 8000);
+  assert.equal(high(20), 30000);
+  assert.ok(low(20) >= 15000);
+});
+
+// ---- format ------------------------------------------------------------------------------------
+
+test('esc neutralises markup', () => {
+  assert.equal(esc('<img src=x onerror="a()">&\''), '&lt;img src=x onerror=&quot;a()&quot;&gt;&amp;&#39;');
+  assert.equal(esc(null), '');
+});
+
+test('durations and money read naturally', () => {
+  assert.equal(duration(45), '45s');
+  assert.equal(duration(125), '2m 05s');
+  assert.equal(duration(3 * 3600 + 300), '3h 05m');
+  assert.equal(duration(2 * 86400 + 4 * 3600), '2d 04h');
+  assert.equal(usd(-1.5), '−$1.50');
+  assert.equal(usd(null), '—');
+});
+
+// ---- charts ------------------------------------------------------------------------------------
+
+test('nice ticks cover the range with round steps', () => {
+  assert.deepEqual(niceTicks(0, 100, 4), [0, 50, 100]);
+  assert.deepEqual(niceTicks(0, 66, 4), [0, 20, 40, 60]);
+});
+
+test('interval bar colours the band against break-even', () => {
+  assert.match(intervalBar({ rate: 50, low: 45, high: 55, breakEven: 30 }), /band good/);
+  assert.match(intervalBar({ rate: 20, low: 15, high: 25, breakEven: 30 }), /band bad/);
+  assert.match(intervalBar({ rate: 30, low: 20, high: 40, breakEven: 30 }), /band open/);
+  assert.equal(intervalBar({ rate: null }), '');
+});
+
+test('scatter chart draws one marker per point and whiskers', () => {
+  const svg = scatterChart({ points: [{ x: 1, y: 10, lo: 8, hi: 12 }, { x: 2, y: 20 }] });
+  assert.equal((svg.match(/class="mk /g) ?? []).length, 2);
+  assert.equal((svg.match(/class="whisker /g) ?? []).length, 1);
+  assert.match(scatterChart({ points: [] }), /No data yet/);
+});
+
+// ---- views -------------------------------------------------------------------------------------
+
+test('instance rows are addressable and carry their state', () => {
+  const html = instancesTable([instance(), instance({ id: 8, state: 'destroyed', destroyed_at: NOW - 60 })], NOW);
+  assert.match(html, /<tr data-testid="instance-row" data-id="7" data-state="benchmarking">/);
+  assert.match(html, /<tr data-testid="instance-row" data-id="8" data-state="destroyed">/);
+  assert.match(html, /data-testid="instance-link"/);
+  // Only live instances can be destroyed.
+  assert.equal((html.match(/data-testid="destroy-button"/g) ?? []).length, 1);
+  assert.match(html, /data-since="999875"/);
+  const hidden = instancesTable([instance(), instance({ id: 8, state: 'destroyed' })], NOW, { showDestroyed: false });
+  assert.doesNotMatch(hidden, /data-id="8"/);
+});
+
+test('market strings cannot inject markup', () => {
+  const evil = '<script>alert(1)</script>';
+  const html = instancesTable([instance({ offer: { gpu_name: evil, geolocation: evil, num_gpus: 1 } })], NOW);
+  assert.doesNotMatch(html, /<script>/);
+  assert.match(html, /&lt;script&gt;/);
+  const offers = offersTable([{ id: 1, gpu_name: evil, reasons: [evil], data_flags: [evil], predicted_rate: 10 }]);
+  assert.doesNotMatch(offers, /<script>/);
+  const page = instancePage({ instance: instance(), events: [{ id: 1, at: NOW, kind: 'agent', message: evil, data: null }], samples: [], logs: evil }, NOW);
+  assert.doesNotMatch(page, /<script>/);
+});
+
+test('parameter download shows progress, rate and ETA', () => {
+  const html = instancesTable([instance({ state: 'fetching_params', params_done_bytes: 25e9, params_total_bytes: 50e9, params_rate_bps: 100e6 })], NOW);
+  assert.match(html, /role="progressbar" aria-valuenow="50.0"/);
+  assert.match(html, /style="width:50.0%"/);
+  assert.match(html, /50%/);
+  assert.match(html, /100 MB\/s/);
+  assert.match(html, /ETA 4m 10s/);
+});
+
+test('sorting by state follows the lifecycle', () => {
+  const rows = [instance({ id: 1, state: 'proving' }), instance({ id: 2, state: 'booting' }), instance({ id: 3, state: 'destroyed' })];
+  assert.deepEqual(sortInstances(rows, 'state', 1).map((r) => r.id), [2, 1, 3]);
+  assert.deepEqual(sortInstances(rows, 'state', -1).map((r) => r.id), [3, 1, 2]);
+});
+
+test('fleet header shows the economics and the autopilot switch', () => {
+  const html = fleetHeader({
+    summary: { proofs_per_hour: 61.4, dollars_per_hour: 0.4, cost_per_proof: 0.0066, profit_per_hour: -0.1, by_state: { proving: 1 } },
+    autopilot: { enabled: true, paused: false },
+  });
+  assert.match(html, /61\.4/);
+  assert.match(html, /\$0\.007/);
+  assert.match(html, /card bad/);
+  assert.match(html, /data-state="proving">proving <b>1<\/b>/);
+  assert.match(html, /data-action="autopilot" data-paused="true" data-testid="autopilot-toggle">Pause/);
+  assert.match(autopilotBlock({ enabled: true, paused: true }), /data-paused="false"[^>]*>Resume/);
+  assert.doesNotMatch(autopilotBlock({ enabled: false, paused: false }), /autopilot-toggle/);
+  assert.equal(autopilotBlock(null), '');
+});
+
+test('instance page marks warm-up proofs and compares memory with the plan', () => {
+  const page = instancePage({
+    instance: instance({ peak_memory_gib: 250, plan: { expected_peak_gib: 210, total_budget_gib: 200, usable_ram_gib: 240, partitions: 10, reasons: ['ten partitions fit'] } }),
+    events: [],
+    samples: [
+      { seq: 1, seconds: 300, phase: 'warmup', at: NOW - 600 },
+      { seq: 2, seconds: 60, phase: 'benchmark', at: NOW - 500 },
+      { seq: 3, seconds: 62, phase: 'benchmark', at: NOW - 400 },
+    ],
+    logs: '',
+  }, NOW);
+  assert.equal((page.match(/class="mk warmup"/g) ?? []).length, 1);
+  assert.equal((page.match(/class="mk benchmark"/g) ?? []).length, 2);
+  assert.match(page, /median 62 s/);
+  assert.match(page, /class="bar over"/); // observed above the planned peak
+  assert.match(page, /usable RAM/);
+  assert.match(page, /ten partitions fit/);
+});
+
+test('offers and hosts carry their action buttons', () => {
+  const offers = offersTable([{ id: 42, gpu_name: 'RTX 4090', num_gpus: 1, dph_total: 0.3, predicted_rate: 60, reasons: ['prior'] }]);
+  assert.match(offers, /data-action="deploy" data-testid="deploy-button" data-offer-id="42"/);
+  const hosts = hostsTable([{ machine_id: 11, gpu_name: 'RTX 4090', num_gpus: 1, runs: 2, history: [
+    { at: NOW - 100, rate: 50, low: 45, high: 55, samples: 8, kind: 'benchmark', contended: true, throttled: false },
+    { at: NOW - 50, rate: 40, low: 30, high: 50, samples: 8, kind: 'benchmark', contended: false, throttled: true },
+  ] }], NOW);
+  assert.match(hosts, /class="mk contended"/);
+  assert.match(hosts, /class="mk throttled"/);
+  assert.equal((hosts.match(/class="whisker /g) ?? []).length, 2);
+  const bad = badHostsTable([{ machine_id: 11, reason: 'slow', evidence: { rate: 3 }, source: 'operator', strikes: 1, added_at: NOW - 60, expires_at: null, active: true }], NOW);
+  assert.match(bad, /data-action="remove-bad-host" data-machine-id="11"/);
+  assert.match(bad, /never/);
+});
