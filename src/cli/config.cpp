@@ -342,6 +342,10 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   pilot.boolean("enabled", ap.enabled);
   pilot.string("query", ap.query);
   pilot.positive("interval_s", ap.interval_s);
+  pilot.number("operator_destroy_cooldown_h", ap.operator_destroy_cooldown_h);
+  if (ap.operator_destroy_cooldown_h < 0) {
+    throw ConfigError{"'autopilot.operator_destroy_cooldown_h' must be >= 0"};
+  }
   pilot.positive("max_dollars_per_hour", pol.max_dollars_per_hour);
   double max_instances = pol.max_instances, max_bench = pol.max_concurrent_benchmarks,
          max_rents = pol.max_rents_per_decision;

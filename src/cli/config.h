@@ -38,6 +38,7 @@ struct AutopilotSettings {
   // not rented, not external) are added.
   std::string query = "num_gpus>=1";
   double interval_s = 60;
+  double operator_destroy_cooldown_h = 24;  // machines the operator dropped are left alone
   core::PolicyConfig policy;  // caps; economics and setup come from their own sections
 };
 

@@ -1,5 +1,6 @@
 #include "manager/autopilot.h"
 
+#include <set>
 #include <utility>
 
 #include "core/blocklist.h"
@@ -84,7 +85,19 @@ std::vector<AutopilotDecision> Autopilot::run_once() {
   history.measurements = measurements;
   history.exploration_spent_usd =
       core::exploration_spend(fleet, now, config_.policy.exploration_window_s);
-  const auto actions = core::decide(fleet, found->offers, history, bad_hosts, now, config_.policy);
+  // The operator's destroy is a judgement about the machine: respected for a cooldown.
+  std::set<std::int64_t> operator_dropped;
+  for (const auto& rec : fleet) {
+    if (rec.destroy_reason != kOperatorDestroyReason) continue;
+    if (!rec.destroyed_at || now - *rec.destroyed_at < config_.operator_destroy_cooldown_s) {
+      operator_dropped.insert(rec.offer.machine_id);
+    }
+  }
+  std::vector<core::Offer> candidates;
+  for (const auto& offer : found->offers) {
+    if (!operator_dropped.count(offer.machine_id)) candidates.push_back(offer);
+  }
+  const auto actions = core::decide(fleet, candidates, history, bad_hosts, now, config_.policy);
 
   for (const auto& a : actions) {
     AutopilotDecision d;

@@ -613,7 +613,7 @@ struct HttpApi::Impl {
           reject_unknown_params(req, {});
           const std::int64_t id = path_id(req, "instance id");
           if (!manager.store().instance(id)) fail(404, "unknown instance " + std::to_string(id));
-          return json_reply(202, to_json(unwrap(manager.request_destroy(id, "operator request"))));
+          return json_reply(202, to_json(unwrap(manager.request_destroy(id, kOperatorDestroyReason))));
         });
 
     add("GET", "/api/v1/hosts", Access::Operator,

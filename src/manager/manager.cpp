@@ -384,47 +384,60 @@ std::optional<std::int64_t> Manager::authenticate_agent(const std::string& token
 
 ApiResult<std::vector<std::string>> Manager::agent_heartbeat(std::int64_t id, const Heartbeat& hb) {
   std::lock_guard lock(mu_);
-  auto rec = store_.instance(id);
-  if (!rec) return tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
-  if (rec->state == S::Destroying || rec->state == S::Destroyed) {
-    return std::vector<std::string>{"stop"};
-  }
-  rec->last_heartbeat_at = clock_();
-  if (hb.params_total > 0) rec->params_total_bytes = hb.params_total;
-  core::accrue_bandwidth_spend(*rec, hb.params_done);
-  rec->params_rate_bps = hb.params_rate_bps;
-  rec->peak_memory_gib = std::max(rec->peak_memory_gib, hb.peak_memory_gib);
-  rec->gpu_util = hb.gpu_util;
-  if (hb.gpu_throttled) throttled_seen_.insert(id);
-  store_.update_agent_progress(*rec);
-  if (rec->state == S::Benchmarking) {
-    // The test's time rules (the cap, a host gone silent) must fire without a new proof.
-    evaluate_benchmark(*rec);
-    if (rec->state == S::Destroying) return std::vector<std::string>{"stop"};
-  }
-  // The agent drives the early phases; benchmarking and proving are the manager's verdicts.
-  if (hb.phase == "fetching_params" && rec->state < S::FetchingParams) {
-    transition(*rec, S::FetchingParams, "agent fetching parameters");
-  } else if (hb.phase == "warming_up" && rec->state < S::WarmingUp) {
-    transition(*rec, S::WarmingUp, "agent warming up the prover");
-  }
-  return std::vector<std::string>{};
+  ApiResult<std::vector<std::string>> reply = std::vector<std::string>{};
+  // One transaction for the read and the writes: one commit, and no read transaction of its
+  // own for the row (each costs file-locking system calls, and every agent heartbeats).
+  store_.transaction([&] {
+    auto rec = store_.instance(id);
+    if (!rec) {
+      reply = tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
+      return;
+    }
+    if (rec->state == S::Destroying || rec->state == S::Destroyed) {
+      reply = std::vector<std::string>{"stop"};
+      return;
+    }
+    rec->last_heartbeat_at = clock_();
+    if (hb.params_total > 0) rec->params_total_bytes = hb.params_total;
+    core::accrue_bandwidth_spend(*rec, hb.params_done);
+    rec->params_rate_bps = hb.params_rate_bps;
+    rec->peak_memory_gib = std::max(rec->peak_memory_gib, hb.peak_memory_gib);
+    rec->gpu_util = hb.gpu_util;
+    if (hb.gpu_throttled) throttled_seen_.insert(id);
+    store_.update_agent_progress(*rec);
+    if (rec->state == S::Benchmarking) {
+      // The test's time rules (the cap, a host gone silent) must fire without a new proof.
+      evaluate_benchmark(*rec);
+      if (rec->state == S::Destroying) {
+        reply = std::vector<std::string>{"stop"};
+        return;
+      }
+    }
+    // The agent drives the early phases; benchmarking and proving are the manager's verdicts.
+    if (hb.phase == "fetching_params" && rec->state < S::FetchingParams) {
+      transition(*rec, S::FetchingParams, "agent fetching parameters");
+    } else if (hb.phase == "warming_up" && rec->state < S::WarmingUp) {
+      transition(*rec, S::WarmingUp, "agent warming up the prover");
+    }
+  });
+  return reply;
 }
 
 ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<AgentEvent>& evs) {
   std::lock_guard lock(mu_);
-  auto found = store_.instance(id);
-  if (!found) return tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
-  InstanceRecord rec = *found;
   EventsReply reply;
   std::vector<AgentEvent> sorted = evs;
   std::sort(sorted.begin(), sorted.end(),
             [](const AgentEvent& a, const AgentEvent& b) { return a.seq < b.seq; });
   const double now = clock_();
-  // One transaction per batch: one commit instead of one per event, and a batch that fails
-  // leaves nothing applied, so the agent's retry of it is counted whole.
+  bool found = false;
+  // One transaction per batch, the read included: one commit instead of one per event, and a
+  // batch that fails leaves nothing applied, so the agent's retry of it is counted whole.
   store_.transaction([&] {
-    reply = EventsReply{};
+    auto row = store_.instance(id);
+    if (!row) return;
+    found = true;
+    InstanceRecord rec = std::move(*row);
     // Set when the row changed beyond the agent progress columns (a state).
     bool row_changed = false;
     for (const auto& ev : sorted) {
@@ -506,6 +519,7 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
       store_.update_agent_progress(rec);
     }
   });
+  if (!found) return tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
   return reply;
 }
 

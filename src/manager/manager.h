@@ -27,6 +27,10 @@
 
 namespace pf::manager {
 
+// The destroy reason of an operator's destroy request: the autopilot leaves that machine alone
+// for a while afterwards instead of renting it straight back.
+inline constexpr const char* kOperatorDestroyReason = "operator request";
+
 // An API-level failure: the HTTP layer maps `status` to the reply and `message` to its JSON.
 struct ApiError {
   int status = 400;

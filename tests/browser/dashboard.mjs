@@ -151,10 +151,23 @@ async function main() {
   log(`deployed offer ${offerId}`);
 
   step = 'destroying an instance';
-  const victim = await page.$eval(
-    '[data-testid=instance-row]:not([data-state=destroyed]):not([data-state=destroying]) [data-testid=destroy-button]',
-    (b) => b.dataset.id);
-  await page.click(`[data-testid=destroy-button][data-id="${victim}"]`);
+  // Rows re-render as the fleet changes (and a booting one may be closed by its deadline right
+  // then): pick a live row and click its button, picking again if it went away meanwhile.
+  let victim = null;
+  for (let attempt = 0; attempt < 20 && !victim; attempt++) {
+    const id = await page.$eval(
+      '[data-testid=instance-row]:not([data-state=destroyed]):not([data-state=destroying]) [data-testid=destroy-button]',
+      (b) => b.dataset.id).catch(() => null);
+    if (!id) {
+      await page.waitForTimeout(500);
+      continue;
+    }
+    try {
+      await page.click(`[data-testid=destroy-button][data-id="${id}"]`, { timeout: 3_000 });
+      victim = id;
+    } catch { /* gone or re-rendered: pick again */ }
+  }
+  if (!victim) throw new Error('no live instance with a destroy button');
   await page.waitForSelector('[data-testid=confirm-dialog]', { state: 'visible', timeout: 5_000 });
   await page.click('[data-testid=confirm-ok]');
   await page.waitForSelector(
@@ -163,10 +176,22 @@ async function main() {
   log(`destroyed instance ${victim}`);
   await page.screenshot({ path: join(artifacts, '06-destroyed.png'), fullPage: true });
 
-  step = 'hosts page';
+  step = 'hosts page: blocking a machine';
   await page.click('[data-testid=nav-hosts]');
-  await page.waitForSelector('[data-testid=hosts-table], [data-testid=bad-hosts-table]', { timeout: 15_000 });
+  await page.waitForSelector('[data-testid=bad-host-form]', { timeout: 15_000 });
+  await page.fill('[data-testid=bad-host-machine]', '4242');
+  await page.fill('[data-testid=bad-host-reason]', 'blocked by the browser test');
+  await page.click('[data-testid=bad-host-add]');
+  const blocked = '[data-testid=bad-host-row][data-machine-id="4242"]';
+  await page.waitForSelector(blocked, { timeout: 15_000 });
   await page.screenshot({ path: join(artifacts, '07-hosts.png'), fullPage: true });
+
+  step = 'hosts page: unblocking the machine';
+  await page.click(`${blocked} [data-testid=remove-bad-host-button]`);
+  const dialog = await page.waitForSelector('[data-testid=confirm-dialog]', { state: 'visible', timeout: 2_000 })
+    .catch(() => null);
+  if (dialog) await page.click('[data-testid=confirm-ok]');
+  await page.waitForSelector(blocked, { state: 'detached', timeout: 15_000 });
 
   if (pageErrors.length) throw new Error(`script errors on the page:\n${pageErrors.join('\n')}`);
 }

@@ -283,6 +283,27 @@ TEST_F(SpawnerTest, StopAllEndsEveryGroup) {
 
 // --- market-sim and serve, real processes -----------------------------------------------------
 
+TEST(MarketSimSpawnOptionsTest, BadOptionsAreNamed) {
+  const std::string scenario = std::string(PF_SOURCE_DIR) + "/tests/fixtures/scenarios/tiny.json";
+  struct Case {
+    std::vector<std::string> extra;
+    std::string message;
+  };
+  for (const auto& c :
+       {Case{{"--work-dir", "/tmp/x"}, "--work-dir holds the spawned agents' files"},
+        Case{{"--param-stand-in-mib", "5000"}, "stand-in size must be in [0, 1024] MiB"},
+        Case{{"--param-min-kib-s", "0"}, "--param-min-kib-s must be a number > 0"}}) {
+    std::vector<std::string> argv = {kBinary,  "market-sim", "--scenario",
+                                     scenario, "--listen",   "127.0.0.1:0"};
+    argv.insert(argv.end(), c.extra.begin(), c.extra.end());
+    auto p = Subprocess::spawn(argv);
+    auto code = p.wait_exit(20s);
+    ASSERT_TRUE(code);
+    EXPECT_NE(*code, 0) << c.message;
+    EXPECT_THAT(p.stderr_text(), HasSubstr(c.message));
+  }
+}
+
 struct Url {
   std::string host;
   int port = 0;

@@ -133,6 +133,22 @@ TEST_F(AutopilotTest, OfferTakenBetweenSearchAndRentIsReportedNotRetried) {
   EXPECT_EQ(pilot->status().rents, 0);
 }
 
+TEST_F(AutopilotTest, MachineTheOperatorDroppedIsNotRentedBack) {
+  pilot_config_.policy.max_instances = 1;
+  auto pilot = make_pilot();
+  const auto first = pilot->run_once();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_TRUE(first[0].ok) << first[0].reason;
+  const auto rec = *store_->instance(first[0].instance_id);
+  ASSERT_TRUE(manager_->request_destroy(rec.id, kOperatorDestroyReason));
+  manager_->tick();
+  ASSERT_EQ(store_->instance(rec.id)->state, S::Destroyed);
+  now_ += 60;
+  const auto next = pilot->run_once();
+  ASSERT_EQ(next.size(), 1u);  // a rent, but elsewhere
+  EXPECT_NE(store_->instance(next[0].instance_id)->offer.machine_id, rec.offer.machine_id);
+}
+
 // --- blame --------------------------------------------------------------------------------
 
 TEST_F(AutopilotTest, HostThatNeverBootsGetsAStrikeWithEvidence) {
