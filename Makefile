@@ -2,6 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+DEMO_FLAGS ?=
 
 .PHONY: all deps build test demo bench format clean
 
@@ -19,8 +20,10 @@ build: deps $(BUILD)/build.ninja
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-demo: build
-	scripts/demo $(BUILD)/proverfleet
+# Only the binary is needed for the demo: the tests are not built here.
+demo: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target proverfleet
+	$(BUILD)/proverfleet demo $(DEMO_FLAGS)
 
 bench: build
 	scripts/bench $(BUILD)

@@ -58,7 +58,9 @@ function marker(shape, cx, cy, cls, title) {
 }
 
 // Points {x, y, lo?, hi?, cls?, shape?, title?} with optional whiskers (lo..hi) and dashed
-// horizontal reference lines {y, label, cls}. The y axis starts at 0 (rates and seconds).
+// horizontal reference lines {y, label, cls}. The y axis starts at 0 unless yFromZero is false
+// (then it spans the data, so the spread between runs shows); xIntegers drops fractional x
+// ticks (proof numbers).
 export function scatterChart({
   points = [],
   hLines = [],
@@ -69,6 +71,8 @@ export function scatterChart({
   xLabel = '',
   yLabel = '',
   compact = false,
+  yFromZero = true,
+  xIntegers = false,
   emptyText = 'No data yet',
 } = {}) {
   const pts = points.filter((p) => isNum(p.x) && isNum(p.y));
@@ -83,21 +87,31 @@ export function scatterChart({
     x1 += 1;
   }
   const tops = pts.map((p) => (isNum(p.hi) ? Math.max(p.hi, p.y) : p.y));
-  hLines.forEach((h) => isNum(h.y) && tops.push(h.y));
-  const y1 = Math.max(...tops) * 1.1 || 1;
+  const bottoms = pts.map((p) => (isNum(p.lo) ? Math.min(p.lo, p.y) : p.y));
+  hLines.forEach((h) => isNum(h.y) && tops.push(h.y) && bottoms.push(h.y));
+  let y0 = 0;
+  let y1 = Math.max(...tops) * 1.1 || 1;
+  if (!yFromZero) {
+    const lowest = Math.min(...bottoms);
+    const highest = Math.max(...tops);
+    const pad = (highest - lowest) * 0.1 || Math.abs(highest) * 0.1 || 1;
+    y0 = Math.max(0, lowest - pad);
+    y1 = highest + pad;
+  }
   const w = width - m.l - m.r;
   const h = height - m.t - m.b;
   const sx = (v) => f(m.l + ((v - x0) / (x1 - x0)) * w);
-  const sy = (v) => f(m.t + h - (Math.max(0, v) / y1) * h);
+  const sy = (v) => f(m.t + h - ((Math.max(y0, v) - y0) / (y1 - y0)) * h);
   let out = `<svg class="chart${compact ? ' compact' : ''}" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img"`;
   out += ` aria-label="${esc(yLabel || 'chart')}">`;
   if (!compact) {
-    for (const t of niceTicks(0, y1, 4)) {
+    for (const t of niceTicks(y0, y1, 4)) {
+      if (t < y0) continue;
       out += `<line class="grid" x1="${m.l}" x2="${width - m.r}" y1="${sy(t)}" y2="${sy(t)}"/>`;
       out += `<text class="tick" x="${m.l - 6}" y="${f(sy(t) + 4)}" text-anchor="end">${esc(yFormat(t))}</text>`;
     }
     for (const t of niceTicks(x0, x1, Math.max(2, Math.floor(w / 90)))) {
-      if (t < x0 || t > x1) continue;
+      if (t < x0 || t > x1 || (xIntegers && !Number.isInteger(t))) continue;
       out += `<text class="tick" x="${sx(t)}" y="${height - m.b + 14}" text-anchor="middle">${esc(xFormat(t))}</text>`;
     }
     out += `<line class="axis" x1="${m.l}" x2="${width - m.r}" y1="${m.t + h}" y2="${m.t + h}"/>`;

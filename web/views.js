@@ -17,6 +17,10 @@ export function isDestroyable(state) {
   return state !== 'destroying' && state !== 'destroyed';
 }
 
+function proofs(n) {
+  return `${int(n)} ${n === 1 ? 'proof' : 'proofs'}`;
+}
+
 export function stateBadge(state) {
   return `<span class="badge st-${esc(state)}">${esc(stateLabel(state))}</span>`;
 }
@@ -109,6 +113,7 @@ function paramsCell(r) {
     return r.state === 'fetching_params' ? '<span class="muted">starting…</span>' : '<span class="muted">—</span>';
   }
   if (done >= total) return `<span class="ok" title="${esc(bytes(total))}">✓ ${esc(bytes(total))}</span>`;
+  if (!isDestroyable(r.state)) return `<span class="muted">${esc(pct((done / total) * 100))} fetched</span>`;
   const rate = r.params_rate_bps;
   const eta = isNum(rate) && rate > 0 ? `ETA ${duration((total - done) / rate)}` : 'stalled';
   // A plain bar: hundreds of native <progress> elements are slow to lay out.
@@ -122,11 +127,11 @@ function benchCell(r) {
   if (v && isNum(v.rate)) {
     const decided = v.decision && v.decision !== 'continue'
       ? ` <span class="decision ${esc(v.decision)}">${esc(v.decision)}</span>` : '';
-    return `<div>${esc(int(v.samples))} proofs · ${esc(perHour(v.rate))}${decided}</div>` +
+    return `<div>${esc(proofs(v.samples))} · ${esc(perHour(v.rate))}${decided}</div>` +
       `${intervalBar({ rate: v.rate, low: v.low, high: v.high, breakEven: v.break_even_rate })}` +
       `<div class="sub">[${esc(num(v.low))}–${esc(num(v.high))}] vs ${esc(num(v.break_even_rate))}/h</div>`;
   }
-  if (r.proofs_benchmark > 0) return `${esc(int(r.proofs_benchmark))} proofs`;
+  if (r.proofs_benchmark > 0) return esc(proofs(r.proofs_benchmark));
   return '<span class="muted">—</span>';
 }
 
@@ -195,6 +200,7 @@ export function proofChart(samples) {
     hLines: median === null ? [] : [{ y: median, label: `median ${num(median, 0)} s`, cls: 'median' }],
     xLabel: 'proof',
     yLabel: 'seconds',
+    xIntegers: true,
     emptyText: 'No proofs yet',
   });
   const legend = '<div class="legend"><span class="lg warmup">○ warm-up</span><span class="lg benchmark">● benchmark</span><span class="lg production">■ production</span></div>';
@@ -265,7 +271,7 @@ export function instancePage(detail, now) {
     (r.destroy_reason ? fact('destroy reason', esc(r.destroy_reason)) : '') +
     '</dl>';
   const verdict = v && isNum(v.rate)
-    ? `<div class="verdict"><div>${esc(perHour(v.rate))} over ${esc(int(v.samples))} proofs, interval ${esc(num(v.low))}–${esc(num(v.high))}/h, break-even ${esc(num(v.break_even_rate))}/h: <span class="decision ${esc(v.decision)}">${esc(v.decision)}</span></div>` +
+    ? `<div class="verdict"><div>${esc(perHour(v.rate))} over ${esc(proofs(v.samples))}, interval ${esc(num(v.low))}–${esc(num(v.high))}/h, break-even ${esc(num(v.break_even_rate))}/h: <span class="decision ${esc(v.decision)}">${esc(v.decision)}</span></div>` +
       `${intervalBar({ rate: v.rate, low: v.low, high: v.high, breakEven: v.break_even_rate, width: 360, height: 22 })}` +
       `${v.reason ? `<div class="sub">${esc(v.reason)}</div>` : ''}</div>`
     : '<p class="empty">No benchmark verdict yet.</p>';
@@ -327,7 +333,7 @@ export function offersTable(offers) {
 
 // ---- hosts ----------------------------------------------------------------------------------
 
-export function hostChart(history, { width = 220, height = 60, compact = true } = {}) {
+export function hostChart(history, { width = 220, height = 44, compact = true } = {}) {
   const runs = [...(history ?? [])].sort((a, b) => a.at - b.at);
   const points = runs.map((r) => {
     const marks = [r.contended ? 'contended' : '', r.throttled ? 'throttled' : ''].filter(Boolean);
@@ -342,7 +348,7 @@ export function hostChart(history, { width = 220, height = 60, compact = true } 
     };
   });
   return scatterChart({
-    points, width, height, compact, xFormat: (t) => clock(t), yFormat: (v) => num(v, 0),
+    points, width, height, compact, yFromZero: false, xFormat: (t) => clock(t), yFormat: (v) => num(v, 0),
     yLabel: compact ? '' : 'proofs/hour', emptyText: 'no runs',
   });
 }

@@ -229,9 +229,12 @@ void run_market_sim(const MarketSimCliOptions& o) {
   while (!finished && signal_received == 0) {
     signal_received = stop_signals.wait(std::chrono::milliseconds(200));
   }
+  // Agents first: the server's stop can wait seconds for idle keep-alive connections, and no
+  // agent may outlive market-sim, even one killed meanwhile. Creates arriving after this
+  // start nothing.
+  if (spawner) spawner->stop_all();
   server.stop();
   serving.join();
-  if (spawner) spawner->stop_all();  // no agent outlives market-sim
 
   const auto at_end = server.status();
   std::cerr << "market-sim stopped at scenario hour " << core::fixed(at_end.now_h, 3) << ": "

@@ -150,6 +150,13 @@ class SpawnerTest : public ::testing::Test {
     return log_;
   }
 
+  // The onstart's traps are set once it has written `ready`: a signal before that would hit a
+  // shell still without them.
+  bool wait_ready(std::int64_t id) {
+    return eventually([&] { return fs::exists(fs::path(spawner_->instance_dir(id)) / "ready"); },
+                      20s);
+  }
+
   fs::path dir_;
   pf::sim::Scenario scenario_;
   std::atomic<double> now_h_{0};
@@ -206,10 +213,11 @@ TEST_F(SpawnerTest, OnstartRunsAtBootWithTheInstancesEnvironmentOnly) {
 
 TEST_F(SpawnerTest, DestroyGivesTheGroupSigtermAndTimeToExit) {
   start(30s);
-  create(1, "trap 'echo term > got_term; exit 0' TERM; while :; do sleep 0.05; done");
+  create(1, "trap 'echo term > got_term; exit 0' TERM; touch ready; while :; do sleep 0.05; done");
   now_h_ = 1.0;
   auto running = wait_state(1, SpawnState::Running);
   ASSERT_TRUE(running) << log();
+  ASSERT_TRUE(wait_ready(1));
   spawner_->on_destroyed(1);
   auto ended = wait_state(1, SpawnState::Ended, 20s);  // well inside the 30 s grace
   ASSERT_TRUE(ended) << log();
@@ -220,10 +228,11 @@ TEST_F(SpawnerTest, DestroyGivesTheGroupSigtermAndTimeToExit) {
 
 TEST_F(SpawnerTest, AGroupIgnoringSigtermIsKilledAfterTheGrace) {
   start(300ms);
-  create(1, "trap '' TERM; while :; do sleep 0.05; done");
+  create(1, "trap '' TERM; touch ready; while :; do sleep 0.05; done");
   now_h_ = 1.0;
   auto running = wait_state(1, SpawnState::Running);
   ASSERT_TRUE(running) << log();
+  ASSERT_TRUE(wait_ready(1));
   spawner_->on_destroyed(1);
   auto ended = wait_state(1, SpawnState::Ended);
   ASSERT_TRUE(ended) << log();
@@ -234,10 +243,12 @@ TEST_F(SpawnerTest, AGroupIgnoringSigtermIsKilledAfterTheGrace) {
 TEST_F(SpawnerTest, OfflineHostIsKilledAtItsScaledTimeWithoutGrace) {
   start(30s);
   // Offer 1004 goes offline; here 1 h after boot.
-  create(1, "trap 'echo term > got_term; exit 0' TERM; while :; do sleep 0.05; done", 3, 1, 2);
+  create(1, "trap 'echo term > got_term; exit 0' TERM; touch ready; while :; do sleep 0.05; done",
+         3, 1, 2);
   now_h_ = 1.5;
   auto running = wait_state(1, SpawnState::Running);
   ASSERT_TRUE(running) << log();
+  ASSERT_TRUE(wait_ready(1));
   now_h_ = 2.0;
   auto ended = wait_state(1, SpawnState::Ended);
   ASSERT_TRUE(ended) << log();

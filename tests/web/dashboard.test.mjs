@@ -97,6 +97,19 @@ test('interval bar colours the band against break-even', () => {
   assert.equal(intervalBar({ rate: null }), '');
 });
 
+test('scatter chart can span the data instead of starting at zero', () => {
+  const points = [{ x: 1, y: 50, lo: 48, hi: 52 }, { x: 2, y: 40, lo: 38, hi: 42 }];
+  const y = (svg) => [...svg.matchAll(/class="mk [^"]*" cx="[\d.]+" cy="([\d.]+)"/g)].map((m) => Number(m[1]));
+  const [a0, b0] = y(scatterChart({ points, height: 100, compact: true }));
+  const [a1, b1] = y(scatterChart({ points, height: 100, compact: true, yFromZero: false }));
+  // The same 10/h apart is drawn much further apart when the axis spans only the data.
+  assert.ok(b1 - a1 > 3 * (b0 - a0), `${b0 - a0} vs ${b1 - a1}`);
+  const xTicks = (svg) => (svg.match(/class="tick"[^>]*text-anchor="middle"/g) ?? []).length;
+  const two = [{ x: 1, y: 5 }, { x: 2, y: 6 }];
+  assert.equal(xTicks(scatterChart({ points: two, xIntegers: true })), 2);
+  assert.ok(xTicks(scatterChart({ points: two })) > 2);
+});
+
 test('scatter chart draws one marker per point and whiskers', () => {
   const svg = scatterChart({ points: [{ x: 1, y: 10, lo: 8, hi: 12 }, { x: 2, y: 20 }] });
   assert.equal((svg.match(/class="mk /g) ?? []).length, 2);
