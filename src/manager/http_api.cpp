@@ -1,4 +1,5 @@
-// The only translation unit of pf_manager that includes httplib (it is heavy to compile).
+// One of the two translation units of pf_manager that include httplib (it is heavy to compile;
+// the other is dashboard.cpp).
 #include "manager/http_api.h"
 
 #include "manager/autopilot.h"

@@ -3,8 +3,8 @@
 // on failure) except /metrics (Prometheus text). Bodies are validated completely before the
 // Manager is called, so bad input never changes anything.
 //
-// Only http_api.cpp includes httplib (it is slow to compile); callers that just want to serve
-// use ApiServer and never see it.
+// Only http_api.cpp and dashboard.cpp include httplib (it is slow to compile); callers that
+// just want to serve use ApiServer and never see it.
 #pragma once
 
 #include <cstddef>
