@@ -2,8 +2,6 @@
 // the other is dashboard.cpp).
 #include "manager/http_api.h"
 
-#include "manager/autopilot.h"
-
 #include <httplib.h>
 
 #include <atomic>
@@ -614,7 +612,8 @@ struct HttpApi::Impl {
           reject_unknown_params(req, {});
           const std::int64_t id = path_id(req, "instance id");
           if (!manager.store().instance(id)) fail(404, "unknown instance " + std::to_string(id));
-          return json_reply(202, to_json(unwrap(manager.request_destroy(id, kOperatorDestroyReason))));
+          return json_reply(202,
+                            to_json(unwrap(manager.request_destroy(id, kOperatorDestroyReason))));
         });
 
     add("GET", "/api/v1/hosts", Access::Operator,
