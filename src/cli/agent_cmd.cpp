@@ -1,9 +1,9 @@
 // `proverfleet agent`: what every rented instance runs (src/agent/agent.h).
-#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -14,6 +14,7 @@
 
 #include "agent/agent.h"
 #include "cli/commands.h"
+#include "cli/serving.h"
 
 namespace pf::cli {
 namespace {
@@ -79,13 +80,9 @@ void run_agent(AgentCliOptions& cli) {
   o.sim_truth = text_or_file(o.sim_truth, "--sim-truth");
   o.progress_bar = !cli.no_progress && isatty(STDERR_FILENO) == 1;
 
-  // Stop signals are blocked in every thread (the agent's threads inherit the mask) and taken
-  // here synchronously, so no handler runs in a signal context.
-  sigset_t stop_set, previous;
-  sigemptyset(&stop_set);
-  sigaddset(&stop_set, SIGINT);
-  sigaddset(&stop_set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_set, &previous);
+  // Before the agent exists, so that every thread it starts inherits the blocked mask; the run
+  // loop is on its own thread because this one must keep taking signals to stop it.
+  BlockedStopSignals stop_signals;
   ::signal(SIGPIPE, SIG_IGN);
 
   agent::Agent a(o);
@@ -96,12 +93,10 @@ void run_agent(AgentCliOptions& cli) {
     done = true;
   });
   while (!done) {
-    timespec ts{0, 200'000'000};
-    const int sig = sigtimedwait(&stop_set, nullptr, &ts);
-    if (sig > 0) a.request_stop(sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    const int sig = stop_signals.wait(std::chrono::milliseconds(200));
+    if (sig != 0) a.request_stop(sig == SIGTERM ? "SIGTERM" : "SIGINT");
   }
   runner.join();
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (code != agent::kAgentStopped) {
     throw CommandFailed("the agent stopped after a fatal error (see the log above)", code);
   }

@@ -1,4 +1,5 @@
-// Shared by the long-running commands (serve, market-sim): where to listen, and how to stop.
+// Shared by the long-running commands (serve, market-sim, demo, agent): where to listen, and
+// how to stop.
 #pragma once
 
 #include <pthread.h>

@@ -4,7 +4,6 @@
 
 #include <httplib.h>
 
-#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -12,10 +11,10 @@
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <regex>
 #include <set>
 #include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -23,6 +22,7 @@
 #include "manager/autopilot.h"
 #include "manager/dashboard.h"
 #include "manager/views.h"
+#include "market/http_listener.h"
 #include "market/query.h"
 
 namespace pf::manager {
@@ -785,15 +785,9 @@ struct HttpApi::Impl {
         }));
     server.set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-          std::string what = "unknown error";
-          try {
-            std::rethrow_exception(ep);
-          } catch (const std::exception& e) {
-            what = e.what();
-          } catch (...) {
-          }
           res.status = 500;
-          res.set_content(dump(json{{"error", "internal error: " + what}}), kJson);
+          res.set_content(dump(json{{"error", "internal error: " + market::exception_message(ep)}}),
+                          kJson);
         });
     // Counted before the reply is sent (the logger runs after), so a client that has its
     // reply already sees its request in /metrics.
@@ -833,19 +827,19 @@ std::string HttpApi::route_of(const std::string& method, const std::string& path
 
 struct ApiServer::Impl {
   std::unique_ptr<httplib::Server> server;
-  std::atomic<bool> stop_requested{false};
-  std::atomic<bool> serving{false};
+  // After `server`: destroyed (and so stopped) before it.
+  std::optional<market::HttpListener> listener;
 };
 
 ApiServer::ApiServer() : impl_(std::make_unique<Impl>()) {}
 
 ApiServer::~ApiServer() {
-  stop();
+  if (impl_->listener) impl_->listener->stop();
 }
 
 tl::expected<std::unique_ptr<ApiServer>, std::string> ApiServer::create(
     const std::optional<TlsFiles>& tls) {
-  std::unique_ptr<ApiServer> out(new ApiServer());
+  std::unique_ptr<httplib::Server> server;
   if (tls) {
     auto unreadable = [](const std::string& path) { return path.empty() || !std::ifstream(path); };
     if (unreadable(tls->cert_path)) {
@@ -854,17 +848,20 @@ tl::expected<std::unique_ptr<ApiServer>, std::string> ApiServer::create(
     if (unreadable(tls->key_path)) {
       return tl::unexpected("cannot read TLS key file '" + tls->key_path + "'");
     }
-    auto server =
+    auto tls_server =
         std::make_unique<httplib::SSLServer>(tls->cert_path.c_str(), tls->key_path.c_str());
-    if (!server->is_valid()) {
+    if (!tls_server->is_valid()) {
       return tl::unexpected("cannot use TLS certificate '" + tls->cert_path + "' with key '" +
                             tls->key_path +
                             "': not PEM, or the key does not belong to the certificate");
     }
-    out->impl_->server = std::move(server);
+    server = std::move(tls_server);
   } else {
-    out->impl_->server = std::make_unique<httplib::Server>();
+    server = std::make_unique<httplib::Server>();
   }
+  std::unique_ptr<ApiServer> out(new ApiServer());
+  out->impl_->server = std::move(server);
+  out->impl_->listener.emplace(*out->impl_->server);
   return out;
 }
 
@@ -873,37 +870,15 @@ void ApiServer::mount(HttpApi& api) {
 }
 
 tl::expected<int, std::string> ApiServer::bind(const std::string& host, int port) {
-  if (port < 0 || port > 65535) return tl::unexpected("port out of range: " + std::to_string(port));
-  if (port == 0) {
-    const int bound = impl_->server->bind_to_any_port(host);
-    if (bound <= 0) return tl::unexpected("cannot listen on " + host + ": no free port");
-    return bound;
-  }
-  if (!impl_->server->bind_to_port(host, port)) {
-    return tl::unexpected("cannot listen on " + host + ":" + std::to_string(port) +
-                          " (address in use or not available)");
-  }
-  return port;
+  return impl_->listener->bind(host, port);
 }
 
 bool ApiServer::serve() {
-  impl_->serving = true;
-  if (impl_->stop_requested) {
-    impl_->serving = false;
-    return true;
-  }
-  const bool ok = impl_->server->listen_after_bind();
-  impl_->serving = false;
-  return ok || impl_->stop_requested;
+  return impl_->listener->serve();
 }
 
 void ApiServer::stop() {
-  impl_->stop_requested = true;
-  // httplib ignores stop() until its listen loop runs; repeat until serve() has returned.
-  while (impl_->serving) {
-    impl_->server->stop();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  impl_->listener->stop();
 }
 
 }  // namespace pf::manager

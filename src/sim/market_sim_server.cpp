@@ -4,7 +4,6 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <map>
@@ -13,6 +12,8 @@
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include "market/http_listener.h"
 
 namespace pf::sim {
 namespace {
@@ -271,14 +272,8 @@ struct MarketSimServer::Impl {
         }));
     server.set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-          std::string what = "unknown error";
-          try {
-            std::rethrow_exception(ep);
-          } catch (const std::exception& e) {
-            what = e.what();
-          } catch (...) {
-          }
-          send_error(res, ApiError{500, "server_error", "market-sim internal error: " + what});
+          send_error(res, ApiError{500, "server_error",
+                                   "market-sim internal error: " + market::exception_message(ep)});
         });
     server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
       if (options.log)
@@ -354,8 +349,7 @@ struct MarketSimServer::Impl {
   FaultInjector faults;
   mutable std::mutex mutex;
   httplib::Server server;
-  std::atomic<bool> stop_requested{false};
-  std::atomic<bool> serving{false};
+  market::HttpListener listener{server};  // after `server`: destroyed (so stopped) before it
 };
 
 MarketSimServer::MarketSimServer(MarketSim sim, MarketSimServerOptions options)
@@ -371,38 +365,19 @@ MarketSimServer::~MarketSimServer() {
 }
 
 tl::expected<int, std::string> MarketSimServer::bind(const std::string& host, int port) {
-  if (port < 0 || port > 65535) return tl::unexpected("port out of range: " + std::to_string(port));
-  if (port == 0) {
-    int bound = impl_->server.bind_to_any_port(host);
-    if (bound <= 0) return tl::unexpected("cannot listen on " + host + ": no free port");
-    port = bound;
-  } else if (!impl_->server.bind_to_port(host, port)) {
-    return tl::unexpected("cannot listen on " + host + ":" + std::to_string(port) +
-                          " (address in use or not available)");
-  }
+  auto bound = impl_->listener.bind(host, port);
+  if (!bound) return bound;
   impl_->bound_host = host;
-  impl_->bound_port = port;
-  return port;
+  impl_->bound_port = *bound;
+  return bound;
 }
 
 bool MarketSimServer::serve() {
-  impl_->serving = true;
-  if (impl_->stop_requested) {
-    impl_->serving = false;
-    return true;
-  }
-  bool ok = impl_->server.listen_after_bind();
-  impl_->serving = false;
-  return ok || impl_->stop_requested;
+  return impl_->listener.serve();
 }
 
 void MarketSimServer::stop() {
-  impl_->stop_requested = true;
-  // httplib ignores stop() until its listen loop runs; repeat until serve() has returned.
-  while (impl_->serving) {
-    impl_->server.stop();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  impl_->listener.stop();
 }
 
 MarketSimServer::Status MarketSimServer::status() const {

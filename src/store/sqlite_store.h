@@ -1,7 +1,8 @@
 // The SQLite implementation of Store: one connection, serialised by a mutex so the HTTP
 // server's threads can share it; WAL so CLI commands can read while the manager writes.
 // Statements are prepared once per connection and parsed offer snapshots are reused while their
-// row's text is unchanged: agents call on every heartbeat.
+// row's text is unchanged: agents call on every heartbeat. A file database is checkpointed by a
+// thread of its own, so no commit pays for copying the WAL back.
 #pragma once
 
 #include <cstdint>
@@ -66,11 +67,14 @@ class SqliteStore final : public Store {
   struct DbCloser {
     void operator()(sqlite3* db) const;
   };
-  struct Caches;  // prepared statements, parsed offer snapshots
+  struct Caches;       // prepared statements, parsed offer snapshots
+  class Checkpointer;  // copies the WAL into the database file off the committing thread
 
   std::recursive_mutex mutex_;  // held for every call and across a whole transaction
   std::unique_ptr<sqlite3, DbCloser> db_;
-  std::unique_ptr<Caches> caches_;  // after db_: its statements are finalised before the close
+  // After db_, so they end before it closes.
+  std::unique_ptr<Caches> caches_;
+  std::unique_ptr<Checkpointer> checkpointer_;  // file databases only
   int depth_ = 0;  // transaction nesting; >0 means BEGIN has run on this connection
 };
 

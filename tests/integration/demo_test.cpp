@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/proverfleet_cli.h"
 #include "support/subprocess.h"
 
 namespace {
@@ -68,14 +69,8 @@ TEST(Demo, FleetEvolvesAndSigtermLeavesNoProcessBehind) {
   ASSERT_TRUE(token_line);
   const std::string token = token_line->groups.at(1);
 
-  const std::smatch parts = [&] {
-    std::smatch m;
-    static const std::regex host_port(R"(http://([^:/]+):(\d+))");
-    std::regex_search(url, m, host_port);
-    return m;
-  }();
-  ASSERT_EQ(parts.size(), 3u) << url;
-  httplib::Client client(parts[1].str(), std::stoi(parts[2].str()));
+  const pf::test::Url manager = pf::test::parse_url(url);
+  httplib::Client client(manager.host, manager.port);
   client.set_bearer_token_auth(token.c_str());
 
   // The autopilot rents, agents start, states change: wait for an instance past booting.

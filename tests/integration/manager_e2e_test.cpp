@@ -7,7 +7,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -16,31 +15,21 @@
 #include <nlohmann/json.hpp>
 
 #include "market/http_client.h"
+#include "support/proverfleet_cli.h"
 #include "support/subprocess.h"
 
 namespace {
 
 using nlohmann::json;
+using pf::test::parse_url;
 using pf::test::Subprocess;
+using pf::test::Url;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 const std::string kBinary = PF_BINARY;
 const std::string kScenario = std::string(PF_SOURCE_DIR) + "/scenarios/demo-small.json";
 const std::string kVastKey = "e2e-vast-key";
-
-struct Url {
-  std::string host;
-  int port = 0;
-  std::string str() const { return "http://" + host + ":" + std::to_string(port); }
-};
-
-Url parse_url(const std::string& line) {
-  std::smatch m;
-  static const std::regex re(R"(http://([0-9.]+):([0-9]+))");
-  if (!std::regex_search(line, m, re)) throw std::runtime_error("no URL in: " + line);
-  return {m[1].str(), std::stoi(m[2].str())};
-}
 
 class ManagerE2E : public ::testing::Test {
  protected:
@@ -86,32 +75,18 @@ max_samples = 12
     auto line = manager_->wait_for_line("proverfleet serve listening on", 20s);
     ASSERT_TRUE(line) << manager_->stderr_text();
     mgr_url_ = parse_url(line->line);
-    std::ifstream in(dir_ / "operator.token");
-    std::getline(in, token_);
+    token_ = pf::test::read_operator_token(dir_);
     ASSERT_FALSE(token_.empty());
   }
 
-  // Runs a CLI command against the manager; returns (exit code, stdout).
+  // Runs a CLI command against the manager; returns (exit code, stdout then stderr).
   std::pair<int, std::string> cli(std::vector<std::string> args) {
-    args.insert(args.begin(), kBinary);
-    pf::test::SpawnOptions opt;
-    opt.env["PROVERFLEET_MANAGER"] = mgr_url_.str();
-    opt.env["PROVERFLEET_TOKEN"] = token_;
-    auto p = Subprocess::spawn(args, opt);
-    auto code = p.wait_exit(30s);
-    std::string out;
-    for (const auto& l : p.stdout_lines()) out += l + "\n";
-    return {code.value_or(-1), out + p.stderr_text()};
+    auto run = pf::test::run_cli(std::move(args), mgr_url_, token_);
+    return {run.code, run.out + run.err};
   }
 
   json api(const std::string& method, const std::string& path, const json& body = nullptr) {
-    httplib::Client c(mgr_url_.host, mgr_url_.port);
-    c.set_bearer_token_auth(token_.c_str());
-    httplib::Result r = method == "GET"    ? c.Get(path.c_str())
-                        : method == "POST" ? c.Post(path.c_str(), body.dump(), "application/json")
-                                           : c.Delete(path.c_str());
-    if (!r) throw std::runtime_error("manager unreachable for " + path);
-    return json::parse(r->body);
+    return pf::test::operator_api(mgr_url_, token_, method, path, body);
   }
 
   json instance(std::int64_t id) { return api("GET", "/api/v1/instances/" + std::to_string(id)); }

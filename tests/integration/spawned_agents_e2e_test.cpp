@@ -28,6 +28,7 @@
 #include "agent/prover_sim.h"
 #include "sim/agent_spawner.h"
 #include "sim/scenario.h"
+#include "support/proverfleet_cli.h"
 #include "support/subprocess.h"
 
 namespace {
@@ -37,7 +38,12 @@ using pf::sim::AgentSpawner;
 using pf::sim::InstanceLaunch;
 using pf::sim::SpawnedInstance;
 using pf::sim::SpawnState;
+using pf::test::CliRun;
+using pf::test::operator_api;
+using pf::test::parse_url;
+using pf::test::run_cli;
 using pf::test::Subprocess;
+using pf::test::Url;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
@@ -315,19 +321,6 @@ TEST(MarketSimSpawnOptionsTest, BadOptionsAreNamed) {
   }
 }
 
-struct Url {
-  std::string host;
-  int port = 0;
-  std::string str() const { return "http://" + host + ":" + std::to_string(port); }
-};
-
-Url parse_url(const std::string& line) {
-  std::smatch m;
-  static const std::regex re(R"(http://([0-9.]+):([0-9]+))");
-  if (!std::regex_search(line, m, re)) throw std::runtime_error("no URL in: " + line);
-  return {m[1].str(), std::stoi(m[2].str())};
-}
-
 // Three offers on three machines: two that pay (60 and 50 proofs/h for $0.30 and $0.25), one
 // that cannot ($3/h for 10/h).
 json three_offer_scenario() {
@@ -417,37 +410,13 @@ max_samples = 10
     auto line = manager_->wait_for_line("proverfleet serve listening on", 20s);
     ASSERT_TRUE(line) << manager_->stderr_text();
     mgr_url_ = parse_url(line->line);
-    std::ifstream in(dir_ / "operator.token");
-    std::getline(in, token_);
+    token_ = pf::test::read_operator_token(dir_);
     ASSERT_FALSE(token_.empty());
   }
 
-  struct CliRun {
-    int code = -1;
-    std::string out;  // stdout only: what --json prints
-    std::string err;
-  };
+  CliRun cli(std::vector<std::string> args) { return run_cli(std::move(args), mgr_url_, token_); }
 
-  CliRun cli(std::vector<std::string> args) {
-    args.insert(args.begin(), kBinary);
-    pf::test::SpawnOptions opt;
-    opt.env["PROVERFLEET_MANAGER"] = mgr_url_.str();
-    opt.env["PROVERFLEET_TOKEN"] = token_;
-    auto p = Subprocess::spawn(args, opt);
-    CliRun run;
-    run.code = p.wait_exit(30s).value_or(-1);
-    for (const auto& l : p.stdout_lines()) run.out += l + "\n";
-    run.err = p.stderr_text();
-    return run;
-  }
-
-  json api(const std::string& path) {
-    httplib::Client c(mgr_url_.host, mgr_url_.port);
-    c.set_bearer_token_auth(token_.c_str());
-    auto r = c.Get(path.c_str());
-    if (!r) throw std::runtime_error("manager unreachable for " + path);
-    return json::parse(r->body);
-  }
+  json api(const std::string& path) { return operator_api(mgr_url_, token_, "GET", path); }
 
   static json record(const json& reply) {
     return reply.contains("instance") ? reply["instance"] : reply;

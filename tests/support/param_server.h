@@ -10,10 +10,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/loopback_server.h"
 
 namespace pf::test {
 
@@ -22,14 +25,11 @@ class ParamServer {
   ParamServer() {
     server_.Get(R"(/p/([^/]+))",
                 [this](const httplib::Request& req, httplib::Response& res) { handle(req, res); });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    serving_.emplace(server_);
+    port_ = serving_->port();
   }
-  ~ParamServer() {
-    server_.stop();
-    if (thread_.joinable()) thread_.join();
-  }
+  // Stopped before the files its handlers read go away.
+  ~ParamServer() { serving_.reset(); }
   ParamServer(const ParamServer&) = delete;
   ParamServer& operator=(const ParamServer&) = delete;
 
@@ -106,7 +106,7 @@ class ParamServer {
   }
 
   httplib::Server server_;
-  std::thread thread_;
+  std::optional<LoopbackServing> serving_;
   int port_ = 0;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const std::string>> files_;

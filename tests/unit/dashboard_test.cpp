@@ -13,19 +13,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "manager/http_api.h"
 #include "manager/views.h"
 #include "support/fake_market.h"
+#include "support/loopback_server.h"
+#include "support/manager_fixture.h"
 
 namespace pf::manager {
 namespace {
@@ -225,23 +226,7 @@ std::string read_source_file(const std::string& relative) {
   return out.str();
 }
 
-// A Manager on an in-memory store and the FakeMarket, with a manual clock.
-class ManagerFixture : public ::testing::Test {
- protected:
-  void SetUp() override {
-    store_ = store::open_store(":memory:");
-    market_.add_offer(101, 11, 0.40);
-    market_.add_offer(102, 12, 0.20);
-    ManagerConfig cfg;
-    cfg.rank.predictor = core::default_predictor_config();
-    manager_ = std::make_unique<Manager>(*store_, market_, cfg, [this] { return now_.load(); });
-  }
-
-  std::atomic<double> now_{1'000'000};
-  std::unique_ptr<store::Store> store_;
-  pf::testing::FakeMarket market_;
-  std::unique_ptr<Manager> manager_;
-};
+using pf::test::ManagerFixture;
 
 // ---- through HttpApi, as `proverfleet serve` serves it ------------------------------------
 
@@ -254,25 +239,22 @@ class DashboardApiTest : public ManagerFixture {
     options.clock = [this] { return now_.load(); };
     api_ = std::make_unique<HttpApi>(*manager_, options);
     api_->mount(server_);
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    ASSERT_GT(port_, 0);
-    serving_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    serving_.emplace(server_);
+    port_ = serving_->port();
     client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
   }
 
   void TearDown() override {
     // Open streams must not keep the server from stopping.
-    server_.stop();
-    serving_.join();
+    serving_.reset();
   }
 
   static std::string op() { return std::string("Bearer ") + kOperatorToken; }
 
   std::unique_ptr<HttpApi> api_;
   httplib::Server server_;
+  std::optional<pf::test::LoopbackServing> serving_;
   int port_ = 0;
-  std::thread serving_;
   std::unique_ptr<httplib::Client> client_;
 };
 
@@ -487,23 +469,20 @@ class DashboardStreamTest : public ManagerFixture {
       }
       return "invalid operator token";
     });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    ASSERT_GT(port_, 0);
-    serving_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    serve();
   }
 
-  void TearDown() override {
-    if (serving_.joinable()) {
-      server_.stop();
-      serving_.join();
-    }
+  void serve() {
+    serving_.emplace(server_);
+    port_ = serving_->port();
   }
+
+  void TearDown() override { serving_.reset(); }
 
   std::unique_ptr<Dashboard> dashboard_;
   httplib::Server server_;
+  std::optional<pf::test::LoopbackServing> serving_;
   int port_ = 0;
-  std::thread serving_;
 };
 
 TEST_F(DashboardStreamTest, IdleStreamSendsKeepAliveComments) {
@@ -582,10 +561,7 @@ TEST_F(DashboardStreamTest, SnapshotKeepsDestroyedInstancesForAnHour) {
 TEST_F(DashboardStreamTest, StreamWithoutOperatorCheckIsRefused) {
   dashboard_ = std::make_unique<Dashboard>(*manager_, DashboardOptions{});
   dashboard_->mount(server_, nullptr);
-  port_ = server_.bind_to_any_port("127.0.0.1");
-  ASSERT_GT(port_, 0);
-  serving_ = std::thread([this] { server_.listen_after_bind(); });
-  while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  serve();
   SseConnection stream(port_, std::string("Bearer ") + kOperatorToken);
   EXPECT_EQ(stream.status(), 401);
 }

@@ -12,10 +12,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +23,8 @@
 #include "manager/metrics.h"
 #include "manager/views.h"
 #include "support/fake_market.h"
+#include "support/loopback_server.h"
+#include "support/manager_fixture.h"
 
 namespace pf::manager {
 namespace {
@@ -41,16 +43,12 @@ json parse(const std::string& text) {
   return j;
 }
 
-class HttpApiTest : public ::testing::Test {
+class HttpApiTest : public pf::test::ManagerFixture {
  protected:
   void SetUp() override {
-    store_ = store::open_store(":memory:");
-    market_.add_offer(101, 11, 0.40);
-    market_.add_offer(102, 12, 0.20);
-    ManagerConfig cfg;
-    cfg.rank.predictor = core::default_predictor_config();
+    ManagerConfig cfg = default_config();
     cfg.lifecycle.destroy_retry_s = 0;
-    manager_ = std::make_unique<Manager>(*store_, market_, cfg, [this] { return now_.load(); });
+    start_manager(cfg);
 
     ApiOptions options;
     options.operator_token_hash = hash_token(kOperatorToken);
@@ -60,17 +58,9 @@ class HttpApiTest : public ::testing::Test {
     options.max_events_per_batch = 50;
     api_ = std::make_unique<HttpApi>(*manager_, options);
     api_->mount(server_);
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    ASSERT_GT(port_, 0);
-    serving_ = std::thread([this] { server_.listen_after_bind(); });
-    // stop() is ignored before the listen loop runs, so TearDown must not race it.
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    serving_.emplace(server_);
+    port_ = serving_->port();
     client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
-  }
-
-  void TearDown() override {
-    server_.stop();
-    serving_.join();
   }
 
   static httplib::Headers bearer(const std::string& token) {
@@ -133,14 +123,10 @@ class HttpApiTest : public ::testing::Test {
     return Agent{body.value("instance_id", std::int64_t{0}), body.value("token", "")};
   }
 
-  std::atomic<double> now_{1'000'000};
-  std::unique_ptr<store::Store> store_;
-  pf::testing::FakeMarket market_;
-  std::unique_ptr<Manager> manager_;
   std::unique_ptr<HttpApi> api_;
   httplib::Server server_;
+  std::optional<pf::test::LoopbackServing> serving_;  // after server_ and api_: stops first
   int port_ = 0;
-  std::thread serving_;
   std::unique_ptr<httplib::Client> client_;
 };
 

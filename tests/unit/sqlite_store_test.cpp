@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -852,6 +853,28 @@ TEST(SqliteStoreOpen, RowsRewrittenByAnotherConnectionAreReadFresh) {
   expect_same(*manager.instance(record.id), record);
   ASSERT_EQ(manager.instances(false).size(), 1u);
   expect_same(manager.instances(false)[0], record);
+}
+
+// The WAL is copied back into the database file by the store's own checkpoint thread (commits
+// no longer do it). Without it the database file would never grow: in WAL mode only a
+// checkpoint writes it.
+TEST(SqliteStoreOpen, WalIsCheckpointedIntoTheDatabaseFile) {
+  TempDir dir;
+  const std::string path = dir.file("fleet.db");
+  SqliteStore store(path);
+  const auto id = store.insert_instance(full_record("dep-wal"));
+  const auto before = fs::file_size(path);
+  // Well over SQLite's 1000-page threshold, each event in a commit of its own.
+  const std::string big(3000, 'x');
+  for (int i = 0; i < 2500; ++i) store.append_event(event(id, i, big));
+  // The copy is asynchronous: wait for it (generously; it normally takes milliseconds).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (fs::file_size(path) <= before + 2 * 1024 * 1024 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GT(fs::file_size(path), before + 2 * 1024 * 1024);
+  EXPECT_EQ(store.events(id, 0).size(), 2500u);
 }
 
 TEST(SqliteStoreOpen, TwoConnectionsOnOneFileWriteConcurrently) {

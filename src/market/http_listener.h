@@ -1,0 +1,84 @@
+// Binding, serving and stopping one cpp-httplib server (HTTP or HTTPS): shared by the
+// manager's ApiServer and market-sim's server. Header-only so that pf_market itself needs no
+// httplib; only the .cpp files that already include <httplib.h> (and link it) include this.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <string>
+#include <thread>
+#include <tl/expected.hpp>
+
+namespace pf::market {
+
+// Serves `server` on the calling thread until stop() is called from another one. Not owning:
+// the server must outlive this object (declare it after the server, so it is destroyed first
+// and its destructor's stop() runs while the server still exists).
+class HttpListener {
+ public:
+  explicit HttpListener(httplib::Server& server) : server_(server) {}
+  ~HttpListener() { stop(); }
+  HttpListener(const HttpListener&) = delete;
+  HttpListener& operator=(const HttpListener&) = delete;
+
+  // Binds host:port; port 0 picks a free one. Returns the bound port.
+  tl::expected<int, std::string> bind(const std::string& host, int port) {
+    if (port < 0 || port > 65535) {
+      return tl::unexpected("port out of range: " + std::to_string(port));
+    }
+    if (port == 0) {
+      const int bound = server_.bind_to_any_port(host);
+      if (bound <= 0) return tl::unexpected("cannot listen on " + host + ": no free port");
+      return bound;
+    }
+    if (!server_.bind_to_port(host, port)) {
+      return tl::unexpected("cannot listen on " + host + ":" + std::to_string(port) +
+                            " (address in use or not available)");
+    }
+    return port;
+  }
+
+  // Serves until stop(); bind() first. Returns false if serving failed.
+  bool serve() {
+    serving_ = true;
+    if (stop_requested_) {
+      serving_ = false;
+      return true;
+    }
+    const bool ok = server_.listen_after_bind();
+    serving_ = false;
+    return ok || stop_requested_;
+  }
+
+  // Thread-safe; makes serve() return, and keeps a serve() that has not started yet from
+  // serving at all.
+  void stop() {
+    stop_requested_ = true;
+    // httplib ignores stop() until its listen loop runs; repeat until serve() has returned.
+    while (serving_) {
+      server_.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+ private:
+  httplib::Server& server_;
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> serving_{false};
+};
+
+// What an exception handed to httplib's exception handler says, for the error reply.
+inline std::string exception_message(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+  }
+  return "unknown error";
+}
+
+}  // namespace pf::market
