@@ -17,6 +17,7 @@
 
 #include "manager/http_api.h"
 #include "manager/manager.h"
+#include "market/http_listener.h"
 #include "store/store.h"
 
 namespace {
@@ -107,29 +108,6 @@ void load(int port, int agents, double seconds, Next next, Tally& tally) {
   tally.failures += failures;
 }
 
-// Debian's cpp-httplib is a compiled library that listens with a backlog of 5 (defining
-// CPPHTTPLIB_LISTEN_BACKLOG in our code changes nothing), and 200 agents connecting at once
-// overflow it: connects wait for SYN retries and reads fail, in both phases. Linux applies a
-// second listen() on a listening socket as a new backlog, so the socket httplib creates is
-// remembered and widened after the bind.
-class ListenBacklog {
- public:
-  explicit ListenBacklog(httplib::Server& server)
-      : socket_(std::make_shared<std::atomic<socket_t>>(INVALID_SOCKET)) {
-    server.set_socket_options([socket = socket_](socket_t sock) {
-      httplib::default_socket_options(sock);
-      socket->store(sock);
-    });
-  }
-  // After bind_to_port / bind_to_any_port.
-  bool widen(int backlog) const {
-    return socket_->load() != INVALID_SOCKET && ::listen(socket_->load(), backlog) == 0;
-  }
-
- private:
-  std::shared_ptr<std::atomic<socket_t>> socket_;
-};
-
 }  // namespace
 
 int main() {
@@ -174,13 +152,15 @@ int main() {
   server.Post("/bare", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{}", "application/json");
   });
-  ListenBacklog backlog(server);
-  int port = server.bind_to_any_port("127.0.0.1");
-  if (port <= 0 || !backlog.widen(1024)) {
-    std::fprintf(stderr, "cannot listen on 127.0.0.1\n");
+  // The listener the manager serves with (its listen backlog matters for 200 agents at once).
+  pf::market::HttpListener listener(server);
+  auto bound = listener.bind("127.0.0.1", 0);
+  if (!bound) {
+    std::fprintf(stderr, "cannot listen on 127.0.0.1: %s\n", bound.error().c_str());
     return 2;
   }
-  std::thread serving([&] { server.listen_after_bind(); });
+  const int port = *bound;
+  std::thread serving([&] { listener.serve(); });
   while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
 
   const json heartbeat = {{"phase", "fetching_params"},
@@ -215,7 +195,7 @@ int main() {
     load(port, agents, round_seconds, bare_request, bare);
     load(port, agents, round_seconds, agent_request, agent);
   }
-  server.stop();
+  listener.stop();
   serving.join();
   std::filesystem::remove_all(dir);
 

@@ -312,7 +312,27 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   acc.positive("max_samples", max_s);
   acc.positive("max_seconds", a.max_seconds);
   acc.positive("z", a.z);
+  auto& t = cfg.sprt;
+  acc.fraction("alpha", t.alpha);
+  acc.fraction("beta", t.beta);
+  acc.fraction("accept_margin", t.accept_margin);
+  acc.fraction("reject_margin", t.reject_margin);
+  acc.positive("prior_cv", t.prior_cv);
+  acc.number("prior_weight", t.prior_weight);
+  double discard = t.max_warmup_discard;
+  acc.number("max_warmup_discard", discard);
+  t.max_warmup_discard = static_cast<int>(discard);
+  acc.positive("warmup_outlier_sd", t.warmup_outlier_sd);
+  acc.positive("trend_sd", t.trend_sd);
+  acc.positive("stall_factor", t.stall_factor);
+  acc.fraction("cap_accept_margin", t.cap_accept_margin);
   acc.finish();
+  if (t.alpha <= 0 || t.beta <= 0 || t.alpha >= 0.5 || t.beta >= 0.5) {
+    throw ConfigError{"'acceptance.alpha' and 'acceptance.beta' must be in (0, 0.5)"};
+  }
+  if (t.prior_weight < 0 || discard < 0) {
+    throw ConfigError{"'acceptance.prior_weight' and 'acceptance.max_warmup_discard' must be >= 0"};
+  }
   a.min_samples = static_cast<int>(min_s);
   a.max_samples = static_cast<int>(max_s);
   if (a.min_samples > a.max_samples) {

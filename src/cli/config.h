@@ -12,6 +12,7 @@
 #include "core/lifecycle.h"
 #include "core/policy.h"
 #include "core/ranking.h"
+#include "core/sprt_acceptance.h"
 
 namespace pf::cli {
 
@@ -45,7 +46,8 @@ struct AutopilotSettings {
 struct AppConfig {
   core::RankConfig rank;  // predictor priors, economics, setup assumptions
   core::LifecycleConfig lifecycle;
-  core::AcceptanceConfig acceptance;
+  core::AcceptanceConfig acceptance;  // caps: min/max samples, time, interval
+  core::SprtConfig sprt;              // the sequential test's tuning ([acceptance] too)
   DeploySettings deploy;
   MarketSettings market;
   AutopilotSettings autopilot;

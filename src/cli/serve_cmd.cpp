@@ -282,6 +282,7 @@ void run_serve(const ServeOptions& o) {
   manager_config.rank = cfg->rank;
   manager_config.lifecycle = cfg->lifecycle;
   manager_config.acceptance = cfg->acceptance;
+  manager_config.sprt = cfg->sprt;
   manager_config.blocklist = cfg->autopilot.policy.blocklist;
   manager_config.profit_objective = cfg->profit_objective;
   manager_config.image = cfg->deploy.image;

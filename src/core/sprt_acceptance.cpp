@@ -178,4 +178,12 @@ Verdict SprtAcceptance::evaluate(const BenchmarkInput& in) const {
   return v;
 }
 
+SprtConfig with_caps(SprtConfig tuning, const AcceptanceConfig& caps) {
+  tuning.min_samples = caps.min_samples;
+  tuning.max_samples = caps.max_samples;
+  tuning.max_seconds = caps.max_seconds;
+  tuning.z = caps.z;
+  return tuning;
+}
+
 }  // namespace pf::core

@@ -39,6 +39,9 @@ struct SprtConfig {
   double z = 1.645;  // interval reported in the verdict
 };
 
+// `tuning` with the sample and time caps every acceptance test shares taken from `caps`.
+SprtConfig with_caps(SprtConfig tuning, const AcceptanceConfig& caps);
+
 class SprtAcceptance final : public Acceptance {
  public:
   explicit SprtAcceptance(SprtConfig config) : config_(config) {}

@@ -39,15 +39,6 @@ ApiError market_failure(const std::string& what, const market::MarketError& e) {
 // The sequential test the simulator runs (core::SprtAcceptance), with the operator's
 // [acceptance] caps; its error rates and margins keep core::SprtConfig's defaults, which the
 // simulator uses too.
-core::SprtConfig sprt_config(const core::AcceptanceConfig& a) {
-  core::SprtConfig c;
-  c.min_samples = a.min_samples;
-  c.max_samples = a.max_samples;
-  c.max_seconds = a.max_seconds;
-  c.z = a.z;
-  return c;
-}
-
 json params_json(const std::vector<ParamFile>& params) {
   json out = json::array();
   for (const auto& p : params) {
@@ -82,7 +73,7 @@ Manager::Manager(store::Store& store, market::Market& market, ManagerConfig conf
       market_(market),
       config_(std::move(config)),
       clock_(std::move(clock)),
-      acceptance_(sprt_config(config_.acceptance)) {}
+      acceptance_(core::with_caps(config_.sprt, config_.acceptance)) {}
 
 double Manager::break_even_price() const {
   return config_.profit_objective ? config_.rank.economics.revenue_per_proof_usd
@@ -105,9 +96,8 @@ void Manager::event(std::int64_t id, const std::string& kind, const std::string&
 }
 
 void Manager::transition(InstanceRecord& rec, S to, const std::string& reason) {
-  auto msg = core::apply_transition(rec, to, clock_(), reason,
-                                    break_even_price(),
-                                    config_.lifecycle);
+  auto msg =
+      core::apply_transition(rec, to, clock_(), reason, break_even_price(), config_.lifecycle);
   if (!msg) return;
   store_.transaction([&] {
     store_.update_instance(rec);
@@ -115,13 +105,18 @@ void Manager::transition(InstanceRecord& rec, S to, const std::string& reason) {
   });
 }
 
-void Manager::destroy_with_blame(InstanceRecord& rec, core::CloseCause cause,
-                                 const std::string& reason) {
-  const S before = rec.state;
+int Manager::others_on_machine(const InstanceRecord& rec) {
   int others = 0;
   for (const auto& other : store_.instances(false)) {
     if (other.id != rec.id && other.offer.machine_id == rec.offer.machine_id) ++others;
   }
+  return others;
+}
+
+void Manager::destroy_with_blame(InstanceRecord& rec, core::CloseCause cause,
+                                 const std::string& reason) {
+  const S before = rec.state;
+  const int others = others_on_machine(rec);
   transition(rec, S::Destroying, reason);
   auto strike = core::strike_for_close(rec, before, cause, reason, clock_(), others);
   if (!strike) return;
@@ -145,10 +140,7 @@ void Manager::record_production_windows(const InstanceRecord& rec) {
   for (const auto& run : store_.bench_runs(host)) {
     if (run.instance_id == rec.id && run.kind == "production") ++recorded;
   }
-  bool contended = false;
-  for (const auto& other : store_.instances(false)) {
-    if (other.id != rec.id && other.offer.machine_id == rec.offer.machine_id) contended = true;
-  }
+  const bool contended = others_on_machine(rec) > 0;
   for (std::size_t i = recorded; i < windows.size(); ++i) {
     const auto& w = windows[i];
     const core::RateEstimate e = core::estimate_rate(w.samples, w.start, config_.acceptance.z);
@@ -192,9 +184,9 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
     // Never rent the same offer twice: vast accepts both and the second never starts.
     for (const auto& r : store_.instances(false)) {
       if (r.offer.id == offer_id) {
-        return tl::unexpected(ApiError{
-            409, "offer " + std::to_string(offer_id) + " is already rented by instance " +
-                     std::to_string(r.id) + " (" + core::to_string(r.state) + ")"});
+        return tl::unexpected(
+            ApiError{409, "offer " + std::to_string(offer_id) + " is already rented by instance " +
+                              std::to_string(r.id) + " (" + core::to_string(r.state) + ")"});
       }
     }
   }
@@ -230,9 +222,8 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
   rec.origin = origin;
   rec.billed_until = now;
   for (const auto& p : config_.params) rec.params_total_bytes += static_cast<double>(p.bytes);
-  rec.deadline_at = core::state_deadline(rec, S::Renting, now,
-                                         break_even_price(),
-                                         config_.lifecycle);
+  rec.deadline_at =
+      core::state_deadline(rec, S::Renting, now, break_even_price(), config_.lifecycle);
   store_.transaction([&] {
     rec.id = store_.insert_instance(rec);
     event(rec.id, "operator",
@@ -472,8 +463,7 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
             if (p.phase == core::ProofPhase::Warmup) since = std::max(since, p.at);
           }
           auto msg = core::apply_transition(rec, S::Benchmarking, now, "first measured proof",
-                                            break_even_price(),
-                                            config_.lifecycle);
+                                            break_even_price(), config_.lifecycle);
           if (msg) {
             row_changed = true;
             bench_since_[id] = since > 0 ? since : at;
@@ -491,16 +481,16 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
         event(id, "agent", "prover started" + (ev.message.empty() ? "" : ": " + ev.message),
               ev.data);
         auto msg = core::apply_transition(rec, S::WarmingUp, now, "prover started",
-                                          break_even_price(),
-                                          config_.lifecycle);
+                                          break_even_price(), config_.lifecycle);
         if (msg) {
           row_changed = true;
           event(id, "state", *msg, {{"state", "warming_up"}});
         }
       } else if (ev.type == "oom") {
         rec.ooms++;
-        event(id, "agent", "prover killed for memory (OOM)" +
-                               (ev.message.empty() ? "" : ": " + ev.message), ev.data);
+        event(id, "agent",
+              "prover killed for memory (OOM)" + (ev.message.empty() ? "" : ": " + ev.message),
+              ev.data);
       } else if (ev.type == "prover_crashed") {
         rec.prover_crashes++;
         event(id, "agent", "prover crashed" + (ev.message.empty() ? "" : ": " + ev.message),
@@ -534,9 +524,10 @@ void Manager::evaluate_benchmark(InstanceRecord& rec) {
     in.since = since->second;
   } else {
     // After a manager restart: the first benchmark completion starts the clock.
-    in.since = std::min_element(in.samples.begin(), in.samples.end(),
-                                [](const auto& a, const auto& b) { return a.at < b.at; })
-                   ->at;
+    in.since =
+        std::min_element(in.samples.begin(), in.samples.end(), [](const auto& a, const auto& b) {
+          return a.at < b.at;
+        })->at;
   }
   // Agent timestamps measure intervals; elapsed time for the cap comes from our own clock.
   in.now = in.since + (clock_() - rec.state_since);
@@ -561,9 +552,7 @@ void Manager::evaluate_benchmark(InstanceRecord& rec) {
   run.samples = v.samples;
   run.plan_json = rec.plan_json;
   run.throttled = throttled_seen_.count(rec.id) > 0;
-  for (const auto& other : store_.instances(false)) {
-    if (other.id != rec.id && other.offer.machine_id == rec.offer.machine_id) run.contended = true;
-  }
+  run.contended = others_on_machine(rec) > 0;
   store_.insert_bench_run(run);
   if (v.decision == core::Verdict::Decision::Accept) {
     transition(rec, S::Proving, v.reason);
@@ -574,7 +563,8 @@ void Manager::evaluate_benchmark(InstanceRecord& rec) {
 
 ApiResult<void> Manager::agent_logs(std::int64_t id, const std::string& text) {
   std::lock_guard lock(mu_);
-  if (!store_.instance(id)) return tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
+  if (!store_.instance(id))
+    return tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
   auto& ring = logs_[id];
   auto& bytes = log_bytes_[id];
   std::string chunk = text.size() > config_.log_ring_bytes
@@ -702,7 +692,8 @@ void Manager::reconcile() {
       transition(rec, S::Destroyed, "market no longer lists it");
     }
   }
-  for (auto mid : to_destroy) (void)market_.destroy_instance(mid);  // retried next cycle if it fails
+  for (auto mid : to_destroy)
+    (void)market_.destroy_instance(mid);  // retried next cycle if it fails
 }
 
 void Manager::tick() {
@@ -755,7 +746,8 @@ void Manager::tick() {
         confirmed = true;
         outcome = "market confirmed destroy of " + std::to_string(*mid);
       } else {
-        outcome = "destroy of " + std::to_string(*mid) + " failed, will retry: " + r.error().message;
+        outcome =
+            "destroy of " + std::to_string(*mid) + " failed, will retry: " + r.error().message;
       }
     }
     std::lock_guard lock(mu_);

@@ -49,8 +49,9 @@ struct ParamFile {
 struct ManagerConfig {
   core::RankConfig rank;  // predictor, economics (revenue, target), setup assumptions
   core::LifecycleConfig lifecycle;
-  core::AcceptanceConfig acceptance;
-  core::BlocklistConfig blocklist;  // strikes against hosts whose instances fail
+  core::AcceptanceConfig acceptance;  // sample and time caps of the benchmark
+  core::SprtConfig sprt;              // the sequential test's tuning (caps come from above)
+  core::BlocklistConfig blocklist;    // strikes against hosts whose instances fail
   // Benchmarks are judged against the revenue per proof (true: keep whatever earns more than
   // it costs, as the autopilot's policy scores) or against economics.target_cost_per_proof_usd.
   bool profit_objective = true;
@@ -173,6 +174,8 @@ class Manager {
   // excuses a slow benchmark).
   void destroy_with_blame(core::InstanceRecord& rec, core::CloseCause cause,
                           const std::string& reason);
+  // Other live instances of ours on rec's machine: their contention colours its measurements.
+  int others_on_machine(const core::InstanceRecord& rec);
   // Records the production windows of a proving instance completed since the last call.
   void record_production_windows(const core::InstanceRecord& rec);
   void event(std::int64_t id, const std::string& kind, const std::string& message,

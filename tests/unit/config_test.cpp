@@ -149,5 +149,24 @@ allow_shared_machines = false
   EXPECT_THAT(unknown.error(), HasSubstr("autopilot.max_instance"));
 }
 
+TEST(Config, AcceptanceSectionTunesTheSequentialTest) {
+  auto cfg = parse_config(
+      "[acceptance]\nalpha = 0.02\nbeta = 0.2\naccept_margin = 0.2\n"
+      "stall_factor = 6\n",
+      "t.toml");
+  ASSERT_TRUE(cfg) << cfg.error();
+  EXPECT_DOUBLE_EQ(cfg->sprt.alpha, 0.02);
+  EXPECT_DOUBLE_EQ(cfg->sprt.beta, 0.2);
+  EXPECT_DOUBLE_EQ(cfg->sprt.accept_margin, 0.2);
+  EXPECT_DOUBLE_EQ(cfg->sprt.stall_factor, 6);
+  // The caps of the test are the [acceptance] caps.
+  const auto sprt = core::with_caps(cfg->sprt, cfg->acceptance);
+  EXPECT_EQ(sprt.min_samples, cfg->acceptance.min_samples);
+  EXPECT_EQ(sprt.max_samples, cfg->acceptance.max_samples);
+  auto bad = parse_config("[acceptance]\nalpha = 0.7\n", "u.toml");
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error(), HasSubstr("acceptance.alpha"));
+}
+
 }  // namespace
 }  // namespace pf::cli
