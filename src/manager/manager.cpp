@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/bench_run.h"
 #include "core/policy.h"
 #include "core/text.h"
 
@@ -144,19 +145,8 @@ void Manager::record_production_windows(const InstanceRecord& rec) {
   for (std::size_t i = recorded; i < windows.size(); ++i) {
     const auto& w = windows[i];
     const core::RateEstimate e = core::estimate_rate(w.samples, w.start, config_.acceptance.z);
-    core::BenchRun run;
-    run.host = host;
-    run.instance_id = rec.id;
-    run.at = clock_();
-    run.rate = e.rate;
-    run.low = e.low;
-    run.high = e.high;
-    run.samples = e.samples;
-    run.kind = "production";
-    run.contended = contended;
-    run.throttled = throttled_seen_.count(rec.id) > 0;
-    run.plan_json = rec.plan_json;
-    store_.insert_bench_run(run);
+    store_.insert_bench_run(core::make_bench_run(rec, "production", clock_(), e,
+                                                 {contended, throttled_seen_.count(rec.id) > 0}));
   }
 }
 
@@ -542,18 +532,9 @@ void Manager::evaluate_benchmark(InstanceRecord& rec) {
     return;
   }
   rec.verdict = v;
-  core::BenchRun run;
-  run.host = {rec.offer.machine_id, rec.offer.gpu_name, rec.offer.num_gpus};
-  run.instance_id = rec.id;
-  run.at = clock_();
-  run.rate = v.rate;
-  run.low = v.low;
-  run.high = v.high;
-  run.samples = v.samples;
-  run.plan_json = rec.plan_json;
-  run.throttled = throttled_seen_.count(rec.id) > 0;
-  run.contended = others_on_machine(rec) > 0;
-  store_.insert_bench_run(run);
+  store_.insert_bench_run(
+      core::make_bench_run(rec, "benchmark", clock_(), core::estimate_of(v),
+                           {others_on_machine(rec) > 0, throttled_seen_.count(rec.id) > 0}));
   if (v.decision == core::Verdict::Decision::Accept) {
     transition(rec, S::Proving, v.reason);
   } else {

@@ -8,6 +8,7 @@
 #include <queue>
 #include <set>
 
+#include "core/bench_run.h"
 #include "core/memory_model.h"
 #include "core/planner.h"
 #include "core/text.h"
@@ -476,17 +477,8 @@ class Engine {
     in.rec.verdict = v;
     if (v.decision == core::Verdict::Decision::Continue) return;
     core::Measurement m;
-    m.run.host = {in.rec.offer.machine_id, in.rec.offer.gpu_name, in.rec.offer.num_gpus};
-    m.run.instance_id = in.rec.id;
-    m.run.at = epoch(now_);
-    m.run.rate = v.rate;
-    m.run.low = v.low;
-    m.run.high = v.high;
-    m.run.samples = v.samples;
-    m.run.kind = "benchmark";
-    m.run.contended = in.bench_max_others > 0;
-    m.run.throttled = in.bench_throttled;
-    m.run.plan_json = in.rec.plan_json;
+    m.run = core::make_bench_run(in.rec, "benchmark", epoch(now_), core::estimate_of(v),
+                                 {in.bench_max_others > 0, in.bench_throttled});
     m.offer = in.rec.offer;
     m.ram_gib = in.so->truth.ram_visible_gib;
     m.our_others_on_machine = in.bench_max_others;
@@ -504,17 +496,8 @@ class Engine {
       const core::RateEstimate e =
           core::estimate_rate(in.window_samples, epoch(in.window_start), 1.645);
       core::Measurement m;
-      m.run.host = {in.rec.offer.machine_id, in.rec.offer.gpu_name, in.rec.offer.num_gpus};
-      m.run.instance_id = in.rec.id;
-      m.run.at = epoch(now_);
-      m.run.rate = e.rate;
-      m.run.low = e.low;
-      m.run.high = e.high;
-      m.run.samples = e.samples;
-      m.run.kind = "production";
-      m.run.contended = in.window_max_others > 0;
-      m.run.throttled = in.window_throttled;
-      m.run.plan_json = in.rec.plan_json;
+      m.run = core::make_bench_run(in.rec, "production", epoch(now_), e,
+                                   {in.window_max_others > 0, in.window_throttled});
       m.offer = in.rec.offer;
       m.ram_gib = in.so->truth.ram_visible_gib;
       m.our_others_on_machine = in.window_max_others;
