@@ -135,6 +135,13 @@ async function main() {
   }
   await page.screenshot({ path: join(artifacts, '04-instance-page.png'), fullPage: true });
 
+  // The autopilot rents the best offers itself: paused, it cannot take the offer this test
+  // deploys between the list and the click (which the manager would refuse with a 409).
+  step = 'pausing the autopilot';
+  await page.click('[data-testid=autopilot-status][data-paused=false] [data-testid=autopilot-toggle]');
+  await page.waitForSelector('[data-testid=autopilot-status][data-paused=true]', { timeout: 15_000 });
+  await page.waitForTimeout(500);  // a round that had already started finishes
+
   step = 'deploying an offer';
   await page.click('[data-testid=nav-offers]');
   await page.waitForSelector('[data-testid=deploy-button]', { timeout: 60_000 });
@@ -149,6 +156,10 @@ async function main() {
   await page.waitForFunction((n) => document.querySelectorAll('[data-testid=instance-row]').length > n,
     before, { timeout: 60_000 });
   log(`deployed offer ${offerId}`);
+
+  step = 'resuming the autopilot';
+  await page.click('[data-testid=autopilot-status][data-paused=true] [data-testid=autopilot-toggle]');
+  await page.waitForSelector('[data-testid=autopilot-status][data-paused=false]', { timeout: 15_000 });
 
   step = 'destroying an instance';
   // Rows re-render as the fleet changes (and a booting one may be closed by its deadline right
