@@ -78,7 +78,14 @@ export function fleetHeader(snapshot) {
     const n = byState[state] ?? 0;
     return `<span class="chip st-${state}${n ? '' : ' zero'}" data-testid="state-count" data-state="${state}">${esc(stateLabel(state))} <b>${esc(n)}</b></span>`;
   }).join('');
-  return `<div class="cards">${cards}</div><div class="chips">${chips}${autopilotBlock(snapshot?.autopilot)}</div>`;
+  return `<div class="cards">${cards}</div><div class="chips">${chips}${hearingBlock(s.hearing)}${autopilotBlock(snapshot?.autopilot)}</div>`;
+}
+
+// While the manager could not hear its agents (restart, stall, most agents silent at once) it
+// judges nobody by silence; say so, with why, rather than let quiet rows look healthy.
+export function hearingBlock(hearing) {
+  if (!hearing || typeof hearing !== 'object' || hearing.judging_silence !== false) return '';
+  return `<span class="pill paused" data-testid="hearing" data-cause="${esc(hearing.cause)}" title="${esc(hearing.reason)}">silence not judged</span>`;
 }
 
 // ---- instances ------------------------------------------------------------------------------

@@ -58,6 +58,25 @@ struct ServeOptions {
   double tick_interval_s = 5;
 };
 
+constexpr std::chrono::milliseconds kSelfCheckInterval{5000};
+// The self-check loop running this much later than due means the process itself stood still.
+constexpr std::chrono::milliseconds kSelfStallGap{30000};
+
+// Whether the manager's own front answers /healthz as an agent would reach it. A TLS
+// verification failure still proves the front answered (a self-signed certificate on
+// loopback); a refused connection or a timeout does not.
+bool front_answers(const std::string& health_url) {
+  market::HttpOptions options;
+  options.connect_timeout_s = 5;
+  options.request_timeout_s = 5;
+  options.max_body_bytes = 4096;
+  market::HttpRequest request;
+  request.url = health_url;
+  const auto reply = market::http_perform(options, request);
+  if (reply) return reply->status == 200;
+  return reply.error().failure == market::HttpFailure::Other;
+}
+
 // Runs `fn` now and then every `interval` until stopped. A failing run is logged and the loop
 // goes on: one bad market reply must not stop destroys from being retried.
 class PeriodicTask {
@@ -365,6 +384,38 @@ void run_serve(const ServeOptions& o) {
     if (!error.empty()) spdlog::warn("reconcile: market list failed: {}", error);
   });
   PeriodicTask tick_loop("tick", tick_every, [&fleet] { fleet.tick(); });
+  // The manager's hearing (core/hearing.h): it asks its own front for /healthz the way an
+  // agent would reach it, and watches its own loop run on time. While the front does not
+  // answer, or after the process stood still, silence is not evidence against any host.
+  const std::string probe_host = (listen->host == "0.0.0.0" || listen->host.empty()) ? "127.0.0.1"
+                                 : listen->host == "::"                              ? "[::1]"
+                                                                                     : shown_host;
+  const std::string health_url =
+      scheme + "://" + probe_host + ":" + std::to_string(*port) + "/healthz";
+  PeriodicTask hearing_loop(
+      "self-check", kSelfCheckInterval,
+      [&fleet, health_url, last = std::chrono::steady_clock::time_point{},
+       serving = true]() mutable {
+        const auto started = std::chrono::steady_clock::now();
+        if (last.time_since_epoch().count() != 0 && started - last > kSelfStallGap) {
+          spdlog::warn("the manager stood still for {:.0f} s; agents' silence is counted afresh",
+                       std::chrono::duration<double>(started - last).count());
+          fleet.listening_interrupted();
+        }
+        last = started;
+        const bool ok = front_answers(health_url);
+        if (ok != serving) {
+          if (ok) {
+            spdlog::info("self-check: the front answers again; silence is counted afresh");
+          } else {
+            spdlog::error("self-check: {} does not answer; no agent is judged by silence",
+                          health_url);
+          }
+          fleet.set_serving(ok);
+          serving = ok;
+        }
+        last = std::chrono::steady_clock::now();
+      });
   PeriodicTask autopilot_loop(
       "autopilot", interval(cfg->autopilot.interval_s, "autopilot.interval_s"), [&autopilot] {
         for (const auto& d : autopilot.run_once()) {
@@ -387,6 +438,7 @@ void run_serve(const ServeOptions& o) {
   (*server)->stop();
   serving.join();
   autopilot_loop.stop();
+  hearing_loop.stop();
   reconcile_loop.stop();
   tick_loop.stop();
   spdlog::info("stopped");

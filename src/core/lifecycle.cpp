@@ -67,7 +67,7 @@ std::optional<std::string> apply_transition(InstanceRecord& rec, InstanceState t
 }
 
 std::optional<std::string> destroy_reason(const InstanceRecord& rec, double now,
-                                          const LifecycleConfig& cfg) {
+                                          const LifecycleConfig& cfg, const Hearing& hearing) {
   using S = InstanceState;
   if (rec.state == S::Destroying || rec.state == S::Destroyed) return std::nullopt;
 
@@ -80,23 +80,34 @@ std::optional<std::string> destroy_reason(const InstanceRecord& rec, double now,
   if (rec.prover_crashes >= cfg.max_prover_crashes) {
     return "prover crashed " + std::to_string(rec.prover_crashes) + " times";
   }
-  bool agent_expected = rec.state >= S::Registered;
-  if (agent_expected && rec.last_heartbeat_at > 0 &&
-      now - rec.last_heartbeat_at >= cfg.heartbeat_timeout_s) {
-    return "heartbeat lost for " + fixed(now - rec.last_heartbeat_at, 0) + " s";
+  const bool silence_judged = hearing.may_judge_silence;
+  if (silence_judged && agent_expected(rec) && rec.last_heartbeat_at > 0) {
+    const double silent = heard_silence_s(rec, now, hearing.listening_since);
+    if (silent >= cfg.heartbeat_timeout_s) {
+      return "heartbeat lost for " + fixed(silent, 0) + " s";
+    }
   }
   // A booted instance whose agent never registers: the grace counts from when the market
-  // said running, so slow image pulls (not billed) are judged by the loading deadline alone.
-  if (rec.state == S::Booting && market_status_billed(ms) &&
-      now - rec.market_status_since >= cfg.boot_register_grace_s) {
+  // said running (slow image pulls are not billed and are judged by the loading deadline
+  // alone), and from when the manager listened.
+  if (silence_judged && rec.state == S::Booting && market_status_billed(ms) &&
+      now - std::max(rec.market_status_since, hearing.listening_since) >=
+          cfg.boot_register_grace_s) {
     return "running for " + fixed((now - rec.market_status_since) / 60, 0) +
            " min but the agent never registered";
   }
-  if (rec.deadline_at > 0 && now >= rec.deadline_at) {
+  const bool deadline_judged = silence_judged || !deadline_reads_agent(rec.state);
+  if (deadline_judged && rec.deadline_at > 0 && now >= rec.deadline_at) {
     return std::string("deadline passed in ") + to_string(rec.state) + " after " +
            fixed((now - rec.state_since) / 60, 0) + " min";
   }
   return std::nullopt;
+}
+
+bool deadline_reads_agent(InstanceState state) {
+  using S = InstanceState;
+  return state == S::Registered || state == S::FetchingParams || state == S::WarmingUp ||
+         state == S::Benchmarking;
 }
 
 bool market_status_billed(const std::string& s) {

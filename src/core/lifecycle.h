@@ -11,6 +11,7 @@
 
 #include "core/economics.h"
 #include "core/fleet.h"
+#include "core/hearing.h"
 
 namespace pf::core {
 
@@ -18,7 +19,7 @@ struct LifecycleConfig {
   // renting: the create's outcome must be known (confirmed or reconciled) within this.
   double renting_max_s = 10 * 60;
   // booting: vast does not bill while loading, but a host that never starts wastes our time.
-  double boot_loading_max_s = 45 * 60;  // market still loading/provisioning
+  double boot_loading_max_s = 45 * 60;     // market still loading/provisioning
   double boot_register_grace_s = 15 * 60;  // market says running, agent has not registered
   // registered → the agent must start fetching within this.
   double registered_max_s = 10 * 60;
@@ -55,14 +56,19 @@ bool transition_allowed(InstanceState from, InstanceState to);
 // destroying, destroyed_at when destroyed. Returns a human-readable event message, or nullopt
 // (record unchanged) when the transition is not allowed.
 std::optional<std::string> apply_transition(InstanceRecord& rec, InstanceState to, double now,
-                                            const std::string& reason,
-                                            double target_cost_per_proof,
+                                            const std::string& reason, double target_cost_per_proof,
                                             const LifecycleConfig& cfg);
 
 // Why this instance must be destroyed now, if it must: deadline passed, heartbeat lost,
-// prover crashed repeatedly, market exited/offline/persistently unknown.
+// prover crashed repeatedly, market exited/offline/persistently unknown. Verdicts that read
+// the agent's silence (heartbeat lost, never registered, a deadline passed in an agent-driven
+// state) follow `hearing` (core/hearing.h): they wait while the manager could not hear, and
+// silence counts only from when it listened. The default hears everything (the simulator).
 std::optional<std::string> destroy_reason(const InstanceRecord& rec, double now,
-                                          const LifecycleConfig& cfg);
+                                          const LifecycleConfig& cfg, const Hearing& hearing = {});
+
+// Whether `state`'s deadline measures the agent's progress (its reports), not the market's.
+bool deadline_reads_agent(InstanceState state);
 
 // Market statuses during which vast bills compute (dph). loading/offline/provisioning are free.
 bool market_status_billed(const std::string& actual_status);

@@ -74,7 +74,27 @@ Manager::Manager(store::Store& store, market::Market& market, ManagerConfig conf
       market_(market),
       config_(std::move(config)),
       clock_(std::move(clock)),
-      acceptance_(core::with_caps(config_.sprt, config_.acceptance)) {}
+      acceptance_(core::with_caps(config_.sprt, config_.acceptance)) {
+  // A manager that just started heard nothing before now: its restart is not the agents' fault.
+  listening_.listening_since = clock_();
+}
+
+void Manager::set_serving(bool serving) {
+  std::lock_guard lock(mu_);
+  if (serving && !listening_.serving) listening_.listening_since = clock_();
+  listening_.serving = serving;
+}
+
+void Manager::listening_interrupted() {
+  std::lock_guard lock(mu_);
+  listening_.listening_since = clock_();
+}
+
+core::Hearing Manager::hearing() {
+  std::lock_guard lock(mu_);
+  return core::judge_hearing(store_.instances(false), clock_(), listening_,
+                             config_.lifecycle.heartbeat_timeout_s, config_.hearing);
+}
 
 double Manager::break_even_price() const {
   return config_.profit_objective ? config_.rank.economics.revenue_per_proof_usd
@@ -288,6 +308,7 @@ FleetSummary Manager::summary() {
   if (s.proofs_per_hour > 0) s.cost_per_proof = s.dollars_per_hour / s.proofs_per_hour;
   s.profit_per_hour =
       s.proofs_per_hour * config_.rank.economics.revenue_per_proof_usd - s.dollars_per_hour;
+  s.hearing = hearing();
   return s;
 }
 
@@ -687,12 +708,25 @@ void Manager::tick() {
   std::vector<Pending> destroys;
   {
     std::lock_guard lock(mu_);
-    for (auto rec : store_.instances(false)) {
+    const auto live = store_.instances(false);
+    const core::Hearing hearing = core::judge_hearing(
+        live, now, listening_, config_.lifecycle.heartbeat_timeout_s, config_.hearing);
+    if (hearing.cause != last_hearing_cause_) {
+      for (const auto& rec : live) {
+        if (core::agent_expected(rec)) {
+          event(rec.id, "hearing",
+                hearing.reason.empty() ? "the manager hears its agents again; silence is judged"
+                                       : "silence not judged: " + hearing.reason);
+        }
+      }
+      last_hearing_cause_ = hearing.cause;
+    }
+    for (auto rec : live) {
       double before = rec.spend_usd;
       core::accrue_compute_spend(rec, now);
       if (rec.spend_usd != before) store_.update_instance(rec);
       if (rec.state == S::Proving) record_production_windows(rec);
-      if (auto why = core::destroy_reason(rec, now, config_.lifecycle)) {
+      if (auto why = core::destroy_reason(rec, now, config_.lifecycle, hearing)) {
         destroy_with_blame(rec, core::lifecycle_close_cause(rec, *why), *why);
       }
       if (rec.state != S::Destroying) continue;

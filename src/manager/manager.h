@@ -19,6 +19,7 @@
 #include "core/acceptance.h"
 #include "core/blocklist.h"
 #include "core/fleet.h"
+#include "core/hearing.h"
 #include "core/lifecycle.h"
 #include "core/ranking.h"
 #include "core/sprt_acceptance.h"
@@ -71,6 +72,8 @@ struct ManagerConfig {
   // each complete window is a "production" BenchRun, which the autopilot's production watch
   // and the host history read.
   double production_window_s = 3600;
+  // When silence says nothing about a host (core/hearing.h).
+  core::HearingConfig hearing;
 };
 
 // --- agent protocol (design §7) ------------------------------------------------------------
@@ -117,8 +120,9 @@ struct FleetSummary {
   double dollars_per_hour = 0;          // live instances' dph_total
   std::optional<double> cost_per_proof;
   double profit_per_hour = 0;
-  double spend_usd = 0;  // all time
-  int proofs = 0;        // production proofs all time
+  double spend_usd = 0;   // all time
+  int proofs = 0;         // production proofs all time
+  core::Hearing hearing;  // whether silence is judged now, and why not
 };
 
 class Manager {
@@ -158,6 +162,14 @@ class Manager {
   void reconcile();
   // Deadlines, heartbeats, spend accrual, and (re)sending destroys until confirmed.
   void tick();
+  // The shell's self-check of its own HTTP front: while it fails, no agent is judged by
+  // silence; when it recovers, silence is counted afresh from `now`.
+  void set_serving(bool serving);
+  // The shell saw the manager itself stand still (its loops ran far later than due: overload,
+  // a pause, swapping): agents could not reach it meanwhile, so silence is counted afresh.
+  void listening_interrupted();
+  // Whether silence verdicts may fire now, and why not (core::judge_hearing on the live fleet).
+  core::Hearing hearing();
 
   store::Store& store() { return store_; }
   // Empty when the last reconcile saw a complete market list.
@@ -200,6 +212,10 @@ class Manager {
   std::string last_reconcile_error_;
   std::map<std::string, std::int64_t> token_ids_;  // agent token hash → instance id
   std::map<std::int64_t, int> production_seen_;    // proofs_production at the last window check
+  // Since when the manager has been able to hear agents: its start, the end of a stall seen
+  // between ticks, or the recovery of its front's self-check.
+  core::ListeningState listening_;
+  core::HearingCause last_hearing_cause_ = core::HearingCause::Listening;
 };
 
 // Random token (hex of 32 bytes from the OS) and its SHA-256 hex.

@@ -172,6 +172,13 @@ json to_json(const FleetSummary& s) {
       {"profit_per_hour", s.profit_per_hour},
       {"spend_usd", s.spend_usd},
       {"proofs", s.proofs},
+      {"hearing",
+       {{"judging_silence", s.hearing.may_judge_silence},
+        {"cause", core::to_string(s.hearing.cause)},
+        {"reason", s.hearing.reason},
+        {"listening_since", s.hearing.listening_since},
+        {"agents_expected", s.hearing.agents_expected},
+        {"agents_silent", s.hearing.agents_silent}}},
   };
 }
 

@@ -7,8 +7,8 @@ import { intervalBar, niceTicks, scatterChart } from '../../web/charts.js';
 import { duration, esc, usd } from '../../web/format.js';
 import { backoffDelay, SseParser } from '../../web/sse.js';
 import {
-  autopilotBlock, badHostsTable, fleetHeader, hostsTable, instancePage, instancesTable, offersTable,
-  sortInstances,
+  autopilotBlock, badHostsTable, fleetHeader, hearingBlock, hostsTable, instancePage, instancesTable,
+  offersTable, sortInstances,
 } from '../../web/views.js';
 
 const NOW = 1_000_000;
@@ -204,4 +204,13 @@ test('offers and hosts carry their action buttons', () => {
   const bad = badHostsTable([{ machine_id: 11, reason: 'slow', evidence: { rate: 3 }, source: 'operator', strikes: 1, added_at: NOW - 60, expires_at: null, active: true }], NOW);
   assert.match(bad, /data-action="remove-bad-host" data-machine-id="11"/);
   assert.match(bad, /never/);
+});
+
+test('the header says when silence is not judged, with the reason', () => {
+  const deaf = { judging_silence: false, cause: 'settling', reason: 'the manager has listened for only 12 s <x>' };
+  const html = fleetHeader({ summary: { hearing: deaf } });
+  assert.match(html, /data-testid="hearing" data-cause="settling"/);
+  assert.match(html, /listened for only 12 s &lt;x&gt;/);
+  assert.equal(hearingBlock({ judging_silence: true, cause: 'listening', reason: '' }), '');
+  assert.equal(hearingBlock(undefined), '');
 });
