@@ -548,7 +548,7 @@ TEST_F(HttpApiTest, DestroyIs202AndDestroyingUntilTheMarketConfirms) {
   // Destroyed: the agent's calls are refused with 410 and change nothing.
   const std::string before = snapshot();
   expect_error(post("/api/v1/agent/events",
-                    R"({"events": [{"seq": 1, "type": "proof_done", "seconds": 60}]})",
+                    R"({"events": [{"seq": 1, "type": "proof_done", "seconds": 60, "phase": "measured"}]})",
                     bearer(agent.token)),
                410, "destroyed");
   expect_error(post("/api/v1/agent/heartbeat", R"({"phase": "proving"})", bearer(agent.token)),
