@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
@@ -309,8 +309,9 @@ struct Agent::Impl {
                               "only if this instance never registered");
       }
       // Someone loosened it: tighten rather than refuse (the token is ours either way).
-      fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace,
-                      ec);
+      fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write,
+                      fs::perm_options::replace, ec);
+      if (ec) log("warning: cannot make " + path + " private (chmod 600): " + ec.message());
       return token;
     }
     auto token = random_token_hex();

@@ -60,8 +60,9 @@ void run_agent(AgentCliOptions& cli) {
   }
   o.secret = secret_from_env("PROVERFLEET_SECRET").value_or("");
   if (o.secret.empty()) {
-    throw CommandFailed("missing PROVERFLEET_SECRET: the registration secret (from the env the "
-                        "instance was created with)");
+    throw CommandFailed(
+        "missing PROVERFLEET_SECRET: the registration secret (from the env the "
+        "instance was created with)");
   }
   if (!std::isfinite(o.time_scale) || o.time_scale <= 0) {
     throw CommandFailed("--time-scale must be a positive number");
@@ -117,10 +118,11 @@ void register_agent(CLI::App& app) {
   cmd->footer(
       "Registers with the manager using the deployment id and the secret ($PROVERFLEET_SECRET,\n"
       "single-use: it binds the agent's own token, kept 0600 in --state-dir) the instance was\n"
-      "created with, fetches and verifies the proof parameters, plans the prover from the machine's\n"
-      "real limits (cgroup memory, CPU quota, GPUs), warms it up and keeps proofs in flight,\n"
-      "reporting heartbeats, events and logs. Re-plans smaller after an OOM kill; restarts the\n"
-      "prover after a crash; exits 0 on the manager's stop command or SIGTERM/SIGINT.\n"
+      "created with, fetches and verifies the proof parameters, plans the prover from the\n"
+      "machine's real limits (cgroup memory, CPU quota, GPUs), warms it up and keeps proofs in\n"
+      "flight, reporting heartbeats, events and logs. Re-plans smaller after an OOM kill;\n"
+      "restarts the prover after a crash; exits 0 on the manager's stop command or\n"
+      "SIGTERM/SIGINT, 1 when the manager refuses its token and its registration.\n"
       "State (token, event journal, plan caps, cuzk.toml) lives in --state-dir and survives\n"
       "restarts.\n"
       "Provers: cuzk (spawns cuzk-daemon), sim (market-sim instances: --sim-truth), command\n"

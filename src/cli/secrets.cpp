@@ -24,8 +24,7 @@ std::string trimmed(const std::string& text) {
 
 void add_refused_secret_flag(CLI::App* cmd, RefusedSecretFlag& refused) {
   cmd->add_option(refused.flag, refused.value,
-                  "Refused: a command line is visible to every local user; use " +
-                      refused.instead);
+                  "Refused: a command line is visible to every local user; use " + refused.instead);
 }
 
 void check_refused_secret_flag(const RefusedSecretFlag& refused) {

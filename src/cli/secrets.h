@@ -4,10 +4,9 @@
 // it with a pointer to those two.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 namespace pf::cli {
 

@@ -21,8 +21,8 @@ struct UnconfirmedCreate {
 // Why a renting row without a market id can be closed as "nothing was rented" at `now`, after a
 // complete market list was read, or nullopt to keep waiting. Young rows and rows whose create
 // is still running wait (reads lag creates), up to renting_max_s. Once the grace has passed,
-// the create has returned and the list shows no instance with its label, nothing was rented (should one appear later all the same,
-// reconcile destroys it as a destroyed row that is still listed).
+// the create has returned and the list shows no instance with its label, nothing was rented (should
+// one appear later all the same, reconcile destroys it as a destroyed row that is still listed).
 std::optional<std::string> unconfirmed_create_close_reason(const InstanceRecord& rec, double now,
                                                            const UnconfirmedCreate& seen);
 

@@ -73,9 +73,9 @@ std::string hash_token(const std::string& token) {
 }
 
 bool is_agent_token(const std::string& token) {
-  return token.size() == kAgentTokenHexChars &&
-         std::all_of(token.begin(), token.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return token.size() == kAgentTokenHexChars && std::all_of(token.begin(), token.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 bool tokens_equal(const std::string& a, const std::string& b) {

@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -673,8 +673,8 @@ void secure_database_files(const std::string& path, const std::string& doing) {
   const int saved = errno;
   ::close(fd);
   if (!ok) {
-    throw StoreError(doing + ": cannot make the database private (chmod 600): " +
-                     std::strerror(saved));
+    throw StoreError(doing +
+                     ": cannot make the database private (chmod 600): " + std::strerror(saved));
   }
   for (const char* suffix : {"-wal", "-shm", "-journal"}) {
     const std::string side = path + suffix;
@@ -682,8 +682,8 @@ void secure_database_files(const std::string& path, const std::string& doing) {
     if (::lstat(side.c_str(), &side_stat) != 0) continue;  // not there yet: created from the db's
     if (S_ISREG(side_stat.st_mode) && (side_stat.st_mode & 077) != 0 &&
         ::chmod(side.c_str(), side_stat.st_mode & 0700) != 0) {
-      throw StoreError(doing + ": cannot make '" + side + "' private (chmod 600): " +
-                       std::strerror(errno));
+      throw StoreError(doing + ": cannot make '" + side +
+                       "' private (chmod 600): " + std::strerror(errno));
     }
   }
 }

@@ -95,15 +95,14 @@ TEST(AgentCli, AgentHelpAndMissingSettings) {
   auto bad = Subprocess::spawn({PF_BINARY, "agent", "--manager", "ftp://x", "--deployment", "d"},
                                with_secret);
   EXPECT_EQ(bad.wait_exit(30s), 1);
-  EXPECT_NE(bad.stderr_text().find("http:// or https://"), std::string::npos)
-      << bad.stderr_text();
+  EXPECT_NE(bad.stderr_text().find("http:// or https://"), std::string::npos) << bad.stderr_text();
 }
 
 // No secret on a command line, where every local user reads it (issue 10): the flags that would
 // carry one are refused, naming the environment variable or file to use instead.
 TEST(AgentCli, SecretsOnTheCommandLineAreRefused) {
-  const Ran agent = run({"agent", "--manager", "http://127.0.0.1:1", "--deployment", "d",
-                         "--secret", "s3cret"});
+  const Ran agent =
+      run({"agent", "--manager", "http://127.0.0.1:1", "--deployment", "d", "--secret", "s3cret"});
   EXPECT_EQ(agent.code, 1);
   EXPECT_NE(agent.err.find("--secret is refused"), std::string::npos) << agent.err;
   EXPECT_NE(agent.err.find("PROVERFLEET_SECRET"), std::string::npos) << agent.err;
@@ -111,8 +110,9 @@ TEST(AgentCli, SecretsOnTheCommandLineAreRefused) {
   EXPECT_EQ(status.code, 1);
   EXPECT_NE(status.err.find("--token is refused"), std::string::npos) << status.err;
   EXPECT_NE(status.err.find("PROVERFLEET_TOKEN"), std::string::npos) << status.err;
-  const Ran sim = run({"market-sim", "--scenario", std::string(PF_SOURCE_DIR) +
-                       "/scenarios/demo-small.json", "--api-key", "k3y"});
+  const Ran sim =
+      run({"market-sim", "--scenario", std::string(PF_SOURCE_DIR) + "/scenarios/demo-small.json",
+           "--api-key", "k3y"});
   EXPECT_EQ(sim.code, 1);
   EXPECT_NE(sim.err.find("--api-key is refused"), std::string::npos) << sim.err;
   EXPECT_NE(sim.err.find("PROVERFLEET_MARKET_SIM_API_KEY"), std::string::npos) << sim.err;

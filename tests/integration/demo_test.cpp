@@ -85,8 +85,8 @@ SecretsSeen secrets_of_processes_mentioning(const std::string& marker) {
       continue;
     }
     seen.cmdlines.push_back(cmdline);
-    for (const char* name : {"PROVERFLEET_MARKET_SIM_API_KEY", "VAST_API_KEY",
-                             "PROVERFLEET_SECRET"}) {
+    for (const char* name :
+         {"PROVERFLEET_MARKET_SIM_API_KEY", "VAST_API_KEY", "PROVERFLEET_SECRET"}) {
       if (auto v = environ_value(environ, name); !v.empty()) seen.secrets.insert(v);
     }
   }
@@ -152,14 +152,15 @@ TEST(Demo, FleetEvolvesAndSigtermLeavesNoProcessBehind) {
     for (auto& c : shown) c = c == '\0' ? ' ' : c;
     EXPECT_EQ(shown.find("--api-key"), std::string::npos) << shown;
     for (const auto& secret : seen_secrets.secrets) {
-      EXPECT_EQ(cmdline.find(secret), std::string::npos) << "a secret on the command line: " << shown;
+      EXPECT_EQ(cmdline.find(secret), std::string::npos)
+          << "a secret on the command line: " << shown;
     }
   }
   // The database (token hashes, events), its WAL/SHM and the agents' tokens are owner-only.
   const auto owner_rw = fs::perms::owner_read | fs::perms::owner_write;
   EXPECT_EQ(mode_of(data), fs::perms::owner_all);
-  for (const char* f : {"proverfleet.db", "proverfleet.db-wal", "proverfleet.db-shm",
-                        "operator.token"}) {
+  for (const char* f :
+       {"proverfleet.db", "proverfleet.db-wal", "proverfleet.db-shm", "operator.token"}) {
     EXPECT_EQ(mode_of(data / f), owner_rw) << f;
   }
   int tokens = 0;

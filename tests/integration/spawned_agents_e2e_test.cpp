@@ -389,12 +389,12 @@ max_samples = 10
   void start_sim(double time_scale) {
     pf::test::SpawnOptions sim_options;
     sim_options.env["PROVERFLEET_MARKET_SIM_API_KEY"] = kVastKey;
-    sim_.emplace(Subprocess::spawn(
-        {kBinary, "market-sim", "--scenario", (dir_ / "scenario.json").string(), "--listen",
-         "127.0.0.1:0", "--time-scale", std::to_string(time_scale), "--spawn-agents",
-         "--work-dir", (dir_ / "work").string(), "--param-stand-in-mib", "1",
-         "--param-min-kib-s", "512", "--quiet"},
-        sim_options));
+    sim_.emplace(
+        Subprocess::spawn({kBinary, "market-sim", "--scenario", (dir_ / "scenario.json").string(),
+                           "--listen", "127.0.0.1:0", "--time-scale", std::to_string(time_scale),
+                           "--spawn-agents", "--work-dir", (dir_ / "work").string(),
+                           "--param-stand-in-mib", "1", "--param-min-kib-s", "512", "--quiet"},
+                          sim_options));
     auto line = sim_->wait_for_line("market-sim listening on", 20s);
     ASSERT_TRUE(line) << sim_->stderr_text();
     sim_url_ = parse_url(line->line);

@@ -547,12 +547,13 @@ TEST_F(HttpApiTest, DestroyIs202AndDestroyingUntilTheMarketConfirms) {
 
   // Destroyed: the agent's calls are refused with 410 and change nothing.
   const std::string before = snapshot();
-  expect_error(post("/api/v1/agent/events",
-                    R"({"events": [{"seq": 1, "type": "proof_done", "seconds": 60, "phase": "measured"}]})",
-                    bearer(agent.token)),
-               410, "destroyed");
-  expect_error(post("/api/v1/agent/heartbeat", R"({"phase": "proving"})", bearer(agent.token)),
-               410, "destroyed");
+  expect_error(
+      post("/api/v1/agent/events",
+           R"({"events": [{"seq": 1, "type": "proof_done", "seconds": 60, "phase": "measured"}]})",
+           bearer(agent.token)),
+      410, "destroyed");
+  expect_error(post("/api/v1/agent/heartbeat", R"({"phase": "proving"})", bearer(agent.token)), 410,
+               "destroyed");
   expect_error(post("/api/v1/agent/logs", R"({"text": "late"})", bearer(agent.token)), 410,
                "destroyed");
   EXPECT_EQ(snapshot(), before);
@@ -578,10 +579,9 @@ TEST_F(HttpApiTest, TheDeploymentSecretRegistersOnceAndThenOnlyWithItsToken) {
   expect_error(post("/api/v1/agent/register", request.dump(), {}), 409, "already used");
   request["token"] = std::string(64, 'd');
   expect_error(post("/api/v1/agent/register", request.dump(), {}), 409, "already used");
-  EXPECT_EQ(post("/api/v1/agent/heartbeat", R"({"phase": "fetching_params"})",
-                 bearer(own_token))
-                ->status,
-            200);
+  EXPECT_EQ(
+      post("/api/v1/agent/heartbeat", R"({"phase": "fetching_params"})", bearer(own_token))->status,
+      200);
   request["token"] = "not-hex";
   expect_error(post("/api/v1/agent/register", request.dump(), {}), 400, "hex");
 }

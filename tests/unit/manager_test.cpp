@@ -190,7 +190,7 @@ TEST_F(ManagerTest, CreateAnswered500IsClosedAfterTheGraceNotTheRentingDeadline)
   const auto rec = get(r->id);
   EXPECT_EQ(rec.state, S::Destroyed);
   EXPECT_THAT(rec.destroy_reason, HasSubstr("no instance with its label"));
-  EXPECT_EQ(market_.creates, 1);  // never re-created
+  EXPECT_EQ(market_.creates, 1);                  // never re-created
   EXPECT_TRUE(store_->instances(false).empty());  // the slot is free
 }
 
