@@ -1,13 +1,16 @@
 #include "agent/agent.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -90,6 +93,60 @@ std::optional<T> setting(const json& settings, const char* key) {
   }
 }
 
+// 32 bytes from the OS in hex: the agent's own bearer token.
+tl::expected<std::string, std::string> random_token_hex() {
+  unsigned char bytes[32];
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof bytes)) {
+    return tl::unexpected(std::string("cannot read /dev/urandom for a token"));
+  }
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out.push_back(digits[b >> 4]);
+    out.push_back(digits[b & 15]);
+  }
+  return out;
+}
+
+bool is_token_hex(const std::string& text) {
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// Writes `text` to `path` atomically with mode 0600: a fresh temporary file (never one another
+// user could have prepared), synced, then renamed over the old one.
+tl::expected<void, std::string> write_private_file(const std::string& path,
+                                                   const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  ::unlink(tmp.c_str());  // a leftover of a crash mid-write
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return tl::unexpected("cannot create " + tmp + ": " + std::strerror(errno));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return tl::unexpected("cannot write " + tmp + ": " + why);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return tl::unexpected("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return tl::unexpected("cannot save " + path + ": " + why);
+  }
+  return {};
+}
+
 }  // namespace
 
 struct Agent::Impl {
@@ -135,6 +192,9 @@ struct Agent::Impl {
   bool reporter_stop = false;
   bool reporter_wake = false;
   std::atomic<bool> heartbeat_due{true};  // a phase change is reported at once
+  // Set when the manager refused our token and our registration: nothing we send counts any
+  // more, so the agent stops (with kAgentFailed) instead of retrying forever.
+  std::atomic<bool> credentials_refused{false};
   std::thread reporter;
   std::mutex stderr_mu;
   std::atomic<bool> bar_active{false};
@@ -229,6 +289,36 @@ struct Agent::Impl {
   }
 
   // --- registration ----------------------------------------------------------------------
+
+  std::string agent_token_path() const { return o.state_dir + "/agent-token"; }
+
+  // The agent's bearer token: the one kept in the state dir (a restart), else a new one, saved
+  // (0600) before it is first sent. The manager binds the deployment secret to the first token
+  // it sees, so a retry after a lost register reply, or a restarted agent, registers again with
+  // the same token; a lost state dir means the instance cannot be re-joined (by design: the
+  // secret is readable in the market's instance list).
+  tl::expected<std::string, std::string> load_or_create_token() {
+    const std::string path = agent_token_path();
+    std::error_code ec;
+    if (fs::exists(path, ec)) {
+      std::ifstream in(path);
+      std::string token;
+      std::getline(in, token);
+      if (!is_token_hex(token)) {
+        return tl::unexpected(path + " does not hold an agent token (64 hex digits); remove it " +
+                              "only if this instance never registered");
+      }
+      // Someone loosened it: tighten rather than refuse (the token is ours either way).
+      fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write,
+                      fs::perm_options::replace, ec);
+      if (ec) log("warning: cannot make " + path + " private (chmod 600): " + ec.message());
+      return token;
+    }
+    auto token = random_token_hex();
+    if (!token) return token;
+    if (auto w = write_private_file(path, *token + "\n"); !w) return tl::unexpected(w.error());
+    return token;
+  }
 
   // Registers (again). Returns the exit code to leave with when registration cannot succeed.
   std::optional<int> register_until_done() {
@@ -348,17 +438,26 @@ struct Agent::Impl {
     }
   }
 
-  // A 401 means the manager no longer knows our token (its state was restored, or another
-  // agent re-registered): register again with the deployment secret.
+  // A 401 means the manager does not know our token (its database was restored from before
+  // we registered, say). Registering again with the same token settles it: the manager either
+  // takes it (the secret was not used yet, or is bound to this very token) or refuses for good
+  // (the secret was spent by someone else), and then nothing we send counts: stop, once.
   void on_unauthorized(const CallError& e) {
-    log("the manager rejected our token (" + e.message + "); registering again");
+    if (credentials_refused) return;
+    log("the manager rejected our token (" + e.message + "); registering again with it");
     auto r = manager->register_agent(register_body);
     if (r) {
       manager->set_token((*r)["token"].get<std::string>());
+      log("registered again with our token");
     } else if (r.error().kind == CallError::Kind::Gone) {
       request_stop("the manager is destroying this instance");
+    } else if (r.error().retryable()) {
+      log("re-registration failed, will retry on the next refusal: " + r.error().message);
     } else {
-      log("re-registration failed: " + r.error().message);
+      credentials_refused = true;
+      log("error: the manager refused our token and our registration (" + r.error().message +
+          "); stopping: this agent can no longer report for the instance");
+      request_stop("the manager refused our token and our registration");
     }
   }
 
@@ -479,6 +578,7 @@ struct Agent::Impl {
   // After the reporter stopped: tries for up to `seconds` (real) to deliver every event and
   // the log tail. Whatever is left stays journaled for the next run.
   void drain(double seconds) {
+    if (credentials_refused) return;  // nothing would be taken; events stay journaled
     const double end = steady_seconds() + seconds;
     while (outbox->pending_count() > 0 && steady_seconds() < end) {
       if (!flush_events()) std::this_thread::sleep_for(std::chrono::milliseconds(250));
@@ -971,7 +1071,7 @@ struct Agent::Impl {
     emit_simple("exiting", reason);
     stop_reporter();
     drain(o.drain_s);
-    return code;
+    return credentials_refused ? kAgentFailed : code;
   }
 
   int fail(const std::string& message) {
@@ -992,9 +1092,17 @@ struct Agent::Impl {
       return kAgentFailed;
     }
     std::error_code ec;
-    fs::create_directories(o.state_dir, ec);
+    if (fs::create_directories(o.state_dir, ec) && !ec) {
+      // It will hold our bearer token and the event journal: ours alone.
+      fs::permissions(o.state_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+    }
     if (ec) {
       log("error: cannot create the state directory " + o.state_dir + ": " + ec.message());
+      return kAgentFailed;
+    }
+    auto token = load_or_create_token();
+    if (!token) {
+      log("error: " + token.error());
       return kAgentFailed;
     }
     const auto epoch_ms =
@@ -1027,7 +1135,8 @@ struct Agent::Impl {
     register_body = {{"deployment", o.deployment},
                      {"secret", o.secret},
                      {"hardware", to_json(probe)},
-                     {"agent_version", o.agent_version}};
+                     {"agent_version", o.agent_version},
+                     {"token", *token}};
     if (auto code = register_until_done()) {
       if (*code == kAgentStopped) return kAgentStopped;
       return *code;

@@ -5,6 +5,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,6 +80,50 @@ bool make_pipe(Fd& read_end, Fd& write_end) {
   read_end = Fd(fds[0]);
   write_end = Fd(fds[1]);
   return true;
+}
+
+// A byte the watchdog reads as "the group was reaped: exit, kill nothing".
+constexpr char kStandDown = 'x';
+
+// Forks the watchdog of process group `group`: its pid, with our end of the socket through
+// `our_end`, or the errno of what failed. Runs in a multithreaded process: after fork,
+// async-signal-safe calls only (open, dup2, close, sigaction, read, kill, _exit, syscall).
+tl::expected<pid_t, int> fork_group_watchdog(pid_t group, Fd& our_end) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return tl::unexpected(errno);
+  Fd ours(pair[0]), theirs(pair[1]);
+  const pid_t pid = fork();
+  if (pid < 0) return tl::unexpected(errno);
+  if (pid == 0) {
+    // Its own group: signals for our group (a terminal's Ctrl-C, a parent's terminate() of
+    // our group) must not take it down with us, since then nobody would end the child's group.
+    setpgid(0, 0);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE}) sigaction(sig, &ignore, nullptr);
+    // Keep only its end of the socket, as fd 3: holding anything else of ours (listening
+    // sockets, our end of other watchdogs' sockets, output pipes) would outlive us.
+    const int null_fd = open("/dev/null", O_RDWR);
+    if (null_fd >= 0) {
+      dup2(null_fd, 0);
+      dup2(null_fd, 1);
+      dup2(null_fd, 2);
+    }
+    if (dup2(theirs.get(), 3) < 0) _exit(1);
+    if (syscall(SYS_close_range, 4U, ~0U, 0U) != 0) {
+      for (int fd = 4; fd < 65536; ++fd) close(fd);
+    }
+    char byte = 0;
+    ssize_t n;
+    do {
+      n = read(3, &byte, 1);
+    } while (n < 0 && errno == EINTR);
+    // End of file (or an error): the process that spawned the group is gone.
+    if (n != 1 || byte != kStandDown) kill(-group, SIGKILL);
+    _exit(0);
+  }
+  our_end = std::move(ours);
+  return pid;
 }
 
 }  // namespace
@@ -164,6 +210,20 @@ tl::expected<std::unique_ptr<ChildProcess>, std::string> ChildProcess::spawn(Chi
 
   std::unique_ptr<ChildProcess> child(new ChildProcess());
   child->pid_ = pid;
+  if (options.group_watchdog) {
+    Fd watchdog_end;
+    const auto watchdog = fork_group_watchdog(pid, watchdog_end);
+    if (!watchdog) {
+      const std::string why = std::strerror(watchdog.error());
+      kill(-pid, SIGKILL);
+      int status = 0;
+      waitpid(pid, &status, 0);
+      child->pid_ = -1;
+      return tl::unexpected("cannot start " + program + ": no watchdog for its group: " + why);
+    }
+    child->watchdog_pid_ = *watchdog;
+    child->watchdog_fd_ = watchdog_end.release();
+  }
   child->on_line_ = std::move(options.on_line);
   const int out_fd = out_r.release();
   const int err_fd = err_r.release();
@@ -241,10 +301,12 @@ std::optional<ExitStatus> ChildProcess::poll() {
   } while (r < 0 && errno == EINTR);
   if (r < 0) {
     status_ = ExitStatus{};  // reaped elsewhere; nothing more to learn
+    stand_down_watchdog();
     return status_;
   }
   if (info.si_pid != pid_) return std::nullopt;
   kill(-pid_, SIGKILL);
+  stand_down_watchdog();
   int status = 0;
   pid_t reaped;
   do {
@@ -279,8 +341,28 @@ bool ChildProcess::signal_group(int sig) {
   return kill(-pid_, sig) == 0;
 }
 
+void ChildProcess::stand_down_watchdog() {
+  if (watchdog_fd_ < 0) return;
+  // The send's outcome changes nothing that follows: when it fails the watchdog is gone
+  // already (someone killed it) and needs reaping all the same. MSG_NOSIGNAL keeps its closed
+  // end from raising SIGPIPE here.
+  (void)send(watchdog_fd_, &kStandDown, 1, MSG_NOSIGNAL);
+  close(watchdog_fd_);
+  watchdog_fd_ = -1;
+  int status = 0;
+  pid_t reaped;
+  do {
+    reaped = waitpid(watchdog_pid_, &status, 0);
+  } while (reaped < 0 && errno == EINTR);
+  watchdog_pid_ = -1;
+}
+
 ChildProcess::~ChildProcess() {
   if (pid_ > 0) terminate(std::chrono::seconds(5));
+  {
+    std::lock_guard lock(mutex_);
+    stand_down_watchdog();  // when the child was never polled to its end
+  }
   if (reader_.joinable()) reader_.join();
 }
 

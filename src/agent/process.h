@@ -36,6 +36,12 @@ struct ChildOptions {
   // which may hold the market API key).
   bool inherit_env = true;
   std::string working_dir;  // empty: the agent's
+  // PR_SET_PDEATHSIG reaches only the child itself: a shell's children outlive us. With this a
+  // watchdog process (own process group, deaf to SIGTERM/SIGINT/SIGHUP) SIGKILLs the child's
+  // whole group as soon as this process dies, however it dies (SIGKILL included). It waits on
+  // a socket whose other end only this process holds (close-on-exec, so the child and what it
+  // starts never inherit it); reaping the child tells it to stand down.
+  bool group_watchdog = false;
   // Called on the reader thread for every complete output line (and a final partial line).
   std::function<void(const std::string& line, bool from_stderr)> on_line;
 };
@@ -65,7 +71,13 @@ class ChildProcess {
   ChildProcess() = default;
   void read_loop(int out_fd, int err_fd);
 
+  // Tells the watchdog (if any) to exit without killing and reaps it. Before the leader is
+  // reaped, so the group id it would signal cannot have been reused.
+  void stand_down_watchdog();
+
   pid_t pid_ = -1;
+  pid_t watchdog_pid_ = -1;
+  int watchdog_fd_ = -1;  // our end of the watchdog's socket
   std::mutex mutex_;
   std::optional<ExitStatus> status_;
   std::function<void(const std::string&, bool)> on_line_;

@@ -14,6 +14,7 @@
 
 #include "agent/agent.h"
 #include "cli/commands.h"
+#include "cli/secrets.h"
 #include "cli/serving.h"
 
 namespace pf::cli {
@@ -24,6 +25,7 @@ struct AgentCliOptions {
   int partitions = 0;
   int concurrency = 0;
   bool no_progress = false;
+  RefusedSecretFlag secret_flag{"--secret", "$PROVERFLEET_SECRET", std::nullopt};
 };
 
 std::string default_state_dir() {
@@ -44,6 +46,7 @@ std::string text_or_file(const std::string& value, const char* option) {
 }
 
 void run_agent(AgentCliOptions& cli) {
+  check_refused_secret_flag(cli.secret_flag);
   agent::AgentOptions& o = cli.agent;
   if (o.manager_url.empty()) {
     throw CommandFailed("missing --manager (or PROVERFLEET_MANAGER): the manager's URL");
@@ -55,8 +58,11 @@ void run_agent(AgentCliOptions& cli) {
   if (o.deployment.empty()) {
     throw CommandFailed("missing --deployment (or PROVERFLEET_DEPLOYMENT): the deployment id");
   }
+  o.secret = secret_from_env("PROVERFLEET_SECRET").value_or("");
   if (o.secret.empty()) {
-    throw CommandFailed("missing --secret (or PROVERFLEET_SECRET): the registration secret");
+    throw CommandFailed(
+        "missing PROVERFLEET_SECRET: the registration secret (from the env the "
+        "instance was created with)");
   }
   if (!std::isfinite(o.time_scale) || o.time_scale <= 0) {
     throw CommandFailed("--time-scale must be a positive number");
@@ -110,18 +116,20 @@ void register_agent(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "agent", "Run on a rented instance: probe, plan, fetch parameters, prove, report");
   cmd->footer(
-      "Registers with the manager using the deployment id and secret the instance was created\n"
-      "with, fetches and verifies the proof parameters, plans the prover from the machine's\n"
-      "real limits (cgroup memory, CPU quota, GPUs), warms it up and keeps proofs in flight,\n"
-      "reporting heartbeats, events and logs. Re-plans smaller after an OOM kill; restarts the\n"
-      "prover after a crash; exits 0 on the manager's stop command or SIGTERM/SIGINT.\n"
-      "State (event journal, plan caps, cuzk.toml) lives in --state-dir and survives restarts.\n"
+      "Registers with the manager using the deployment id and the secret ($PROVERFLEET_SECRET,\n"
+      "single-use: it binds the agent's own token, kept 0600 in --state-dir) the instance was\n"
+      "created with, fetches and verifies the proof parameters, plans the prover from the\n"
+      "machine's real limits (cgroup memory, CPU quota, GPUs), warms it up and keeps proofs in\n"
+      "flight, reporting heartbeats, events and logs. Re-plans smaller after an OOM kill;\n"
+      "restarts the prover after a crash; exits 0 on the manager's stop command or\n"
+      "SIGTERM/SIGINT, 1 when the manager refuses its token and its registration.\n"
+      "State (token, event journal, plan caps, cuzk.toml) lives in --state-dir and survives\n"
+      "restarts.\n"
       "Provers: cuzk (spawns cuzk-daemon), sim (market-sim instances: --sim-truth), command\n"
       "(runs --prover-command once per proof).");
   cmd->add_option("--manager", o.manager_url, "Manager URL")->envname("PROVERFLEET_MANAGER");
   cmd->add_option("--deployment", o.deployment, "Deployment id")->envname("PROVERFLEET_DEPLOYMENT");
-  cmd->add_option("--secret", o.secret, "One-time registration secret (never logged)")
-      ->envname("PROVERFLEET_SECRET");
+  add_refused_secret_flag(cmd, cli->secret_flag);
   cmd->add_option("--state-dir", o.state_dir,
                   "Agent state directory (default ~/.proverfleet/agent)")
       ->envname("PROVERFLEET_STATE_DIR");

@@ -26,6 +26,7 @@
 #include "cli/manager_client.h"
 #include "cli/serving.h"
 #include "core/text.h"
+#include "manager/manager.h"
 
 namespace pf::cli {
 namespace {
@@ -202,7 +203,10 @@ void run_demo(const DemoOptions& o) {
   if (o.data_dir) {
     data = *o.data_dir;
     std::error_code ec;
-    fs::create_directories(data, ec);
+    // It holds the database, the operator token and the agents' tokens: ours alone.
+    if (fs::create_directories(data, ec) && !ec) {
+      fs::permissions(data, fs::perms::owner_all, fs::perm_options::replace, ec);
+    }
     if (ec) throw CommandFailed("cannot create --data " + data.string() + ": " + ec.message());
   } else {
     std::string pattern = (fs::temp_directory_path() / "proverfleet-demo.XXXXXX").string();
@@ -220,7 +224,9 @@ void run_demo(const DemoOptions& o) {
     }
   } cleanup{data, temporary};
 
-  const std::string key = "demo-market-key";  // market-sim's API key: only this demo knows it
+  // market-sim's API key: random, and handed to both children in their environment, never on
+  // a command line (which every local user can read).
+  const std::string key = manager::random_token();
   {
     std::ofstream cfg(data / "proverfleet.toml");
     cfg << demo_config(o.time_scale);
@@ -232,9 +238,9 @@ void run_demo(const DemoOptions& o) {
   const fs::path sim_log = data / "market-sim.log";
   LoggedChild sim("market-sim",
                   {exe.string(), "market-sim", "--scenario", scenario.string(), "--listen",
-                   "127.0.0.1:0", "--time-scale", core::fixed(o.time_scale, 3), "--api-key", key,
-                   "--spawn-agents", "--work-dir", (data / "market-sim").string()},
-                  sim_log, {}, "market-sim listening on ");
+                   "127.0.0.1:0", "--time-scale", core::fixed(o.time_scale, 3), "--spawn-agents",
+                   "--work-dir", (data / "market-sim").string()},
+                  sim_log, {{"PROVERFLEET_MARKET_SIM_API_KEY", key}}, "market-sim listening on ");
   const std::string market_url = sim.wait_ready(std::chrono::seconds(30), sim_log);
 
   const fs::path serve_log = data / "serve.log";

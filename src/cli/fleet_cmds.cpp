@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/manager_client.h"
+#include "cli/secrets.h"
 #include "cli/table.h"
 #include "core/text.h"
 
@@ -22,7 +23,7 @@ using nlohmann::json;
 
 struct ClientFlags {
   std::string manager = kDefaultManagerUrl;
-  std::optional<std::string> token;
+  RefusedSecretFlag token_flag{"--token", "$PROVERFLEET_TOKEN or --token-file PATH", std::nullopt};
   std::string token_file = "operator.token";
   bool json = false;
 };
@@ -31,10 +32,7 @@ void add_client_flags(CLI::App* cmd, ClientFlags& flags) {
   cmd->add_option("--manager", flags.manager, "Manager base URL")
       ->envname("PROVERFLEET_MANAGER")
       ->capture_default_str();
-  cmd->add_option("--token", flags.token,
-                  "Operator token (prefer $PROVERFLEET_TOKEN or --token-file: command lines are "
-                  "visible to other local users)")
-      ->envname("PROVERFLEET_TOKEN");
+  add_refused_secret_flag(cmd, flags.token_flag);
   cmd->add_option("--token-file", flags.token_file,
                   "File holding the operator token ('serve' writes operator.token next to its "
                   "database)")
@@ -44,7 +42,8 @@ void add_client_flags(CLI::App* cmd, ClientFlags& flags) {
 }
 
 ManagerClient connect(const ClientFlags& flags) {
-  auto token = resolve_operator_token(flags.token, flags.token_file);
+  check_refused_secret_flag(flags.token_flag);
+  auto token = resolve_operator_token(secret_from_env("PROVERFLEET_TOKEN"), flags.token_file);
   if (!token) throw CommandFailed(token.error());
   auto client = ManagerClient::create(ManagerEndpoint{flags.manager, *token});
   if (!client) throw CommandFailed(client.error());

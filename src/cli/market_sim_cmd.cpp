@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/secrets.h"
 #include "cli/serving.h"
 #include "core/text.h"
 #include "sim/agent_spawner.h"
@@ -33,6 +34,16 @@
 namespace pf::cli {
 namespace {
 
+constexpr const char* kApiKeyEnv = "PROVERFLEET_MARKET_SIM_API_KEY";
+constexpr const char* kApiKeyFrom = "$PROVERFLEET_MARKET_SIM_API_KEY or --api-key-file PATH";
+
+// The key clients must send, from the file or the environment (never a flag value); none
+// when neither is given.
+std::optional<std::string> market_sim_api_key(const std::optional<std::string>& key_file) {
+  if (key_file) return read_secret_file(*key_file, "--api-key-file");
+  return secret_from_env(kApiKeyEnv);
+}
+
 struct MarketSimCliOptions {
   std::string scenario_path;
   std::string listen = "127.0.0.1:0";
@@ -40,7 +51,8 @@ struct MarketSimCliOptions {
   double start_h = 0;
   std::string faults;
   std::uint64_t fault_seed = 1;
-  std::string api_key;
+  RefusedSecretFlag api_key_flag{"--api-key", kApiKeyFrom, std::nullopt};
+  std::optional<std::string> api_key_file;
   double balance_usd = 1000;
   bool quiet = false;
   bool spawn_agents = false;
@@ -102,6 +114,8 @@ void run_market_sim(const MarketSimCliOptions& o) {
         "got \"" +
         o.listen + "\"");
   }
+  check_refused_secret_flag(o.api_key_flag);
+  const std::optional<std::string> api_key = market_sim_api_key(o.api_key_file);
   auto faults = sim::parse_fault_spec(o.faults);
   if (!faults) throw CommandFailed("--faults: " + faults.error());
   if (!std::isfinite(o.param_min_kib_s) || o.param_min_kib_s <= 0) {
@@ -151,7 +165,7 @@ void run_market_sim(const MarketSimCliOptions& o) {
   };
 
   sim::MarketSimServerOptions server_options;
-  if (!o.api_key.empty()) server_options.api_key = o.api_key;
+  server_options.api_key = api_key;
   server_options.faults = *faults;
   server_options.fault_seed = o.fault_seed;
   server_options.clock_h = clock_h;
@@ -279,10 +293,11 @@ void register_market_sim(CLI::App& app) {
                   "its reply)");
   cmd->add_option("--fault-seed", options->fault_seed, "Seed of the fault draws")
       ->capture_default_str();
-  cmd->add_option("--api-key", options->api_key,
-                  "Require 'Authorization: Bearer KEY' on every endpoint but offer search "
-                  "(never logged)")
-      ->envname("PROVERFLEET_MARKET_SIM_API_KEY");
+  cmd->add_option("--api-key-file", options->api_key_file,
+                  "File holding the key to require as 'Authorization: Bearer KEY' on every "
+                  "endpoint but offer search (not readable by other users); or set "
+                  "$PROVERFLEET_MARKET_SIM_API_KEY. Never logged");
+  add_refused_secret_flag(cmd, options->api_key_flag);
   cmd->add_option("--balance", options->balance_usd, "Starting account balance, USD")
       ->capture_default_str();
   cmd->add_flag("--quiet", options->quiet, "Do not log requests to stderr");

@@ -506,6 +506,7 @@ struct HttpApi::Impl {
           r.secret = f.string("secret", 512, false);
           if (auto hw = f.optional_object("hardware")) r.hardware = body.at("hardware");
           r.agent_version = f.optional_string("agent_version", 64).value_or("");
+          r.token = f.optional_string("token", 128).value_or("");
           return json_reply(200, unwrap(manager.agent_register(r)).body);
         });
     add("POST", "/api/v1/agent/heartbeat", Access::Agent,

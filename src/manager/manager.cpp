@@ -10,6 +10,7 @@
 #include "core/bench_run.h"
 #include "core/policy.h"
 #include "core/text.h"
+#include "core/unconfirmed_create.h"
 
 namespace pf::manager {
 namespace {
@@ -35,6 +36,12 @@ std::string hex(const unsigned char* data, std::size_t n) {
 ApiError market_failure(const std::string& what, const market::MarketError& e) {
   int status = e.kind == market::ErrorKind::OfferGone ? 409 : 502;
   return ApiError{status, what + ": " + e.message + " (" + market::to_string(e.kind) + ")"};
+}
+
+// What an agent of a destroyed instance is told: nothing it sends is taken any more.
+ApiError closed_instance(const InstanceRecord& rec) {
+  return ApiError{410, "instance " + std::to_string(rec.id) + " is destroyed (" +
+                           rec.destroy_reason + "): nothing more is accepted for it"};
 }
 
 // The sequential test the simulator runs (core::SprtAcceptance), with the operator's
@@ -63,6 +70,12 @@ std::string hash_token(const std::string& token) {
     throw std::runtime_error("sha256 failed");
   }
   return hex(md, len);
+}
+
+bool is_agent_token(const std::string& token) {
+  return token.size() == kAgentTokenHexChars && std::all_of(token.begin(), token.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 bool tokens_equal(const std::string& a, const std::string& b) {
@@ -234,14 +247,28 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
   for (const auto& p : config_.params) rec.params_total_bytes += static_cast<double>(p.bytes);
   rec.deadline_at =
       core::state_deadline(rec, S::Renting, now, break_even_price(), config_.lifecycle);
-  store_.transaction([&] {
-    rec.id = store_.insert_instance(rec);
-    event(rec.id, "operator",
-          "renting offer " + std::to_string(offer_id) + " (" + rec.offer.gpu_name + " x" +
-              std::to_string(rec.offer.num_gpus) + ", $" + core::fixed(rec.offer.dph_total, 3) +
-              "/hr) for " + origin,
-          {{"offer_id", offer_id}, {"origin", origin}});
-  });
+  {
+    std::lock_guard lock(mu_);
+    store_.transaction([&] {
+      rec.id = store_.insert_instance(rec);
+      event(rec.id, "operator",
+            "renting offer " + std::to_string(offer_id) + " (" + rec.offer.gpu_name + " x" +
+                std::to_string(rec.offer.num_gpus) + ", $" + core::fixed(rec.offer.dph_total, 3) +
+                "/hr) for " + origin,
+            {{"offer_id", offer_id}, {"origin", origin}});
+    });
+    creates_in_flight_.insert(rec.id);
+  }
+  // Until the create returns, reconcile must not take the row's absence from a list as proof
+  // that nothing was rented.
+  struct CreateDone {
+    Manager& m;
+    std::int64_t id;
+    ~CreateDone() {
+      std::lock_guard lock(m.mu_);
+      m.creates_in_flight_.erase(id);
+    }
+  } create_done{*this, rec.id};
 
   market::CreateRequest create;
   create.offer_id = offer_id;
@@ -318,6 +345,10 @@ ApiResult<RegisterReply> Manager::agent_register(const RegisterRequest& req) {
   if (req.deployment.empty() || req.secret.empty()) {
     return tl::unexpected(ApiError{400, "deployment and secret are required"});
   }
+  if (!req.token.empty() && !is_agent_token(req.token)) {
+    return tl::unexpected(ApiError{400, "token must be " + std::to_string(kAgentTokenHexChars) +
+                                            " lowercase hex digits from a random source"});
+  }
   std::lock_guard lock(mu_);
   auto rec = store_.instance_by_deployment(req.deployment);
   // One message for both cases so a caller cannot probe which deployments exist.
@@ -328,17 +359,26 @@ ApiResult<RegisterReply> Manager::agent_register(const RegisterRequest& req) {
     return tl::unexpected(ApiError{410, "instance " + std::to_string(rec->id) +
                                             " is being destroyed: " + rec->destroy_reason});
   }
-  // A re-register (agent restarted) returns the same instance with a fresh token.
+  // The secret travels in the create's env, which the market shows in its instance list: once
+  // it has bound a token it is spent. Only the holder of that token may register again (the
+  // same agent retrying after a lost reply, or restarted with its state dir).
   const bool again = !rec->token_hash.empty();
-  const std::string token = random_token();
-  token_ids_.erase(rec->token_hash);
+  std::string token = req.token;
+  if (again && (token.empty() || !tokens_equal(rec->token_hash, hash_token(token)))) {
+    event(rec->id, "agent", "registration refused: secret already used",
+          {{"agent_version", req.agent_version}, {"with_token", !token.empty()}});
+    return tl::unexpected(ApiError{
+        409, "the deployment secret of instance " + std::to_string(rec->id) +
+                 " was already used; only the agent holding its token may register again"});
+  }
+  if (token.empty()) token = random_token();
   rec->token_hash = hash_token(token);
   rec->last_heartbeat_at = clock_();
   store_.transaction([&] {
     store_.update_instance(*rec);
     event(rec->id, "agent",
-          std::string(again ? "agent re-registered" : "agent registered") + " (version " +
-              (req.agent_version.empty() ? "?" : req.agent_version) + ")",
+          std::string(again ? "agent registered again with its token" : "agent registered") +
+              " (version " + (req.agent_version.empty() ? "?" : req.agent_version) + ")",
           {{"hardware", req.hardware}});
   });
   if (rec->state < S::Registered) transition(*rec, S::Registered, "agent registered");
@@ -395,7 +435,11 @@ ApiResult<std::vector<std::string>> Manager::agent_heartbeat(std::int64_t id, co
       reply = tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
       return;
     }
-    if (rec->state == S::Destroying || rec->state == S::Destroyed) {
+    if (rec->state == S::Destroyed) {
+      reply = tl::unexpected(closed_instance(*rec));
+      return;
+    }
+    if (rec->state == S::Destroying) {
       reply = std::vector<std::string>{"stop"};
       return;
     }
@@ -433,12 +477,17 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
             [](const AgentEvent& a, const AgentEvent& b) { return a.seq < b.seq; });
   const double now = clock_();
   bool found = false;
+  std::optional<ApiError> closed;
   // One transaction per batch, the read included: one commit instead of one per event, and a
   // batch that fails leaves nothing applied, so the agent's retry of it is counted whole.
   store_.transaction([&] {
     auto row = store_.instance(id);
     if (!row) return;
     found = true;
+    if (row->state == S::Destroyed) {
+      closed = closed_instance(*row);  // nothing of it may change any more
+      return;
+    }
     InstanceRecord rec = std::move(*row);
     // Set when the row changed beyond the agent progress columns (a state).
     bool row_changed = false;
@@ -521,6 +570,7 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
     }
   });
   if (!found) return tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
+  if (closed) return tl::unexpected(*closed);
   return reply;
 }
 
@@ -565,8 +615,9 @@ void Manager::evaluate_benchmark(InstanceRecord& rec) {
 
 ApiResult<void> Manager::agent_logs(std::int64_t id, const std::string& text) {
   std::lock_guard lock(mu_);
-  if (!store_.instance(id))
-    return tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
+  const auto rec = store_.instance(id);
+  if (!rec) return tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
+  if (rec->state == S::Destroyed) return tl::unexpected(closed_instance(*rec));
   auto& ring = logs_[id];
   auto& bytes = log_bytes_[id];
   std::string chunk = text.size() > config_.log_ring_bytes
@@ -678,8 +729,12 @@ void Manager::reconcile() {
       if (rec.market_id && seen.count(*rec.market_id)) continue;
       if (rec.state == S::Destroying) continue;  // tick confirms it
       if (!rec.market_id) {
-        if (rec.state == S::Renting && now - rec.created_at >= config_.lifecycle.renting_max_s) {
-          transition(rec, S::Destroying, "create never appeared at the market");
+        // Its label is not in this complete list (a listed one was adopted above).
+        const core::UnconfirmedCreate unconfirmed{creates_in_flight_.count(rec.id) > 0, false,
+                                                  config_.vanish_grace_s,
+                                                  config_.lifecycle.renting_max_s};
+        if (auto why = core::unconfirmed_create_close_reason(rec, now, unconfirmed)) {
+          transition(rec, S::Destroying, *why);
           transition(rec, S::Destroyed, "nothing was rented");
         }
         continue;

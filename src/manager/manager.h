@@ -82,7 +82,15 @@ struct RegisterRequest {
   std::string secret;
   nlohmann::json hardware = nlohmann::json::object();
   std::string agent_version;
+  // The agent's own bearer token (kAgentTokenHexChars hex digits from its randomness, kept in
+  // its state dir before it first registers), or empty for one chosen by the manager. With it
+  // a registration is idempotent: a retry after a lost reply presents the same secret and token
+  // and gets the same answer, while the secret alone no longer works once it was used.
+  std::string token = {};
 };
+
+// Length of an agent-chosen token: 32 random bytes in hex, as random_token() makes.
+inline constexpr std::size_t kAgentTokenHexChars = 64;
 struct RegisterReply {
   std::int64_t instance_id = 0;
   std::string token;
@@ -145,10 +153,16 @@ class Manager {
   FleetSummary summary();
 
   // --- agents --------------------------------------------------------------------------------
+  // The deployment secret is single-use: the first registration binds the instance to a token,
+  // after which only that token (presented again with the secret, for a retry whose reply was
+  // lost) registers; anything else is refused with 409 and an "agent" event.
   ApiResult<RegisterReply> agent_register(const RegisterRequest& request);
   // The instance a bearer token belongs to, if any (constant-time comparison of hashes).
   std::optional<std::int64_t> authenticate_agent(const std::string& token);
   // Returns the commands for the agent: e.g. ["stop"] once the instance is being destroyed.
+  // A destroyed instance is closed: heartbeats, events and logs for it answer 410 and change
+  // nothing. While it is being destroyed heartbeats answer ["stop"] and its last events and
+  // logs (why the agent exits) are still taken.
   ApiResult<std::vector<std::string>> agent_heartbeat(std::int64_t instance_id,
                                                       const Heartbeat& heartbeat);
   ApiResult<EventsReply> agent_events(std::int64_t instance_id,
@@ -216,11 +230,15 @@ class Manager {
   // between ticks, or the recovery of its front's self-check.
   core::ListeningState listening_;
   core::HearingCause last_hearing_cause_ = core::HearingCause::Listening;
+  // Rows whose create call is running: reconcile must not close them for missing from a list.
+  std::set<std::int64_t> creates_in_flight_;
 };
 
 // Random token (hex of 32 bytes from the OS) and its SHA-256 hex.
 std::string random_token();
 std::string hash_token(const std::string& token);
 bool tokens_equal(const std::string& a_hash, const std::string& b_hash);
+// True for a well-formed agent-chosen token (kAgentTokenHexChars lowercase hex digits).
+bool is_agent_token(const std::string& token);
 
 }  // namespace pf::manager

@@ -343,6 +343,9 @@ struct AgentSpawner::Impl {
     co.argv = {"/bin/sh", "-c", e.launch.onstart};
     co.env = std::move(env.env);
     co.inherit_env = false;
+    // PR_SET_PDEATHSIG ends only the shell when market-sim is SIGKILLed; the agent it started
+    // would be re-parented and keep running. The watchdog ends the whole group instead.
+    co.group_watchdog = true;
     co.working_dir = dir.string();
     co.on_line = [log = e.log](const std::string& line, bool) { log->line(line); };
     e.log->line("market-sim: instance " + std::to_string(id) + " booted; running onstart");

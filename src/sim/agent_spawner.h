@@ -9,7 +9,9 @@
 //
 // The onstart's shell is the container's first process: when it exits, whatever it left
 // running in its group is killed too. market-sim becomes a child subreaper so that those
-// orphans are its to reap (no zombies left to an init that may not reap them).
+// orphans are its to reap (no zombies left to an init that may not reap them). Each group has
+// a watchdog process (agent::ChildOptions::group_watchdog) that SIGKILLs it when market-sim
+// dies in any way, SIGKILL included: no spawned agent outlives market-sim.
 //
 // What it does not act out: stop/start of an instance (the agent keeps running while the
 // market shows it stopped), runtype "args" (only onstart runs), the image.

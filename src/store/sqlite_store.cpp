@@ -1,11 +1,16 @@
 #include "store/sqlite_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -637,6 +642,54 @@ core::BadHost read_bad_host(const Statement& s) {
 
 }  // namespace
 
+namespace {
+
+// The database holds agent token hashes, logs and the event trail: it and its -wal/-shm (which
+// SQLite creates with the database file's mode) are the owner's alone. Created 0600 before
+// SQLite opens it; group and other bits are removed from files an older build left 0644. A
+// directory every user may write is refused: anyone could swap the database or plant a -wal
+// file for it.
+void secure_database_files(const std::string& path, const std::string& doing) {
+  const std::filesystem::path file(path);
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
+  struct stat dir_stat {};
+  if (::stat(dir.c_str(), &dir_stat) != 0) {
+    throw StoreError(doing + ": cannot inspect directory '" + dir.string() +
+                     "': " + std::strerror(errno));
+  }
+  if ((dir_stat.st_mode & S_IWOTH) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(dir_stat.st_mode & 07777));
+    throw StoreError(doing + ": directory '" + dir.string() + "' is writable by every user (mode " +
+                     mode +
+                     "), so anyone could replace the database or its -wal/-shm files; keep it "
+                     "in a directory only this user can write (e.g. mkdir -m 700 DIR)");
+  }
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) throw StoreError(doing + ": cannot open: " + std::strerror(errno));
+  struct stat file_stat {};
+  const bool ok = ::fstat(fd, &file_stat) == 0 &&
+                  ((file_stat.st_mode & 077) == 0 || ::fchmod(fd, file_stat.st_mode & 0700) == 0);
+  const int saved = errno;
+  ::close(fd);
+  if (!ok) {
+    throw StoreError(doing +
+                     ": cannot make the database private (chmod 600): " + std::strerror(saved));
+  }
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    const std::string side = path + suffix;
+    struct stat side_stat {};
+    if (::lstat(side.c_str(), &side_stat) != 0) continue;  // not there yet: created from the db's
+    if (S_ISREG(side_stat.st_mode) && (side_stat.st_mode & 077) != 0 &&
+        ::chmod(side.c_str(), side_stat.st_mode & 0700) != 0) {
+      throw StoreError(doing + ": cannot make '" + side +
+                       "' private (chmod 600): " + std::strerror(errno));
+    }
+  }
+}
+
+}  // namespace
+
 int latest_schema_version() {
   return latest_version();
 }
@@ -742,6 +795,7 @@ SqliteStore::SqliteStore(const std::string& path) : caches_(std::make_unique<Cac
     if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
       throw StoreError(doing + ": directory '" + dir.string() + "' does not exist");
     }
+    secure_database_files(path, doing);
   }
   sqlite3* raw = nullptr;
   // NOMUTEX: mutex_ already serialises every use of this connection, so SQLite's own per-call

@@ -78,8 +78,8 @@ TEST(AgentCli, PlanErrorsNameTheProblem) {
 TEST(AgentCli, AgentHelpAndMissingSettings) {
   const Ran help = run({"agent", "--help"});
   ASSERT_EQ(help.code, 0);
-  for (const char* flag : {"--manager", "--deployment", "--secret", "--state-dir", "--probe-root",
-                           "--prover", "--time-scale", "PROVERFLEET_MANAGER"}) {
+  for (const char* flag : {"--manager", "--deployment", "PROVERFLEET_SECRET", "--state-dir",
+                           "--probe-root", "--prover", "--time-scale", "PROVERFLEET_MANAGER"}) {
     EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
   }
   test::SpawnOptions no_env;
@@ -90,9 +90,33 @@ TEST(AgentCli, AgentHelpAndMissingSettings) {
   EXPECT_EQ(p.wait_exit(30s), 1);
   EXPECT_NE(p.stderr_text().find("missing --manager (or PROVERFLEET_MANAGER)"), std::string::npos)
       << p.stderr_text();
-  const Ran bad = run({"agent", "--manager", "ftp://x", "--deployment", "d", "--secret", "s"});
-  EXPECT_EQ(bad.code, 1);
-  EXPECT_NE(bad.err.find("http:// or https://"), std::string::npos) << bad.err;
+  test::SpawnOptions with_secret;
+  with_secret.env = {{"PROVERFLEET_SECRET", "s"}};
+  auto bad = Subprocess::spawn({PF_BINARY, "agent", "--manager", "ftp://x", "--deployment", "d"},
+                               with_secret);
+  EXPECT_EQ(bad.wait_exit(30s), 1);
+  EXPECT_NE(bad.stderr_text().find("http:// or https://"), std::string::npos) << bad.stderr_text();
+}
+
+// No secret on a command line, where every local user reads it (issue 10): the flags that would
+// carry one are refused, naming the environment variable or file to use instead.
+TEST(AgentCli, SecretsOnTheCommandLineAreRefused) {
+  const Ran agent =
+      run({"agent", "--manager", "http://127.0.0.1:1", "--deployment", "d", "--secret", "s3cret"});
+  EXPECT_EQ(agent.code, 1);
+  EXPECT_NE(agent.err.find("--secret is refused"), std::string::npos) << agent.err;
+  EXPECT_NE(agent.err.find("PROVERFLEET_SECRET"), std::string::npos) << agent.err;
+  const Ran status = run({"status", "--manager", "http://127.0.0.1:1", "--token", "t0k"});
+  EXPECT_EQ(status.code, 1);
+  EXPECT_NE(status.err.find("--token is refused"), std::string::npos) << status.err;
+  EXPECT_NE(status.err.find("PROVERFLEET_TOKEN"), std::string::npos) << status.err;
+  const Ran sim =
+      run({"market-sim", "--scenario", std::string(PF_SOURCE_DIR) + "/scenarios/demo-small.json",
+           "--api-key", "k3y"});
+  EXPECT_EQ(sim.code, 1);
+  EXPECT_NE(sim.err.find("--api-key is refused"), std::string::npos) << sim.err;
+  EXPECT_NE(sim.err.find("PROVERFLEET_MARKET_SIM_API_KEY"), std::string::npos) << sim.err;
+  EXPECT_NE(sim.err.find("--api-key-file"), std::string::npos) << sim.err;
 }
 
 class AgentProcess : public ::testing::Test {

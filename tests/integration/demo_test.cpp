@@ -1,11 +1,13 @@
 // `proverfleet demo` as a user runs it: it prints the dashboard URL and the token, the
 // autopilot rents from market-sim, market-sim starts agents, instances move through their
-// states; SIGTERM stops every process it started — none is left behind.
+// states; SIGTERM stops every process it started — none is left behind; no key or secret is
+// on a command line and the database and tokens are owner-only.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -50,6 +52,49 @@ std::vector<std::string> processes_mentioning(const std::string& marker) {
     }
   }
   return found;
+}
+
+// The value of `name` in a NUL-separated /proc/PID/environ, or "".
+std::string environ_value(const std::string& environ, const std::string& name) {
+  const std::string prefix = name + "=";
+  std::size_t at = 0;
+  while (at < environ.size()) {
+    const std::size_t end = std::min(environ.find('\0', at), environ.size());
+    if (environ.compare(at, prefix.size(), prefix) == 0) {
+      return environ.substr(at + prefix.size(), end - at - prefix.size());
+    }
+    at = end + 1;
+  }
+  return "";
+}
+
+// The secrets the demo's processes hold in their environments (the market key, deployment
+// secrets) and every command line mentioning `marker`.
+struct SecretsSeen {
+  std::set<std::string> secrets;
+  std::vector<std::string> cmdlines;
+};
+SecretsSeen secrets_of_processes_mentioning(const std::string& marker) {
+  SecretsSeen seen;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string cmdline = read_all(entry.path() / "cmdline");
+    const std::string environ = read_all(entry.path() / "environ");
+    if (cmdline.find(marker) == std::string::npos && environ.find(marker) == std::string::npos) {
+      continue;
+    }
+    seen.cmdlines.push_back(cmdline);
+    for (const char* name :
+         {"PROVERFLEET_MARKET_SIM_API_KEY", "VAST_API_KEY", "PROVERFLEET_SECRET"}) {
+      if (auto v = environ_value(environ, name); !v.empty()) seen.secrets.insert(v);
+    }
+  }
+  return seen;
+}
+
+fs::perms mode_of(const fs::path& path) {
+  return fs::status(path).permissions() & fs::perms::all;
 }
 
 TEST(Demo, FleetEvolvesAndSigtermLeavesNoProcessBehind) {
@@ -97,6 +142,35 @@ TEST(Demo, FleetEvolvesAndSigtermLeavesNoProcessBehind) {
   // The check below can only mean something if it sees the demo's processes while it runs.
   EXPECT_GE(processes_mentioning(data.string()).size(), 3u)
       << "expected market-sim, serve and at least one agent";
+
+  // Reproduction (issue 10): market-sim got its API key as `--api-key KEY`, readable by every
+  // local user in ps. No key or secret is on any command line of the demo's processes.
+  const SecretsSeen seen_secrets = secrets_of_processes_mentioning(data.string());
+  EXPECT_GE(seen_secrets.secrets.size(), 2u) << "expected the market key and a deployment secret";
+  for (const auto& cmdline : seen_secrets.cmdlines) {
+    std::string shown = cmdline;
+    for (auto& c : shown) c = c == '\0' ? ' ' : c;
+    EXPECT_EQ(shown.find("--api-key"), std::string::npos) << shown;
+    for (const auto& secret : seen_secrets.secrets) {
+      EXPECT_EQ(cmdline.find(secret), std::string::npos)
+          << "a secret on the command line: " << shown;
+    }
+  }
+  // The database (token hashes, events), its WAL/SHM and the agents' tokens are owner-only.
+  const auto owner_rw = fs::perms::owner_read | fs::perms::owner_write;
+  EXPECT_EQ(mode_of(data), fs::perms::owner_all);
+  for (const char* f :
+       {"proverfleet.db", "proverfleet.db-wal", "proverfleet.db-shm", "operator.token"}) {
+    EXPECT_EQ(mode_of(data / f), owner_rw) << f;
+  }
+  int tokens = 0;
+  for (const auto& inst : fs::directory_iterator(data / "market-sim" / "instances")) {
+    const fs::path token_file = inst.path() / "state" / "agent-token";
+    if (!fs::exists(token_file)) continue;
+    ++tokens;
+    EXPECT_EQ(mode_of(token_file), owner_rw) << token_file;
+  }
+  EXPECT_GE(tokens, 1) << "no agent kept its token";
 
   ASSERT_EQ(::kill(demo.pid(), SIGTERM), 0);
   auto code = demo.wait_exit(std::chrono::seconds(60));

@@ -48,8 +48,11 @@ destroy_retry_s = 0.5
 min_samples = 6
 max_samples = 12
 )";
+    pf::test::SpawnOptions sim_options;
+    sim_options.env["PROVERFLEET_MARKET_SIM_API_KEY"] = kVastKey;
     sim_.emplace(Subprocess::spawn({kBinary, "market-sim", "--scenario", kScenario, "--listen",
-                              "127.0.0.1:0", "--time-scale", "60", "--api-key", kVastKey}));
+                                    "127.0.0.1:0", "--time-scale", "60"},
+                                   sim_options));
     auto line = sim_->wait_for_line("market-sim listening on", 20s);
     ASSERT_TRUE(line) << sim_->stderr_text();
     sim_url_ = parse_url(line->line);

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -44,12 +46,16 @@ struct RunningSim {
 };
 
 // Starts market-sim on a free port and waits for its "listening" line.
+// `key`: the API key to require, passed in the environment (never on the command line).
 RunningSim start_sim(const std::vector<std::string>& extra_args,
-                     const std::string& scenario = fixture("tiny.json")) {
+                     const std::string& scenario = fixture("tiny.json"),
+                     const std::optional<std::string>& key = std::nullopt) {
   std::vector<std::string> argv = {PF_BINARY, "market-sim", "--scenario",
                                    scenario,  "--listen",   "127.0.0.1:0"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  auto process = Subprocess::spawn(argv);
+  pf::test::SpawnOptions options;
+  options.env["PROVERFLEET_MARKET_SIM_API_KEY"] = key;
+  auto process = Subprocess::spawn(argv, options);
   auto ready = process.wait_for_line(
       std::regex(R"(^market-sim listening on (http://127\.0\.0\.1:[0-9]+)$)"), 20s);
   if (!ready) throw std::runtime_error("market-sim did not start: " + process.stderr_text());
@@ -62,7 +68,7 @@ class MarketSimHttpTest : public ::testing::Test {
  protected:
   void SetUp() override {
     sim_ = std::make_unique<RunningSim>(
-        start_sim({"--api-key", kKey, "--start-h", "3", "--balance", "250"}));
+        start_sim({"--start-h", "3", "--balance", "250"}, fixture("tiny.json"), kKey));
     client_ = std::make_unique<httplib::Client>(sim_->url);
     client_->set_connection_timeout(5, 0);
     client_->set_read_timeout(10, 0);
@@ -392,6 +398,37 @@ TEST(MarketSimCliTest, BadFaultSpecExitsNonZero) {
   ASSERT_TRUE(code);
   EXPECT_NE(*code, 0);
   EXPECT_THAT(p.stderr_text(), HasSubstr("--faults: fault spec entry \"429=2\""));
+}
+
+// The key comes from a file (or the environment), never from the command line; a file other
+// users may read is refused.
+TEST(MarketSimCliTest, ApiKeyFileIsUsedAndAWorldReadableOneRefused) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("pf-sim-key-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path key_file = dir / "key";
+  std::ofstream(key_file) << kKey << "\n";
+  fs::permissions(key_file, fs::perms::owner_read | fs::perms::owner_write,
+                  fs::perm_options::replace);
+  {
+    auto sim = start_sim({"--api-key-file", key_file.string()});
+    httplib::Client client(sim.url);
+    client.set_read_timeout(10, 0);
+    auto with_key = client.Get("/api/v1/instances/", bearer());
+    ASSERT_TRUE(with_key);
+    EXPECT_EQ(with_key->status, 200);
+    auto without = client.Get("/api/v1/instances/");
+    ASSERT_TRUE(without);
+    EXPECT_EQ(without->status, 401);
+    EXPECT_THAT(sim.process.stderr_text(), Not(HasSubstr(kKey)));
+  }
+  fs::permissions(key_file, fs::perms::others_read, fs::perm_options::add);
+  auto refused = Subprocess::spawn({PF_BINARY, "market-sim", "--scenario", fixture("tiny.json"),
+                                    "--api-key-file", key_file.string()});
+  EXPECT_EQ(refused.wait_exit(20s), 1);
+  EXPECT_THAT(refused.stderr_text(), HasSubstr("readable by every user"));
+  fs::remove_all(dir);
 }
 
 TEST(MarketSimCliTest, SigintStopsCleanly) {

@@ -387,11 +387,14 @@ max_samples = 10
   }
 
   void start_sim(double time_scale) {
-    sim_.emplace(Subprocess::spawn(
-        {kBinary, "market-sim", "--scenario", (dir_ / "scenario.json").string(), "--listen",
-         "127.0.0.1:0", "--time-scale", std::to_string(time_scale), "--api-key", kVastKey,
-         "--spawn-agents", "--work-dir", (dir_ / "work").string(), "--param-stand-in-mib", "1",
-         "--param-min-kib-s", "512", "--quiet"}));
+    pf::test::SpawnOptions sim_options;
+    sim_options.env["PROVERFLEET_MARKET_SIM_API_KEY"] = kVastKey;
+    sim_.emplace(
+        Subprocess::spawn({kBinary, "market-sim", "--scenario", (dir_ / "scenario.json").string(),
+                           "--listen", "127.0.0.1:0", "--time-scale", std::to_string(time_scale),
+                           "--spawn-agents", "--work-dir", (dir_ / "work").string(),
+                           "--param-stand-in-mib", "1", "--param-min-kib-s", "512", "--quiet"},
+                          sim_options));
     auto line = sim_->wait_for_line("market-sim listening on", 20s);
     ASSERT_TRUE(line) << sim_->stderr_text();
     sim_url_ = parse_url(line->line);
@@ -561,6 +564,62 @@ TEST_F(SpawnedAgentsE2E, ThreeDeployedOffersRunRealAgentsUntilJudgedAndLeaveNoth
   for (int g : groups) {
     EXPECT_TRUE(eventually([&] { return group_gone(g); }, 30s)) << "group " << g;
   }
+}
+
+// Live processes (not zombies, not this test) whose command line or environment mentions
+// `marker`, as "pid: command line".
+std::vector<std::string> processes_mentioning(const std::string& marker) {
+  std::vector<std::string> found;
+  const std::string self = std::to_string(::getpid());
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid == self) continue;
+    if (read_text(entry.path() / "status").find("State:\tZ") != std::string::npos) continue;
+    std::string cmdline = read_text(entry.path() / "cmdline");
+    const std::string environ = read_text(entry.path() / "environ");
+    if (cmdline.find(marker) == std::string::npos && environ.find(marker) == std::string::npos) {
+      continue;
+    }
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    found.push_back(pid + ": " + cmdline);
+  }
+  return found;
+}
+
+// Reproduction (issue 10): SIGKILL of market-sim --spawn-agents left every spawned agent running
+// (PR_SET_PDEATHSIG ended only the onstart's shell; the agent it started was re-parented and
+// kept heartbeating). The groups' watchdogs now end them.
+TEST_F(SpawnedAgentsE2E, SigkillOfMarketSimLeavesNoSpawnedProcessRunning) {
+  start_sim(600);
+  start_manager();
+  for (const char* offer : {"5001", "5002", "5003"}) {
+    auto run = cli({"deploy", offer, "--json"});
+    ASSERT_EQ(run.code, 0) << run.out << run.err;
+  }
+  const std::string work = (dir_ / "work").string();
+  auto agents_running = [&] {
+    int agents = 0;
+    // The agent itself ("proverfleet agent", the default onstart), not its shell.
+    for (const auto& p : processes_mentioning(work)) {
+      agents += p.find(": proverfleet agent") != std::string::npos;
+    }
+    return agents;
+  };
+  ASSERT_TRUE(eventually([&] { return agents_running() >= 2; }, 90s)) << diagnostics();
+
+  ASSERT_EQ(::kill(sim_->pid(), SIGKILL), 0);
+  ASSERT_TRUE(sim_->wait_exit(30s));
+  std::vector<std::string> left;
+  const bool none_left = eventually(
+      [&] {
+        left = processes_mentioning(work);
+        return left.empty();
+      },
+      15s);
+  std::string listing;
+  for (const auto& p : left) listing += p + "\n";
+  EXPECT_TRUE(none_left) << "processes of the run left behind:\n" << listing;
 }
 
 TEST_F(SpawnedAgentsE2E, MarketSimExitingTakesItsAgentsAlong) {

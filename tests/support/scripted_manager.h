@@ -56,10 +56,18 @@ class ScriptedManager {
     std::lock_guard lock(mu_);
     commands_.push_back(std::move(command));
   }
-  // Forgets the current token: the agent's next call gets 401.
+  // Forgets the current token (a manager restored from before the registration): the agent's
+  // next call gets 401, and its registration with the same token is taken again.
   void revoke_token() {
     std::lock_guard lock(mu_);
     token_.clear();
+    bound_token_.clear();
+  }
+  // Someone else registered with the secret (it leaked): the agent's next call gets 401 and
+  // its own registration is refused (409), as the real manager's single-use secret does.
+  void hijack_registration() {
+    std::lock_guard lock(mu_);
+    token_ = bound_token_ = "hijacker";
   }
 
   void start() {
@@ -163,7 +171,13 @@ class ScriptedManager {
       }
       std::lock_guard lock(mu_);
       registrations_.push_back(body);
-      token_ = "tok-" + std::to_string(registrations_.size());
+      // The secret is single-use: the first token binds it; only that token registers again.
+      const std::string offered = body.value("token", "");
+      if (!bound_token_.empty() && offered != bound_token_) {
+        return reply(res, 409, {{"error", "the deployment secret was already used"}});
+      }
+      token_ = offered.empty() ? "tok-" + std::to_string(registrations_.size()) : offered;
+      bound_token_ = token_;
       reply(res, 200,
             {{"instance_id", instance_id},
              {"token", token_},
@@ -225,6 +239,7 @@ class ScriptedManager {
   std::thread thread_;
   mutable std::mutex mu_;
   std::string token_;
+  std::string bound_token_;  // the token the secret was first used with
   std::deque<json> commands_;
   std::vector<json> registrations_;
   std::vector<json> heartbeats_;

@@ -2,7 +2,8 @@
 // register → parameters → plan → warm-up → measured proofs → stop, with the sim prover in
 // scaled time; OOM → re-plan smaller (remembered across restarts) and the clear failure at the
 // floor; events buffered while the manager is down and delivered exactly once, also across an
-// agent restart; registration retried until the manager is up; a revoked token re-registers.
+// agent restart; registration retried until the manager is up; a revoked token re-registers
+// with the same token, one refused for good stops the agent; the token is kept 0600.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -331,7 +332,7 @@ TEST_F(AgentFlow, AWrongSecretIsRefused) {
   EXPECT_TRUE(logged("wrong secret"));
 }
 
-TEST_F(AgentFlow, ARevokedTokenRegistersAgain) {
+TEST_F(AgentFlow, ARevokedTokenRegistersAgainWithTheSameToken) {
   auto run = start(options(fixture("cgroup-v2"), fast_truth(256)));
   ASSERT_TRUE(manager_.wait_for([&] { return manager_.measured_proofs() >= 1; })) << log_text();
   manager_.revoke_token();
@@ -342,6 +343,53 @@ TEST_F(AgentFlow, ARevokedTokenRegistersAgain) {
   manager_.push_command("stop");
   EXPECT_EQ(run->join(), kAgentStopped);
   EXPECT_EQ(manager_.duplicates(), 0);
+  const auto regs = manager_.registrations();
+  ASSERT_GE(regs.size(), 2u);
+  EXPECT_EQ(regs[0]["token"], regs[1]["token"]);
+}
+
+TEST_F(AgentFlow, ATokenRefusedForGoodStopsTheAgentAfterOneRegistration) {
+  AgentOptions o = options(fixture("cgroup-v2"), fast_truth(256));
+  o.exit_on_failure = false;  // the refusal alone must end it
+  auto run = start(std::move(o));
+  ASSERT_TRUE(manager_.wait_for([&] { return manager_.measured_proofs() >= 1; })) << log_text();
+  manager_.hijack_registration();
+  EXPECT_EQ(run->join(), kAgentFailed);
+  // One registration attempt after the refusal, not a loop.
+  EXPECT_EQ(manager_.registrations().size(), 2u);
+  EXPECT_TRUE(logged("the manager refused our token and our registration")) << log_text();
+}
+
+TEST_F(AgentFlow, TheTokenIsKeptPrivatelyAndARestartRegistersWithIt) {
+  auto first = start(options(fixture("cgroup-v2"), fast_truth(256)));
+  ASSERT_TRUE(manager_.wait_for([&] { return manager_.registrations().size() >= 1; }))
+      << log_text();
+  first->agent->request_stop("operator restart");
+  EXPECT_EQ(first->join(), kAgentStopped);
+
+  const fs::path token_file = dir_ / "state" / "agent-token";
+  ASSERT_TRUE(fs::is_regular_file(token_file));
+  EXPECT_EQ(fs::status(token_file).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(dir_ / "state").permissions() & fs::perms::all, fs::perms::owner_all);
+  std::string stored;
+  std::ifstream token_in(token_file);
+  std::getline(token_in, stored);
+  EXPECT_EQ(manager_.registrations()[0]["token"], stored);
+
+  // The restarted agent presents the stored token, which the single-use secret still takes.
+  auto second = start(options(fixture("cgroup-v2"), fast_truth(256)));
+  ASSERT_TRUE(manager_.wait_for([&] { return manager_.measured_proofs() >= 1; })) << log_text();
+  manager_.push_command("stop");
+  EXPECT_EQ(second->join(), kAgentStopped);
+  ASSERT_EQ(manager_.registrations().size(), 2u);
+  EXPECT_EQ(manager_.registrations()[1]["token"], stored);
+
+  // Without its state dir an agent cannot take the instance over: the secret is spent.
+  fs::remove_all(dir_ / "state");
+  auto third = start(options(fixture("cgroup-v2"), fast_truth(256)));
+  EXPECT_EQ(third->join(), kAgentFailed);
+  EXPECT_TRUE(logged("registration refused")) << log_text();
 }
 
 TEST_F(AgentFlow, TheCommandProverRunsOneProcessPerProof) {

@@ -544,6 +544,46 @@ TEST_F(HttpApiTest, DestroyIs202AndDestroyingUntilTheMarketConfirms) {
   const json all = parse(get("/api/v1/instances?all=1")->body);
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0]["state"], "destroyed");
+
+  // Destroyed: the agent's calls are refused with 410 and change nothing.
+  const std::string before = snapshot();
+  expect_error(
+      post("/api/v1/agent/events",
+           R"({"events": [{"seq": 1, "type": "proof_done", "seconds": 60, "phase": "measured"}]})",
+           bearer(agent.token)),
+      410, "destroyed");
+  expect_error(post("/api/v1/agent/heartbeat", R"({"phase": "proving"})", bearer(agent.token)), 410,
+               "destroyed");
+  expect_error(post("/api/v1/agent/logs", R"({"text": "late"})", bearer(agent.token)), 410,
+               "destroyed");
+  EXPECT_EQ(snapshot(), before);
+}
+
+TEST_F(HttpApiTest, TheDeploymentSecretRegistersOnceAndThenOnlyWithItsToken) {
+  ASSERT_EQ(post("/api/v1/instances", R"({"offer_id": 101})")->status, 201);
+  const auto env = market_.create_requests.back().env;
+  const std::string own_token(64, 'c');
+  json request = {{"deployment", env.at("PROVERFLEET_DEPLOYMENT")},
+                  {"secret", env.at("PROVERFLEET_SECRET")},
+                  {"token", own_token}};
+  auto first = post("/api/v1/agent/register", request.dump(), {});
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->status, 200) << first->body;
+  EXPECT_EQ(parse(first->body)["token"], own_token);
+  // The same request again (its reply was lost) gets the same answer.
+  auto again = post("/api/v1/agent/register", request.dump(), {});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200) << again->body;
+  // Whoever read the secret in the market's instance list cannot take the instance over.
+  request.erase("token");
+  expect_error(post("/api/v1/agent/register", request.dump(), {}), 409, "already used");
+  request["token"] = std::string(64, 'd');
+  expect_error(post("/api/v1/agent/register", request.dump(), {}), 409, "already used");
+  EXPECT_EQ(
+      post("/api/v1/agent/heartbeat", R"({"phase": "fetching_params"})", bearer(own_token))->status,
+      200);
+  request["token"] = "not-hex";
+  expect_error(post("/api/v1/agent/register", request.dump(), {}), 400, "hex");
 }
 
 // ---- operator reads and bad hosts -----------------------------------------------------------

@@ -170,6 +170,70 @@ TEST_F(ManagerTest, LostCreateReplyIsAdoptedByReconciliationNotRecreated) {
   EXPECT_EQ(market_.instances.size(), 1u);
 }
 
+TEST_F(ManagerTest, CreateAnswered500IsClosedAfterTheGraceNotTheRentingDeadline) {
+  // Reproduction (issue 10): a create answered 500 (outcome unknown, nothing rented) held its
+  // renting row, and with it an autopilot slot, for renting_max_s.
+  ASSERT_LT(manager_->config().vanish_grace_s, manager_->config().lifecycle.renting_max_s);
+  market_.create_errors.push_back(
+      {market::ErrorKind::CreateUnknown, 500, "", "server error; nothing found by label"});
+  auto r = manager_->deploy(101, "autopilot");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->state, S::Renting);
+  manager_->reconcile();
+  EXPECT_EQ(get(r->id).state, S::Renting);  // reads lag creates: not yet
+  now_ += manager_->config().vanish_grace_s + 1;
+  market_.list_fails = true;  // an incomplete list proves nothing
+  manager_->reconcile();
+  EXPECT_EQ(get(r->id).state, S::Renting);
+  market_.list_fails = false;
+  manager_->reconcile();
+  const auto rec = get(r->id);
+  EXPECT_EQ(rec.state, S::Destroyed);
+  EXPECT_THAT(rec.destroy_reason, HasSubstr("no instance with its label"));
+  EXPECT_EQ(market_.creates, 1);                  // never re-created
+  EXPECT_TRUE(store_->instances(false).empty());  // the slot is free
+}
+
+TEST_F(ManagerTest, CreateAnswered500ThatAppearsLateIsAdoptedNotRecreated) {
+  market_.create_executes_despite_error = true;
+  market_.create_errors.push_back({market::ErrorKind::CreateUnknown, 500, "", "server error"});
+  auto r = manager_->deploy(101, "autopilot");
+  ASSERT_TRUE(r);
+  now_ += manager_->config().vanish_grace_s + 1;
+  manager_->reconcile();
+  const auto rec = get(r->id);
+  EXPECT_EQ(rec.state, S::Booting);
+  ASSERT_TRUE(rec.market_id);
+  EXPECT_EQ(market_.creates, 1);
+}
+
+// A market whose create runs a reconcile while it is still in flight, past the grace.
+class SlowCreateMarket : public testing::FakeMarket {
+ public:
+  std::function<void()> during_create;
+  market::Result<market::CreateResult> create_instance(const market::CreateRequest& req) override {
+    if (during_create) during_create();
+    return FakeMarket::create_instance(req);
+  }
+};
+
+TEST_F(ManagerTest, ACreateStillInFlightIsNotClosedForMissingFromTheList) {
+  SlowCreateMarket slow;
+  slow.add_offer(101, 11, 0.40);
+  ManagerConfig cfg = manager_->config();
+  Manager m(*store_, slow, cfg, [this] { return now_; });
+  std::optional<S> seen_during_create;
+  slow.during_create = [&] {
+    now_ += cfg.vanish_grace_s + 1;
+    m.reconcile();  // the instance is not listed yet: the create has not happened
+    seen_during_create = store_->instances(false).at(0).state;
+  };
+  auto r = m.deploy(101, "operator");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(seen_during_create, S::Renting);
+  EXPECT_EQ(get(r->id).state, S::Booting);
+}
+
 TEST_F(ManagerTest, CreateThatNeverAppearsIsClosedAfterDeadline) {
   market_.create_errors.push_back({market::ErrorKind::CreateUnknown, 0, "", "reply lost"});
   auto r = manager_->deploy(101, "operator");
@@ -181,29 +245,118 @@ TEST_F(ManagerTest, CreateThatNeverAppearsIsClosedAfterDeadline) {
   EXPECT_EQ(get(r->id).state, S::Destroyed);
 }
 
-TEST_F(ManagerTest, RegisterChecksSecretAndReRegisterReturnsSameInstance) {
+TEST_F(ManagerTest, RegisterChecksSecretAndTheSecretIsSingleUse) {
   auto rec = manager_->deploy(101, "operator");
   ASSERT_TRUE(rec);
   const auto& env = market_.create_requests.back().env;
-  auto bad = manager_->agent_register({env.at("PROVERFLEET_DEPLOYMENT"), "wrong", {}, "t"});
+  const std::string dep = env.at("PROVERFLEET_DEPLOYMENT");
+  const std::string secret = env.at("PROVERFLEET_SECRET");
+  auto bad = manager_->agent_register({dep, "wrong", {}, "t"});
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().status, 401);
-  auto unknown = manager_->agent_register({"nope", env.at("PROVERFLEET_SECRET"), {}, "t"});
+  auto unknown = manager_->agent_register({"nope", secret, {}, "t"});
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().message, bad.error().message);  // no probing which exists
-  auto first = manager_->agent_register(
-      {env.at("PROVERFLEET_DEPLOYMENT"), env.at("PROVERFLEET_SECRET"), {}, "t"});
+  auto first = manager_->agent_register({dep, secret, {}, "t"});
   ASSERT_TRUE(first);
   EXPECT_EQ(get(rec->id).state, S::Registered);
   EXPECT_EQ(first->body["params"].size(), 1u);
   EXPECT_EQ(manager_->authenticate_agent(first->token), rec->id);
-  auto second = manager_->agent_register(
-      {env.at("PROVERFLEET_DEPLOYMENT"), env.at("PROVERFLEET_SECRET"), {}, "t"});
-  ASSERT_TRUE(second);
-  EXPECT_EQ(second->instance_id, first->instance_id);
-  EXPECT_FALSE(manager_->authenticate_agent(first->token));  // rotated
-  EXPECT_EQ(manager_->authenticate_agent(second->token), rec->id);
   EXPECT_FALSE(manager_->authenticate_agent(""));
+
+  // Reproduction (issue 10): the secret, readable in the market's instance list, re-registered
+  // and took the instance's token, cutting the real agent off. Now it is spent.
+  auto stolen = manager_->agent_register({dep, secret, {}, "t"});
+  ASSERT_FALSE(stolen);
+  EXPECT_EQ(stolen.error().status, 409);
+  EXPECT_THAT(stolen.error().message, HasSubstr("already used"));
+  auto with_own_token = manager_->agent_register({dep, secret, {}, "t", std::string(64, 'a')});
+  ASSERT_FALSE(with_own_token);
+  EXPECT_EQ(with_own_token.error().status, 409);
+  EXPECT_EQ(manager_->authenticate_agent(first->token), rec->id);  // the real agent keeps it
+  int refusals = 0;
+  for (const auto& e : store_->events(rec->id, 0)) {
+    refusals += e.kind == "agent" && e.message == "registration refused: secret already used";
+  }
+  EXPECT_EQ(refusals, 2);
+  // The holder of the token may register again (a retry whose reply was lost): same answer.
+  auto retry = manager_->agent_register({dep, secret, {}, "t", first->token});
+  ASSERT_TRUE(retry) << retry.error().message;
+  EXPECT_EQ(retry->instance_id, rec->id);
+  EXPECT_EQ(retry->token, first->token);
+}
+
+TEST_F(ManagerTest, AnAgentChosenTokenMakesRegistrationIdempotent) {
+  auto rec = manager_->deploy(101, "operator");
+  ASSERT_TRUE(rec);
+  const auto& env = market_.create_requests.back().env;
+  RegisterRequest req{env.at("PROVERFLEET_DEPLOYMENT"), env.at("PROVERFLEET_SECRET"), {}, "t"};
+  req.token = "short";
+  auto malformed = manager_->agent_register(req);
+  ASSERT_FALSE(malformed);
+  EXPECT_EQ(malformed.error().status, 400);
+  EXPECT_TRUE(get(rec->id).token_hash.empty());  // a malformed try does not spend the secret
+
+  req.token = random_token();
+  auto first = manager_->agent_register(req);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(first->token, req.token);
+  EXPECT_EQ(manager_->authenticate_agent(req.token), rec->id);
+  // The reply was lost: the agent sends the very same request again.
+  auto again = manager_->agent_register(req);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->instance_id, rec->id);
+  EXPECT_EQ(manager_->authenticate_agent(req.token), rec->id);
+  // Another token with the same secret is refused.
+  RegisterRequest other = req;
+  other.token = random_token();
+  auto refused = manager_->agent_register(other);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().status, 409);
+  EXPECT_FALSE(manager_->authenticate_agent(other.token));
+}
+
+TEST_F(ManagerTest, ADestroyedInstanceTakesNoMoreEventsHeartbeatsOrLogs) {
+  auto [id, token] = deploy_and_register(101);
+  market_.destroy_failures = 1;  // destroying until the next tick
+  ASSERT_TRUE(manager_->request_destroy(id, "operator request"));
+  ASSERT_EQ(get(id).state, S::Destroying);
+  // While destroying, heartbeats answer stop and the agent's last words are still taken.
+  auto hb = manager_->agent_heartbeat(id, Heartbeat{});
+  ASSERT_TRUE(hb);
+  EXPECT_THAT(*hb, ::testing::ElementsAre("stop"));
+  AgentEvent exiting;
+  exiting.seq = 100;
+  exiting.type = "exiting";
+  exiting.message = "the manager sent stop";
+  ASSERT_TRUE(manager_->agent_events(id, {exiting}));
+  ASSERT_TRUE(manager_->agent_logs(id, "last line\n"));
+  manager_->tick();
+  ASSERT_EQ(get(id).state, S::Destroyed);
+  const auto before = get(id);
+  const auto events_before = store_->events(id, 0).size();
+
+  // Reproduction (issue 10): events were still applied to a destroyed instance.
+  auto events = manager_->agent_events(id, {proof(1, now_), proof(2, now_ + 60)});
+  ASSERT_FALSE(events);
+  EXPECT_EQ(events.error().status, 410);
+  EXPECT_THAT(events.error().message, HasSubstr("destroyed"));
+  auto beat = manager_->agent_heartbeat(id, Heartbeat{});
+  ASSERT_FALSE(beat);
+  EXPECT_EQ(beat.error().status, 410);
+  auto logs = manager_->agent_logs(id, "late line\n");
+  ASSERT_FALSE(logs);
+  EXPECT_EQ(logs.error().status, 410);
+
+  const auto after = get(id);
+  EXPECT_EQ(after.state, S::Destroyed);
+  EXPECT_EQ(after.proofs_benchmark, before.proofs_benchmark);
+  EXPECT_EQ(after.last_heartbeat_at, before.last_heartbeat_at);
+  EXPECT_TRUE(store_->proof_samples(id).empty());
+  EXPECT_EQ(store_->events(id, 0).size(), events_before);
+  EXPECT_EQ(manager_->logs(id).find("late line"), std::string::npos);
+  // The seqs were not consumed either: nothing of the refused batch counts as seen.
+  EXPECT_TRUE(store_->mark_agent_seq(id, 1));
 }
 
 TEST_F(ManagerTest, FastHostIsAcceptedAndProves) {
@@ -278,10 +431,10 @@ TEST_F(ManagerTest, SlowHostIsRejectedDestroyedAndConfirmed) {
   EXPECT_EQ(get(id).state, S::Destroyed);
   EXPECT_EQ(market_.destroyed.size(), 1u);
   EXPECT_TRUE(market_.instances.empty());
-  // The stopped agent is told so.
+  // The agent still running is told it is gone (410: the agent stops on it).
   auto cmds = manager_->agent_heartbeat(id, {});
-  ASSERT_TRUE(cmds);
-  EXPECT_THAT(*cmds, ::testing::ElementsAre("stop"));
+  ASSERT_FALSE(cmds);
+  EXPECT_EQ(cmds.error().status, 410);
 }
 
 // The sequential test: clear cases stop at min_samples, whatever side they fall on; a host

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -814,6 +815,60 @@ TEST(SqliteStoreOpen, BadUrlsAndPathsGiveClearErrors) {
                          "..........................................................";
   EXPECT_THAT(message(junk), HasSubstr("not a database"));
   EXPECT_THAT(message(junk), HasSubstr(junk));
+}
+
+fs::perms mode_of(const std::string& path) {
+  return fs::status(path).permissions() & fs::perms::all;
+}
+
+// Reproduction (issue 10): the database and its WAL/SHM were created 0644 although they hold
+// token hashes, logs and the event trail.
+TEST(SqliteStoreOpen, DatabaseWalAndShmAreOwnerOnly) {
+  TempDir dir;
+  const std::string path = dir.file("fleet.db");
+  const mode_t old_mask = ::umask(022);  // the usual one, which made them world-readable
+  {
+    SqliteStore store(path);
+    store.put_setting("k", "v");
+    ASSERT_TRUE(fs::exists(path + "-wal"));
+    ASSERT_TRUE(fs::exists(path + "-shm"));
+    const auto owner_rw = fs::perms::owner_read | fs::perms::owner_write;
+    EXPECT_EQ(mode_of(path), owner_rw);
+    EXPECT_EQ(mode_of(path + "-wal"), owner_rw);
+    EXPECT_EQ(mode_of(path + "-shm"), owner_rw);
+  }
+  ::umask(old_mask);
+}
+
+TEST(SqliteStoreOpen, FilesLeftReadableByAnOlderBuildAreMadePrivate) {
+  TempDir dir;
+  const std::string path = dir.file("fleet.db");
+  { SqliteStore(path).put_setting("k", "v"); }
+  for (const std::string& f : {path, path + "-wal", path + "-shm"}) {
+    if (!fs::exists(f)) std::ofstream(f).flush();
+    fs::permissions(f, fs::perms::group_read | fs::perms::others_read, fs::perm_options::add);
+  }
+  SqliteStore store(path);
+  EXPECT_EQ(store.setting("k"), "v");
+  for (const std::string& f : {path, path + "-wal", path + "-shm"}) {
+    EXPECT_EQ(mode_of(f) & (fs::perms::group_all | fs::perms::others_all), fs::perms::none) << f;
+  }
+}
+
+TEST(SqliteStoreOpen, AWorldWritableDirectoryIsRefused) {
+  TempDir dir;
+  const fs::path shared = dir.file("shared");
+  fs::create_directory(shared);
+  fs::permissions(shared, fs::perms::all);  // 0777, as /tmp without its sticky bit
+  const std::string path = (shared / "fleet.db").string();
+  try {
+    SqliteStore store(path);
+    FAIL() << "expected StoreError";
+  } catch (const StoreError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("writable by every user"));
+    EXPECT_THAT(e.what(), HasSubstr(shared.string()));
+  }
+  EXPECT_FALSE(fs::exists(path));  // nothing created there
 }
 
 TEST(SqliteStoreOpen, UncommittedWritesAreInvisibleToAnotherConnection) {
