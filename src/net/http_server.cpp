@@ -484,7 +484,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       : server_(server),
         limits_(server.options.limits),
         stream_(std::move(stream)),
-        timer_(socket().get_executor()),
+        executor_(socket().get_executor()),
+        timer_(executor_),
         buffer_(std::max<std::size_t>(limits_.max_head_bytes, 8192) + (64u << 10)),
         address_(std::move(address)) {}
 
@@ -504,16 +505,19 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void shut() override {
-    asio::post(socket().get_executor(), [self = this->shared_from_this()] { self->close(); });
+    asio::post(executor(), [self = this->shared_from_this()] { self->close(); });
   }
 
  private:
   tcp::socket& socket() { return beast::get_lowest_layer(stream_); }
+  // The connection's strand; safe to use from any thread (it never changes).
+  const asio::any_io_executor& executor() const { return executor_; }
 
   // ---- deadlines ----
 
   void arm(Phase phase, SteadyClock::time_point deadline) {
     phase_ = phase;
+    timed_out_ = false;
     const std::uint64_t generation = ++timer_generation_;
     timer_.expires_at(deadline);
     timer_.async_wait([self = this->shared_from_this(), generation](beast::error_code ec) {
@@ -731,10 +735,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       }
       return;
     }
-    asio::post(socket().get_executor(),
-               [self = this->shared_from_this(), reply = std::move(res)]() mutable {
-                 self->write_reply(std::move(reply));
-               });
+    asio::post(executor(), [self = this->shared_from_this(), reply = std::move(res)]() mutable {
+      self->write_reply(std::move(reply));
+    });
   }
 
   // ---- writing a reply ----
@@ -835,11 +838,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       if (channel->gone) return false;
       channel->pending = true;
     }
-    asio::post(socket().get_executor(),
-               [self = this->shared_from_this(), channel,
-                piece = std::make_shared<const std::string>(std::move(text))] {
-                 self->write_piece(channel, piece);
-               });
+    asio::post(executor(), [self = this->shared_from_this(), channel,
+                            piece = std::make_shared<const std::string>(std::move(text))] {
+      self->write_piece(channel, piece);
+    });
     std::unique_lock lock(channel->mu);
     while (channel->pending && !channel->gone) {
       channel->done.wait_for(lock, std::chrono::milliseconds(200));
@@ -903,6 +905,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   detail::ServerCore& server_;
   const core::HttpLimits& limits_;
   Stream stream_;
+  const asio::any_io_executor executor_;
   asio::steady_timer timer_;
   std::uint64_t timer_generation_ = 0;
   Phase phase_ = Phase::Head;
@@ -1051,8 +1054,8 @@ void HttpServer::route(std::string method, const std::string& pattern, Handler h
   }
   std::optional<std::string> literal;
   if (pattern.find_first_of("()[]{}*+?.\\^$|") == std::string::npos) literal = pattern;
-  impl_->routes.push_back(
-      Route{std::move(method), std::move(literal), std::regex(pattern), std::move(handler), target});
+  impl_->routes.push_back(Route{std::move(method), std::move(literal), std::regex(pattern),
+                                std::move(handler), target});
 }
 
 void HttpServer::set_head_filter(HeadFilter filter) {
@@ -1132,7 +1135,6 @@ bool HttpServer::serve() {
   }
   start();
   std::unique_lock lock(s.state_mu);
-  s.state_changed.wait(lock, [&s] { return s.stop_requested; });
   s.state_changed.wait(lock, [&s] { return s.stopped; });
   return true;
 }
