@@ -6,6 +6,7 @@
 #include <openssl/ssl.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
@@ -13,10 +14,13 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <regex>
+#include <stdexcept>
 #include <thread>
 #include <type_traits>
 #include <unordered_map>
