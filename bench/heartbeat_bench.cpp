@@ -17,7 +17,7 @@
 
 #include "manager/http_api.h"
 #include "manager/manager.h"
-#include "market/http_listener.h"
+#include "net/http_server.h"
 #include "store/store.h"
 
 namespace {
@@ -143,25 +143,28 @@ int main() {
     store->insert_instance(r);
   }
 
-  httplib::Server server;
-  server.new_task_queue = [] { return new httplib::ThreadPool(64); };
+  pf::net::HttpServer server;
   pf::manager::ApiOptions opts;
   opts.operator_token_hash = pf::manager::hash_token("bench-operator");
+  // Every simulated agent connects from 127.0.0.1: the per-address cap must admit them all.
+  opts.http.max_connections_per_address = opts.http.max_connections;
   pf::manager::HttpApi api(manager, opts);
   api.mount(server);
-  server.Post("/bare", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("{}", "application/json");
-  });
-  // The listener the manager serves with (its listen backlog matters for 200 agents at once).
-  pf::market::HttpListener listener(server);
-  auto bound = listener.bind("127.0.0.1", 0);
+  // On the agents' lane: the same stack, minus authentication and the store.
+  server.route(
+      "POST", "/bare",
+      [](const pf::net::HttpRequest&, pf::net::HttpResponse& res) {
+        res.set_content("{}", "application/json");
+      },
+      "agent");
+  // The server the manager serves with (its listen backlog matters for 200 agents at once).
+  auto bound = server.bind("127.0.0.1", 0);
   if (!bound) {
     std::fprintf(stderr, "cannot listen on 127.0.0.1: %s\n", bound.error().c_str());
     return 2;
   }
   const int port = *bound;
-  std::thread serving([&] { listener.serve(); });
-  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  server.start();
 
   const json heartbeat = {{"phase", "fetching_params"},
                           {"params", {{"done", 1e9}, {"total", 47e9}, {"bytes_per_s", 1e8}}},
@@ -195,8 +198,7 @@ int main() {
     load(port, agents, round_seconds, bare_request, bare);
     load(port, agents, round_seconds, agent_request, agent);
   }
-  listener.stop();
-  serving.join();
+  server.stop();
   std::filesystem::remove_all(dir);
 
   std::printf("heartbeat_vs_bare_ratio: %.3f\n", agent.throughput() / bare.throughput());

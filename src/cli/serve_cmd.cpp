@@ -32,6 +32,7 @@
 #include "cli/commands.h"
 #include "cli/config.h"
 #include "cli/serving.h"
+#include "core/http_limits.h"
 #include "manager/autopilot.h"
 #include "manager/http_api.h"
 #include "manager/manager.h"
@@ -54,6 +55,7 @@ struct ServeOptions {
   std::optional<std::string> tls_key;
   std::optional<std::string> params_manifest;
   std::optional<bool> autopilot;
+  std::size_t max_connections_per_address = core::HttpLimits{}.max_connections_per_address;
   double reconcile_interval_s = 30;
   double tick_interval_s = 5;
 };
@@ -353,6 +355,10 @@ void run_serve(const ServeOptions& o) {
   api_options.operator_token_hash = manager::hash_token(operator_token);
   api_options.clock = epoch_now;
   api_options.autopilot = &autopilot;
+  if (o.max_connections_per_address == 0) {
+    throw CommandFailed("--max-connections-per-address must be at least 1");
+  }
+  api_options.http.max_connections_per_address = o.max_connections_per_address;
   // Operator changes are worth a line each; reads and the agents' steady traffic are not.
   api_options.log = [](const std::string& line, int status) {
     const bool routine =
@@ -485,6 +491,11 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--autopilot", o->autopilot,
                   "true/false: run the autopilot (overrides autopilot.enabled)")
       ->envname("PROVERFLEET_AUTOPILOT");
+  cmd->add_option("--max-connections-per-address", o->max_connections_per_address,
+                  "Open connections one client address may hold; more are closed at once (rented "
+                  "machines behind one NAT address share it)")
+      ->envname("PROVERFLEET_MAX_CONNECTIONS_PER_ADDRESS")
+      ->capture_default_str();
   cmd->add_option("--reconcile-interval", o->reconcile_interval_s,
                   "Seconds between reconciliations with the market's instance list")
       ->envname("PROVERFLEET_RECONCILE_INTERVAL")

@@ -1,7 +1,5 @@
 #include "manager/dashboard.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <array>
 #include <condition_variable>
@@ -25,7 +23,7 @@ std::string dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-void error_reply(httplib::Response& res, int status, const std::string& message) {
+void error_reply(net::HttpResponse& res, int status, const std::string& message) {
   res.status = status;
   res.set_content(dump(json{{"error", message}}), kJson);
 }
@@ -114,9 +112,7 @@ std::string_view web_content_type(std::string_view name) {
 }
 
 std::size_t default_max_streams() {
-  // The pool ApiServer's httplib::Server runs its connections on (httplib's default).
-  const std::size_t pool = CPPHTTPLIB_THREAD_POOL_COUNT;
-  return std::clamp<std::size_t>(pool / 2, 1, 8);
+  return 8;
 }
 
 // ---- Impl -----------------------------------------------------------------------------------
@@ -205,9 +201,9 @@ struct Dashboard::Impl {
     Stream(const Stream&) = delete;
     Stream& operator=(const Stream&) = delete;
 
-    // One call of httplib's content provider: waits at most wake_interval, then writes what
+    // One call of the stream's content provider: waits at most wake_interval, then writes what
     // is due. false ends the stream.
-    bool next(httplib::DataSink& sink) {
+    bool next(net::DataSink& sink) {
       if (sent_version_ != 0) {
         std::unique_lock lock(impl_.mu);
         impl_.changed.wait_for(lock, impl_.options.wake_interval, [this] {
@@ -244,7 +240,7 @@ struct Dashboard::Impl {
     }
 
    private:
-    bool write(httplib::DataSink& sink, const std::string& text) {
+    bool write(net::DataSink& sink, const std::string& text) {
       last_write_ = SteadyClock::now();
       return sink.write(text.data(), text.size());
     }
@@ -274,7 +270,7 @@ struct Dashboard::Impl {
     return std::make_shared<Stream>(*this);
   }
 
-  void serve_asset(const std::string& name, const httplib::Request& req, httplib::Response& res) {
+  void serve_asset(const std::string& name, const net::HttpRequest& req, net::HttpResponse& res) {
     const WebAsset* asset = find_web_asset(name);
     if (!asset) {
       error_reply(res, 404, "no such dashboard asset: '" + name.substr(0, 64) + "'");
@@ -299,11 +295,10 @@ struct Dashboard::Impl {
       return;
     }
     res.status = 200;
-    res.set_content(asset->bytes.data(), asset->bytes.size(),
-                    std::string(web_content_type(asset->name)).c_str());
+    res.set_content(asset->bytes.data(), asset->bytes.size(), web_content_type(asset->name));
   }
 
-  void serve_stream(const httplib::Request& req, httplib::Response& res,
+  void serve_stream(const net::HttpRequest& req, net::HttpResponse& res,
                     const OperatorCheck& is_operator) {
     std::optional<std::string> refused = "operator authentication is not configured";
     if (is_operator) refused = is_operator(req);
@@ -326,7 +321,7 @@ struct Dashboard::Impl {
     res.set_header("X-Accel-Buffering", "no");  // reverse proxies must not buffer events
     res.set_chunked_content_provider(
         "text/event-stream",
-        [stream](std::size_t, httplib::DataSink& sink) { return stream->next(sink); });
+        [stream](std::size_t, net::DataSink& sink) { return stream->next(sink); });
   }
 };
 
@@ -341,18 +336,26 @@ Dashboard::~Dashboard() {
   impl_->changed.notify_all();
 }
 
-void Dashboard::mount(httplib::Server& server, OperatorCheck is_operator) {
+void Dashboard::mount(net::HttpServer& server, OperatorCheck is_operator, std::string_view lane) {
   Impl* impl = impl_.get();
-  server.Get("/", [impl](const httplib::Request& req, httplib::Response& res) {
-    impl->serve_asset("index.html", req, res);
-  });
-  server.Get(R"(/assets/([^/]+))", [impl](const httplib::Request& req, httplib::Response& res) {
-    impl->serve_asset(req.matches[1].str(), req, res);
-  });
-  server.Get("/api/v1/stream", [impl, check = std::move(is_operator)](const httplib::Request& req,
-                                                                      httplib::Response& res) {
-    impl->serve_stream(req, res, check);
-  });
+  server.route(
+      "GET", "/",
+      [impl](const net::HttpRequest& req, net::HttpResponse& res) {
+        impl->serve_asset("index.html", req, res);
+      },
+      lane);
+  server.route(
+      "GET", R"(/assets/([^/]+))",
+      [impl](const net::HttpRequest& req, net::HttpResponse& res) {
+        impl->serve_asset(req.matches[1].str(), req, res);
+      },
+      lane);
+  server.route(
+      "GET", "/api/v1/stream",
+      [impl, check = std::move(is_operator)](const net::HttpRequest& req, net::HttpResponse& res) {
+        impl->serve_stream(req, res, check);
+      },
+      lane);
 }
 
 json Dashboard::snapshot() {

@@ -3,8 +3,8 @@
 // GET /api/v1/stream (operator token) that keeps it current. HttpApi mounts it beside the
 // operator API; the page reads everything else from the operator API itself.
 //
-// A stream holds one of httplib's worker threads for as long as it is open, and agents are
-// served from the same pool: the number of open streams is capped (503 above the cap).
+// A stream holds one of the HTTP front's stream threads for as long as it is open (never an IO
+// thread or a lane worker): the number of open streams is capped (503 above the cap).
 #pragma once
 
 #include <chrono>
@@ -18,11 +18,7 @@
 #include <string_view>
 
 #include "manager/manager.h"
-
-namespace httplib {
-class Server;
-struct Request;
-}  // namespace httplib
+#include "net/http_server.h"
 
 namespace pf::manager {
 
@@ -39,8 +35,8 @@ const WebAsset* find_web_asset(std::string_view name);
 // extensions the dashboard does not use.
 std::string_view web_content_type(std::string_view name);
 
-// Half of httplib's worker pool (max(8, cores - 1)), at most 8: the rest stays for agents and
-// operator calls.
+// Open dashboards at once: a few operators with a tab or two each. Below the front's stream
+// threads (ApiOptions::stream_threads), so the dashboard's own 503 is the one a tab sees.
 std::size_t default_max_streams();
 
 struct DashboardOptions {
@@ -50,8 +46,8 @@ struct DashboardOptions {
   // A comment line is sent when nothing else was for this long: proxies keep the connection,
   // and a client that went away is noticed when the write fails.
   std::chrono::milliseconds keep_alive_interval{15000};
-  // How long a stream sleeps between checks for a new snapshot or a server shutdown (httplib
-  // only notices its own shutdown between two calls of a stream's content provider).
+  // How long a stream sleeps between checks for a new snapshot or a server shutdown (the
+  // server notices its own shutdown between two calls of a stream's content provider).
   std::chrono::milliseconds wake_interval{250};
   // Destroyed instances stay in the snapshot this long after their destroy.
   double recent_destroyed_s = 3600;
@@ -63,7 +59,7 @@ struct DashboardOptions {
 
 // Decides whether a request carries the operator token: nullopt when it does, else the
 // message of the 401.
-using OperatorCheck = std::function<std::optional<std::string>(const httplib::Request&)>;
+using OperatorCheck = std::function<std::optional<std::string>(const net::HttpRequest&)>;
 
 class Dashboard {
  public:
@@ -73,9 +69,10 @@ class Dashboard {
   Dashboard(const Dashboard&) = delete;
   Dashboard& operator=(const Dashboard&) = delete;
 
-  // Installs GET /, GET /assets/{file} and GET /api/v1/stream on `server` (an httplib::Server
-  // or SSLServer). This object must outlive the server's serving.
-  void mount(httplib::Server& server, OperatorCheck is_operator);
+  // Installs GET /, GET /assets/{file} and GET /api/v1/stream on `server`, handled on `lane`.
+  // This object must outlive the server's serving.
+  void mount(net::HttpServer& server, OperatorCheck is_operator,
+             std::string_view lane = net::kDefaultLane);
 
   // What a `fleet` event carries: {"at": epoch seconds, "summary": the fleet summary as in
   // GET /api/v1/fleet, "autopilot": DashboardOptions::autopilot's object or null, "instances":

@@ -1,8 +1,4 @@
-// One of the two translation units of pf_manager that include httplib (it is heavy to compile;
-// the other is dashboard.cpp).
 #include "manager/http_api.h"
-
-#include <httplib.h>
 
 #include <cctype>
 #include <charconv>
@@ -22,7 +18,6 @@
 #include "manager/autopilot.h"
 #include "manager/dashboard.h"
 #include "manager/views.h"
-#include "market/http_listener.h"
 #include "market/query.h"
 
 namespace pf::manager {
@@ -64,6 +59,20 @@ Reply error_reply(int status, const std::string& message) {
   return json_reply(status, json{{"error", message}});
 }
 
+constexpr std::string_view kAgentLane = "agent";
+constexpr std::string_view kOperatorLane = "operator";
+
+// What an exception handed to the exception handler says, for the error reply.
+std::string exception_message(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+  }
+  return "unknown error";
+}
+
 double system_clock_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -82,7 +91,7 @@ std::string describe(const json& value) {
 
 // ---- body parsing ---------------------------------------------------------------------------
 
-json parse_object_body(const httplib::Request& req) {
+json parse_object_body(const net::HttpRequest& req) {
   // Checked first: httplib decodes a form-encoded body into the query parameters, which would
   // otherwise surface as a baffling "unknown query parameter".
   const std::string type = req.get_header_value("Content-Type");
@@ -228,7 +237,7 @@ constexpr double kHuge = 1e18;  // bounds "any non-negative quantity" without ad
 
 // ---- query strings and paths ----------------------------------------------------------------
 
-void reject_unknown_params(const httplib::Request& req, std::initializer_list<const char*> known) {
+void reject_unknown_params(const net::HttpRequest& req, std::initializer_list<const char*> known) {
   for (const auto& [key, value] : req.params) {
     bool found = false;
     for (const char* k : known) found = found || key == k;
@@ -241,12 +250,12 @@ void reject_unknown_params(const httplib::Request& req, std::initializer_list<co
   }
 }
 
-std::optional<std::string> param(const httplib::Request& req, const char* key) {
+std::optional<std::string> param(const net::HttpRequest& req, const char* key) {
   if (!req.has_param(key)) return std::nullopt;
   return req.get_param_value(key);
 }
 
-bool bool_param(const httplib::Request& req, const char* key) {
+bool bool_param(const net::HttpRequest& req, const char* key) {
   auto value = param(req, key);
   if (!value) return false;
   if (*value == "1" || *value == "true" || value->empty()) return true;
@@ -262,7 +271,7 @@ std::optional<std::int64_t> parse_positive_id(const std::string& text) {
   return id;
 }
 
-std::int64_t path_id(const httplib::Request& req, const char* what) {
+std::int64_t path_id(const net::HttpRequest& req, const char* what) {
   const std::string text = req.matches.size() >= 2 ? req.matches[1].str() : "";
   auto id = parse_positive_id(text);
   if (!id) fail(400, std::string(what) + " must be a positive integer, got " + in_quotes(text));
@@ -271,7 +280,7 @@ std::int64_t path_id(const httplib::Request& req, const char* what) {
 
 // ---- auth -----------------------------------------------------------------------------------
 
-std::optional<std::string> bearer_token(const httplib::Request& req) {
+std::optional<std::string> bearer_token(const net::HttpRequest& req) {
   const std::string header = req.get_header_value("Authorization");
   constexpr std::string_view kScheme = "bearer ";
   if (header.size() <= kScheme.size()) return std::nullopt;
@@ -415,7 +424,7 @@ T unwrap(ApiResult<T> result) {
 
 struct HttpApi::Impl {
   enum class Access { Public, Operator, Agent };
-  using RouteFn = std::function<Reply(const httplib::Request&, std::int64_t agent_instance)>;
+  using RouteFn = std::function<Reply(const net::HttpRequest&, std::int64_t agent_instance)>;
   struct Route {
     std::string method;
     std::string label;  // "/api/v1/instances/{id}"
@@ -451,7 +460,7 @@ struct HttpApi::Impl {
   }
 
   // The agent instance for Agent routes; throws 401 otherwise.
-  std::int64_t authorize(Access access, const httplib::Request& req) {
+  std::int64_t authorize(Access access, const net::HttpRequest& req) {
     if (access == Access::Public) return 0;
     auto token = bearer_token(req);
     if (!token) {
@@ -470,8 +479,8 @@ struct HttpApi::Impl {
     return *instance;
   }
 
-  httplib::Server::Handler handler(const Route& route) {
-    return [this, &route](const httplib::Request& req, httplib::Response& res) {
+  net::Handler handler(const Route& route) {
+    return [this, &route](const net::HttpRequest& req, net::HttpResponse& res) {
       Reply reply;
       try {
         const std::int64_t agent = authorize(route.access, req);
@@ -483,22 +492,23 @@ struct HttpApi::Impl {
       }
       res.status = reply.status;
       if (reply.status == 401) res.set_header("WWW-Authenticate", "Bearer");
-      res.set_content(reply.body, reply.content_type.c_str());
+      res.set_content(std::move(reply.body), reply.content_type);
     };
   }
 
   void build_routes() {
-    add("GET", "/healthz", Access::Public, [](const httplib::Request&, std::int64_t) {
+    add("GET", "/healthz", Access::Public, [](const net::HttpRequest&, std::int64_t) {
       return json_reply(200, {{"ok", true}});
     });
-    add("GET", "/metrics", Access::Public, [this](const httplib::Request&, std::int64_t) {
-      return Reply{200, render_prometheus(manager.summary(), metrics.requests()),
+    add("GET", "/metrics", Access::Public, [this](const net::HttpRequest&, std::int64_t) {
+      return Reply{200,
+                   render_prometheus(manager.summary(), metrics.requests(), metrics.front_events()),
                    kPrometheusContentType};
     });
 
     // --- agents (design §7) --------------------------------------------------------------
     add("POST", "/api/v1/agent/register", Access::Public,
-        [this](const httplib::Request& req, std::int64_t) {
+        [this](const net::HttpRequest& req, std::int64_t) {
           const json body = parse_object_body(req);
           Fields f(body, "");
           RegisterRequest r;
@@ -510,19 +520,19 @@ struct HttpApi::Impl {
           return json_reply(200, unwrap(manager.agent_register(r)).body);
         });
     add("POST", "/api/v1/agent/heartbeat", Access::Agent,
-        [this](const httplib::Request& req, std::int64_t instance) {
+        [this](const net::HttpRequest& req, std::int64_t instance) {
           const Heartbeat hb =
               parse_heartbeat(parse_object_body(req), options.max_gpus_per_heartbeat);
           return json_reply(200, {{"commands", unwrap(manager.agent_heartbeat(instance, hb))}});
         });
     add("POST", "/api/v1/agent/events", Access::Agent,
-        [this](const httplib::Request& req, std::int64_t instance) {
+        [this](const net::HttpRequest& req, std::int64_t instance) {
           const auto events = parse_events(parse_object_body(req), options.max_events_per_batch);
           const EventsReply r = unwrap(manager.agent_events(instance, events));
           return json_reply(200, {{"accepted", r.accepted}, {"duplicates", r.duplicates}});
         });
     add("POST", "/api/v1/agent/logs", Access::Agent,
-        [this](const httplib::Request& req, std::int64_t instance) {
+        [this](const net::HttpRequest& req, std::int64_t instance) {
           std::string text;
           if (req.get_header_value("Content-Type").rfind(kJson, 0) == 0) {
             const json body = parse_object_body(req);
@@ -543,7 +553,7 @@ struct HttpApi::Impl {
 
     // --- operator (design §8) ------------------------------------------------------------
     add("GET", "/api/v1/offers", Access::Operator,
-        [this](const httplib::Request& req, std::int64_t) {
+        [this](const net::HttpRequest& req, std::int64_t) {
           reject_unknown_params(req, {"q", "sort", "limit"});
           auto parsed = market::parse_query(param(req, "q").value_or(""));
           if (!parsed) fail(400, "q: " + parsed.error());
@@ -570,7 +580,7 @@ struct HttpApi::Impl {
         });
 
     add("POST", "/api/v1/instances", Access::Operator,
-        [this](const httplib::Request& req, std::int64_t) {
+        [this](const net::HttpRequest& req, std::int64_t) {
           const json body = parse_object_body(req);
           reject_unknown_params(req, {});
           Fields f(body, "");
@@ -579,7 +589,7 @@ struct HttpApi::Impl {
           return json_reply(201, to_json(unwrap(manager.deploy(offer_id, "deploy"))));
         });
     add("GET", "/api/v1/instances", Access::Operator,
-        [this](const httplib::Request& req, std::int64_t) {
+        [this](const net::HttpRequest& req, std::int64_t) {
           reject_unknown_params(req, {"all"});
           const bool all = bool_param(req, "all");
           json out = json::array();
@@ -587,7 +597,7 @@ struct HttpApi::Impl {
           return json_reply(200, out);
         });
     add("GET", "/api/v1/instances/{id}", Access::Operator,
-        [this](const httplib::Request& req, std::int64_t) {
+        [this](const net::HttpRequest& req, std::int64_t) {
           reject_unknown_params(req, {});
           const std::int64_t id = path_id(req, "instance id");
           auto& store = manager.store();
@@ -609,7 +619,7 @@ struct HttpApi::Impl {
                                   {"logs", logs}});
         });
     add("DELETE", "/api/v1/instances/{id}", Access::Operator,
-        [this](const httplib::Request& req, std::int64_t) {
+        [this](const net::HttpRequest& req, std::int64_t) {
           reject_unknown_params(req, {});
           const std::int64_t id = path_id(req, "instance id");
           if (!manager.store().instance(id)) fail(404, "unknown instance " + std::to_string(id));
@@ -618,7 +628,7 @@ struct HttpApi::Impl {
         });
 
     add("GET", "/api/v1/hosts", Access::Operator,
-        [this](const httplib::Request& req, std::int64_t) {
+        [this](const net::HttpRequest& req, std::int64_t) {
           reject_unknown_params(req, {});
           const auto runs = manager.store().all_bench_runs();
           json out = json::array();
@@ -635,7 +645,7 @@ struct HttpApi::Impl {
         });
 
     add("GET", "/api/v1/bad-hosts", Access::Operator,
-        [this](const httplib::Request& req, std::int64_t) {
+        [this](const net::HttpRequest& req, std::int64_t) {
           reject_unknown_params(req, {});
           const double now = options.clock();
           json out = json::array();
@@ -647,7 +657,7 @@ struct HttpApi::Impl {
           return json_reply(200, out);
         });
     add("POST", "/api/v1/bad-hosts", Access::Operator,
-        [this](const httplib::Request& req, std::int64_t) {
+        [this](const net::HttpRequest& req, std::int64_t) {
           const json body = parse_object_body(req);
           reject_unknown_params(req, {});
           Fields f(body, "");
@@ -672,7 +682,7 @@ struct HttpApi::Impl {
           return json_reply(201, row);
         });
     add("DELETE", "/api/v1/bad-hosts/{machine_id}", Access::Operator,
-        [this](const httplib::Request& req, std::int64_t) {
+        [this](const net::HttpRequest& req, std::int64_t) {
           reject_unknown_params(req, {});
           const std::int64_t machine = path_id(req, "machine id");
           // The operator vouches for the machine: automatic entries go too.
@@ -687,19 +697,19 @@ struct HttpApi::Impl {
         });
 
     add("GET", "/api/v1/fleet", Access::Operator,
-        [this](const httplib::Request& req, std::int64_t) {
+        [this](const net::HttpRequest& req, std::int64_t) {
           reject_unknown_params(req, {});
           json out = to_json(manager.summary());
           out["autopilot"] = autopilot_json();
           return json_reply(200, out);
         });
     add("GET", "/api/v1/autopilot", Access::Operator,
-        [this](const httplib::Request& req, std::int64_t) {
+        [this](const net::HttpRequest& req, std::int64_t) {
           reject_unknown_params(req, {});
           return json_reply(200, autopilot_json());
         });
     add("POST", "/api/v1/autopilot", Access::Operator,
-        [this](const httplib::Request& req, std::int64_t) {
+        [this](const net::HttpRequest& req, std::int64_t) {
           const json body = parse_object_body(req);
           reject_unknown_params(req, {});
           Fields f(body, "");
@@ -721,84 +731,109 @@ struct HttpApi::Impl {
     return "unmatched";
   }
 
-  void mount(httplib::Server& server) {
-    server.set_payload_max_length(options.max_body_bytes);
-    server.set_read_timeout(options.read_timeout_s, 0);
-    server.set_write_timeout(options.write_timeout_s, 0);
-    server.set_keep_alive_timeout(options.keep_alive_timeout_s);
+  // The lane a route's requests are handled on: health checks on the IO thread (no manager
+  // lock, so they answer while everything else is busy), agents apart from operators, so
+  // neither can starve the other.
+  static std::string_view lane_of(const Route& route) {
+    if (route.label == "/healthz") return net::kInlineLane;
+    if (route.label.rfind("/api/v1/agent/", 0) == 0) return kAgentLane;
+    return kOperatorLane;
+  }
+
+  void mount(net::HttpServer& server) {
+    net::ServerOptions front = server.options();
+    front.limits = options.http;
+    front.limits.max_body_bytes = options.max_body_bytes;
+    front.io_threads = options.io_threads;
+    front.stream_threads = options.stream_threads;
+    server.set_options(front);
+    server.add_lane(std::string(kAgentLane), options.agent_lane_threads, options.agent_lane_queue);
+    server.add_lane(std::string(kOperatorLane), options.operator_lane_threads,
+                    options.operator_lane_queue);
 
     for (const auto& route : routes) {
-      auto h = handler(route);
-      if (route.method == "GET") {
-        server.Get(route.regex_text, h);
-      } else if (route.method == "POST") {
-        server.Post(route.regex_text, h);
-      } else if (route.method == "DELETE") {
-        server.Delete(route.regex_text, h);
-      }
+      server.route(route.method, route.regex_text, handler(route), lane_of(route));
     }
-    dashboard.mount(server, [this](const httplib::Request& req) -> std::optional<std::string> {
-      try {
-        authorize(Access::Operator, req);
-        return std::nullopt;
-      } catch (const RequestError& e) {
-        return e.message;
-      }
-    });
+    dashboard.mount(
+        server,
+        [this](const net::HttpRequest& req) -> std::optional<std::string> {
+          try {
+            authorize(Access::Operator, req);
+            return std::nullopt;
+          } catch (const RequestError& e) {
+            return e.message;
+          }
+        },
+        kOperatorLane);
 
-    // httplib 0.11 enforces the payload limit only on bodies with a Content-Length: a chunked
-    // body, or a POST without a length (read until the peer closes), would be read whole.
-    // Refused here, before any of the body is read.
-    server.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    // A chunked body, or a POST without a length (read until the peer closes), is refused
+    // before any of it is read: only a declared length can be checked against the limit.
+    server.set_head_filter([](const net::HttpRequest& req, net::HttpResponse& res) {
       const bool chunked = req.has_header("Transfer-Encoding");
       const bool needs_length =
           (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
           !req.has_header("Content-Length");
-      if (!chunked && !needs_length) return httplib::Server::HandlerResponse::Unhandled;
-      Reply reply = error_reply(
-          411,
-          "send the request body with a Content-Length header (chunked or unsized bodies "
-          "are not accepted)");
-      res.status = reply.status;
-      res.set_header("Connection", "close");
-      res.set_content(reply.body, kJson);
-      return httplib::Server::HandlerResponse::Handled;
+      if (!chunked && !needs_length) return false;
+      res.status = 411;
+      return true;
     });
 
-    // Statuses httplib produces itself (no route, body too large, malformed HTTP) get the same
-    // JSON error shape; replies a route already wrote are left alone.
+    // Statuses the server produces itself (no route, body too large, malformed HTTP, deadline
+    // missed, lane full) get the same JSON error shape; replies a route already wrote are left
+    // alone.
     const std::size_t max_body = options.max_body_bytes;
-    server.set_error_handler(httplib::Server::HandlerWithResponse(
-        [max_body](const httplib::Request& req, httplib::Response& res) {
-          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    const core::HttpLimits limits = front.limits;
+    server.set_error_handler(
+        [max_body, limits](const net::HttpRequest& req, net::HttpResponse& res) {
+          if (!res.body.empty()) return;
           std::string message;
-          if (res.status == 404) {
-            message = "no such route: " + req.method + " " + req.path;
-          } else if (res.status == 413) {
-            message = "request body too large (at most " + std::to_string(max_body) + " bytes)";
-          } else if (res.status == 400) {
-            message = "malformed HTTP request";
-          } else {
-            message = "HTTP " + std::to_string(res.status);
+          switch (res.status) {
+            case 404:
+              message = "no such route: " + req.method + " " + req.path;
+              break;
+            case 413:
+              message = "request body too large (at most " + std::to_string(max_body) + " bytes)";
+              break;
+            case 411:
+              message =
+                  "send the request body with a Content-Length header (chunked or unsized bodies "
+                  "are not accepted)";
+              break;
+            case 431:
+              message = "request head too large (at most " + std::to_string(limits.max_head_bytes) +
+                        " bytes and " + std::to_string(limits.max_header_count) + " headers)";
+              break;
+            case 408:
+              message = "request not received in time";
+              break;
+            case 503:
+              message = "server busy: retry later";
+              break;
+            case 400:
+              message = "malformed HTTP request";
+              break;
+            default:
+              message = "HTTP " + std::to_string(res.status);
           }
           res.set_content(dump(json{{"error", message}}), kJson);
-          return httplib::Server::HandlerResponse::Handled;
-        }));
-    server.set_exception_handler(
-        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-          res.status = 500;
-          res.set_content(dump(json{{"error", "internal error: " + market::exception_message(ep)}}),
-                          kJson);
         });
-    // Counted before the reply is sent (the logger runs after), so a client that has its
-    // reply already sees its request in /metrics.
-    server.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    server.set_exception_handler(
+        [](const net::HttpRequest&, net::HttpResponse& res, std::exception_ptr ep) {
+          res.status = 500;
+          res.set_content(dump(json{{"error", "internal error: " + exception_message(ep)}}), kJson);
+        });
+    // Counted before the reply is sent, so a client that has its reply already sees its
+    // request in /metrics.
+    server.set_post_routing_handler([this](const net::HttpRequest& req, net::HttpResponse& res) {
       metrics.count_request(req.method, route_of(req.method, req.path), res.status);
     });
-    server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    server.set_logger([this](const net::HttpRequest& req, const net::HttpResponse& res) {
       if (options.log) {
         options.log(req.method + " " + req.path + " -> " + std::to_string(res.status), res.status);
       }
+    });
+    server.set_event_hook([this](net::FrontEvent event, std::string_view) {
+      metrics.count_front_event(net::to_string(event));
     });
   }
 };
@@ -808,7 +843,7 @@ HttpApi::HttpApi(Manager& manager, ApiOptions options)
 
 HttpApi::~HttpApi() = default;
 
-void HttpApi::mount(httplib::Server& server) {
+void HttpApi::mount(net::HttpServer& server) {
   impl_->mount(server);
 }
 
@@ -827,42 +862,25 @@ std::string HttpApi::route_of(const std::string& method, const std::string& path
 // ---- ApiServer ------------------------------------------------------------------------------
 
 struct ApiServer::Impl {
-  std::unique_ptr<httplib::Server> server;
-  // After `server`: destroyed (and so stopped) before it.
-  std::optional<market::HttpListener> listener;
+  std::unique_ptr<net::HttpServer> server;
 };
 
 ApiServer::ApiServer() : impl_(std::make_unique<Impl>()) {}
 
-ApiServer::~ApiServer() {
-  if (impl_->listener) impl_->listener->stop();
-}
+ApiServer::~ApiServer() = default;
 
 tl::expected<std::unique_ptr<ApiServer>, std::string> ApiServer::create(
     const std::optional<TlsFiles>& tls) {
-  std::unique_ptr<httplib::Server> server;
+  std::unique_ptr<net::HttpServer> server;
   if (tls) {
-    auto unreadable = [](const std::string& path) { return path.empty() || !std::ifstream(path); };
-    if (unreadable(tls->cert_path)) {
-      return tl::unexpected("cannot read TLS certificate file '" + tls->cert_path + "'");
-    }
-    if (unreadable(tls->key_path)) {
-      return tl::unexpected("cannot read TLS key file '" + tls->key_path + "'");
-    }
-    auto tls_server =
-        std::make_unique<httplib::SSLServer>(tls->cert_path.c_str(), tls->key_path.c_str());
-    if (!tls_server->is_valid()) {
-      return tl::unexpected("cannot use TLS certificate '" + tls->cert_path + "' with key '" +
-                            tls->key_path +
-                            "': not PEM, or the key does not belong to the certificate");
-    }
-    server = std::move(tls_server);
+    auto tls_server = net::HttpServer::with_tls(*tls);
+    if (!tls_server) return tl::unexpected(tls_server.error());
+    server = std::move(*tls_server);
   } else {
-    server = std::make_unique<httplib::Server>();
+    server = std::make_unique<net::HttpServer>();
   }
   std::unique_ptr<ApiServer> out(new ApiServer());
   out->impl_->server = std::move(server);
-  out->impl_->listener.emplace(*out->impl_->server);
   return out;
 }
 
@@ -871,15 +889,15 @@ void ApiServer::mount(HttpApi& api) {
 }
 
 tl::expected<int, std::string> ApiServer::bind(const std::string& host, int port) {
-  return impl_->listener->bind(host, port);
+  return impl_->server->bind(host, port);
 }
 
 bool ApiServer::serve() {
-  return impl_->listener->serve();
+  return impl_->server->serve();
 }
 
 void ApiServer::stop() {
-  impl_->listener->stop();
+  impl_->server->stop();
 }
 
 }  // namespace pf::manager

@@ -1,10 +1,11 @@
-// The manager's HTTP surface over cpp-httplib: the agent protocol (design §7), the operator
-// API (§8), /metrics and /healthz. Every reply is JSON ({"error": "..."} with a 4xx/5xx status
-// on failure) except /metrics (Prometheus text). Bodies are validated completely before the
-// Manager is called, so bad input never changes anything.
+// The manager's HTTP surface, served by the event-driven front in net/http_server.h: the agent
+// protocol (design §7), the operator API (§8), /metrics and /healthz. Every reply is JSON
+// ({"error": "..."} with a 4xx/5xx status on failure) except /metrics (Prometheus text). Bodies are
+// validated completely before the Manager is called, so bad input never changes anything.
 //
-// Only http_api.cpp and dashboard.cpp include httplib (it is slow to compile); callers that
-// just want to serve use ApiServer and never see it.
+// Requests are handled on lanes (worker threads with bounded queues): agents on one, operators,
+// the dashboard and /metrics on another; /healthz on the IO thread itself. Callers that just want
+// to serve use ApiServer.
 #pragma once
 
 #include <cstddef>
@@ -14,12 +15,10 @@
 #include <string>
 #include <tl/expected.hpp>
 
+#include "core/http_limits.h"
 #include "manager/manager.h"
 #include "manager/metrics.h"
-
-namespace httplib {
-class Server;
-}  // namespace httplib
+#include "net/http_server.h"
 
 namespace pf::manager {
 
@@ -36,10 +35,18 @@ struct ApiOptions {
   std::size_t instance_logs_tail_bytes = 64u << 10;
   int offers_default_limit = 50;
   int offers_max_limit = 1000;
-  // Socket timeouts: a client that stalls mid-request cannot hold a worker thread for long.
-  int read_timeout_s = 10;
-  int write_timeout_s = 10;
-  int keep_alive_timeout_s = 5;
+  // The HTTP front's deadlines, caps and head limits (its max_body_bytes is replaced by the
+  // one above). A slow client holds only its own connection, and only until a deadline.
+  core::HttpLimits http;
+  std::size_t io_threads = 1;
+  // Worker lanes, each a few threads and a bounded queue (503 + Retry-After when full): agent
+  // calls on one, operator calls, the dashboard and /metrics on the other.
+  std::size_t agent_lane_threads = 4;
+  std::size_t agent_lane_queue = 512;
+  std::size_t operator_lane_threads = 4;
+  std::size_t operator_lane_queue = 64;
+  // Streaming replies (dashboard event streams) open at once, one thread each.
+  std::size_t stream_threads = 16;
   // Epoch seconds for bad-host times; empty = the system clock.
   std::function<double()> clock;
   // One line per request, "METHOD /path -> status" (no query string, no headers, no body, so no
@@ -57,10 +64,10 @@ class HttpApi {
   HttpApi(const HttpApi&) = delete;
   HttpApi& operator=(const HttpApi&) = delete;
 
-  // Installs the routes, error and exception handlers, request counting, the payload limit
-  // and the timeouts on `server` (an httplib::Server or SSLServer). This object must outlive
-  // the server's serving.
-  void mount(httplib::Server& server);
+  // Installs the routes, their lanes, the error and exception handlers, request counting and
+  // the front's limits (options().http) on `server`. This object must outlive the server's
+  // serving.
+  void mount(net::HttpServer& server);
 
   Metrics& metrics();
   const ApiOptions& options() const;
@@ -74,10 +81,7 @@ class HttpApi {
   std::unique_ptr<Impl> impl_;
 };
 
-struct TlsFiles {
-  std::string cert_path;  // PEM certificate (chain)
-  std::string key_path;   // PEM private key
-};
+using TlsFiles = net::TlsFiles;
 
 // A listening server for an HttpApi: plain HTTP, or HTTPS when TLS files are given. Binding
 // comes before mounting so a caller can learn a picked port (for the URL agents are given)

@@ -58,8 +58,19 @@ std::string escape_label_value(const std::string& value) {
   return out;
 }
 
+void Metrics::count_front_event(const std::string& event) {
+  std::lock_guard lock(mutex_);
+  ++front_events_[event];
+}
+
+std::map<std::string, std::uint64_t> Metrics::front_events() const {
+  std::lock_guard lock(mutex_);
+  return front_events_;
+}
+
 std::string render_prometheus(const FleetSummary& fleet,
-                              const std::map<RequestKey, std::uint64_t>& requests) {
+                              const std::map<RequestKey, std::uint64_t>& requests,
+                              const std::map<std::string, std::uint64_t>& front_events) {
   std::ostringstream out;
 
   header(out, "proverfleet_instances", "gauge", "Instances by lifecycle state.");
@@ -92,6 +103,13 @@ std::string render_prometheus(const FleetSummary& fleet,
   for (const auto& [key, count] : requests) {
     out << "proverfleet_api_requests_total{route=\"" << escape_label_value(key.route)
         << "\",code=\"" << key.code << "\",method=\"" << escape_label_value(key.method) << "\"} "
+        << count << "\n";
+  }
+  header(out, "proverfleet_http_front_events_total", "counter",
+         "What the HTTP front did on its own: connections refused for a cap, deadlines missed, "
+         "requests refused because a lane was full.");
+  for (const auto& [event, count] : front_events) {
+    out << "proverfleet_http_front_events_total{event=\"" << escape_label_value(event) << "\"} "
         << count << "\n";
   }
   return out.str();

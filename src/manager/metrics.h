@@ -29,16 +29,22 @@ class Metrics {
  public:
   void count_request(const std::string& method, const std::string& route, int code);
   std::map<RequestKey, std::uint64_t> requests() const;
+  // What the HTTP front did on its own (net::to_string(FrontEvent)): refusals, timeouts.
+  void count_front_event(const std::string& event);
+  std::map<std::string, std::uint64_t> front_events() const;
 
  private:
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // guards both maps
   std::map<RequestKey, std::uint64_t> requests_;
+  std::map<std::string, std::uint64_t> front_events_;
 };
 
 // The whole /metrics page: proverfleet_instances{state=...} for every state, spend and proof
-// totals, fleet rates, and proverfleet_api_requests_total{route,code,method}.
+// totals, fleet rates, proverfleet_api_requests_total{route,code,method} and
+// proverfleet_http_front_events_total{event}.
 std::string render_prometheus(const FleetSummary& fleet,
-                              const std::map<RequestKey, std::uint64_t>& requests);
+                              const std::map<RequestKey, std::uint64_t>& requests,
+                              const std::map<std::string, std::uint64_t>& front_events = {});
 
 // Escapes a label value (backslash, double quote, newline) as the text format requires.
 std::string escape_label_value(const std::string& value);

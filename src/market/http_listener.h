@@ -1,5 +1,5 @@
-// Binding, serving and stopping one cpp-httplib server (HTTP or HTTPS): shared by the
-// manager's ApiServer and market-sim's server. Header-only so that pf_market itself needs no
+// Binding, serving and stopping one cpp-httplib server (HTTP or HTTPS): market-sim's server
+// (the manager serves with net::HttpServer). Header-only so that pf_market itself needs no
 // httplib; only the .cpp files that already include <httplib.h> (and link it) include this.
 #pragma once
 
@@ -24,7 +24,7 @@ namespace pf::market {
 //  - no SO_REUSEPORT: a second manager started on the same port must fail to bind, not
 //    silently share the port (and the fleet) with the first;
 //  - a listen backlog of kListenBacklog instead of the 5 compiled into Debian's libcpp-httplib:
-//    a burst of agents connecting at once would otherwise overflow it and see failed reads.
+//    a burst of clients connecting at once would otherwise overflow it and see failed reads.
 //    Linux lets listen() be called again on a listening socket to change it.
 class HttpListener {
  public:

@@ -13,6 +13,7 @@
 
 #include "manager/http_api.h"
 #include "support/fake_market.h"
+#include "support/front_serving.h"
 
 namespace pf::manager {
 namespace {
@@ -193,12 +194,10 @@ TEST_F(AutopilotTest, ApiShowsAndPausesTheAutopilot) {
   options.clock = [this] { return now_; };
   options.autopilot = pilot.get();
   HttpApi api(*manager_, options);
-  httplib::Server server;
+  net::HttpServer server;
   api.mount(server);
-  const int port = server.bind_to_any_port("127.0.0.1");
-  ASSERT_GT(port, 0);
-  std::thread serving([&] { server.listen_after_bind(); });
-  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  pf::test::FrontServing serving(server);
+  const int port = serving.port();
   httplib::Client client("127.0.0.1", port);
   const httplib::Headers auth = {{"Authorization", "Bearer " + token}};
 
@@ -232,9 +231,6 @@ TEST_F(AutopilotTest, ApiShowsAndPausesTheAutopilot) {
   auto shown = client.Get("/api/v1/autopilot", auth);
   ASSERT_TRUE(shown);
   EXPECT_EQ(nlohmann::json::parse(shown->body)["paused_by"], "operator via API");
-
-  server.stop();
-  serving.join();
 }
 
 // --- production windows ---------------------------------------------------------------------

@@ -25,7 +25,7 @@
 #include "manager/http_api.h"
 #include "manager/views.h"
 #include "support/fake_market.h"
-#include "support/loopback_server.h"
+#include "support/front_serving.h"
 #include "support/manager_fixture.h"
 
 namespace pf::manager {
@@ -252,8 +252,8 @@ class DashboardApiTest : public ManagerFixture {
   static std::string op() { return std::string("Bearer ") + kOperatorToken; }
 
   std::unique_ptr<HttpApi> api_;
-  httplib::Server server_;
-  std::optional<pf::test::LoopbackServing> serving_;
+  net::HttpServer server_;
+  std::optional<pf::test::FrontServing> serving_;
   int port_ = 0;
   std::unique_ptr<httplib::Client> client_;
 };
@@ -463,7 +463,7 @@ class DashboardStreamTest : public ManagerFixture {
   void start(DashboardOptions options) {
     options.clock = [this] { return now_.load(); };
     dashboard_ = std::make_unique<Dashboard>(*manager_, options);
-    dashboard_->mount(server_, [](const httplib::Request& req) -> std::optional<std::string> {
+    dashboard_->mount(server_, [](const net::HttpRequest& req) -> std::optional<std::string> {
       if (req.get_header_value("Authorization") == std::string("Bearer ") + kOperatorToken) {
         return std::nullopt;
       }
@@ -480,8 +480,8 @@ class DashboardStreamTest : public ManagerFixture {
   void TearDown() override { serving_.reset(); }
 
   std::unique_ptr<Dashboard> dashboard_;
-  httplib::Server server_;
-  std::optional<pf::test::LoopbackServing> serving_;
+  net::HttpServer server_;
+  std::optional<pf::test::FrontServing> serving_;
   int port_ = 0;
 };
 

@@ -1,6 +1,6 @@
 // The manager's HTTP layer end to end over loopback: a real Manager on an in-memory store and
-// the scripted FakeMarket (tests/support), HttpApi mounted on an httplib::Server, a manual
-// clock. Auth on every route, every kind of bad input (which must change nothing), the agent
+// the scripted FakeMarket (tests/support), HttpApi mounted on the HTTP front (net::HttpServer), a
+// manual clock. Auth on every route, every kind of bad input (which must change nothing), the agent
 // protocol from deploy to destroy, bad hosts, /metrics and /healthz.
 #include "manager/http_api.h"
 
@@ -23,7 +23,7 @@
 #include "manager/metrics.h"
 #include "manager/views.h"
 #include "support/fake_market.h"
-#include "support/loopback_server.h"
+#include "support/front_serving.h"
 #include "support/manager_fixture.h"
 
 namespace pf::manager {
@@ -124,8 +124,8 @@ class HttpApiTest : public pf::test::ManagerFixture {
   }
 
   std::unique_ptr<HttpApi> api_;
-  httplib::Server server_;
-  std::optional<pf::test::LoopbackServing> serving_;  // after server_ and api_: stops first
+  net::HttpServer server_;
+  std::optional<pf::test::FrontServing> serving_;  // after server_ and api_: stops first
   int port_ = 0;
   std::unique_ptr<httplib::Client> client_;
 };
