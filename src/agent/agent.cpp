@@ -33,13 +33,19 @@
 #include "core/planner.h"
 #include "core/text.h"
 #include "market/backoff.h"
+#include "util/bounded_json.h"
 
 namespace pf::agent {
 namespace {
 
 namespace fs = std::filesystem;
+
 using nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
+
+// agent.json holds one small object of our own making.
+constexpr util::JsonLimits kStateFileLimits{
+    .max_bytes = 64u << 10, .max_depth = 8, .max_values = 1000, .max_string_bytes = 4096};
 
 constexpr std::size_t kEventsPerPost = 100;
 constexpr std::size_t kLogChunkBytes = 64u << 10;
@@ -268,9 +274,8 @@ struct Agent::Impl {
   std::string agent_state_path() const { return o.state_dir + "/agent.json"; }
 
   std::optional<int> load_partition_cap() {
-    std::ifstream in(agent_state_path());
-    if (!in) return std::nullopt;
-    const json s = json::parse(in, nullptr, false);
+    // Absent, torn or hostile: the cap is learned again.
+    const json s = util::parse_json_file(agent_state_path(), kStateFileLimits).value_or(json());
     if (!s.is_object()) return std::nullopt;
     auto cap = setting<int>(s, "partition_cap");
     if (cap && *cap > 0) return cap;
@@ -663,9 +668,9 @@ struct Agent::Impl {
         return tl::unexpected(std::string(
             "the sim prover needs the scenario truth: --sim-truth JSON or PROVERFLEET_SIM_TRUTH"));
       }
-      const json t = json::parse(o.sim_truth, nullptr, false);
-      if (t.is_discarded()) return tl::unexpected(std::string("--sim-truth is not valid JSON"));
-      auto truth = parse_sim_truth(t);
+      const auto t = util::parse_json(o.sim_truth);
+      if (!t) return tl::unexpected("--sim-truth is not valid JSON: " + t.error());
+      auto truth = parse_sim_truth(*t);
       if (!truth) return tl::unexpected(truth.error());
       return std::make_unique<SimProver>(*truth, clock);
     }

@@ -1,5 +1,7 @@
 #include "agent/manager_client.h"
 
+#include "util/bounded_json.h"
+
 namespace pf::agent {
 
 using nlohmann::json;
@@ -38,11 +40,12 @@ CallResult<json> ManagerClient::post(const std::string& path, const std::string&
         std::string(market::to_string(res.error().failure)) + ": " + res.error().message});
   }
   const int status = res->status;
-  json reply = json::parse(res->body, nullptr, false);
+  auto parsed = util::parse_json(res->body);
   if (status < 200 || status >= 300) {
     std::string message = "HTTP " + std::to_string(status) + " from " + path;
-    if (reply.is_object() && reply.contains("error") && reply["error"].is_string()) {
-      message += ": " + reply["error"].get<std::string>();
+    if (parsed && parsed->is_object() && parsed->contains("error") &&
+        (*parsed)["error"].is_string()) {
+      message += ": " + (*parsed)["error"].get<std::string>();
     } else if (!res->body.empty()) {
       message += ": " + res->body.substr(0, 200);
     }
@@ -52,11 +55,11 @@ CallResult<json> ManagerClient::post(const std::string& path, const std::string&
     if (status >= 500 || status == 429 || status == 408) kind = CallError::Kind::ServerError;
     return tl::unexpected(CallError{kind, status, message});
   }
-  if (reply.is_discarded()) {
-    return tl::unexpected(
-        CallError{CallError::Kind::BadReply, status, "reply to " + path + " is not JSON"});
+  if (!parsed) {
+    return tl::unexpected(CallError{CallError::Kind::BadReply, status,
+                                    "reply to " + path + " is not JSON: " + parsed.error()});
   }
-  return reply;
+  return std::move(*parsed);
 }
 
 CallResult<json> ManagerClient::register_agent(const json& body) {

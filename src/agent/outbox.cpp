@@ -8,11 +8,17 @@
 #include <filesystem>
 #include <fstream>
 
+#include "util/bounded_json.h"
+
 namespace pf::agent {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// events.state holds two integers.
+const util::JsonLimits kStateLimits{
+    .max_bytes = 4096, .max_depth = 4, .max_values = 64, .max_string_bytes = 256};
 
 std::string errno_text() {
   return std::strerror(errno);
@@ -45,11 +51,15 @@ tl::expected<std::unique_ptr<EventOutbox>, std::string> EventOutbox::open(const 
   const std::string state_path = dir + "/events.state";
   const std::string journal_path = dir + "/events.jsonl";
   bool have_state = false;
-  if (std::ifstream in(state_path); in) {
-    json state = json::parse(in, nullptr, false);
-    if (state.is_object() && state.value("next_seq", std::int64_t{0}) > 0) {
-      box->next_seq_ = state.value("next_seq", std::int64_t{1});
-      box->acked_through_ = state.value("acked_through", std::int64_t{0});
+  // A missing or unreadable state file is recovered from below; a torn or hostile one too.
+  if (auto state = util::parse_json_file(state_path, kStateLimits)) {
+    if (state->is_object() && state->contains("next_seq") &&
+        state->at("next_seq").is_number_integer() &&
+        state->at("next_seq").get<std::int64_t>() > 0) {
+      box->next_seq_ = state->at("next_seq").get<std::int64_t>();
+      const auto acked = state->find("acked_through");
+      box->acked_through_ =
+          acked != state->end() && acked->is_number_integer() ? acked->get<std::int64_t>() : 0;
       have_state = true;
     }
   }
@@ -62,7 +72,9 @@ tl::expected<std::unique_ptr<EventOutbox>, std::string> EventOutbox::open(const 
     while (std::getline(in, line)) {
       // A line torn by a crash mid-append does not parse and is skipped: its add() never
       // returned, so nobody was told it was recorded.
-      json e = json::parse(line, nullptr, false);
+      auto parsed = util::parse_json(line);
+      if (!parsed) continue;
+      json e = std::move(*parsed);
       if (!e.is_object() || !e.contains("seq") || !e["seq"].is_number_integer()) continue;
       const auto seq = e["seq"].get<std::int64_t>();
       box->next_seq_ = std::max(box->next_seq_, seq + 1);

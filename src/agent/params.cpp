@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "market/backoff.h"
+#include "util/bounded_json.h"
 
 namespace pf::agent {
 namespace {
@@ -94,15 +95,17 @@ bool sleep_unless_cancelled(double seconds, const std::function<bool()>& cancell
   return !(cancelled && cancelled());
 }
 
+constexpr util::JsonLimits kMarkerLimits{
+    .max_bytes = 4096, .max_depth = 2, .max_values = 16, .max_string_bytes = 256};
+
 struct FileJob {
   const ParamFile* file = nullptr;
   std::string final_path, part_path, chunks_path, marker_path;
 };
 
 bool marker_matches(const FileJob& job) {
-  std::ifstream in(job.marker_path);
-  if (!in) return false;
-  json m = json::parse(in, nullptr, false);
+  // A marker is three scalars; anything else (torn, foreign) means the file is checked again.
+  const json m = util::parse_json_file(job.marker_path, kMarkerLimits).value_or(json());
   if (!m.is_object()) return false;
   struct stat st {};
   if (stat(job.final_path.c_str(), &st) != 0) return false;
@@ -424,6 +427,12 @@ class FileDownload {
 };
 
 }  // namespace
+
+tl::expected<std::vector<ParamFile>, std::string> parse_param_manifest_text(std::string_view text) {
+  auto parsed = util::parse_json(text, kManifestLimits);
+  if (!parsed) return tl::unexpected("not valid JSON: " + parsed.error());
+  return parse_param_manifest(*parsed);
+}
 
 tl::expected<std::vector<ParamFile>, std::string> parse_param_manifest(const json& params) {
   if (!params.is_array()) {

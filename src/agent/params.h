@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "market/http_client.h"
+#include "util/bounded_json.h"
 
 namespace pf::agent {
 
@@ -37,6 +38,13 @@ struct ParamFile {
 // file names (no '/', no leading '.').
 tl::expected<std::vector<ParamFile>, std::string> parse_param_manifest(
     const nlohmann::json& params);
+
+// Limits for a manifest's text: a few dozen entries in practice.
+inline constexpr util::JsonLimits kManifestLimits{
+    .max_bytes = 4u << 20, .max_depth = 8, .max_values = 100'000, .max_string_bytes = 64u << 10};
+
+// The same from JSON text (a manifest file or reply body), parsed with kManifestLimits.
+tl::expected<std::vector<ParamFile>, std::string> parse_param_manifest_text(std::string_view text);
 
 // Hex of the first 16 bytes of BLAKE2b-512 over the file.
 tl::expected<std::string, std::string> param_digest(const std::string& path);

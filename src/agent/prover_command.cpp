@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/text.h"
+#include "util/bounded_json.h"
 
 namespace pf::agent {
 namespace {
@@ -109,8 +110,10 @@ ProofOutcome CommandProver::prove(const ProofJob& job) {
   out.kind = ProofOutcome::Kind::Completed;
   out.seconds = std::max(seconds, 1e-3);
   std::lock_guard out_lock(*out_mu);
-  const auto report = nlohmann::json::parse(last_line(output->first), nullptr, false);
-  if (report.is_object()) {
+  // The report line is the command's to write, so it is parsed with limits like any input.
+  const auto parsed = util::parse_json(last_line(output->first));
+  if (parsed && parsed->is_object()) {
+    const nlohmann::json& report = *parsed;
     auto num = [&](const char* key, double& field) {
       if (report.contains(key) && report[key].is_number()) {
         const double v = report[key].get<double>();

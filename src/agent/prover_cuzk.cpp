@@ -15,6 +15,7 @@
 #include "core/text.h"
 #include "cuzk/v1/proving.grpc.pb.h"
 #include "market/http_client.h"
+#include "util/bounded_json.h"
 
 namespace pf::agent {
 namespace {
@@ -406,7 +407,7 @@ nlohmann::json CuzkProver::status_json() {
     req.url = "http://" + options_.status_listen + "/status";
     auto res = market::http_perform(http, req);
     if (res && res->status == 200) {
-      const json s = json::parse(res->body, nullptr, false);
+      const json s = util::parse_json(res->body).value_or(json());
       if (s.is_object()) {
         constexpr double kGiB = 1024.0 * 1024 * 1024;
         json out = json::object();

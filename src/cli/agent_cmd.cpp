@@ -14,8 +14,10 @@
 
 #include "agent/agent.h"
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/secrets.h"
 #include "cli/serving.h"
+#include "core/planner.h"
 
 namespace pf::cli {
 namespace {
@@ -148,6 +150,7 @@ void register_agent(CLI::App& app) {
   cmd->add_option("--time-scale", o.time_scale,
                   "Simulated seconds per wall second (sim: reported times are simulated)")
       ->envname("PROVERFLEET_TIME_SCALE")
+      ->check(finite_positive(1e6))
       ->capture_default_str();
   cmd->add_option("--sim-truth", o.sim_truth,
                   "sim prover: the offer's scenario truth as JSON, or @FILE")
@@ -167,7 +170,8 @@ void register_agent(CLI::App& app) {
   cmd->add_option("--download-chunk-mib", o.download_chunk_mib,
                   "Size of one ranged download; the unit of resume after a restart")
       ->capture_default_str();
-  cmd->add_option("--partitions", cli->partitions, "Upper bound on concurrent partitions");
+  cmd->add_option("--partitions", cli->partitions, "Upper bound on concurrent partitions")
+      ->check(finite_range(1, core::kMaxPlanGpus * 1000));
   cmd->add_option("--concurrency", cli->concurrency, "Proofs in flight (default: the plan's)");
   cmd->add_option("--max-restarts", o.max_restarts,
                   "Prover failures in a row, without a proof, before giving up")

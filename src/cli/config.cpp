@@ -3,12 +3,18 @@
 #include <toml++/toml.h>
 
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <vector>
+
+#include "util/bounded_json.h"
 
 extern char** environ;
 
@@ -18,6 +24,44 @@ namespace {
 struct ConfigError {
   std::string message;
 };
+
+std::string format_number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// The values a numeric key accepts. Every key has finite bounds: a NaN or infinite figure
+// would poison every sum it enters (nlohmann then writes it as null), and an absurd one is a
+// typo (a 1e12-second timeout, 2^31 instances).
+struct Range {
+  double min = 0;
+  double max = 0;
+  bool min_open = false;  // min itself is refused
+
+  bool contains(double v) const { return (min_open ? v > min : v >= min) && v <= max; }
+  std::string describe() const {
+    if (min == 0 && max == 1) return min_open ? "between 0 and 1 (0 excluded)" : "between 0 and 1";
+    return std::string(min_open ? "> " : ">= ") + format_number(min) +
+           " and <= " + format_number(max);
+  }
+};
+
+constexpr Range kFractionRange{0, 1};
+constexpr Range positive_up_to(double max) {
+  return Range{0, max, true};
+}
+constexpr Range non_negative_up_to(double max) {
+  return Range{0, max};
+}
+constexpr double kMaxUsd = 1e6;                    // per proof or per hour
+constexpr double kMaxBudgetUsd = 1e9;              // totals
+constexpr double kMaxSeconds = 365.0 * 24 * 3600;  // any timeout or interval
+constexpr double kMaxHours = 10 * 365.0 * 24;      // lifetimes, TTLs, cool-downs
+constexpr double kMaxMbps = 1e6;                   // 1 Tbit/s
+constexpr double kMaxFactor = 1000;                // slacks, multipliers, standard deviations
+constexpr int kMaxCount = 10'000;                  // samples, instances, crashes
+constexpr std::size_t kMaxConfigBytes = 1u << 20;
 
 // Sections whose keys may be overridden by PROVERFLEET_<SECTION>_<KEY> variables.
 const char* const kSections[] = {"economics", "setup",      "predictor", "market",
@@ -72,31 +116,37 @@ class TableReader {
   TableReader(const toml::table* table, std::string path, EnvOverrides* env = nullptr)
       : table_(table), path_(std::move(path)), env_(env) {}
 
-  void number(const char* key, double& out) {
+  // A numeric key within `range`; NaN, infinity and values outside are refused naming the key
+  // (and the variable, for an environment override). The value is left alone when unset.
+  void number(const char* key, double& out, const Range& range) {
     const toml::node* n = get(key);
-    if (auto text = from_env(key)) {
-      out = env_number(key, *text);
+    const std::optional<std::string> text = from_env(key);
+    double v = 0;
+    if (text) {
+      v = env_number(key, *text);
+    } else if (!n) {
       return;
+    } else if (auto parsed = n->value<double>()) {
+      v = *parsed;
+    } else {
+      fail(key, "a number");
     }
-    if (!n) return;
-    if (auto v = n->value<double>()) {
-      out = *v;
-      return;
+    if (!std::isfinite(v) || !range.contains(v)) {
+      throw ConfigError{origin(key, text.has_value()) + " must be a finite number " +
+                        range.describe() + ", got " + format_number(v)};
     }
-    fail(key, "a number");
+    out = v;
   }
-  void positive(const char* key, double& out) {
-    double before = out;
-    number(key, out);
-    if (out <= 0) {
-      out = before;
-      throw ConfigError{where(key) + " must be > 0"};
+  // A count: a whole number within [min, max].
+  void count(const char* key, int& out, int min, int max) {
+    double v = out;
+    number(key, v, Range{static_cast<double>(min), static_cast<double>(max)});
+    if (std::floor(v) != v) {
+      throw ConfigError{where(key) + " must be a whole number, got " + format_number(v)};
     }
+    out = static_cast<int>(v);
   }
-  void fraction(const char* key, double& out) {
-    number(key, out);
-    if (out < 0 || out > 1) throw ConfigError{where(key) + " must be between 0 and 1"};
-  }
+  void fraction(const char* key, double& out) { number(key, out, kFractionRange); }
   void string(const char* key, std::string& out) {
     const toml::node* n = get(key);
     if (auto text = from_env(key)) {
@@ -137,11 +187,11 @@ class TableReader {
     }
     fail(key, "true or false");
   }
-  void optional_number(const char* key, std::optional<double>& out) {
+  void optional_number(const char* key, std::optional<double>& out, const Range& range) {
     const bool in_env = env_ && env_->take(path_, key).has_value();
     if (!in_env && (!table_ || !table_->contains(key))) return;
-    double v = 0;
-    number(key, v);
+    double v = range.min_open ? range.max : range.min;
+    number(key, v, range);
     out = v;
   }
   const toml::node* raw(const char* key) { return get(key); }
@@ -182,6 +232,9 @@ class TableReader {
   }
   std::string prefix() const { return path_.empty() ? "" : path_ + "."; }
   std::string where(const char* key) const { return "'" + prefix() + key + "'"; }
+  std::string origin(const char* key, bool from_environment) const {
+    return from_environment ? env_name(path_, key) + " (" + where(key) + ")" : where(key);
+  }
   [[noreturn]] void fail(const char* key, const char* expected) const {
     throw ConfigError{where(key) + " must be " + expected};
   }
@@ -191,6 +244,64 @@ class TableReader {
   EnvOverrides* env_;
   std::set<std::string> seen_;
 };
+
+// toml++ caps nested values (arrays, inline tables) itself, but builds dotted keys and table
+// headers of any depth, and its tables are destroyed recursively: `a.b.b.b... = 1` 100,000
+// levels deep crashes it. So the keys' depth is checked on the text first. A scan, not a
+// parser: strings and comments are skipped, and only text in key position is counted.
+constexpr int kMaxTomlKeyDepth = 32;
+
+std::optional<std::string> toml_key_too_deep(std::string_view text) {
+  std::vector<char> open;  // unclosed '[' (array) and '{' (inline table) in values
+  bool in_key = true;      // at a line's start, in a header, or after '{' / ',' of a table
+  int dots = 0;
+  int line = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      if (open.empty()) {
+        in_key = true;
+        dots = 0;
+      }
+    } else if (c == '#') {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {
+      const bool basic = c == '"';
+      const bool multiline = text.substr(i, 3) == std::string(3, c);
+      std::size_t j = i + (multiline ? 3 : 1);
+      for (; j < text.size(); ++j) {
+        if (basic && text[j] == '\\') {
+          ++j;
+        } else if (text[j] == '\n') {
+          if (!multiline) break;
+          ++line;
+        } else if (text[j] == c && (!multiline || text.substr(j, 3) == std::string(3, c))) {
+          break;
+        }
+      }
+      i = multiline ? j + 2 : j;
+    } else if (in_key) {
+      if (c == '.' && ++dots > kMaxTomlKeyDepth) {
+        return std::to_string(line) + ": key nested deeper than " +
+               std::to_string(kMaxTomlKeyDepth) + " levels";
+      }
+      if (c == '=' || c == ']' || c == '}') {
+        in_key = false;
+        dots = 0;
+        if (c == '}' && !open.empty()) open.pop_back();
+      }
+    } else if (c == '[' || c == '{') {
+      open.push_back(c);
+      in_key = c == '{';
+    } else if (c == ']' || c == '}') {
+      if (!open.empty()) open.pop_back();
+    } else if (c == ',' && !open.empty() && open.back() == '{') {
+      in_key = true;
+    }
+  }
+  return std::nullopt;
+}
 
 const toml::table* subtable(const toml::table& root, const char* key) {
   const toml::node* n = root.get(key);
@@ -211,7 +322,7 @@ void read_priors(const toml::node* node, core::PredictorConfig& pred) {
     core::GpuPrior prior;
     prior.basis = "operator config";
     r.string("gpu_name", prior.gpu_name);
-    r.positive("rate_per_gpu", prior.rate_per_gpu);
+    r.number("rate_per_gpu", prior.rate_per_gpu, positive_up_to(1e6));
     r.fraction("band", prior.band);
     r.string("basis", prior.basis);
     r.finish();
@@ -244,59 +355,60 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   top.finish();
 
   TableReader econ(subtable(root, "economics"), "economics", &env);
-  econ.positive("revenue_per_proof_usd", cfg.rank.economics.revenue_per_proof_usd);
-  econ.positive("target_cost_per_proof_usd", cfg.rank.economics.target_cost_per_proof_usd);
+  econ.number("revenue_per_proof_usd", cfg.rank.economics.revenue_per_proof_usd,
+              positive_up_to(kMaxUsd));
+  econ.number("target_cost_per_proof_usd", cfg.rank.economics.target_cost_per_proof_usd,
+              positive_up_to(kMaxUsd));
   econ.boolean("profit_objective", cfg.profit_objective);
   econ.finish();
 
   auto& s = cfg.rank.setup;
   TableReader setup(subtable(root, "setup"), "setup", &env);
-  setup.number("boot_h", s.boot_h);
-  setup.positive("params_bytes", s.params_bytes);
-  setup.fraction("download_speed_fraction", s.download_speed_fraction);
-  setup.positive("unknown_download_mbps", s.unknown_download_mbps);
-  setup.number("warmup_h", s.warmup_h);
-  setup.number("benchmark_proofs", s.benchmark_proofs);
-  setup.positive("expected_lifetime_h", s.expected_lifetime_h);
-  setup.number("slow_download_h", s.slow_download_h);
+  setup.number("boot_h", s.boot_h, non_negative_up_to(kMaxHours));
+  setup.number("params_bytes", s.params_bytes, positive_up_to(1e15));
+  setup.number("download_speed_fraction", s.download_speed_fraction, positive_up_to(1));
+  setup.number("unknown_download_mbps", s.unknown_download_mbps, positive_up_to(kMaxMbps));
+  setup.number("warmup_h", s.warmup_h, non_negative_up_to(kMaxHours));
+  int benchmark_proofs = static_cast<int>(s.benchmark_proofs);
+  setup.count("benchmark_proofs", benchmark_proofs, 1, kMaxCount);  // 0 never reaches a verdict
+  s.benchmark_proofs = benchmark_proofs;
+  setup.number("expected_lifetime_h", s.expected_lifetime_h, positive_up_to(kMaxHours));
+  setup.number("slow_download_h", s.slow_download_h, non_negative_up_to(kMaxHours));
   setup.finish();
-  if (s.download_speed_fraction <= 0) {
-    throw ConfigError{"'setup.download_speed_fraction' must be > 0"};
-  }
 
   auto& p = cfg.rank.predictor;
   TableReader pred(subtable(root, "predictor"), "predictor", &env);
-  pred.positive("multi_gpu_exponent", p.multi_gpu_exponent);
-  pred.positive("cores_per_gpu_full", p.cores_per_gpu_full);
-  pred.number("pcie_slow_gbs_per_gpu", p.pcie_slow_gbs_per_gpu);
+  pred.number("multi_gpu_exponent", p.multi_gpu_exponent, positive_up_to(10));
+  pred.number("cores_per_gpu_full", p.cores_per_gpu_full, positive_up_to(4096));
+  pred.number("pcie_slow_gbs_per_gpu", p.pcie_slow_gbs_per_gpu, non_negative_up_to(1e4));
   pred.fraction("pcie_slow_factor", p.pcie_slow_factor);
   pred.fraction("band_per_data_flag", p.band_per_data_flag);
-  pred.positive("unknown_rate_per_gpu", p.unknown_gpu.rate_per_gpu);
+  pred.number("unknown_rate_per_gpu", p.unknown_gpu.rate_per_gpu, positive_up_to(1e6));
   pred.fraction("unknown_band", p.unknown_gpu.band);
   read_priors(pred.raw("prior"), p);
   pred.finish();
 
   auto& l = cfg.lifecycle;
   TableReader life(subtable(root, "lifecycle"), "lifecycle", &env);
-  life.positive("renting_max_s", l.renting_max_s);
-  life.positive("boot_loading_max_s", l.boot_loading_max_s);
-  life.positive("boot_register_grace_s", l.boot_register_grace_s);
-  life.positive("registered_max_s", l.registered_max_s);
-  life.fraction("params_speed_fraction", l.params_speed_fraction);
-  life.positive("params_slack", l.params_slack);
-  life.positive("params_min_s", l.params_min_s);
-  life.positive("params_max_s", l.params_max_s);
-  life.positive("params_unknown_mbps", l.params_unknown_mbps);
-  life.positive("warmup_max_s", l.warmup_max_s);
-  life.positive("bench_slack", l.bench_slack);
-  life.positive("bench_min_s", l.bench_min_s);
-  life.positive("bench_max_s", l.bench_max_s);
-  life.positive("heartbeat_timeout_s", l.heartbeat_timeout_s);
-  life.positive("market_unknown_grace_s", l.market_unknown_grace_s);
-  life.number("destroy_retry_s", l.destroy_retry_s);
-  double crashes = l.max_prover_crashes;
-  life.positive("max_prover_crashes", crashes);
-  l.max_prover_crashes = static_cast<int>(crashes);
+  const Range duration = positive_up_to(kMaxSeconds);
+  life.number("renting_max_s", l.renting_max_s, duration);
+  life.number("boot_loading_max_s", l.boot_loading_max_s, duration);
+  life.number("boot_register_grace_s", l.boot_register_grace_s, duration);
+  life.number("registered_max_s", l.registered_max_s, duration);
+  life.number("params_speed_fraction", l.params_speed_fraction, positive_up_to(1));
+  life.number("params_slack", l.params_slack, positive_up_to(kMaxFactor));
+  life.number("params_min_s", l.params_min_s, duration);
+  life.number("params_max_s", l.params_max_s, duration);
+  life.number("params_unknown_mbps", l.params_unknown_mbps, positive_up_to(kMaxMbps));
+  life.number("warmup_max_s", l.warmup_max_s, duration);
+  life.number("bench_slack", l.bench_slack, positive_up_to(kMaxFactor));
+  life.number("bench_min_s", l.bench_min_s, duration);
+  life.number("bench_max_s", l.bench_max_s, duration);
+  life.number("heartbeat_timeout_s", l.heartbeat_timeout_s, duration);
+  life.number("market_unknown_grace_s", l.market_unknown_grace_s, duration);
+  // 0 would retry a failing destroy on every tick, hammering the market.
+  life.number("destroy_retry_s", l.destroy_retry_s, duration);
+  life.count("max_prover_crashes", l.max_prover_crashes, 1, kMaxCount);
   life.finish();
   if (l.params_min_s > l.params_max_s) {
     throw ConfigError{"'lifecycle.params_min_s' must not exceed 'lifecycle.params_max_s'"};
@@ -307,34 +419,26 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
 
   auto& a = cfg.acceptance;
   TableReader acc(subtable(root, "acceptance"), "acceptance", &env);
-  double min_s = a.min_samples, max_s = a.max_samples;
-  acc.positive("min_samples", min_s);
-  acc.positive("max_samples", max_s);
-  acc.positive("max_seconds", a.max_seconds);
-  acc.positive("z", a.z);
+  acc.count("min_samples", a.min_samples, 1, kMaxCount);
+  acc.count("max_samples", a.max_samples, 1, kMaxCount);
+  acc.number("max_seconds", a.max_seconds, duration);
+  acc.number("z", a.z, positive_up_to(100));
   auto& t = cfg.sprt;
   acc.fraction("alpha", t.alpha);
   acc.fraction("beta", t.beta);
   acc.fraction("accept_margin", t.accept_margin);
   acc.fraction("reject_margin", t.reject_margin);
-  acc.positive("prior_cv", t.prior_cv);
-  acc.number("prior_weight", t.prior_weight);
-  double discard = t.max_warmup_discard;
-  acc.number("max_warmup_discard", discard);
-  t.max_warmup_discard = static_cast<int>(discard);
-  acc.positive("warmup_outlier_sd", t.warmup_outlier_sd);
-  acc.positive("trend_sd", t.trend_sd);
-  acc.positive("stall_factor", t.stall_factor);
+  acc.number("prior_cv", t.prior_cv, positive_up_to(10));
+  acc.number("prior_weight", t.prior_weight, non_negative_up_to(kMaxCount));
+  acc.count("max_warmup_discard", t.max_warmup_discard, 0, kMaxCount);
+  acc.number("warmup_outlier_sd", t.warmup_outlier_sd, positive_up_to(kMaxFactor));
+  acc.number("trend_sd", t.trend_sd, positive_up_to(kMaxFactor));
+  acc.number("stall_factor", t.stall_factor, positive_up_to(kMaxFactor));
   acc.fraction("cap_accept_margin", t.cap_accept_margin);
   acc.finish();
   if (t.alpha <= 0 || t.beta <= 0 || t.alpha >= 0.5 || t.beta >= 0.5) {
     throw ConfigError{"'acceptance.alpha' and 'acceptance.beta' must be in (0, 0.5)"};
   }
-  if (t.prior_weight < 0 || discard < 0) {
-    throw ConfigError{"'acceptance.prior_weight' and 'acceptance.max_warmup_discard' must be >= 0"};
-  }
-  a.min_samples = static_cast<int>(min_s);
-  a.max_samples = static_cast<int>(max_s);
   if (a.min_samples > a.max_samples) {
     throw ConfigError{"'acceptance.min_samples' must not exceed 'acceptance.max_samples'"};
   }
@@ -344,9 +448,9 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   auto& d = cfg.deploy;
   TableReader dep(subtable(root, "deploy"), "deploy", &env);
   dep.string("image", d.image);
-  dep.positive("disk_gb", d.disk_gb);
+  dep.number("disk_gb", d.disk_gb, positive_up_to(1e6));
   dep.string("onstart", d.onstart);
-  dep.positive("heartbeat_s", d.heartbeat_s);
+  dep.number("heartbeat_s", d.heartbeat_s, Range{0.1, 3600});
   dep.string("params_manifest", d.params_manifest);
   dep.finish();
   if (d.image.empty()) throw ConfigError{"'deploy.image' must not be empty"};
@@ -361,35 +465,24 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   TableReader pilot(subtable(root, "autopilot"), "autopilot", &env);
   pilot.boolean("enabled", ap.enabled);
   pilot.string("query", ap.query);
-  pilot.positive("interval_s", ap.interval_s);
-  pilot.number("operator_destroy_cooldown_h", ap.operator_destroy_cooldown_h);
-  if (ap.operator_destroy_cooldown_h < 0) {
-    throw ConfigError{"'autopilot.operator_destroy_cooldown_h' must be >= 0"};
-  }
-  pilot.positive("max_dollars_per_hour", pol.max_dollars_per_hour);
-  double max_instances = pol.max_instances, max_bench = pol.max_concurrent_benchmarks,
-         max_rents = pol.max_rents_per_decision;
-  pilot.positive("max_instances", max_instances);
-  pilot.positive("max_concurrent_benchmarks", max_bench);
-  pilot.positive("max_rents_per_decision", max_rents);
-  pol.max_instances = static_cast<int>(max_instances);
-  pol.max_concurrent_benchmarks = static_cast<int>(max_bench);
-  pol.max_rents_per_decision = static_cast<int>(max_rents);
-  pilot.optional_number("demand_proofs_per_hour", pol.demand_proofs_per_hour);
-  if (pol.demand_proofs_per_hour && *pol.demand_proofs_per_hour <= 0) {
-    throw ConfigError{"'autopilot.demand_proofs_per_hour' must be > 0 (leave it out for no limit)"};
-  }
-  pilot.number("exploration_budget_usd", pol.exploration_budget_usd);
-  if (pol.exploration_budget_usd < 0) {
-    throw ConfigError{"'autopilot.exploration_budget_usd' must be >= 0"};
-  }
+  pilot.number("interval_s", ap.interval_s, Range{0.1, 86400});
+  pilot.number("operator_destroy_cooldown_h", ap.operator_destroy_cooldown_h,
+               non_negative_up_to(kMaxHours));
+  pilot.number("max_dollars_per_hour", pol.max_dollars_per_hour, positive_up_to(kMaxUsd));
+  pilot.count("max_instances", pol.max_instances, 1, kMaxCount);
+  pilot.count("max_concurrent_benchmarks", pol.max_concurrent_benchmarks, 1, kMaxCount);
+  pilot.count("max_rents_per_decision", pol.max_rents_per_decision, 1, kMaxCount);
+  // Left out: no limit.
+  pilot.optional_number("demand_proofs_per_hour", pol.demand_proofs_per_hour, positive_up_to(1e9));
+  pilot.number("exploration_budget_usd", pol.exploration_budget_usd,
+               non_negative_up_to(kMaxBudgetUsd));
   double window_h = pol.exploration_window_s / 3600;
-  pilot.positive("exploration_window_h", window_h);
+  pilot.number("exploration_window_h", window_h, positive_up_to(kMaxHours));
   pol.exploration_window_s = window_h * 3600;
-  pilot.number("min_value_usd", pol.min_value_usd);
+  pilot.number("min_value_usd", pol.min_value_usd, Range{-kMaxBudgetUsd, kMaxBudgetUsd});
   pilot.boolean("allow_shared_machines", pol.allow_shared_machines);
   double ttl_h = pol.blocklist.base_ttl_s / 3600;
-  pilot.positive("block_base_ttl_h", ttl_h);
+  pilot.number("block_base_ttl_h", ttl_h, positive_up_to(kMaxHours));
   pol.blocklist.base_ttl_s = ttl_h * 3600;
   pilot.fraction("block_max_pool_share", pol.blocklist.max_pool_share);
   pilot.finish();
@@ -418,6 +511,7 @@ Environment process_environment() {
 
 tl::expected<AppConfig, std::string> parse_config(const std::string& text, const std::string& name,
                                                   const Environment& environment) {
+  if (auto deep = toml_key_too_deep(text)) return tl::unexpected(name + ":" + *deep);
   try {
     toml::table root = toml::parse(text, name);
     EnvOverrides env(environment);
@@ -445,11 +539,11 @@ tl::expected<AppConfig, std::string> load_config(const std::optional<std::string
   } else {
     return parse_config("", "built-in defaults", process_environment());
   }
-  std::ifstream in(chosen);
-  if (!in) return tl::unexpected("cannot read config file '" + chosen + "'");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return parse_config(buf.str(), chosen, process_environment());
+  // A path that was asked for must be a readable file: a directory reads as empty text, which
+  // would silently run on the defaults.
+  auto text = util::read_bounded_file(chosen, kMaxConfigBytes);
+  if (!text) return tl::unexpected("cannot read config file '" + chosen + "': " + text.error());
+  return parse_config(*text, chosen, process_environment());
 }
 
 }  // namespace pf::cli

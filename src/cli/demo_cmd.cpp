@@ -23,6 +23,7 @@
 #include "agent/process.h"
 #include "cli/commands.h"
 #include "cli/config.h"
+#include "cli/flag_checks.h"
 #include "cli/manager_client.h"
 #include "cli/serving.h"
 #include "core/text.h"
@@ -316,7 +317,7 @@ void register_demo(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--status-every", o->status_every_s, "Seconds between fleet summary lines")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(finite_range(0.1, 86400));
   cmd->add_flag("--quiet", o->quiet, "No fleet summary lines");
   cmd->callback([o] { run_demo(*o); });
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/manager_client.h"
 #include "cli/secrets.h"
 #include "cli/table.h"
@@ -314,7 +315,7 @@ void register_bad_hosts(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   add->add_option("--reason", *reason, "Why (kept with the entry)")->required();
   add->add_option("--ttl-hours", *ttl_hours, "Expire the entry after H hours (default: never)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive(24.0 * 365 * 100));
   add_client_flags(add, *add_flags);
   add->callback([add_flags, machine, reason, ttl_hours] {
     auto client = connect(*add_flags);

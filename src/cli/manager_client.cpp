@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "market/http_client.h"
+#include "util/bounded_json.h"
 
 namespace pf::cli {
 namespace {
@@ -69,18 +70,19 @@ tl::expected<json, std::string> ManagerClient::call(const char* method, const st
     return tl::unexpected("cannot reach the manager at " + endpoint_.base_url + " (" +
                           market::to_string(reply.error().failure) + "): " + reply.error().message);
   }
-  json parsed = json::parse(reply->body, nullptr, false);
+  auto parsed = util::parse_json(reply->body);
   if (reply->status >= 200 && reply->status < 300) {
-    if (parsed.is_discarded()) {
+    if (!parsed) {
       return tl::unexpected("the manager sent HTTP " + std::to_string(reply->status) +
-                            " with a body that is not JSON: " + excerpt(reply->body));
+                            " with a body that is not JSON (" + parsed.error() +
+                            "): " + excerpt(reply->body));
     }
-    return parsed;
+    return std::move(*parsed);
   }
   std::string message;
-  if (!parsed.is_discarded() && parsed.is_object() && parsed.contains("error") &&
-      parsed["error"].is_string()) {
-    message = parsed["error"].get<std::string>();
+  if (parsed && parsed->is_object() && parsed->contains("error") &&
+      (*parsed)["error"].is_string()) {
+    message = (*parsed)["error"].get<std::string>();
   } else {
     message =
         "the manager replied HTTP " + std::to_string(reply->status) + ": " + excerpt(reply->body);

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/secrets.h"
 #include "cli/serving.h"
 #include "core/text.h"
@@ -284,8 +285,10 @@ void register_market_sim(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--time-scale", options->time_scale,
                   "Scenario seconds per wall second (60: one scenario hour per minute)")
+      ->check(finite_positive(1e6))
       ->capture_default_str();
   cmd->add_option("--start-h", options->start_h, "Scenario hour at which the server starts")
+      ->check(finite_range(0, sim::kMaxScenarioHours))
       ->capture_default_str();
   cmd->add_option("--faults", options->faults,
                   "Injected failures, e.g. 429=0.2,500=0.05,drop_create_reply=0.1,slow_ms=300 "
@@ -299,6 +302,7 @@ void register_market_sim(CLI::App& app) {
                   "$PROVERFLEET_MARKET_SIM_API_KEY. Never logged");
   add_refused_secret_flag(cmd, options->api_key_flag);
   cmd->add_option("--balance", options->balance_usd, "Starting account balance, USD")
+      ->check(finite_range(-1e9, 1e9))
       ->capture_default_str();
   cmd->add_flag("--quiet", options->quiet, "Do not log requests to stderr");
   cmd->add_flag("--spawn-agents", options->spawn_agents,
@@ -311,10 +315,12 @@ void register_market_sim(CLI::App& app) {
   cmd->add_option("--param-stand-in-mib", options->param_stand_in_mib,
                   "Size of the parameter stand-ins served at /proverfleet-sim/params.json "
                   "(0: an empty manifest)")
+      ->check(finite_range(0, 1e5))
       ->capture_default_str();
   cmd->add_option("--param-min-kib-s", options->param_min_kib_s,
                   "Floor of the per-connection stand-in download rate, KiB/s (the rate "
                   "otherwise makes them take the scaled time the real parameters would)")
+      ->check(finite_positive(1e9))
       ->capture_default_str();
   cmd->callback([options] { run_market_sim(*options); });
 }

@@ -1,11 +1,11 @@
 // `proverfleet offers`: search the market and print offers ranked by expected $/proof.
 #include <iostream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/config.h"
+#include "cli/flag_checks.h"
 #include "cli/table.h"
 #include "core/ranking.h"
 #include "core/text.h"
@@ -72,8 +72,7 @@ void print_table(const std::vector<core::RankedOffer>& ranked, const core::RankC
             << ranked.size() << " of " << total << " offers; revenue $"
             << core::fixed(cfg.economics.revenue_per_proof_usd, 4) << "/proof, target $"
             << core::fixed(cfg.economics.target_cost_per_proof_usd, 4)
-            << "/proof; setup amortised over "
-            << core::fixed(cfg.setup.expected_lifetime_h, 0)
+            << "/proof; setup amortised over " << core::fixed(cfg.setup.expected_lifetime_h, 0)
             << " h. Rates are predictions (source: prior), not measurements.\n";
 }
 
@@ -107,9 +106,9 @@ void run_offers(const OffersOptions& opt) {
   for (const auto& w : found->warnings) std::cerr << "warning: " << w << "\n";
 
   std::size_t total = found->offers.size();
-  auto ranked = core::rank_offers(std::move(found->offers), rank,
-                                  opt.sort == "profit" ? core::RankOrder::Profit
-                                                       : core::RankOrder::Cost);
+  auto ranked =
+      core::rank_offers(std::move(found->offers), rank,
+                        opt.sort == "profit" ? core::RankOrder::Profit : core::RankOrder::Cost);
   if (opt.limit > 0 && ranked.size() > static_cast<std::size_t>(opt.limit)) {
     ranked.resize(static_cast<std::size_t>(opt.limit));
   }
@@ -137,12 +136,12 @@ void register_offers(CLI::App& app) {
       ->check(CLI::IsMember({"cost", "profit"}))
       ->capture_default_str();
   cmd->add_option("--limit", opt->limit, "Show at most N offers (0 = all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(finite_range(0, 1e6))
       ->capture_default_str();
   cmd->add_option("--revenue", opt->revenue, "Revenue per proof, USD (overrides config)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive(1e6));
   cmd->add_option("--target", opt->target, "Target cost per proof, USD: sets break-even")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive(1e6));
   cmd->add_flag("--json", opt->json, "Print a JSON array instead of a table");
   cmd->add_option("--config", opt->config_path, "Config file (default: ./proverfleet.toml)");
   cmd->add_option("--vast-url", opt->vast_url, "Market API base URL");
@@ -151,7 +150,7 @@ void register_offers(CLI::App& app) {
       ->check(CLI::IsMember({"on-demand", "bid", "reserved"}))
       ->capture_default_str();
   cmd->add_option("--search-limit", opt->search_limit, "Offers asked of the market")
-      ->check(CLI::PositiveNumber)
+      ->check(finite_range(1, 1e5))
       ->capture_default_str();
   cmd->add_flag("--no-default-filters", opt->no_default_filters,
                 "Drop the CLI defaults verified=true rentable=true rented=false external=false");

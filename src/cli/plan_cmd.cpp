@@ -27,11 +27,23 @@ struct PlanCliOptions {
 void run_plan(const PlanCliOptions& o) {
   auto ram = core::parse_gib(o.ram);
   if (!ram) throw CommandFailed("--ram: " + ram.error());
-  if (!std::isfinite(o.cores) || o.cores <= 0) {
-    throw CommandFailed("--cores must be a positive number, got " + core::fixed(o.cores, 1));
+  // Bounded here, before anything is sized from them, with the flag named.
+  if (!std::isfinite(*ram) || *ram <= 0 || *ram > core::kMaxPlanRamGib) {
+    throw CommandFailed("--ram must be in (0, " + core::fixed(core::kMaxPlanRamGib, 0) +
+                        "] GiB, got " + o.ram);
   }
-  if (o.gpus < 1) throw CommandFailed("--gpus must be at least 1, got " + std::to_string(o.gpus));
-  if (o.partitions < 0) throw CommandFailed("--partitions must be >= 1 when given");
+  if (!std::isfinite(o.cores) || o.cores <= 0 || o.cores > core::kMaxPlanCores) {
+    throw CommandFailed("--cores must be a positive number up to " +
+                        core::fixed(core::kMaxPlanCores, 0) + ", got " + core::fixed(o.cores, 1));
+  }
+  if (o.gpus < 1 || o.gpus > core::kMaxPlanGpus) {
+    throw CommandFailed("--gpus must be in [1, " + std::to_string(core::kMaxPlanGpus) + "], got " +
+                        std::to_string(o.gpus));
+  }
+  if (o.partitions < 0 || o.partitions > core::kMaxPlanGpus * 1000) {
+    throw CommandFailed("--partitions must be in [1, " + std::to_string(core::kMaxPlanGpus * 1000) +
+                        "] when given, got " + std::to_string(o.partitions));
+  }
   core::PlanInput in;
   in.ram_gib = *ram;
   in.cores = o.cores;

@@ -40,6 +40,7 @@
 #include "market/query.h"
 #include "market/vast_market.h"
 #include "store/store.h"
+#include "util/bounded_json.h"
 
 namespace pf::cli {
 namespace {
@@ -221,13 +222,13 @@ std::vector<manager::ParamFile> load_params_manifest(const std::string& where) {
     }
     text = std::move(reply->body);
   } else {
-    std::ifstream in(where);
-    if (!in) throw CommandFailed("cannot read parameter manifest file '" + where + "'");
-    text.assign(std::istreambuf_iterator<char>(in), {});
+    auto file = util::read_bounded_file(where, agent::kManifestLimits.max_bytes);
+    if (!file) {
+      throw CommandFailed("cannot read parameter manifest file '" + where + "': " + file.error());
+    }
+    text = std::move(*file);
   }
-  const auto parsed = nlohmann::json::parse(text, nullptr, false);
-  if (parsed.is_discarded()) throw CommandFailed("parameter manifest " + where + ": not JSON");
-  auto files = agent::parse_param_manifest(parsed);
+  auto files = agent::parse_param_manifest_text(text);
   if (!files) throw CommandFailed("parameter manifest " + where + ": " + files.error());
   std::vector<manager::ParamFile> out;
   for (const auto& f : *files) {

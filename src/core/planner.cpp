@@ -19,15 +19,20 @@ std::string gib(double value) {
 
 tl::expected<ProverPlan, std::string> plan_prover(const PlanInput& in, const PlanLimits& lim) {
   const MemoryModel& m = lim.model;
-  if (!std::isfinite(in.ram_gib) || in.ram_gib <= 0) {
-    return tl::unexpected("usable RAM must be a positive number of GiB, got " +
-                          fixed(in.ram_gib, 1));
+  if (!std::isfinite(in.ram_gib) || in.ram_gib <= 0 || in.ram_gib > kMaxPlanRamGib) {
+    return tl::unexpected("usable RAM must be a positive number of GiB up to " +
+                          fixed(kMaxPlanRamGib, 0) + ", got " + fixed(in.ram_gib, 1));
   }
-  if (!std::isfinite(in.cores) || in.cores <= 0) {
-    return tl::unexpected("usable cores must be a positive number, got " + fixed(in.cores, 1));
+  if (!std::isfinite(in.cores) || in.cores <= 0 || in.cores > kMaxPlanCores) {
+    return tl::unexpected("usable cores must be a positive number up to " +
+                          fixed(kMaxPlanCores, 0) + ", got " + fixed(in.cores, 1));
   }
   if (in.gpus <= 0) {
     return tl::unexpected("no GPU: the prover needs at least one, got " + std::to_string(in.gpus));
+  }
+  if (in.gpus > kMaxPlanGpus) {
+    return tl::unexpected("at most " + std::to_string(kMaxPlanGpus) +
+                          " GPUs can be planned for, got " + std::to_string(in.gpus));
   }
   const int by_memory = partitions_for_ram(in.ram_gib, m);
   if (by_memory < 1) {

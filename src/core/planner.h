@@ -16,6 +16,12 @@
 
 namespace pf::core {
 
+// The machines a plan is made for: anything outside is a probe or typing error, and planning it
+// would overflow the partition arithmetic or build a device list billions long.
+inline constexpr int kMaxPlanGpus = 64;
+inline constexpr double kMaxPlanRamGib = 64 * 1024;  // 64 TiB
+inline constexpr double kMaxPlanCores = 4096;
+
 struct PlanInput {
   double ram_gib = 0;      // usable memory: the smallest real limit the probe found
   double cores = 0;        // usable CPUs: affinity mask and cpu quota, whichever is smaller
@@ -59,7 +65,7 @@ struct ProverPlan {
 };
 
 // The plan for `input`, or an error naming why no plan fits (e.g. RAM below the one-partition
-// minimum, no GPU).
+// minimum, no GPU, or an input outside (0, kMaxPlan*]).
 tl::expected<ProverPlan, std::string> plan_prover(const PlanInput& input, const PlanLimits& limits);
 
 // The next smaller plan after the prover was killed for memory while running

@@ -19,6 +19,7 @@
 #include "manager/dashboard.h"
 #include "manager/views.h"
 #include "market/query.h"
+#include "util/bounded_json.h"
 
 namespace pf::manager {
 namespace {
@@ -100,20 +101,12 @@ json parse_object_body(const net::HttpRequest& req) {
                   in_quotes(type) + ")");
   }
   if (req.body.empty()) fail(400, "request body is empty: expected a JSON object");
-  json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const json::parse_error& e) {
-    // nlohmann prefixes "[json.exception.parse_error.101] "; the rest says where and why.
-    std::string what = e.what();
-    const auto bracket = what.find("] ");
-    if (what.rfind("[json.exception", 0) == 0 && bracket != std::string::npos) {
-      what = what.substr(bracket + 2);
-    }
-    fail(400, "malformed JSON body: " + what);
-  }
-  if (!body.is_object()) fail(400, "request body must be a JSON object, got " + describe(body));
-  return body;
+  // Bounded: a deeply nested body must fail here, not crash the copies and dumps that follow;
+  // a number that overflows a double is a client error, not a 500.
+  auto body = util::parse_json(req.body);
+  if (!body) fail(400, "malformed JSON body: " + body.error());
+  if (!body->is_object()) fail(400, "request body must be a JSON object, got " + describe(*body));
+  return std::move(*body);
 }
 
 // Typed access to one JSON object's fields; errors name the field with its path

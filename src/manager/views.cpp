@@ -1,5 +1,7 @@
 #include "manager/views.h"
 
+#include "util/bounded_json.h"
+
 namespace pf::manager {
 
 using nlohmann::json;
@@ -14,9 +16,10 @@ json optional_number(const std::optional<double>& value) {
 
 json embed_json_text(const std::string& text) {
   if (text.empty()) return nullptr;
-  json parsed = json::parse(text, nullptr, false);
-  if (parsed.is_discarded()) return text;
-  return parsed;
+  // Stored text came from a bounded parse once, but a row may be older than the bounds.
+  auto parsed = util::parse_json(text);
+  if (!parsed) return text;
+  return std::move(*parsed);
 }
 
 json to_json(const core::Offer& o) {

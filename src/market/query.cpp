@@ -3,6 +3,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 namespace pf::market {
@@ -100,6 +101,44 @@ constexpr std::array<std::pair<std::string_view, double>, 4> kMultipliers = {{
     {"gpu_total_ram", 1000.0},
     {"duration", 24.0 * 60.0 * 60.0},
 }};
+
+// The values a number field may be compared with, in the units the query is written in (GB,
+// days): anything outside is a typo or an attack, and could overflow once scaled (cpu_ram>=1e308
+// is infinite in MB, which JSON writes as null).
+struct NumberRange {
+  std::string_view field;
+  double min;
+  double max;
+  std::string_view unit;
+};
+constexpr double kMaxQueryMagnitude = 1e12;  // any other number field
+constexpr std::array kNumberRanges = {
+    NumberRange{"num_gpus", 0, 1024, ""},       NumberRange{"cpu_ram", 0, 1e6, " GB"},
+    NumberRange{"gpu_ram", 0, 1e6, " GB"},      NumberRange{"gpu_total_ram", 0, 1e6, " GB"},
+    NumberRange{"duration", 0, 36500, " days"}, NumberRange{"reliability", 0, 1, ""},
+    NumberRange{"reliability2", 0, 1, ""},      NumberRange{"gpu_frac", 0, 1, ""},
+};
+
+NumberRange number_range_of(std::string_view field) {
+  for (const auto& range : kNumberRanges) {
+    if (range.field == field) return range;
+  }
+  return NumberRange{field, -kMaxQueryMagnitude, kMaxQueryMagnitude, ""};
+}
+
+std::string format_bound(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+// nullopt when `value` is a sane value for `field`, else why not.
+std::optional<std::string> out_of_range(std::string_view field, double value) {
+  const NumberRange range = number_range_of(field);
+  if (std::isfinite(value) && value >= range.min && value <= range.max) return std::nullopt;
+  return "value out of range (" + std::string(field) + " takes " + format_bound(range.min) +
+         " to " + format_bound(range.max) + std::string(range.unit) + ")";
+}
 
 constexpr std::array<std::pair<std::string_view, std::string_view>, 19> kOperators = {{
     {"=", "eq"},       {"==", "eq"},       {"!=", "neq"},    {"<", "lt"},         {"<=", "lte"},
@@ -331,10 +370,15 @@ tl::expected<json, std::string> convert_value(std::string_view written, const st
   if (auto factor = multiplier_of(field)) {
     auto number = parse_query_number(text);
     if (!number) return tl::unexpected(field + " needs a number (GB or days), got '" + text + "'");
-    return json(*number * *factor);
+    if (auto why = out_of_range(field, *number)) return tl::unexpected(*why);
+    const double scaled = *number * *factor;
+    if (!std::isfinite(scaled)) return tl::unexpected(std::string("value out of range"));
+    return json(scaled);
   }
-  if (kind == QueryFieldKind::Number && !parse_query_number(text)) {
-    return tl::unexpected(field + " needs a number, got '" + text + "'");
+  if (kind == QueryFieldKind::Number) {
+    auto number = parse_query_number(text);
+    if (!number) return tl::unexpected(field + " needs a number, got '" + text + "'");
+    if (auto why = out_of_range(field, *number)) return tl::unexpected(*why);
   }
   if (kind == QueryFieldKind::Bool && !value.is_boolean()) {
     return tl::unexpected(field + " needs true or false, got '" + text + "'");

@@ -275,6 +275,10 @@ tl::expected<VastConfig, std::string> vast_config_from_env(
   return config;
 }
 
+tl::expected<json, std::string> parse_vast_reply(std::string_view body) {
+  return util::parse_json(body, kVastReplyLimits);
+}
+
 tl::expected<Instance, std::string> instance_from_vast_json(const json& record) {
   if (!record.is_object()) return tl::unexpected(std::string("instance record is not an object"));
   const auto id = integer_field(record, "id");
@@ -435,24 +439,24 @@ Result<json> VastMarket::send(const Call& call, bool retry) {
       continue;
     }
 
-    const json parsed = json::parse(reply->body, nullptr, /*allow_exceptions=*/false);
-    const json* body = parsed.is_discarded() ? nullptr : &parsed;
+    auto parsed = parse_vast_reply(reply->body);
+    const json* body = parsed ? &*parsed : nullptr;
     if (!is_success(reply->status)) {
       MarketError e = reply_error(call, reply->status, reply->body, body);
       if (attempt > 1) e.message += " (after " + std::to_string(attempt) + " attempts)";
       return tl::unexpected(std::move(e));
     }
     if (body == nullptr) {
-      return tl::unexpected(
-          error(ErrorKind::BadResponse, reply->status, "",
-                std::string("vast ") + call.method + " " + call.path +
-                    ": reply is not JSON (HTTP " + std::to_string(reply->status) +
-                    "): " + (trim(reply->body).empty() ? "(empty body)" : snippet(reply->body))));
+      return tl::unexpected(error(
+          ErrorKind::BadResponse, reply->status, "",
+          std::string("vast ") + call.method + " " + call.path + ": reply is not JSON (HTTP " +
+              std::to_string(reply->status) + ", " + parsed.error() +
+              "): " + (trim(reply->body).empty() ? "(empty body)" : snippet(reply->body))));
     }
-    if (says_failure(parsed)) {
+    if (says_failure(*body)) {
       return tl::unexpected(reply_error(call, reply->status, reply->body, body));
     }
-    return parsed;
+    return std::move(*parsed);
   }
 }
 
@@ -469,6 +473,12 @@ Result<SearchResult> VastMarket::search_offers(const SearchRequest& request) {
     return tl::unexpected(
         error(ErrorKind::InvalidArgument, 0, "",
               "search limit must be positive, got " + std::to_string(request.limit)));
+  }
+  // nlohmann writes NaN and infinity as null, which vast reads as "field is null": a filter
+  // that silently means something else. The query parser never makes one; code might.
+  if (!util::all_numbers_finite(request.query) || !std::isfinite(request.allocated_storage_gb)) {
+    return tl::unexpected(
+        error(ErrorKind::InvalidArgument, 0, "", "search query holds a number that is not finite"));
   }
   json body = request.query;
   json order = json::array();
@@ -709,8 +719,8 @@ Result<CreateResult> VastMarket::create_instance(const CreateRequest& request) {
       ambiguity = std::string(to_string(e.failure)) + " (" + e.message + ")";
     } else {
       const int status = reply->status;
-      const json parsed = json::parse(reply->body, nullptr, false);
-      const bool is_object = !parsed.is_discarded() && parsed.is_object();
+      const json parsed = parse_vast_reply(reply->body).value_or(json());
+      const bool is_object = parsed.is_object();
       const bool claims_success = is_success(status) && is_object && !says_failure(parsed);
       const auto contract = is_object ? integer_field(parsed, "new_contract") : std::nullopt;
 
@@ -739,7 +749,7 @@ Result<CreateResult> VastMarket::create_instance(const CreateRequest& request) {
                               (trim(reply->body).empty() ? "(empty body)" : snippet(reply->body));
       } else {
         const MarketError failure =
-            reply_error(call, status, reply->body, parsed.is_discarded() ? nullptr : &parsed);
+            reply_error(call, status, reply->body, &parsed);  // only an object is read
         if (failure.kind == ErrorKind::OfferGone || failure.kind == ErrorKind::Unauthorized) {
           return tl::unexpected(failure);
         }

@@ -21,12 +21,14 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <tl/expected.hpp>
 #include <utility>
 #include <vector>
 
 #include "market/http_client.h"
 #include "market/market.h"
+#include "util/bounded_json.h"
 
 namespace pf::market {
 
@@ -50,6 +52,13 @@ struct VastConfig {
 // characters is rejected. Errors name the problem and the file, never the key.
 tl::expected<VastConfig, std::string> vast_config_from_env(
     const std::optional<std::string>& url_flag, const std::optional<std::string>& key_file_flag);
+
+// Limits for vast's reply bodies: a search returns up to a few thousand offers of ~100 fields.
+inline constexpr util::JsonLimits kVastReplyLimits{
+    .max_bytes = 64u << 20, .max_depth = 32, .max_values = 8'000'000, .max_string_bytes = 1u << 20};
+
+// A vast reply body parsed with kVastReplyLimits (every reply goes through here).
+tl::expected<nlohmann::json, std::string> parse_vast_reply(std::string_view body);
 
 // Parses one instance record of the list/show replies. Fails only without a numeric id.
 tl::expected<Instance, std::string> instance_from_vast_json(const nlohmann::json& record);

@@ -9,6 +9,7 @@
 #include "market/query.h"
 #include "sim/json_text.h"
 #include "sim/offer_query.h"
+#include "util/bounded_json.h"
 
 namespace pf::sim {
 namespace {
@@ -158,9 +159,9 @@ ApiError bad_list_param(const std::string& name, const std::string& problem) {
 
 // Query parameters of /api/v1/instances/ are JSON-encoded; a bare word is taken as a string.
 json decode_param(const std::string& text) {
-  json parsed = json::parse(text, nullptr, false);
-  if (parsed.is_discarded()) return json(text);
-  return parsed;
+  auto parsed = util::parse_json(text);
+  if (!parsed) return json(text);
+  return std::move(*parsed);
 }
 
 std::optional<std::int64_t> parse_int(std::string_view text) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "market/http_listener.h"
+#include "util/bounded_json.h"
 
 namespace pf::sim {
 namespace {
@@ -54,13 +55,13 @@ std::optional<std::int64_t> path_id(const httplib::Request& req) {
 // An empty body counts as {} (vast's DELETE takes "{}" and clients often send nothing).
 std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res) {
   if (req.body.empty()) return json::object();
-  json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded()) {
-    send_error(res,
-               ApiError{400, "invalid_args", "Invalid args: the request body is not valid JSON"});
+  auto body = util::parse_json(req.body);
+  if (!body) {
+    send_error(res, ApiError{400, "invalid_args",
+                             "Invalid args: the request body is not valid JSON: " + body.error()});
     return std::nullopt;
   }
-  return body;
+  return std::move(*body);
 }
 
 // Compares without stopping at the first differing byte (the length may leak; a test double
@@ -165,11 +166,13 @@ struct MarketSimServer::Impl {
         endpoint(Access::Public, [search](const httplib::Request& req, httplib::Response& res) {
           json query = json::object();
           if (req.has_param("q")) {
-            query = json::parse(req.get_param_value("q"), nullptr, false);
-            if (query.is_discarded()) {
-              send_error(res, ApiError{400, "invalid_args", "Invalid args: q is not valid JSON"});
+            auto parsed = util::parse_json(req.get_param_value("q"));
+            if (!parsed) {
+              send_error(res, ApiError{400, "invalid_args",
+                                       "Invalid args: q is not valid JSON: " + parsed.error()});
               return;
             }
+            query = std::move(*parsed);
           }
           search(query, res);
         }));

@@ -136,11 +136,28 @@ tl::unexpected<std::string> invalid(const std::string& what) {
   return tl::unexpected(what);
 }
 
+// No offer field is anywhere near this (MB of RAM, seconds of duration included): a larger
+// operand is a client bug, refused rather than compared.
+constexpr double kMaxOperandMagnitude = 1e15;
+
+bool operand_in_range(const json& value) {
+  if (!value.is_number() && !value.is_string()) return true;
+  const auto number = as_number(value);
+  if (!number) return !value.is_number();  // a JSON number that is not finite
+  return std::fabs(*number) <= kMaxOperandMagnitude;
+}
+
 tl::expected<Condition, std::string> compile_condition(const std::string& field,
                                                        const std::string& op, const json& value) {
   if (std::find(kOperators.begin(), kOperators.end(), op) == kOperators.end()) {
     return invalid("unknown operator '" + op + "' for field '" + field +
                    "' (expected eq, neq, gt, gte, lt, lte, in or notin)");
+  }
+  const bool in_range = value.is_array() ? std::all_of(value.begin(), value.end(), operand_in_range)
+                                         : operand_in_range(value);
+  if (!in_range) {
+    return invalid("operator '" + op + "' for field '" + field + "': value out of range, got " +
+                   describe_json(value));
   }
   if (op == "in" || op == "notin") {
     if (!value.is_array()) {

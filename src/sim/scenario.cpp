@@ -2,17 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <initializer_list>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <sstream>
-#include <system_error>
 
+#include "core/planner.h"
 #include "market/offer_json.h"
 #include "sim/json_text.h"
+#include "util/bounded_json.h"
 
 namespace pf::sim {
 namespace {
@@ -75,12 +73,26 @@ struct Range {
   }
 };
 
-const Range kAny{};
 const Range kNonNegative{0.0, true, std::nullopt, true};
 const Range kPositive{0.0, false, std::nullopt, true};
 const Range kAtLeastOne{1.0, true, std::nullopt, true};
 const Range kUnitInterval{0.0, true, 1.0, true};
 const Range kFraction{0.0, false, 1.0, true};  // a multiplier that may only reduce: (0, 1]
+// Upper bounds keep a simulation's work bounded by sane inputs: events scale with hours times
+// proof rates, and hours or times past these are typos (or attacks), not markets.
+const Range kHours{0.0, false, kMaxScenarioHours, true};
+const Range kTimeH{0.0, true, 1e6, true};  // a time within or past the horizon, in hours
+const Range kWindowEndH{-1e6, true, 1e6, true};
+const Range kMinutes{0.0, true, 1e6, true};
+const Range kProofRate{0.0, true, 1e4, true};  // proofs per hour
+const Range kDemand{0.0, false, 1e6, true};    // proofs per hour
+const Range kMoney{0.0, true, 1e6, true};      // USD per proof
+const Range kPositiveMoney{0.0, false, 1e6, true};
+const Range kBandwidthMbps{0.0, false, 1e6, true};
+const Range kMachineSize{0.0, false, 1e5, true};  // GiB or cores
+const Range kCv{0.0, true, 10.0, true};
+const Range kParamsBytes{0.0, false, 1e14, true};
+const Range kGpus{1.0, true, static_cast<double>(core::kMaxPlanGpus), true};
 
 // Collects every problem with its key path; readers return nullopt for a missing or bad
 // value so parsing can continue and report the rest of the file in one go.
@@ -235,22 +247,22 @@ void parse_truth(Validator& v, const json& offer, const std::string& path, Truth
                 "boot_min", "download_mbps", "warmup_min", "contention", "throttle", "failure"});
   if (t == nullptr) return;
   const std::string at = child_path(path, "truth");
-  truth.rate_full = v.number(*t, at, "rate_full", kNonNegative).value_or(0);
+  truth.rate_full = v.number(*t, at, "rate_full", kProofRate).value_or(0);
   truth.partitions_full =
       static_cast<int>(v.integer(*t, at, "partitions_full", {1.0, true, 1000.0, true}).value_or(1));
-  truth.ram_visible_gib = v.number(*t, at, "ram_visible_gib", kPositive).value_or(0);
-  truth.cores_visible = v.number(*t, at, "cores_visible", kPositive).value_or(0);
-  truth.proof_time_cv = v.number(*t, at, "proof_time_cv", kNonNegative).value_or(0);
-  truth.boot_min = v.number(*t, at, "boot_min", kNonNegative).value_or(0);
-  truth.download_mbps = v.number(*t, at, "download_mbps", kPositive).value_or(0);
-  truth.warmup_min = v.number(*t, at, "warmup_min", kNonNegative).value_or(0);
+  truth.ram_visible_gib = v.number(*t, at, "ram_visible_gib", kMachineSize).value_or(0);
+  truth.cores_visible = v.number(*t, at, "cores_visible", kMachineSize).value_or(0);
+  truth.proof_time_cv = v.number(*t, at, "proof_time_cv", kCv).value_or(0);
+  truth.boot_min = v.number(*t, at, "boot_min", kMinutes).value_or(0);
+  truth.download_mbps = v.number(*t, at, "download_mbps", kBandwidthMbps).value_or(0);
+  truth.warmup_min = v.number(*t, at, "warmup_min", kMinutes).value_or(0);
   truth.contention = v.number(*t, at, "contention", kFraction).value_or(1);
 
   if (t->contains("throttle") && !(*t)["throttle"].is_null()) {
     if (const json* th = v.object(*t, at, "throttle", {"after_h", "factor"})) {
       const std::string tat = child_path(at, "throttle");
       Throttle throttle;
-      throttle.after_h = v.number(*th, tat, "after_h", kNonNegative).value_or(0);
+      throttle.after_h = v.number(*th, tat, "after_h", kTimeH).value_or(0);
       throttle.factor = v.number(*th, tat, "factor", kFraction).value_or(1);
       truth.throttle = throttle;
     }
@@ -266,7 +278,7 @@ void parse_truth(Validator& v, const json& offer, const std::string& path, Truth
                "expected one of none, never_boots, crash, offline, got \"" + *kind_text + "\"");
       }
     }
-    truth.failure.after_h = v.number(*f, fat, "after_h", kNonNegative).value_or(0);
+    truth.failure.after_h = v.number(*f, fat, "after_h", kTimeH).value_or(0);
   }
 }
 
@@ -313,7 +325,7 @@ void parse_offer(Validator& v, const json& o, const std::string& path, ScenarioO
   v.integer(o, path, "machine_id", kAtLeastOne);
   v.integer(o, path, "host_id", kNonNegative);
   v.string(o, path, "gpu_name", false);
-  v.integer(o, path, "num_gpus", kAtLeastOne);
+  v.integer(o, path, "num_gpus", kGpus);
   v.number(o, path, "gpu_ram", kPositive);
   v.number(o, path, "gpu_total_ram", kPositive);
   v.string(o, path, "cpu_name", true);
@@ -335,8 +347,8 @@ void parse_offer(Validator& v, const json& o, const std::string& path, ScenarioO
   v.number(o, path, "storage_cost", kNonNegative);
   v.number(o, path, "dlperf", kNonNegative);
 
-  auto from = v.number(o, path, kWindowFrom, kNonNegative);
-  auto until = v.number(o, path, kWindowUntil, kAny);
+  auto from = v.number(o, path, kWindowFrom, kTimeH);
+  auto until = v.number(o, path, kWindowUntil, kWindowEndH);
   if (from && until && !(*from < *until)) {
     v.fail(path, std::string(kWindowFrom) + " (" + format_number(*from) + ") must be < " +
                      kWindowUntil + " (" + format_number(*until) + ")");
@@ -392,29 +404,33 @@ tl::expected<Scenario, std::string> parse_scenario(const json& doc) {
   Scenario s;
   s.name = v.string(doc, "", "name", false).value_or("");
   s.seed = static_cast<std::uint64_t>(v.integer(doc, "", "seed", kNonNegative).value_or(0));
-  s.hours = v.number(doc, "", "hours", kPositive).value_or(0);
+  s.hours = v.number(doc, "", "hours", kHours).value_or(0);
 
   if (const json* e = v.object(
           doc, "", "economics",
           {"revenue_per_proof_usd", "target_cost_per_proof_usd", "demand_proofs_per_hour"})) {
     s.economics.revenue_per_proof_usd =
-        v.number(*e, "economics", "revenue_per_proof_usd", kNonNegative).value_or(0);
+        v.number(*e, "economics", "revenue_per_proof_usd", kMoney).value_or(0);
     s.economics.target_cost_per_proof_usd =
-        v.number(*e, "economics", "target_cost_per_proof_usd", kPositive).value_or(0);
+        v.number(*e, "economics", "target_cost_per_proof_usd", kPositiveMoney).value_or(0);
     if (e->contains("demand_proofs_per_hour") && !(*e)["demand_proofs_per_hour"].is_null()) {
       s.economics.demand_proofs_per_hour =
-          v.number(*e, "economics", "demand_proofs_per_hour", kPositive);
+          v.number(*e, "economics", "demand_proofs_per_hour", kDemand);
     }
   }
 
   if (const json* p = v.object(doc, "", "params", {"bytes"})) {
-    s.params_bytes = static_cast<double>(v.integer(*p, "params", "bytes", kPositive).value_or(0));
+    s.params_bytes =
+        static_cast<double>(v.integer(*p, "params", "bytes", kParamsBytes).value_or(0));
   }
 
   if (doc.contains("offers")) {
     const json& offers = doc["offers"];
     if (!offers.is_array()) {
       v.fail("offers", "expected an array, got " + describe_json(offers));
+    } else if (offers.size() > kMaxScenarioOffers) {
+      v.fail("offers", std::to_string(offers.size()) + " offers, at most " +
+                           std::to_string(kMaxScenarioOffers));
     } else {
       std::map<std::int64_t, std::size_t> index_of_id;
       s.offers.resize(offers.size());
@@ -437,31 +453,17 @@ tl::expected<Scenario, std::string> parse_scenario(const json& doc) {
   return s;
 }
 
-tl::expected<Scenario, std::string> load_scenario(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return tl::unexpected(path + ": cannot read scenario file: is a directory");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::error_code exists_ec;
-    const bool exists = std::filesystem::exists(path, exists_ec);
-    return tl::unexpected(path + ": cannot read scenario file: " +
-                          (exists ? "permission denied or unreadable" : "no such file"));
-  }
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) return tl::unexpected(path + ": cannot read scenario file: read error");
+tl::expected<Scenario, std::string> parse_scenario_text(std::string_view text) {
+  auto doc = util::parse_json(text, kScenarioLimits);
+  if (!doc) return tl::unexpected("invalid JSON: " + doc.error());
+  return parse_scenario(*doc);
+}
 
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann's message carries "parse error at line L, column C: ..."; drop its id prefix.
-    std::string reason = e.what();
-    if (auto start = reason.find("] "); start != std::string::npos) reason.erase(0, start + 2);
-    return tl::unexpected(path + ": invalid JSON: " + reason);
-  }
-  auto scenario = parse_scenario(doc);
+tl::expected<Scenario, std::string> load_scenario(const std::string& path) {
+  // Checked before reading: the whole file is held in memory.
+  auto text = util::read_bounded_file(path, kScenarioLimits.max_bytes);
+  if (!text) return tl::unexpected(path + ": cannot read scenario file: " + text.error());
+  auto scenario = parse_scenario_text(*text);
   if (!scenario) {
     const std::string& problems = scenario.error();
     if (problems.find('\n') == std::string::npos) return tl::unexpected(path + ": " + problems);

@@ -8,14 +8,25 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tl/expected.hpp>
 #include <vector>
 
 #include "core/offer.h"
+#include "util/bounded_json.h"
 
 namespace pf::sim {
 
 inline constexpr const char* kScenarioFormat = "proverfleet-scenario/1";
+
+// Bounds on a scenario, so that the simulators' work is bounded too: their events scale with
+// the horizon and the offers.
+inline constexpr double kMaxScenarioHours = 24.0 * 365;
+inline constexpr std::size_t kMaxScenarioOffers = 100'000;
+inline constexpr util::JsonLimits kScenarioLimits{.max_bytes = 256u << 20,
+                                                  .max_depth = 16,
+                                                  .max_values = 20'000'000,
+                                                  .max_string_bytes = 64u << 10};
 
 enum class FailureKind { None, NeverBoots, Crash, Offline };
 
@@ -73,6 +84,10 @@ struct Scenario {
 // Validates the whole document. On failure the message lists every problem found, one per
 // line, each starting with the key path (e.g. `offers[3].truth.failure.kind: ...`).
 tl::expected<Scenario, std::string> parse_scenario(const nlohmann::json& doc);
+
+// Parses scenario JSON text (with kScenarioLimits), then validates it as parse_scenario does.
+// Invalid JSON is "invalid JSON: <where and why>".
+tl::expected<Scenario, std::string> parse_scenario_text(std::string_view text);
 
 // Reads and parses a scenario file. Unreadable files and invalid JSON (with line and column)
 // are reported too; every message starts with the path.

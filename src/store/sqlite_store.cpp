@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "market/offer_json.h"
+#include "util/bounded_json.h"
 
 namespace pf::store {
 namespace {
@@ -461,9 +462,13 @@ class OfferCache {
 
 core::Offer parse_offer(std::string_view vast_text, std::string_view extra_text,
                         const std::string& what) {
+  auto vast_parsed = util::parse_json(vast_text);
+  if (!vast_parsed) throw StoreError(what + ": corrupt offer snapshot: " + vast_parsed.error());
+  auto extra_parsed = util::parse_json(extra_text);
+  if (!extra_parsed) throw StoreError(what + ": corrupt offer snapshot: " + extra_parsed.error());
   try {
-    json vast = json::parse(vast_text);
-    const json extra = json::parse(extra_text);
+    json vast = std::move(*vast_parsed);
+    const json extra = std::move(*extra_parsed);
     // offer_from_vast_json rejects an offer without a positive id (a market boundary rule); a
     // snapshot may legitimately hold none (an adopted instance), so carry it around the check.
     const std::int64_t id = vast.value("id", std::int64_t{0});

@@ -75,6 +75,23 @@ TEST(AgentCli, PlanErrorsNameTheProblem) {
   EXPECT_NE(missing.err.find("--ram"), std::string::npos) << missing.err;
 }
 
+// Issue 10: `plan --gpus 2147483647` allocated until it died; now every input is bounded first.
+TEST(AgentCli, PlanInputsOutsideSaneRangesAreRefusedNamingTheFlag) {
+  const Ran gpus = run({"plan", "--ram", "256G", "--cores", "32", "--gpus", "2147483647"});
+  EXPECT_EQ(gpus.code, 1);
+  EXPECT_NE(gpus.err.find("--gpus must be in [1, 64], got 2147483647"), std::string::npos)
+      << gpus.err;
+  const Ran ram = run({"plan", "--ram", "1e300G", "--cores", "32"});
+  EXPECT_EQ(ram.code, 1);
+  EXPECT_NE(ram.err.find("--ram must be in (0, 65536] GiB"), std::string::npos) << ram.err;
+  const Ran cores = run({"plan", "--ram", "256G", "--cores", "nan"});
+  EXPECT_NE(cores.code, 0);
+  EXPECT_NE(cores.err.find("--cores"), std::string::npos) << cores.err;
+  const Ran partitions = run({"plan", "--ram", "256G", "--cores", "32", "--partitions", "-5"});
+  EXPECT_EQ(partitions.code, 1);
+  EXPECT_NE(partitions.err.find("--partitions"), std::string::npos) << partitions.err;
+}
+
 TEST(AgentCli, AgentHelpAndMissingSettings) {
   const Ran help = run({"agent", "--help"});
   ASSERT_EQ(help.code, 0);

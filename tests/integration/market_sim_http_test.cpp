@@ -149,6 +149,32 @@ TEST_F(MarketSimHttpTest, MalformedSearchIs400WithVastErrorShape) {
   }
 }
 
+// Issue 10: deep nesting and overflowing numbers in a request are a 400 naming the problem.
+TEST_F(MarketSimHttpTest, DeepOrOverflowingRequestsAre400AndTheServerLives) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  auto search = client_->Post("/api/v0/bundles/", R"({"num_gpus": {"in": )" + deep + "}}",
+                              "application/json");
+  ASSERT_TRUE(search);
+  EXPECT_EQ(search->status, 400);
+  EXPECT_THAT(body_of(search).at("msg").get<std::string>(), HasSubstr("nesting deeper than 64"));
+  auto overflow =
+      client_->Post("/api/v0/bundles/", R"({"cpu_ram": {"gte": 1e400}})", "application/json");
+  ASSERT_TRUE(overflow);
+  EXPECT_EQ(overflow->status, 400);
+  EXPECT_THAT(body_of(overflow).at("msg").get<std::string>(), HasSubstr("number out of range"));
+  // Within httplib's URI limit (longer is a 414 before the route runs).
+  auto legacy =
+      client_->Get("/api/v0/bundles/", {{"q", std::string(1000, '[')}}, httplib::Headers{});
+  ASSERT_TRUE(legacy);
+  EXPECT_EQ(legacy->status, 400);
+  EXPECT_THAT(body_of(legacy).at("msg").get<std::string>(), HasSubstr("nesting deeper than 64"));
+  auto create = client_->Put("/api/v0/asks/1001/", bearer(), R"({"image": )" + deep + "}",
+                             "application/json");
+  ASSERT_TRUE(create);
+  EXPECT_EQ(create->status, 400);
+  EXPECT_THAT(searched_ids(), ::testing::ElementsAre(1001, 1002, 1003, 1004));
+}
+
 TEST_F(MarketSimHttpTest, EveryOtherEndpointNeedsTheBearerKey) {
   struct Call {
     std::string method, path;
@@ -443,7 +469,7 @@ TEST(MarketSimCliTest, SigintStopsCleanly) {
 TEST(MarketSimTimeTest, InstancesBootAndAreBilledInScaledTime) {
   std::ifstream in(fixture("tiny.json"));
   json doc = json::parse(in);
-  doc["hours"] = 1e6;
+  doc["hours"] = 24 * 365;  // the longest horizon a scenario may have
   for (auto& offer : doc["offers"]) offer["listed_until_h"] = 1e6;
   const std::string path = ::testing::TempDir() + "market_sim_http_test_long.json";
   std::ofstream(path) << doc.dump();

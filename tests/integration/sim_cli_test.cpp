@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -88,6 +90,70 @@ TEST(SimCli, MissingScenarioNamesThePath) {
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/market.json"));
   EXPECT_TRUE(r.out.empty());
+}
+
+// ---- issue 10: nonsense input is refused quickly, never a crash or a run without end ---------
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::string deep_scenario() {
+  return "{\"format\": \"proverfleet-scenario/1\", \"offers\": " + std::string(300'000, '[') +
+         std::string(300'000, ']') + "}";
+}
+
+TEST(SimCli, DeeplyNestedScenarioIsAnErrorNotACrash) {
+  const std::string path = write_temp("sim_cli_deep.json", deep_scenario());
+  const Result sim = run({"sim", "--scenario", path});
+  EXPECT_EQ(sim.code, 1) << sim.err;
+  EXPECT_THAT(sim.err, HasSubstr(path + ": invalid JSON: nesting deeper than 16"));
+  const Result market = run({"market-sim", "--scenario", path, "--listen", "127.0.0.1:0"});
+  EXPECT_EQ(market.code, 1) << market.err;
+  EXPECT_THAT(market.err, HasSubstr(path + ": invalid JSON: nesting deeper than 16"));
+  std::remove(path.c_str());
+}
+
+TEST(SimCli, EndlessScenarioIsRefused) {
+  std::ifstream in(fixture("mixed.json"));
+  nlohmann::json doc = nlohmann::json::parse(in);
+  doc["hours"] = 1e308;
+  const std::string path = write_temp("sim_cli_endless.json", doc.dump());
+  const Result r = run({"sim", "--scenario", path});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("hours: must be in (0, 8760]"));
+  std::remove(path.c_str());
+}
+
+TEST(SimCli, ServeWithAConfigDirectoryOrMissingFileIsAnError) {
+  const Result dir =
+      run({"serve", "--config", PF_SOURCE_DIR, "--listen", "127.0.0.1:0", "--db", ":memory:"});
+  EXPECT_EQ(dir.code, 1) << dir.err;
+  EXPECT_THAT(dir.err, HasSubstr("is a directory"));
+  const Result missing = run({"serve", "--config", "/nonexistent/proverfleet.toml", "--listen",
+                              "127.0.0.1:0", "--db", ":memory:"});
+  EXPECT_EQ(missing.code, 1) << missing.err;
+  EXPECT_THAT(missing.err, HasSubstr("'/nonexistent/proverfleet.toml': no such file"));
+}
+
+TEST(SimCli, NonFiniteFlagsAndEnvironmentAreRefusedNamingThem) {
+  const Result revenue = run({"offers", "--revenue", "nan"});
+  EXPECT_NE(revenue.code, 0);
+  EXPECT_THAT(revenue.err, HasSubstr("--revenue"));
+  EXPECT_THAT(revenue.err, HasSubstr("must be a finite number"));
+  const Result scale = run({"market-sim", "--scenario", fixture("mixed.json"), "--time-scale",
+                            "inf", "--listen", "127.0.0.1:0"});
+  EXPECT_NE(scale.code, 0);
+  EXPECT_THAT(scale.err, HasSubstr("--time-scale"));
+  pf::test::SpawnOptions options;
+  options.env["PROVERFLEET_ECONOMICS_REVENUE_PER_PROOF_USD"] = "nan";
+  auto p = Subprocess::spawn({PF_BINARY, "serve", "--listen", "127.0.0.1:0", "--db", ":memory:"},
+                             options);
+  const auto code = p.wait_exit(60s);
+  EXPECT_EQ(code.value_or(-1), 1);
+  EXPECT_THAT(p.stderr_text(), HasSubstr("PROVERFLEET_ECONOMICS_REVENUE_PER_PROOF_USD"));
 }
 
 }  // namespace

@@ -309,7 +309,9 @@ TEST(MarketSimSpawnOptionsTest, BadOptionsAreNamed) {
   for (const auto& c :
        {Case{{"--work-dir", "/tmp/x"}, "--work-dir holds the spawned agents' files"},
         Case{{"--param-stand-in-mib", "5000"}, "stand-in size must be in [0, 1024] MiB"},
-        Case{{"--param-min-kib-s", "0"}, "--param-min-kib-s must be a number > 0"}}) {
+        Case{{"--param-min-kib-s", "0"},
+             "--param-min-kib-s: must be a finite number in (0, 1e+09]"},
+        Case{{"--param-min-kib-s", "nan"}, "--param-min-kib-s: must be a finite number"}}) {
     std::vector<std::string> argv = {kBinary,  "market-sim", "--scenario",
                                      scenario, "--listen",   "127.0.0.1:0"};
     argv.insert(argv.end(), c.extra.begin(), c.extra.end());

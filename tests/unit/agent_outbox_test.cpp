@@ -82,6 +82,30 @@ TEST_F(OutboxTest, ATornLastLineIsSkipped) {
   EXPECT_EQ(box->add({{"type", "c"}}).value(), 1001);
 }
 
+// Issue 10: the journal and state are parsed with limits, so a deeply nested line or state
+// (a corrupt disk, a hostile image) is skipped like a torn one instead of becoming a tree that
+// crashes the agent when it is sent.
+TEST_F(OutboxTest, DeeplyNestedLinesAndStateAreSkipped) {
+  {
+    auto box = open();
+    box->add({{"type", "a"}});
+  }
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  std::ofstream(dir_ / "events.jsonl", std::ios::app)
+      << R"({"type":"b","seq":1001,"data":)" << deep << "}\n";
+  auto box = open();
+  ASSERT_EQ(box->pending_count(), 1u);
+  EXPECT_EQ(box->pending(10)[0]["type"], "a");
+  EXPECT_EQ(box->add({{"type", "c"}}).value(), 1001);
+}
+
+TEST_F(OutboxTest, AHostileStateFileIsRecoveredFrom) {
+  fs::create_directories(dir_);
+  std::ofstream(dir_ / "events.state") << std::string(100'000, '[');
+  auto box = open(5000);
+  EXPECT_EQ(box->add({{"type", "a"}}).value(), 5000);
+}
+
 TEST_F(OutboxTest, AcknowledgingIsIdempotentAndPartial) {
   auto box = open();
   for (int i = 0; i < 5; ++i) box->add({{"type", "e"}, {"i", i}});

@@ -290,5 +290,19 @@ TEST(ParamManifest, RejectsWhatCouldHurt) {
             std::string::npos);
 }
 
+// Issue 10: manifest text goes through the bounded parser.
+TEST(ParamManifest, TextIsParsedWithLimits) {
+  auto good = parse_param_manifest_text(R"([{"name": "a.vk", "url": "http://x/a", "bytes": 5}])");
+  ASSERT_TRUE(good) << good.error();
+  EXPECT_EQ(good->size(), 1u);
+  auto deep = parse_param_manifest_text(std::string(100'000, '['));
+  ASSERT_FALSE(deep);
+  EXPECT_EQ(deep.error(), "not valid JSON: nesting deeper than 8 at byte 9");
+  auto huge =
+      parse_param_manifest_text(R"([{"name": "a.vk", "url": "http://x/a", "bytes": 1e400}])");
+  ASSERT_FALSE(huge);
+  EXPECT_NE(huge.error().find("number out of range"), std::string::npos) << huge.error();
+}
+
 }  // namespace
 }  // namespace pf::agent

@@ -168,5 +168,127 @@ TEST(Config, AcceptanceSectionTunesTheSequentialTest) {
   EXPECT_THAT(bad.error(), HasSubstr("acceptance.alpha"));
 }
 
+// ---- issue 10: every numeric key is finite and in range, from any source --------------------
+
+std::string error_of(const std::string& toml, const Environment& env = {}) {
+  auto cfg = parse_config(toml, "t.toml", env);
+  EXPECT_FALSE(cfg.has_value()) << toml.substr(0, 200);
+  return cfg ? std::string() : cfg.error();
+}
+
+TEST(ConfigRanges, NanAndInfinityAreRefusedFromTomlNamingTheKey) {
+  EXPECT_THAT(error_of("[economics]\nrevenue_per_proof_usd = nan\n"),
+              HasSubstr("'economics.revenue_per_proof_usd' must be a finite number > 0 and <= "
+                        "1e+06, got nan"));
+  EXPECT_THAT(error_of("[economics]\ntarget_cost_per_proof_usd = inf\n"),
+              HasSubstr("'economics.target_cost_per_proof_usd' must be a finite number"));
+  EXPECT_THAT(error_of("[autopilot]\nmax_dollars_per_hour = -inf\n"),
+              HasSubstr("autopilot.max_dollars_per_hour"));
+  EXPECT_THAT(error_of("[setup]\nwarmup_h = nan\n"), HasSubstr("'setup.warmup_h'"));
+  EXPECT_THAT(error_of("[predictor]\npcie_slow_factor = nan\n"),
+              HasSubstr("'predictor.pcie_slow_factor' must be a finite number between 0 and 1"));
+  EXPECT_THAT(error_of("[[predictor.prior]]\ngpu_name = \"x\"\nrate_per_gpu = inf\n"),
+              HasSubstr("'predictor.prior[0].rate_per_gpu'"));
+  EXPECT_THAT(error_of("[autopilot]\ndemand_proofs_per_hour = nan\n"),
+              HasSubstr("autopilot.demand_proofs_per_hour"));
+}
+
+TEST(ConfigRanges, NanAndInfinityAreRefusedFromTheEnvironmentNamingTheVariable) {
+  EXPECT_THAT(error_of("", {{"PROVERFLEET_ECONOMICS_REVENUE_PER_PROOF_USD", "nan"}}),
+              HasSubstr("PROVERFLEET_ECONOMICS_REVENUE_PER_PROOF_USD "
+                        "('economics.revenue_per_proof_usd') must be a finite number > 0 and <= "
+                        "1e+06, got nan"));
+  EXPECT_THAT(error_of("", {{"PROVERFLEET_ECONOMICS_TARGET_COST_PER_PROOF_USD", "inf"}}),
+              HasSubstr("got inf"));
+  EXPECT_THAT(error_of("", {{"PROVERFLEET_AUTOPILOT_EXPLORATION_BUDGET_USD", "1e400"}}),
+              HasSubstr("autopilot.exploration_budget_usd"));
+  EXPECT_THAT(error_of("", {{"PROVERFLEET_LIFECYCLE_DESTROY_RETRY_S", "-nan"}}),
+              HasSubstr("lifecycle.destroy_retry_s"));
+}
+
+TEST(ConfigRanges, ZeroWhereZeroMakesNoSenseIsRefused) {
+  EXPECT_THAT(error_of("[lifecycle]\ndestroy_retry_s = 0\n"),
+              HasSubstr("'lifecycle.destroy_retry_s' must be a finite number > 0"));
+  EXPECT_THAT(
+      error_of("[setup]\nbenchmark_proofs = 0\n"),
+      HasSubstr("'setup.benchmark_proofs' must be a finite number >= 1 and <= 10000, got 0"));
+  EXPECT_THAT(error_of("[setup]\nbenchmark_proofs = 2.5\n"),
+              HasSubstr("'setup.benchmark_proofs' must be a whole number, got 2.5"));
+  EXPECT_THAT(error_of("[autopilot]\ninterval_s = 0\n"), HasSubstr("autopilot.interval_s"));
+  EXPECT_THAT(error_of("[deploy]\nheartbeat_s = 0\n"), HasSubstr("deploy.heartbeat_s"));
+  EXPECT_THAT(error_of("[lifecycle]\nmax_prover_crashes = 0\n"),
+              HasSubstr("lifecycle.max_prover_crashes"));
+  EXPECT_THAT(error_of("", {{"PROVERFLEET_LIFECYCLE_DESTROY_RETRY_S", "0"}}),
+              HasSubstr("PROVERFLEET_LIFECYCLE_DESTROY_RETRY_S"));
+  // Zero stays allowed where it means something: no warm-up, no exploration budget.
+  auto cfg =
+      parse_config("[setup]\nwarmup_h = 0\n[autopilot]\nexploration_budget_usd = 0\n", "t.toml");
+  ASSERT_TRUE(cfg) << cfg.error();
+}
+
+TEST(ConfigRanges, CountsAndHugeValuesAreBounded) {
+  EXPECT_THAT(error_of("[autopilot]\nmax_instances = 2147483648\n"),
+              HasSubstr("'autopilot.max_instances' must be a finite number >= 1 and <= 10000"));
+  EXPECT_THAT(error_of("[acceptance]\nmax_samples = 1e300\n"), HasSubstr("acceptance.max_samples"));
+  EXPECT_THAT(error_of("[lifecycle]\nheartbeat_timeout_s = 1e300\n"),
+              HasSubstr("lifecycle.heartbeat_timeout_s"));
+  EXPECT_THAT(error_of("[acceptance]\nmax_warmup_discard = -1\n"),
+              HasSubstr("acceptance.max_warmup_discard"));
+  EXPECT_THAT(error_of("[setup]\nparams_bytes = 1e300\n"), HasSubstr("setup.params_bytes"));
+}
+
+TEST(ConfigRanges, SmallButSaneValuesStayAccepted) {
+  auto small =
+      parse_config("[lifecycle]\ndestroy_retry_s = 0.5\n[deploy]\nheartbeat_s = 2\n", "t.toml");
+  ASSERT_TRUE(small) << small.error();
+  EXPECT_DOUBLE_EQ(small->lifecycle.destroy_retry_s, 0.5);
+  EXPECT_DOUBLE_EQ(small->deploy.heartbeat_s, 2);
+}
+
+TEST(ConfigFile, ADirectoryOrMissingFileGivenExplicitlyIsAnError) {
+  // `serve --config DIR` used to run on the defaults: a directory reads as empty text.
+  auto directory = load_config(std::string(PF_SOURCE_DIR));
+  ASSERT_FALSE(directory);
+  EXPECT_THAT(directory.error(), HasSubstr("cannot read config file"));
+  EXPECT_THAT(directory.error(), HasSubstr("is a directory"));
+  auto missing = load_config(std::string("/nonexistent/x.toml"));
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.error(), HasSubstr("'/nonexistent/x.toml': no such file"));
+}
+
+std::string repeated(const std::string& part, int times) {
+  std::string out;
+  for (int i = 0; i < times; ++i) out += part;
+  return out;
+}
+
+TEST(ConfigToml, DeeplyNestedTomlIsAnErrorNotACrash) {
+  // Values: toml++ caps them itself.
+  EXPECT_THAT(error_of("x = " + std::string(100'000, '[') + std::string(100'000, ']') + "\n"),
+              HasSubstr("nested"));
+  EXPECT_THAT(error_of("x = " + repeated("{a=", 100'000) + "1" + std::string(100'000, '}') + "\n"),
+              HasSubstr("nested"));
+  // Keys: toml++ would build (and crash destroying) 100,000 nested tables.
+  EXPECT_THAT(error_of("a" + repeated(".b", 100'000) + " = 1\n"),
+              HasSubstr("t.toml:1: key nested deeper than 32 levels"));
+  EXPECT_THAT(error_of("# comment\n[a" + repeated(".b", 100'000) + "]\nx = 1\n"),
+              HasSubstr("t.toml:2: key nested deeper than 32 levels"));
+  EXPECT_THAT(error_of("[[a" + repeated(".b", 100'000) + "]]\n"),
+              HasSubstr("key nested deeper than 32 levels"));
+  EXPECT_THAT(error_of("x = {y = 1, a" + repeated(".b", 100'000) + " = 1}\n"),
+              HasSubstr("key nested deeper than 32 levels"));
+}
+
+TEST(ConfigToml, DotsInValuesStringsAndCommentsAreNotKeyDepth) {
+  const std::string dots(100, '.');
+  const std::string text = "# " + dots + "\n[deploy]\nimage = \"" + dots + "\"\nonstart = '''\n" +
+                           dots + "\n'''\n[predictor]\nmulti_gpu_exponent = 0.75\n";
+  auto cfg = parse_config(text, "t.toml");
+  ASSERT_TRUE(cfg) << cfg.error();
+  EXPECT_EQ(cfg->deploy.image, dots);
+  // A quoted key with dots is one key: parsed (and here unknown), not refused for depth.
+  EXPECT_THAT(error_of("[predictor]\n\"" + dots + "\" = 1\n"), HasSubstr("unknown key"));
+}
+
 }  // namespace
 }  // namespace pf::cli

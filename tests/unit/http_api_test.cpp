@@ -803,5 +803,128 @@ TEST(HttpApiServer, ServesHealthzAndRejectsUnusableTlsFiles) {
   EXPECT_EQ(parse(r->body), (json{{"ok", true}}));
 }
 
+// ---- issue 10: bounded JSON bodies ----------------------------------------------------------
+
+std::string nested_objects(std::size_t depth) {
+  std::string out;
+  out.reserve(depth * 6 + 1);
+  for (std::size_t i = 0; i < depth; ++i) out += "{\"a\":";
+  out += "1";
+  out.append(depth, '}');
+  return out;
+}
+
+TEST_F(HttpApiTest, DeeplyNestedBodiesAre400NamingTheDepthAndChangeNothing) {
+  const Agent agent = deploy_and_register(101);
+  const std::string before = snapshot();
+  // Within the 64 KiB body limit of this fixture: 10,000 levels.
+  const std::string deep = nested_objects(10'000);
+  expect_error(post("/api/v1/agent/register",
+                    R"({"deployment": "d", "secret": "s", "hardware": )" + deep + "}", {}),
+               400, "malformed JSON body: nesting deeper than 64 at byte");
+  expect_error(
+      post("/api/v1/agent/events", R"({"events": [{"seq": 9, "type": "x", "data": )" + deep + "}]}",
+           bearer(agent.token)),
+      400, "malformed JSON body: nesting deeper than 64");
+  expect_error(post("/api/v1/agent/heartbeat", std::string(60'000, '['), bearer(agent.token)), 400,
+               "malformed JSON body: nesting deeper than 64 at byte 65");
+  expect_error(
+      post("/api/v1/bad-hosts", R"({"machine_id": 11, "reason": "x", "evidence": )" + deep + "}"),
+      400, "malformed JSON body: nesting deeper than 64");
+  EXPECT_EQ(snapshot(), before);
+  // The server is still up.
+  auto health = get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST_F(HttpApiTest, NumbersThatOverflowADoubleAre400NotInternalErrors) {
+  const Agent agent = deploy_and_register(101);
+  const std::string before = snapshot();
+  const std::string digits400 = "1" + std::string(399, '0');
+  expect_error(post("/api/v1/instances", R"({"offer_id": 1e400})"), 400,
+               "malformed JSON body: number out of range at byte 18");
+  expect_error(post("/api/v1/instances", R"({"offer_id": )" + digits400 + "}"), 400,
+               "number out of range");
+  expect_error(
+      post("/api/v1/bad-hosts", R"({"machine_id": 11, "reason": "x", "ttl_hours": -1e400})"), 400,
+      "number out of range");
+  expect_error(post("/api/v1/bad-hosts", R"({"machine_id": )" + digits400 + R"(, "reason": "x"})"),
+               400, "number out of range");
+  expect_error(post("/api/v1/agent/heartbeat", R"({"phase": "proving", "params": {"done": 1e400}})",
+                    bearer(agent.token)),
+               400, "number out of range");
+  expect_error(
+      post("/api/v1/agent/events", R"({"events": [{"seq": )" + digits400 + R"(, "type": "x"}]})",
+           bearer(agent.token)),
+      400, "number out of range");
+  expect_error(post("/api/v1/agent/register",
+                    R"({"deployment": "d", "secret": "s", "hardware": {"gpus": 1e999}})", {}),
+               400, "number out of range");
+  expect_error(post("/api/v1/autopilot", R"({"paused": NaN})"), 400, "malformed JSON body");
+  EXPECT_EQ(snapshot(), before);
+}
+
+TEST_F(HttpApiTest, OfferQueryValueOutOfRangeIs400NotABadGateway) {
+  // cpu_ram>=1e308 GB is infinite in MB: it reached the market as null and came back as a 502.
+  expect_error(get("/api/v1/offers?q=cpu_ram%3E%3D1e308"), 400,
+               "bad query term 'cpu_ram>=1e308': value out of range");
+  expect_error(get("/api/v1/offers?q=num_gpus%3E%3D1e400"), 400, "num_gpus>=1e400");
+  EXPECT_EQ(parse(get("/api/v1/offers?q=cpu_ram%3E%3D1")->body).size(), 2u);
+}
+
+// The reproduction at full size: 600 KB bodies need a body limit above this fixture's 64 KiB.
+class HttpApiLargeBodyTest : public HttpApiTest {
+ protected:
+  void SetUp() override {
+    HttpApiTest::SetUp();
+    ApiOptions options = api_->options();
+    options.max_body_bytes = 2 << 20;
+    large_api_ = std::make_unique<HttpApi>(*manager_, options);
+    large_api_->mount(large_server_);
+    large_serving_.emplace(large_server_);
+    large_client_ = std::make_unique<httplib::Client>("127.0.0.1", large_serving_->port());
+    large_client_->set_read_timeout(60, 0);
+  }
+
+  httplib::Result post_large(const std::string& path, const std::string& body,
+                             const httplib::Headers& headers) {
+    return large_client_->Post(path.c_str(), headers, body, "application/json");
+  }
+
+  std::unique_ptr<HttpApi> large_api_;
+  httplib::Server large_server_;
+  std::optional<pf::test::LoopbackServing> large_serving_;
+  std::unique_ptr<httplib::Client> large_client_;
+};
+
+TEST_F(HttpApiLargeBodyTest, SixHundredKilobytesOfNestingIs400AndTheServerLives) {
+  const Agent agent = deploy_and_register(101);
+  const std::string before = snapshot();
+  const std::string deep = nested_objects(100'000);  // 600 KB
+  ASSERT_GT(deep.size(), 600'000u);
+  expect_error(post_large("/api/v1/agent/register",
+                          R"({"deployment": "d", "secret": "s", "hardware": )" + deep + "}", {}),
+               400, "nesting deeper than 64");
+  expect_error(post_large("/api/v1/agent/events",
+                          R"({"events": [{"seq": 9, "type": "x", "data": )" + deep + "}]}",
+                          bearer(agent.token)),
+               400, "nesting deeper than 64");
+  expect_error(post_large("/api/v1/bad-hosts",
+                          R"({"machine_id": 11, "reason": "x", "evidence": )" + deep + "}", op()),
+               400, "nesting deeper than 64");
+  expect_error(post_large("/api/v1/bad-hosts", std::string(600'000, '['), op()), 400,
+               "nesting deeper than 64 at byte 65");
+  EXPECT_EQ(snapshot(), before);
+  // Nesting within the limit is still accepted, and kept whole.
+  const json evidence = json::parse(nested_objects(60));
+  auto added =
+      post_large("/api/v1/bad-hosts",
+                 json{{"machine_id", 11}, {"reason", "x"}, {"evidence", evidence}}.dump(), op());
+  ASSERT_TRUE(added);
+  ASSERT_EQ(added->status, 201) << added->body;
+  EXPECT_EQ(parse(added->body)["evidence"], evidence);
+}
+
 }  // namespace
 }  // namespace pf::manager

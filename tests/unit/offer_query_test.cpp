@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "market/query.h"
 
 namespace pf::sim {
@@ -297,6 +299,25 @@ TEST(ApplySearch, RoundTripFromCliQuery) {
   json body = parsed->filters;
   body["order"] = order_by({{"num_gpus", "desc"}});
   EXPECT_THAT(search_ids(body, offers), ElementsAre(14, 10));
+}
+
+// Issue 10: an operand no offer could have (or one that is not finite) is refused by name.
+TEST(ApplySearch, OperandsOutOfRangeAreRefused) {
+  const auto offers = sample_offers();
+  auto huge = apply_search(offers, json{{"cpu_ram", {{"gte", 1e308}}}});
+  ASSERT_FALSE(huge);
+  EXPECT_THAT(huge.error(), HasSubstr("operator 'gte' for field 'cpu_ram': value out of range"));
+  auto huge_text = apply_search(offers, json{{"dph_total", {{"lt", "1e300"}}}});
+  ASSERT_FALSE(huge_text);
+  EXPECT_THAT(huge_text.error(), HasSubstr("value out of range"));
+  auto in_list = apply_search(offers, json{{"num_gpus", {{"in", json::array({1, 1e20})}}}});
+  ASSERT_FALSE(in_list);
+  EXPECT_THAT(in_list.error(), HasSubstr("value out of range"));
+  auto nan = apply_search(offers, json{{"num_gpus", {{"eq", std::nan("")}}}});
+  ASSERT_FALSE(nan);
+  EXPECT_THAT(nan.error(), HasSubstr("value out of range"));
+  // The largest sane values still work.
+  EXPECT_TRUE(apply_search(offers, json{{"cpu_ram", {{"lte", 1e9}}}}));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <toml++/toml.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
@@ -237,6 +238,26 @@ TEST(Planner, ParsesSizes) {
   EXPECT_FALSE(parse_gib("lots"));
   EXPECT_FALSE(parse_gib("-5G"));
   EXPECT_FALSE(parse_gib(""));
+}
+
+// Issue 10: inputs past any real machine are refused before anything is sized from them
+// (2^31 GPUs used to build a device list until memory ran out).
+TEST(Planner, InputsOutsideSaneRangesAreRefused) {
+  PlanLimits limits;
+  auto gpus = plan_prover(PlanInput{256, 32, 2147483647, true}, limits);
+  ASSERT_FALSE(gpus);
+  EXPECT_EQ(gpus.error(), "at most 64 GPUs can be planned for, got 2147483647");
+  EXPECT_TRUE(plan_prover(PlanInput{256, 32, kMaxPlanGpus, true}, limits));
+  auto ram = plan_prover(PlanInput{1e300, 32, 1, true}, limits);
+  ASSERT_FALSE(ram);
+  EXPECT_NE(ram.error().find("usable RAM must be a positive number of GiB up to 65536"),
+            std::string::npos)
+      << ram.error();
+  auto cores = plan_prover(PlanInput{256, 1e9, 1, true}, limits);
+  ASSERT_FALSE(cores);
+  EXPECT_NE(cores.error().find("usable cores"), std::string::npos) << cores.error();
+  auto nan_ram = plan_prover(PlanInput{std::nan(""), 32, 1, true}, limits);
+  EXPECT_FALSE(nan_ram);
 }
 
 }  // namespace

@@ -345,5 +345,36 @@ TEST(ParseOrder, RejectsMalformed) {
   EXPECT_THAT(parse_order("-").error(), HasSubstr("'-'"));
 }
 
+// --- issue 10: numbers that overflow or make no sense are refused, naming the term -----------
+
+TEST(ParseQuery, ValueThatOverflowsAfterUnitScalingIsOutOfRange) {
+  // 1e308 GB is infinite in MB: it used to reach the market as null (502).
+  EXPECT_THAT(error_of("cpu_ram>=1e308"),
+              HasSubstr("bad query term 'cpu_ram>=1e308': value out of range"));
+  EXPECT_THAT(error_of("gpu_ram<1e308"), HasSubstr("value out of range"));
+  EXPECT_THAT(error_of("duration>=1e306"), HasSubstr("value out of range"));
+  EXPECT_THAT(error_of("cpu_ram in [64, 1e308]"), HasSubstr("value out of range"));
+}
+
+TEST(ParseQuery, NonFiniteNumbersAreNotNumbers) {
+  EXPECT_THAT(error_of("cpu_ram>=1e400"), HasSubstr("needs a number"));
+  EXPECT_THAT(error_of("dph<inf"), HasSubstr("needs a number"));
+  EXPECT_THAT(error_of("num_gpus>=nan"), HasSubstr("needs a number"));
+  EXPECT_THAT(error_of("score>" + std::string(400, '9')), HasSubstr("needs a number"));
+}
+
+TEST(ParseQuery, NumbersOutsideTheFieldsRangeAreRefused) {
+  EXPECT_THAT(error_of("num_gpus>=100000"),
+              HasSubstr("bad query term 'num_gpus>=100000': value out of range (num_gpus takes 0 "
+                        "to 1024)"));
+  EXPECT_THAT(error_of("reliability>1.5"), HasSubstr("value out of range"));
+  EXPECT_THAT(error_of("cpu_ram>=-1"), HasSubstr("(cpu_ram takes 0 to 1e+06 GB)"));
+  EXPECT_THAT(error_of("dph<1e13"), HasSubstr("value out of range"));
+  // At the bounds: accepted, and the scaled value is finite.
+  const json f = filters_of("cpu_ram<=1000000 num_gpus<=1024 reliability>=0 dph<1e12");
+  EXPECT_EQ(f["cpu_ram"]["lte"], 1e9);
+  EXPECT_EQ(f["num_gpus"]["lte"], "1024");
+}
+
 }  // namespace
 }  // namespace pf::market

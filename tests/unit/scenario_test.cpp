@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
+#include <limits>
 #include <string>
 
 namespace pf::sim {
@@ -237,13 +239,13 @@ TEST(ScenarioErrorTest, OutOfRangeValues) {
   doc["offers"][3]["truth"]["throttle"]["factor"] = 1.5;
   doc["offers"][2]["truth"]["failure"]["after_h"] = -1;
   std::string error = error_of(doc);
-  EXPECT_THAT(error, HasSubstr("hours: must be > 0, got 0"));
+  EXPECT_THAT(error, HasSubstr("hours: must be in (0, 8760], got 0"));
   EXPECT_THAT(error, HasSubstr("seed: must be >= 0, got -3"));
-  EXPECT_THAT(error, HasSubstr("offers[0].num_gpus: must be >= 1, got 0"));
+  EXPECT_THAT(error, HasSubstr("offers[0].num_gpus: must be in [1, 64], got 0"));
   EXPECT_THAT(error, HasSubstr("offers[0].reliability2: must be in [0, 1], got 1.2"));
   EXPECT_THAT(error, HasSubstr("offers[1].truth.contention: must be in (0, 1], got 0"));
   EXPECT_THAT(error, HasSubstr("offers[3].truth.throttle.factor: must be in (0, 1], got 1.5"));
-  EXPECT_THAT(error, HasSubstr("offers[2].truth.failure.after_h: must be >= 0, got -1"));
+  EXPECT_THAT(error, HasSubstr("offers[2].truth.failure.after_h: must be in [0, 1e+06], got -1"));
 }
 
 TEST(ScenarioErrorTest, ZeroThrottleFactorIsRejected) {
@@ -305,6 +307,87 @@ TEST(ScenarioLoadTest, InvalidScenarioIsPrefixedWithThePath) {
   EXPECT_EQ(s.error(), path +
                            ": format: expected \"proverfleet-scenario/1\", got "
                            "\"proverfleet-scenario/2\"");
+}
+
+// ---- issue 10: scenario input is bounded ----------------------------------------------------
+
+std::string nested_arrays(std::size_t depth) {
+  return std::string(depth, '[') + std::string(depth, ']');
+}
+
+TEST(ScenarioBoundsTest, DeeplyNestedTextIsInvalidJsonNotACrash) {
+  auto deep = parse_scenario_text(nested_arrays(100'000));
+  ASSERT_FALSE(deep);
+  EXPECT_EQ(deep.error(), "invalid JSON: nesting deeper than 16 at byte 17");
+  // Deep inside an otherwise valid scenario: refused the same way.
+  json doc = tiny_doc();
+  std::string text = doc.dump();
+  text.insert(text.size() - 1, R"(, "x": )" + nested_arrays(100'000));
+  auto inside = parse_scenario_text(text);
+  ASSERT_FALSE(inside);
+  EXPECT_THAT(inside.error(), HasSubstr("invalid JSON: nesting deeper than 16"));
+}
+
+TEST(ScenarioBoundsTest, DeeplyNestedFileIsRefusedWithThePath) {
+  const std::string path = ::testing::TempDir() + "scenario_test_deep.json";
+  std::ofstream(path) << "{\"format\": \"proverfleet-scenario/1\", \"offers\": "
+                      << nested_arrays(300'000) << "}";
+  auto s = load_scenario(path);
+  std::remove(path.c_str());
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error(), HasSubstr(path + ": invalid JSON: nesting deeper than 16"));
+}
+
+TEST(ScenarioBoundsTest, NumbersThatOverflowAreInvalidJson) {
+  json doc = tiny_doc();
+  std::string text = doc.dump();
+  const auto at = text.find("\"hours\":");
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at, "\"x\": 1e400, ");
+  auto s = parse_scenario_text(text);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error(), HasSubstr("invalid JSON: number out of range at byte"));
+}
+
+TEST(ScenarioBoundsTest, HoursRatesAndTimesAreBounded) {
+  json doc = tiny_doc();
+  doc["hours"] = 1e308;  // used to run forever
+  EXPECT_THAT(error_of(doc), HasSubstr("hours: must be in (0, 8760], got 1e+308"));
+  doc = tiny_doc();
+  doc["hours"] = 8760;
+  for (auto& offer : doc["offers"]) offer["listed_until_h"] = 8760;
+  EXPECT_TRUE(parse_scenario(doc)) << "a year is the longest horizon";
+
+  doc = tiny_doc();
+  doc["offers"][0]["truth"]["rate_full"] = 1e300;
+  EXPECT_THAT(error_of(doc), HasSubstr("offers[0].truth.rate_full: must be in [0, 10000]"));
+  doc = tiny_doc();
+  doc["offers"][0]["truth"]["boot_min"] = 1e300;
+  EXPECT_THAT(error_of(doc), HasSubstr("offers[0].truth.boot_min"));
+  doc = tiny_doc();
+  doc["offers"][0]["listed_until_h"] = 1e300;
+  EXPECT_THAT(error_of(doc), HasSubstr("offers[0].listed_until_h"));
+  doc = tiny_doc();
+  doc["offers"][0]["num_gpus"] = 2147483647;
+  EXPECT_THAT(error_of(doc), HasSubstr("offers[0].num_gpus: must be in [1, 64]"));
+  doc = tiny_doc();
+  doc["economics"]["demand_proofs_per_hour"] = 1e300;
+  EXPECT_THAT(error_of(doc), HasSubstr("economics.demand_proofs_per_hour"));
+  doc = tiny_doc();
+  doc["economics"]["revenue_per_proof_usd"] = 1e300;
+  EXPECT_THAT(error_of(doc), HasSubstr("economics.revenue_per_proof_usd"));
+  doc = tiny_doc();
+  doc["params"]["bytes"] = 9'000'000'000'000'000'000u;
+  EXPECT_THAT(error_of(doc), HasSubstr("params.bytes"));
+}
+
+TEST(ScenarioBoundsTest, NonFiniteNumbersBuiltInCodeAreRefused) {
+  json doc = tiny_doc();
+  doc["hours"] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THAT(error_of(doc), HasSubstr("hours: must be in (0, 8760]"));
+  doc = tiny_doc();
+  doc["economics"]["revenue_per_proof_usd"] = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(error_of(doc), HasSubstr("economics.revenue_per_proof_usd"));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -1272,6 +1273,40 @@ TEST_F(VastConfigTest, VastCliKeyPlacesInOrder) {
   auto xdg = vast_config_from_env(std::nullopt, std::nullopt);
   ASSERT_TRUE(xdg) << xdg.error();
   EXPECT_EQ(xdg->api_key, "xdg-key");
+}
+
+// Issue 10: a reply nested past the limit, or with a number that overflows, is a bad response,
+// not a crash or an infinity; a filter that is not finite is never sent (JSON would say null).
+TEST(VastReply, DeepAndOverflowingRepliesAreRefused) {
+  auto deep = parse_vast_reply(std::string(100'000, '[') + std::string(100'000, ']'));
+  ASSERT_FALSE(deep);
+  EXPECT_EQ(deep.error(), "nesting deeper than 32 at byte 33");
+  auto overflow = parse_vast_reply(R"({"offers": [{"id": 1, "dph_total": 1e400}]})");
+  ASSERT_FALSE(overflow);
+  EXPECT_THAT(overflow.error(), HasSubstr("number out of range"));
+  EXPECT_TRUE(parse_vast_reply(R"({"offers": []})"));
+}
+
+TEST_F(VastMarketTest, DeeplyNestedReplyIsBadResponse) {
+  on("POST", "/api/v0/bundles/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"offers\": " + std::string(100'000, '[') + std::string(100'000, ']') + "}",
+                    "application/json");
+  });
+  VastMarket market(start());
+  auto found = market.search_offers({});
+  ASSERT_FALSE(found);
+  EXPECT_EQ(found.error().kind, ErrorKind::BadResponse);
+  EXPECT_THAT(found.error().message, HasSubstr("nesting deeper than 32"));
+}
+
+TEST_F(VastMarketTest, NonFiniteFilterIsRefusedBeforeSending) {
+  VastMarket market(start());
+  SearchRequest request;
+  request.query = {{"cpu_ram", {{"gte", std::numeric_limits<double>::infinity()}}}};
+  auto found = market.search_offers(request);
+  ASSERT_FALSE(found);
+  EXPECT_EQ(found.error().kind, ErrorKind::InvalidArgument);
+  EXPECT_THAT(found.error().message, HasSubstr("not finite"));
 }
 
 }  // namespace
