@@ -893,8 +893,8 @@ class HttpApiLargeBodyTest : public HttpApiTest {
   }
 
   std::unique_ptr<HttpApi> large_api_;
-  httplib::Server large_server_;
-  std::optional<pf::test::LoopbackServing> large_serving_;
+  net::HttpServer large_server_;
+  std::optional<pf::test::FrontServing> large_serving_;
   std::unique_ptr<httplib::Client> large_client_;
 };
 
