@@ -64,8 +64,8 @@ constexpr int kMaxCount = 10'000;                  // samples, instances, crashe
 constexpr std::size_t kMaxConfigBytes = 1u << 20;
 
 // Sections whose keys may be overridden by PROVERFLEET_<SECTION>_<KEY> variables.
-const char* const kSections[] = {"economics", "setup",      "predictor", "market",
-                                 "lifecycle", "acceptance", "deploy",    "autopilot"};
+const char* const kSections[] = {"economics",  "setup",  "predictor", "market", "lifecycle",
+                                 "acceptance", "deploy", "autopilot", "http"};
 
 std::string env_name(const std::string& path, const char* key) {
   std::string name = "PROVERFLEET_" + path + "_" + key;
@@ -352,6 +352,7 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   top.raw("acceptance");
   top.raw("deploy");
   top.raw("autopilot");
+  top.raw("http");
   top.finish();
 
   TableReader econ(subtable(root, "economics"), "economics", &env);
@@ -409,6 +410,8 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   // 0 would retry a failing destroy on every tick, hammering the market.
   life.number("destroy_retry_s", l.destroy_retry_s, duration);
   life.count("max_prover_crashes", l.max_prover_crashes, 1, kMaxCount);
+  life.number("silent_fleet_fraction", cfg.hearing.silent_fleet_fraction, positive_up_to(1));
+  life.count("silent_fleet_min_agents", cfg.hearing.silent_fleet_min_agents, 1, kMaxCount);
   life.finish();
   if (l.params_min_s > l.params_max_s) {
     throw ConfigError{"'lifecycle.params_min_s' must not exceed 'lifecycle.params_max_s'"};
@@ -459,6 +462,36 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   market.optional_string("vast_url", cfg.market.vast_url);
   market.optional_string("key_file", cfg.market.key_file);
   market.finish();
+
+  auto& h = cfg.http;
+  TableReader http(subtable(root, "http"), "http", &env);
+  const auto millis = [&http](const char* key, std::chrono::milliseconds& out, double max_s) {
+    double seconds = static_cast<double>(out.count()) / 1000;
+    http.number(key, seconds, Range{0.1, max_s});
+    out = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+  };
+  const auto size = [&http](const char* key, std::size_t& out, int min, int max) {
+    int value = static_cast<int>(out);
+    http.count(key, value, min, max);
+    out = static_cast<std::size_t>(value);
+  };
+  size("max_connections", h.limits.max_connections, 1, 1'000'000);
+  size("max_connections_per_address", h.limits.max_connections_per_address, 1, 1'000'000);
+  millis("head_timeout_s", h.limits.head_timeout, 3600);
+  millis("body_timeout_s", h.limits.body_timeout, 3600);
+  millis("write_timeout_s", h.limits.write_timeout, 3600);
+  millis("keep_alive_timeout_s", h.limits.keep_alive_timeout, 3600);
+  int min_kib = static_cast<int>(h.limits.min_transfer_bytes_per_s / 1024);
+  http.count("min_transfer_kib_s", min_kib, 1, 1'000'000);
+  h.limits.min_transfer_bytes_per_s = static_cast<std::size_t>(min_kib) * 1024;
+  http.count("agent_lane_threads", h.agent_lane_threads, 1, 256);
+  http.count("agent_lane_queue", h.agent_lane_queue, 1, 1'000'000);
+  http.count("operator_lane_threads", h.operator_lane_threads, 1, 256);
+  http.count("operator_lane_queue", h.operator_lane_queue, 1, 1'000'000);
+  http.finish();
+  if (h.limits.max_connections_per_address > h.limits.max_connections) {
+    throw ConfigError{"'http.max_connections_per_address' must not exceed 'http.max_connections'"};
+  }
 
   auto& ap = cfg.autopilot;
   auto& pol = ap.policy;

@@ -9,6 +9,8 @@
 #include <tl/expected.hpp>
 
 #include "core/acceptance.h"
+#include "core/hearing.h"
+#include "core/http_limits.h"
 #include "core/lifecycle.h"
 #include "core/policy.h"
 #include "core/ranking.h"
@@ -43,14 +45,27 @@ struct AutopilotSettings {
   core::PolicyConfig policy;  // caps; economics and setup come from their own sections
 };
 
+// The manager's HTTP front: what one client may hold and how long a request may take
+// (core::HttpLimits), and the worker lanes that keep agents and operators from starving each
+// other.
+struct HttpSettings {
+  core::HttpLimits limits;
+  int agent_lane_threads = 4;
+  int agent_lane_queue = 512;
+  int operator_lane_threads = 4;
+  int operator_lane_queue = 64;
+};
+
 struct AppConfig {
   core::RankConfig rank;  // predictor priors, economics, setup assumptions
   core::LifecycleConfig lifecycle;
+  core::HearingConfig hearing;        // [lifecycle] too: when silence is not evidence
   core::AcceptanceConfig acceptance;  // caps: min/max samples, time, interval
   core::SprtConfig sprt;              // the sequential test's tuning ([acceptance] too)
   DeploySettings deploy;
   MarketSettings market;
   AutopilotSettings autopilot;
+  HttpSettings http;
   // Break-even means "a proof earns what it costs" (true) or "a proof costs the classic
   // target" (false): for benchmark verdicts and the autopilot's scoring alike.
   bool profit_objective = true;

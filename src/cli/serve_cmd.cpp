@@ -56,7 +56,7 @@ struct ServeOptions {
   std::optional<std::string> tls_key;
   std::optional<std::string> params_manifest;
   std::optional<bool> autopilot;
-  std::size_t max_connections_per_address = core::HttpLimits{}.max_connections_per_address;
+  std::optional<std::size_t> max_connections_per_address;  // overrides http.*
   double reconcile_interval_s = 30;
   double tick_interval_s = 5;
 };
@@ -303,6 +303,7 @@ void run_serve(const ServeOptions& o) {
   manager::ManagerConfig manager_config;
   manager_config.rank = cfg->rank;
   manager_config.lifecycle = cfg->lifecycle;
+  manager_config.hearing = cfg->hearing;
   manager_config.acceptance = cfg->acceptance;
   manager_config.sprt = cfg->sprt;
   manager_config.blocklist = cfg->autopilot.policy.blocklist;
@@ -356,10 +357,17 @@ void run_serve(const ServeOptions& o) {
   api_options.operator_token_hash = manager::hash_token(operator_token);
   api_options.clock = epoch_now;
   api_options.autopilot = &autopilot;
-  if (o.max_connections_per_address == 0) {
-    throw CommandFailed("--max-connections-per-address must be at least 1");
+  api_options.http = cfg->http.limits;
+  api_options.agent_lane_threads = static_cast<std::size_t>(cfg->http.agent_lane_threads);
+  api_options.agent_lane_queue = static_cast<std::size_t>(cfg->http.agent_lane_queue);
+  api_options.operator_lane_threads = static_cast<std::size_t>(cfg->http.operator_lane_threads);
+  api_options.operator_lane_queue = static_cast<std::size_t>(cfg->http.operator_lane_queue);
+  if (o.max_connections_per_address) {
+    if (*o.max_connections_per_address == 0) {
+      throw CommandFailed("--max-connections-per-address must be at least 1");
+    }
+    api_options.http.max_connections_per_address = *o.max_connections_per_address;
   }
-  api_options.http.max_connections_per_address = o.max_connections_per_address;
   // Operator changes are worth a line each; reads and the agents' steady traffic are not.
   api_options.log = [](const std::string& line, int status) {
     const bool routine =
@@ -495,8 +503,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-connections-per-address", o->max_connections_per_address,
                   "Open connections one client address may hold; more are closed at once (rented "
                   "machines behind one NAT address share it)")
-      ->envname("PROVERFLEET_MAX_CONNECTIONS_PER_ADDRESS")
-      ->capture_default_str();
+      ->envname("PROVERFLEET_MAX_CONNECTIONS_PER_ADDRESS");
   cmd->add_option("--reconcile-interval", o->reconcile_interval_s,
                   "Seconds between reconciliations with the market's instance list")
       ->envname("PROVERFLEET_RECONCILE_INTERVAL")

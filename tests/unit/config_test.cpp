@@ -290,5 +290,27 @@ TEST(ConfigToml, DotsInValuesStringsAndCommentsAreNotKeyDepth) {
   EXPECT_THAT(error_of("[predictor]\n\"" + dots + "\" = 1\n"), HasSubstr("unknown key"));
 }
 
+TEST(Config, HttpFrontAndHearingAreTunableWithinRange) {
+  auto cfg = parse_config(
+      "[http]\nmax_connections_per_address = 8\nhead_timeout_s = 2.5\nagent_lane_threads = 2\n"
+      "[lifecycle]\nsilent_fleet_fraction = 0.8\nsilent_fleet_min_agents = 5\n",
+      "t.toml", {{"PROVERFLEET_HTTP_MIN_TRANSFER_KIB_S", "16"}});
+  ASSERT_TRUE(cfg) << cfg.error();
+  EXPECT_EQ(cfg->http.limits.max_connections_per_address, 8u);
+  EXPECT_EQ(cfg->http.limits.head_timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(cfg->http.limits.min_transfer_bytes_per_s, 16u * 1024);
+  EXPECT_EQ(cfg->http.agent_lane_threads, 2);
+  EXPECT_DOUBLE_EQ(cfg->hearing.silent_fleet_fraction, 0.8);
+  EXPECT_EQ(cfg->hearing.silent_fleet_min_agents, 5);
+
+  EXPECT_THAT(error_of("[http]\nhead_timeout_s = 0\n"), HasSubstr("http.head_timeout_s"));
+  EXPECT_THAT(error_of("[http]\nmax_connections_per_address = 0\n"),
+              HasSubstr("http.max_connections_per_address"));
+  EXPECT_THAT(error_of("[http]\nmax_connections = 4\nmax_connections_per_address = 8\n"),
+              HasSubstr("must not exceed 'http.max_connections'"));
+  EXPECT_THAT(error_of("[lifecycle]\nsilent_fleet_fraction = nan\n"),
+              HasSubstr("lifecycle.silent_fleet_fraction"));
+}
+
 }  // namespace
 }  // namespace pf::cli
