@@ -209,10 +209,8 @@ class ChaosRun {
       if (!ours(i)) continue;
       by_label[label_of(i)].push_back(i.value("id", std::int64_t{0}));
       by_id[i.value("id", std::int64_t{0})] = &i;
-      const json env = i.value("env", json::object());
-      if (env.is_object() && env.contains("PROVERFLEET_SECRET") && env["PROVERFLEET_SECRET"].is_string()) {
-        deployment_secrets_.insert(env["PROVERFLEET_SECRET"].get<std::string>());
-      }
+      const auto env = env_of(i);
+      if (auto it = env.find("PROVERFLEET_SECRET"); it != env.end()) deployment_secrets_.insert(it->second);
     }
     for (const auto& [label, ids] : by_label) {
       if (ids.size() > 1 && dup_labels_.insert(label).second) {

@@ -214,6 +214,27 @@ class MarketView {
   std::string key_;
 };
 
+// The create's environment of a market instance: vast's "extra_env" ([[name, value], ...]) or
+// an "env" object.
+inline std::map<std::string, std::string> env_of(const json& market_instance) {
+  std::map<std::string, std::string> env;
+  const json extra = market_instance.value("extra_env", json());
+  if (extra.is_array()) {
+    for (const auto& kv : extra) {
+      if (kv.is_array() && kv.size() == 2 && kv[0].is_string() && kv[1].is_string()) {
+        env[kv[0].get<std::string>()] = kv[1].get<std::string>();
+      }
+    }
+  }
+  const json obj = market_instance.value("env", json());
+  if (obj.is_object()) {
+    for (const auto& [k, v] : obj.items()) {
+      if (v.is_string()) env[k] = v.get<std::string>();
+    }
+  }
+  return env;
+}
+
 inline bool ours(const json& market_instance) {
   const json label = market_instance.value("label", json());
   return label.is_string() && label.get<std::string>().rfind("proverfleet:", 0) == 0;

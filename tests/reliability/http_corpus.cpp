@@ -353,9 +353,10 @@ class CorpusRun {
         const json& rec = row.contains("instance") ? row["instance"] : row;
         if (rec.value("market_id", json()).is_number_integer()) {
           const json mi = market.instance(rec["market_id"].get<std::int64_t>());
-          const json env = mi.value("env", json::object());
-          deployment = env.value("PROVERFLEET_DEPLOYMENT", "");
-          secret = env.value("PROVERFLEET_SECRET", "");
+          auto env = env_of(mi);
+          deployment = env["PROVERFLEET_DEPLOYMENT"];
+          secret = env["PROVERFLEET_SECRET"];
+          if (secret.empty()) throw std::runtime_error("market-sim's record has no PROVERFLEET_SECRET: " + mi.dump().substr(0, 300));
           return id;
         }
         std::this_thread::sleep_for(100ms);
