@@ -132,8 +132,9 @@ class ChaosRun {
                                      "--time-scale", fixed0(o_.time_scale), "--spawn-agents", "--work-dir",
                                      (dir_.path() / "market-sim").string(), "--faults", o_.faults,
                                      "--fault-seed", std::to_string(rng() % 1000000)};
-    for (auto& a : market_sim_key_args(o_.binary, market_key_, dir_.path())) args.push_back(a);
-    sim_.emplace(start_service(args, {}, "market-sim listening on"));
+    auto passing = market_sim_key(o_.binary, market_key_, dir_.path());
+    for (auto& a : passing.args) args.push_back(a);
+    sim_.emplace(start_service(args, passing.spawn, "market-sim listening on"));
     market_.emplace(sim_->url, market_key_);
     port_ = free_port();
     start_serve();

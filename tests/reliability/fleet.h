@@ -82,24 +82,33 @@ class RunDir {
   fs::path path_;
 };
 
-// The options that give market-sim its API key: a key file when this market-sim knows
-// --api-key-file (the key stays off the command line), else --api-key (visible in ps: the
-// secrets scan reports it).
-inline std::vector<std::string> market_sim_key_args(const std::string& binary,
-                                                    const std::string& key, const fs::path& dir) {
+// How market-sim gets its API key, as an operator would give it: a key file when this
+// market-sim knows --api-key-file, else the environment when it reads
+// PROVERFLEET_MARKET_SIM_API_KEY, else --api-key (visible in ps: the secrets scan reports it).
+struct KeyPassing {
+  std::vector<std::string> args;
+  test::SpawnOptions spawn;
+};
+
+inline KeyPassing market_sim_key(const std::string& binary, const std::string& key, const fs::path& dir) {
   auto help = test::Subprocess::spawn({binary, "market-sim", "--help"});
   help.wait_exit(30s);
   std::string text;
   for (const auto& l : help.stdout_lines()) text += l + "\n";
+  KeyPassing k;
   if (text.find("--api-key-file") != std::string::npos) {
     const fs::path file = dir / "market-sim.key";
     {
       std::ofstream(file) << key << "\n";
     }
     fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
-    return {"--api-key-file", file.string()};
+    k.args = {"--api-key-file", file.string()};
+  } else if (text.find("PROVERFLEET_MARKET_SIM_API_KEY") != std::string::npos) {
+    k.spawn.env["PROVERFLEET_MARKET_SIM_API_KEY"] = key;
+  } else {
+    k.args = {"--api-key", key};
   }
-  return {"--api-key", key};
+  return k;
 }
 
 // A started child and the URL it printed.
