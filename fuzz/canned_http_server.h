@@ -81,7 +81,8 @@ class CannedHttpServer {
       buf.append(chunk, static_cast<std::size_t>(n));
       const auto end = buf.find("\r\n\r\n");
       if (want == std::string::npos && end != std::string::npos) {
-        want = end + 4 + test::content_length_of(std::string_view(buf).substr(0, end + 2)).value_or(0);
+        want =
+            end + 4 + test::content_length_of(std::string_view(buf).substr(0, end + 2)).value_or(0);
       }
     }
   }

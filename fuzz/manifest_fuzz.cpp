@@ -8,6 +8,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (doc.is_discarded()) return 0;
   (void)pf::agent::parse_param_manifest(doc);
   // The register reply carries it under "params".
-  if (doc.is_object() && doc.contains("params")) (void)pf::agent::parse_param_manifest(doc["params"]);
+  if (doc.is_object() && doc.contains("params"))
+    (void)pf::agent::parse_param_manifest(doc["params"]);
   return 0;
 }

@@ -52,8 +52,8 @@ std::string percent_encode(std::string_view text) {
   std::string out;
   for (const char ch : text) {
     const auto c = static_cast<unsigned char>(ch);
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-        c == '-' || c == '_' || c == '.' || c == '=' || c == '&' || c == '>' || c == '<') {
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+        c == '_' || c == '.' || c == '=' || c == '&' || c == '>' || c == '<') {
       out += ch;
     } else {
       out += '%';
@@ -118,8 +118,9 @@ struct Harness {
 
   void wait_until_serving() const {
     for (int i = 0; i < 500; ++i) {
-      auto r = pf::test::exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-                                  std::chrono::seconds(5));
+      auto r =
+          pf::test::exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                             std::chrono::seconds(5));
       if (r.status == 200) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -144,14 +145,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     body = input;
   }
   std::string request = std::string(route.method) + " " + target + " HTTP/1.1\r\nHost: fuzz\r\n";
-  if (route.auth == Auth::Operator) request += std::string("Authorization: Bearer ") + kOperatorToken + "\r\n";
+  if (route.auth == Auth::Operator)
+    request += std::string("Authorization: Bearer ") + kOperatorToken + "\r\n";
   if (route.auth == Auth::Agent) request += "Authorization: Bearer " + h.agent_token + "\r\n";
   if (!route.body_in_query) {
     switch (framing % 4) {
-      case 0: request += "Content-Type: application/json\r\n"; break;
-      case 1: request += "Content-Type: application/json; charset=utf-8\r\n"; break;
-      case 2: request += "Content-Type: text/plain\r\n"; break;
-      default: break;  // none
+      case 0:
+        request += "Content-Type: application/json\r\n";
+        break;
+      case 1:
+        request += "Content-Type: application/json; charset=utf-8\r\n";
+        break;
+      case 2:
+        request += "Content-Type: text/plain\r\n";
+        break;
+      default:
+        break;  // none
     }
     request += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   }

@@ -49,12 +49,16 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
-std::string fixed0(double v) { return std::to_string(static_cast<long long>(std::llround(v))); }
+std::string fixed0(double v) {
+  return std::to_string(static_cast<long long>(std::llround(v)));
+}
 
 // The manager settings for a scaled-time fleet, as `proverfleet demo` writes them (deadlines
 // divided by the time scale, with floors for real process start-up).
 std::string chaos_config(double scale, int heartbeat_timeout_s) {
-  auto scaled = [scale](double seconds, double floor_s) { return fixed0(std::max(floor_s, seconds / scale)); };
+  auto scaled = [scale](double seconds, double floor_s) {
+    return fixed0(std::max(floor_s, seconds / scale));
+  };
   std::string t =
       "[deploy]\nheartbeat_s = 2\n\n"
       "[autopilot]\nenabled = true\ninterval_s = 5\nmax_instances = 4\n"
@@ -68,7 +72,8 @@ std::string chaos_config(double scale, int heartbeat_timeout_s) {
 }
 
 bool silence_or_deadline(const std::string& reason) {
-  for (const char* cause : {"heartbeat lost", "never registered", "deadline passed", "status unknown"}) {
+  for (const char* cause :
+       {"heartbeat lost", "never registered", "deadline passed", "status unknown"}) {
     if (reason.find(cause) != std::string::npos) return true;
   }
   return false;
@@ -100,7 +105,8 @@ class ChaosRun {
     sleep_observing_market(o_.serve_down_s);
     start_serve();
     health.resume();
-    log("serve restarted on the same database; running for " + std::to_string(o_.after_restart_s) + " s");
+    log("serve restarted on the same database; running for " + std::to_string(o_.after_restart_s) +
+        " s");
     run_for(o_.after_restart_s);
 
     cleanup();
@@ -109,9 +115,10 @@ class ChaosRun {
     false_destroys();
     scan_command_lines(figures_, secret_map());  // while market-sim and serve still run
     kill_market_sim_with_agents_alive();
-    scan_secrets(figures_, secret_map(),
-                 {{"serve's output", serve_logs_}, {"market-sim's output", all_output(sim_->process)}},
-                 dir_.path() / "data", {"operator.token"});
+    scan_secrets(
+        figures_, secret_map(),
+        {{"serve's output", serve_logs_}, {"market-sim's output", all_output(sim_->process)}},
+        dir_.path() / "data", {"operator.token"});
     return figures_;
   }
 
@@ -125,13 +132,26 @@ class ChaosRun {
                   static_cast<unsigned long long>(rng() & 0xffffffff));
     market_key_ = key;
     fs::create_directories(dir_.path() / "data");
-    std::ofstream(dir_.path() / "proverfleet.toml") << chaos_config(o_.time_scale, o_.heartbeat_timeout_s);
+    std::ofstream(dir_.path() / "proverfleet.toml")
+        << chaos_config(o_.time_scale, o_.heartbeat_timeout_s);
     const std::string scenario =
-        o_.scenario.empty() ? o_.source_dir + "/tests/fixtures/scenarios/chaos-healthy.json" : o_.scenario;
-    std::vector<std::string> args = {o_.binary, "market-sim", "--scenario", scenario, "--listen", "127.0.0.1:0",
-                                     "--time-scale", fixed0(o_.time_scale), "--spawn-agents", "--work-dir",
-                                     (dir_.path() / "market-sim").string(), "--faults", o_.faults,
-                                     "--fault-seed", std::to_string(rng() % 1000000)};
+        o_.scenario.empty() ? o_.source_dir + "/tests/fixtures/scenarios/chaos-healthy.json"
+                            : o_.scenario;
+    std::vector<std::string> args = {o_.binary,
+                                     "market-sim",
+                                     "--scenario",
+                                     scenario,
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--time-scale",
+                                     fixed0(o_.time_scale),
+                                     "--spawn-agents",
+                                     "--work-dir",
+                                     (dir_.path() / "market-sim").string(),
+                                     "--faults",
+                                     o_.faults,
+                                     "--fault-seed",
+                                     std::to_string(rng() % 1000000)};
     auto passing = market_sim_key(o_.binary, market_key_, dir_.path());
     for (auto& a : passing.args) args.push_back(a);
     sim_.emplace(start_service(args, passing.spawn, "market-sim listening on"));
@@ -145,12 +165,13 @@ class ChaosRun {
     test::SpawnOptions opt;
     opt.env["VAST_API_KEY"] = market_key_;
     opt.env["PROVERFLEET_TOKEN"] = std::nullopt;
-    serve_.emplace(start_service(
-        {o_.binary, "serve", "--config", (dir_.path() / "proverfleet.toml").string(), "--listen",
-         "127.0.0.1:" + std::to_string(port_), "--db", (dir_.path() / "data" / "pf.db").string(), "--vast-url",
-         sim_->url.str(), "--params-manifest", sim_->url.str() + "/proverfleet-sim/params.json", "--autopilot",
-         "true", "--reconcile-interval", "2", "--tick-interval", "1"},
-        opt, "proverfleet serve listening on"));
+    serve_.emplace(
+        start_service({o_.binary, "serve", "--config", (dir_.path() / "proverfleet.toml").string(),
+                       "--listen", "127.0.0.1:" + std::to_string(port_), "--db",
+                       (dir_.path() / "data" / "pf.db").string(), "--vast-url", sim_->url.str(),
+                       "--params-manifest", sim_->url.str() + "/proverfleet-sim/params.json",
+                       "--autopilot", "true", "--reconcile-interval", "2", "--tick-interval", "1"},
+                      opt, "proverfleet serve listening on"));
   }
 
   // Runs for `seconds`, observing every 3 s and checking both services are alive.
@@ -173,17 +194,21 @@ class ChaosRun {
 
   void check_alive() {
     if (serve_ && !serve_->process.running()) {
-      figures_.finding(Figure::Crashes, "serve exited on its own: " + tail(serve_->process.stderr_text()));
+      figures_.finding(Figure::Crashes,
+                       "serve exited on its own: " + tail(serve_->process.stderr_text()));
       serve_logs_ += all_output(serve_->process);
       start_serve();
     }
     if (!sim_->process.running()) {
-      figures_.finding(Figure::Crashes, "market-sim exited on its own: " + tail(sim_->process.stderr_text()));
+      figures_.finding(Figure::Crashes,
+                       "market-sim exited on its own: " + tail(sim_->process.stderr_text()));
       throw std::runtime_error("market-sim died; the chaos run cannot go on");
     }
   }
 
-  static std::string tail(const std::string& s) { return s.size() > 300 ? s.substr(s.size() - 300) : s; }
+  static std::string tail(const std::string& s) {
+    return s.size() > 300 ? s.substr(s.size() - 300) : s;
+  }
 
   // Rows first, then the market: a row destroyed before the list was taken cannot still be
   // listed by it unless the destroy never happened.
@@ -211,11 +236,13 @@ class ChaosRun {
       by_label[label_of(i)].push_back(i.value("id", std::int64_t{0}));
       by_id[i.value("id", std::int64_t{0})] = &i;
       const auto env = env_of(i);
-      if (auto it = env.find("PROVERFLEET_SECRET"); it != env.end()) deployment_secrets_.insert(it->second);
+      if (auto it = env.find("PROVERFLEET_SECRET"); it != env.end())
+        deployment_secrets_.insert(it->second);
     }
     for (const auto& [label, ids] : by_label) {
       if (ids.size() > 1 && dup_labels_.insert(label).second) {
-        figures_.finding(Figure::DuplicateRentals, std::to_string(ids.size()) + " market instances carry " + label);
+        figures_.finding(Figure::DuplicateRentals,
+                         std::to_string(ids.size()) + " market instances carry " + label);
       }
     }
     std::map<std::int64_t, int> live_per_offer;
@@ -228,18 +255,23 @@ class ChaosRun {
         continue;
       }
       const json* listed_instance = nullptr;
-      if (mid.is_number_integer() && by_id.count(mid.get<std::int64_t>())) listed_instance = by_id[mid.get<std::int64_t>()];
-      if (!listed_instance && by_label.count(label)) listed_instance = by_id[by_label[label].front()];
+      if (mid.is_number_integer() && by_id.count(mid.get<std::int64_t>()))
+        listed_instance = by_id[mid.get<std::int64_t>()];
+      if (!listed_instance && by_label.count(label))
+        listed_instance = by_id[by_label[label].front()];
       if (listed_instance && listed_instance->value("actual_status", "") == "running" &&
           billing_.insert(row.value("id", std::int64_t{0})).second) {
         figures_.finding(Figure::DestroyedButBilling,
-                         "instance " + std::to_string(row.value("id", 0)) + " is destroyed in the manager but market instance " +
+                         "instance " + std::to_string(row.value("id", 0)) +
+                             " is destroyed in the manager but market instance " +
                              std::to_string(listed_instance->value("id", 0)) + " is running");
       }
     }
     for (const auto& [offer, n] : live_per_offer) {
       if (n > 1 && dup_offers_.insert(offer).second) {
-        figures_.finding(Figure::DuplicateRentals, std::to_string(n) + " live instances of ours on offer " + std::to_string(offer));
+        figures_.finding(
+            Figure::DuplicateRentals,
+            std::to_string(n) + " live instances of ours on offer " + std::to_string(offer));
       }
     }
   }
@@ -283,16 +315,19 @@ class ChaosRun {
       if (!ours(i)) continue;
       const std::int64_t id = i.value("id", std::int64_t{0});
       if (counted.insert(id).second) {
-        figures_.finding(Figure::LeakedInstances, "market instance " + std::to_string(id) + " (" + label_of(i) + ", " +
-                                                      i.value("actual_status", "?") + ") still listed after destroying everything");
+        figures_.finding(Figure::LeakedInstances, "market instance " + std::to_string(id) + " (" +
+                                                      label_of(i) + ", " +
+                                                      i.value("actual_status", "?") +
+                                                      ") still listed after destroying everything");
       }
     }
     for (const auto& row : rows) {
       if (row.value("state", "") == "destroyed") continue;
       const json mid = row.value("market_id", json());
       if (mid.is_number_integer() && counted.count(mid.get<std::int64_t>())) continue;
-      figures_.finding(Figure::LeakedInstances, "row " + std::to_string(row.value("id", 0)) + " still " +
-                                                    row.value("state", "") + " after destroying everything");
+      figures_.finding(Figure::LeakedInstances, "row " + std::to_string(row.value("id", 0)) +
+                                                    " still " + row.value("state", "") +
+                                                    " after destroying everything");
     }
   }
 
@@ -301,17 +336,20 @@ class ChaosRun {
     for (const auto& row : rows) {
       const std::string reason = row.value("destroy_reason", "");
       if (silence_or_deadline(reason)) {
-        figures_.finding(Figure::FalseDestroys, "instance " + std::to_string(row.value("id", 0)) + " on healthy machine " +
-                                                    std::to_string(row.value("offer", json::object()).value("machine_id", 0)) +
-                                                    ": " + reason);
+        figures_.finding(
+            Figure::FalseDestroys,
+            "instance " + std::to_string(row.value("id", 0)) + " on healthy machine " +
+                std::to_string(row.value("offer", json::object()).value("machine_id", 0)) + ": " +
+                reason);
       }
     }
     const json bad = api_->get("/api/v1/bad-hosts");
     const json& entries = bad.is_array() ? bad : bad.value("bad_hosts", json::array());
     for (const auto& b : entries) {
       if (b.value("source", "") == "auto" || b.value("source", "") == "automatic") {
-        figures_.finding(Figure::FalseDestroys, "healthy machine " + std::to_string(b.value("machine_id", 0)) +
-                                                    " put on the bad-host list: " + b.value("reason", ""));
+        figures_.finding(Figure::FalseDestroys,
+                         "healthy machine " + std::to_string(b.value("machine_id", 0)) +
+                             " put on the bad-host list: " + b.value("reason", ""));
       }
     }
   }
@@ -323,7 +361,8 @@ class ChaosRun {
     for (const auto& offer : offers.is_array() ? offers : json::array()) {
       if (deployed == 2) break;
       for (int attempt = 0; attempt < 5; ++attempt) {
-        auto r = api_->call("POST", "/api/v1/instances", json{{"offer_id", offer.value("id", std::int64_t{0})}});
+        auto r = api_->call("POST", "/api/v1/instances",
+                            json{{"offer_id", offer.value("id", std::int64_t{0})}});
         if (r && r->first == 201) {
           ++deployed;
           break;
@@ -349,15 +388,18 @@ class ChaosRun {
     serve_logs_ += all_output(serve_->process);
     std::this_thread::sleep_for(3s);
     for (pid_t pid : processes_mentioning(dir_.path().string())) {
-      figures_.finding(Figure::OrphanProcesses, "pid " + std::to_string(pid) + " still alive: " + command_of(pid));
+      figures_.finding(Figure::OrphanProcesses,
+                       "pid " + std::to_string(pid) + " still alive: " + command_of(pid));
       ::kill(pid, SIGKILL);  // ours: the run started it (its environment names the run directory)
     }
   }
 
   std::map<std::string, std::string> secret_map() const {
-    std::map<std::string, std::string> s = {{"operator token", api_->token()}, {"market API key", market_key_}};
+    std::map<std::string, std::string> s = {{"operator token", api_->token()},
+                                            {"market API key", market_key_}};
     int n = 0;
-    for (const auto& secret : deployment_secrets_) s["deployment secret #" + std::to_string(++n)] = secret;
+    for (const auto& secret : deployment_secrets_)
+      s["deployment secret #" + std::to_string(++n)] = secret;
     return s;
   }
 

@@ -12,7 +12,8 @@ namespace pf::reliability {
 struct ChaosOptions {
   std::string binary;
   std::string source_dir;
-  std::string scenario;  // default: tests/fixtures/scenarios/chaos-healthy.json (every host healthy)
+  std::string
+      scenario;  // default: tests/fixtures/scenarios/chaos-healthy.json (every host healthy)
   std::string faults = "429=0.3,500=0.1,drop_create_reply=0.2,slow_ms=200";
   double time_scale = 60;
   int before_kill_s = 50;       // autopilot running before serve is SIGKILLed

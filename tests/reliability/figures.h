@@ -110,7 +110,8 @@ class Figures {
     for (std::size_t i = 0; i < kFigureCount; ++i) {
       char line[96];
       std::snprintf(line, sizeof line, "  %-38s %10lld%s\n", kFigureInfo[i].label,
-                    static_cast<long long>(counts_[i]), i > 0 && counts_[i] != 0 ? "  <-- must be 0" : "");
+                    static_cast<long long>(counts_[i]),
+                    i > 0 && counts_[i] != 0 ? "  <-- must be 0" : "");
       out << line;
     }
     for (const auto& d : details_) out << "  finding: " << d << "\n";

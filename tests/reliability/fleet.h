@@ -4,6 +4,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <httplib.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -12,7 +13,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <httplib.h>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -63,7 +63,8 @@ inline std::string read_operator_token(const fs::path& data_dir) {
 class RunDir {
  public:
   explicit RunDir(const std::string& name) {
-    path_ = fs::temp_directory_path() / ("pf-reliability-" + name + "-" + std::to_string(::getpid()));
+    path_ =
+        fs::temp_directory_path() / ("pf-reliability-" + name + "-" + std::to_string(::getpid()));
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -90,7 +91,8 @@ struct KeyPassing {
   test::SpawnOptions spawn;
 };
 
-inline KeyPassing market_sim_key(const std::string& binary, const std::string& key, const fs::path& dir) {
+inline KeyPassing market_sim_key(const std::string& binary, const std::string& key,
+                                 const fs::path& dir) {
   auto help = test::Subprocess::spawn({binary, "market-sim", "--help"});
   help.wait_exit(30s);
   std::string text;
@@ -98,9 +100,7 @@ inline KeyPassing market_sim_key(const std::string& binary, const std::string& k
   KeyPassing k;
   if (text.find("--api-key-file") != std::string::npos) {
     const fs::path file = dir / "market-sim.key";
-    {
-      std::ofstream(file) << key << "\n";
-    }
+    { std::ofstream(file) << key << "\n"; }
     fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
     k.args = {"--api-key-file", file.string()};
   } else if (text.find("PROVERFLEET_MARKET_SIM_API_KEY") != std::string::npos) {
@@ -150,8 +150,9 @@ class OperatorApi {
                                            : c.Delete(path.c_str());
     if (!r) return std::nullopt;
     if (r->status >= 500) {
-      figures_.finding(Figure::ServerErrors,
-                       method + " " + path + " -> " + std::to_string(r->status) + " " + r->body.substr(0, 200));
+      figures_.finding(
+          Figure::ServerErrors,
+          method + " " + path + " -> " + std::to_string(r->status) + " " + r->body.substr(0, 200));
     }
     json j = json::parse(r->body, nullptr, false);
     return std::make_pair(r->status, j.is_discarded() ? json(r->body) : j);
@@ -215,7 +216,8 @@ class MarketView {
 
   // The create's env of one instance (where the deployment secret travels).
   json instance(std::int64_t id) {
-    return request("GET", "/api/v0/instances/" + std::to_string(id) + "/").value("instances", json());
+    return request("GET", "/api/v0/instances/" + std::to_string(id) + "/")
+        .value("instances", json());
   }
 
  private:
@@ -277,13 +279,16 @@ class HealthProbe {
   void run() {
     while (!stopping_) {
       if (!paused_) {
-        const auto r = test::exchange(port_, "GET /healthz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n",
-                                      limit_);
+        const auto r = test::exchange(
+            port_, "GET /healthz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n", limit_);
         ++probes_;
         if (!paused_ && r.status != 200) {
           figures_.finding(Figure::Hangs, "/healthz did not answer 200 within " +
                                               std::to_string(limit_.count()) + " ms (" +
-                                              (r.timed_out ? "timed out" : r.status ? std::to_string(r.status) : "connection failed") + ")");
+                                              (r.timed_out ? "timed out"
+                                               : r.status  ? std::to_string(r.status)
+                                                           : "connection failed") +
+                                              ")");
         }
       }
       std::this_thread::sleep_for(interval_);
@@ -353,7 +358,8 @@ inline void scan_secrets(Figures& figures, const std::map<std::string, std::stri
 
 // Counts every process whose command line (what `ps` shows anyone on the machine) holds a
 // secret; run while the services are up.
-inline void scan_command_lines(Figures& figures, const std::map<std::string, std::string>& secrets) {
+inline void scan_command_lines(Figures& figures,
+                               const std::map<std::string, std::string>& secrets) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/proc", ec)) {
     const std::string name = entry.path().filename().string();
@@ -367,7 +373,8 @@ inline void scan_command_lines(Figures& figures, const std::map<std::string, std
       if (at == std::string::npos) continue;
       std::string shown = cmd;
       shown.replace(at, value.size(), "<" + what + ">");
-      figures.finding(Figure::SecretsFound, what + " in the command line of pid " + name + ": " + shown.substr(0, 160));
+      figures.finding(Figure::SecretsFound,
+                      what + " in the command line of pid " + name + ": " + shown.substr(0, 160));
     }
   }
 }

@@ -29,9 +29,9 @@ namespace pf::reliability {
 namespace {
 
 enum class Expect {
-  Any,           // any 2xx/4xx is fine
-  Unauthorized,  // no valid credentials: a 2xx is an auth bypass
-  NoForeignFile, // traversal: a 2xx must not carry a file from outside the dashboard
+  Any,            // any 2xx/4xx is fine
+  Unauthorized,   // no valid credentials: a 2xx is an auth bypass
+  NoForeignFile,  // traversal: a 2xx must not carry a file from outside the dashboard
 };
 
 struct Probe {
@@ -59,18 +59,20 @@ std::string request(const std::string& method, const std::string& target,
   return r;
 }
 
-std::string bearer(const std::string& token) { return "Authorization: Bearer " + token; }
+std::string bearer(const std::string& token) {
+  return "Authorization: Bearer " + token;
+}
 const std::string kJsonType = "Content-Type: application/json";
 
 struct Credentials {
   std::string operator_token;
   std::string agent_token;
-  std::int64_t instance_id = 0;    // the registered agent's instance
-  std::int64_t other_instance = 0; // deployed, never registered
-  std::string deployment;          // of instance_id
-  std::string secret;              // of instance_id (used by the register)
+  std::int64_t instance_id = 0;     // the registered agent's instance
+  std::int64_t other_instance = 0;  // deployed, never registered
+  std::string deployment;           // of instance_id
+  std::string secret;               // of instance_id (used by the register)
   std::string other_deployment;
-  std::string other_secret;        // of other_instance (unused: register must still need it)
+  std::string other_secret;  // of other_instance (unused: register must still need it)
   std::int64_t machine_id = 0;
 };
 
@@ -169,7 +171,8 @@ std::vector<std::string> nasty_json_bodies() {
       "\x00\x01\x02",
   };
   std::string wide = "{";
-  for (int i = 0; i < 20000; ++i) wide += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
+  for (int i = 0; i < 20000; ++i)
+    wide += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
   b.push_back(wide + "}");
   return b;
 }
@@ -183,22 +186,30 @@ std::vector<std::pair<std::string, std::string>> typed_bodies(const Credentials&
   };
   add("/api/v1/instances",
       {R"({"offer_id": "1"})", R"({"offer_id": 1.5})", R"({"offer_id": -1})", R"({"offer_id": 0})",
-       R"({"offer_id": 1e400})", "{\"offer_id\": " + big + "}", R"({"offer_id": 9223372036854775808})",
-       R"({"offer_id": 18446744073709551616})", R"({"offer_id": null})", R"({"offer_id": [1]})",
-       R"({"offer_id": {"a": 1}})", R"({"offer_id": true})", R"({"offer_id": 1, "extra": 1})", R"({})"});
+       R"({"offer_id": 1e400})", "{\"offer_id\": " + big + "}",
+       R"({"offer_id": 9223372036854775808})", R"({"offer_id": 18446744073709551616})",
+       R"({"offer_id": null})", R"({"offer_id": [1]})", R"({"offer_id": {"a": 1}})",
+       R"({"offer_id": true})", R"({"offer_id": 1, "extra": 1})", R"({})"});
   add("/api/v1/bad-hosts",
       {R"({"machine_id": "x", "reason": "r"})", R"({"machine_id": 1e400, "reason": "r"})",
        "{\"machine_id\": " + big + ", \"reason\": \"r\"}", R"({"machine_id": 1, "reason": 5})",
-       R"({"machine_id": 1, "reason": "r", "ttl_hours": -1})", R"({"machine_id": 1, "reason": "r", "ttl_hours": 1e400})",
-       R"({"machine_id": 1, "reason": "r", "ttl_hours": "1"})", R"({"machine_id": 1, "reason": "r", "evidence": [1]})",
-       "{\"machine_id\": 1, \"reason\": \"" + std::string(5000, 'r') + "\"}", R"({"machine_id": -5, "reason": "r"})"});
-  add("/api/v1/autopilot", {R"({"paused": "yes"})", R"({"paused": 1})", R"({"paused": null})", R"({"other": true})"});
+       R"({"machine_id": 1, "reason": "r", "ttl_hours": -1})",
+       R"({"machine_id": 1, "reason": "r", "ttl_hours": 1e400})",
+       R"({"machine_id": 1, "reason": "r", "ttl_hours": "1"})",
+       R"({"machine_id": 1, "reason": "r", "evidence": [1]})",
+       "{\"machine_id\": 1, \"reason\": \"" + std::string(5000, 'r') + "\"}",
+       R"({"machine_id": -5, "reason": "r"})"});
+  add("/api/v1/autopilot",
+      {R"({"paused": "yes"})", R"({"paused": 1})", R"({"paused": null})", R"({"other": true})"});
   add("/api/v1/agent/register",
       {R"({"deployment": 1, "secret": 2})", R"({"deployment": "", "secret": ""})",
-       "{\"deployment\": \"" + c.deployment + "\", \"secret\": \"" + std::string(100000, 's') + "\"}",
+       "{\"deployment\": \"" + c.deployment + "\", \"secret\": \"" + std::string(100000, 's') +
+           "\"}",
        "{\"deployment\": \"" + c.deployment + "\", \"secret\": null}",
-       "{\"deployment\": \"" + c.deployment + "\", \"secret\": \"x\", \"hardware\": " + std::string(2000, '[') + std::string(2000, ']') + "}",
-       "{\"deployment\": \"" + c.deployment + "\", \"secret\": \"x\", \"hardware\": {\"gpus\": 1e400}}",
+       "{\"deployment\": \"" + c.deployment + "\", \"secret\": \"x\", \"hardware\": " +
+           std::string(2000, '[') + std::string(2000, ']') + "}",
+       "{\"deployment\": \"" + c.deployment +
+           "\", \"secret\": \"x\", \"hardware\": {\"gpus\": 1e400}}",
        R"({"deployment": "../../etc", "secret": "x"})"});
   add("/api/v1/agent/heartbeat",
       {R"({"phase": 1})", R"({"phase": "proving", "params": {"done": 1e400}})",
@@ -207,22 +218,27 @@ std::vector<std::pair<std::string, std::string>> typed_bodies(const Credentials&
        R"({"phase": "proving", "prover": {"completed": 2147483648}})",
        R"({"phase": "proving", "gpus": "x"})", R"({"phase": "proving", "gpus": [1, 2]})",
        R"({"phase": "proving", "gpus": [{"util": 1e400, "throttle": 5}]})",
-       "{\"phase\": \"proving\", \"gpus\": [" + [] {
-         std::string g;
-         for (int i = 0; i < 500; ++i) g += (i ? "," : "") + std::string("{}");
-         return g;
-       }() + "]}",
+       "{\"phase\": \"proving\", \"gpus\": [" +
+           [] {
+             std::string g;
+             for (int i = 0; i < 500; ++i) g += (i ? "," : "") + std::string("{}");
+             return g;
+           }() +
+           "]}",
        "{\"phase\": \"" + std::string(1000, 'p') + "\"}"});
   add("/api/v1/agent/events",
       {R"({"events": "x"})", R"({"events": [1]})", R"({"events": [{"seq": "1", "type": "x"}]})",
-       R"({"events": [{"seq": -1, "type": "x"}]})", "{\"events\": [{\"seq\": " + big + ", \"type\": \"x\"}]}",
-       R"({"events": [{"seq": 1e400, "type": "x"}]})", R"({"events": [{"seq": 1, "type": "proof_done", "seconds": 1e400, "phase": "measured"}]})",
+       R"({"events": [{"seq": -1, "type": "x"}]})",
+       "{\"events\": [{\"seq\": " + big + ", \"type\": \"x\"}]}",
+       R"({"events": [{"seq": 1e400, "type": "x"}]})",
+       R"({"events": [{"seq": 1, "type": "proof_done", "seconds": 1e400, "phase": "measured"}]})",
        R"({"events": [{"seq": 2, "type": "proof_done", "seconds": -5, "phase": "measured"}]})",
        R"({"events": [{"seq": 3, "type": "proof_done", "seconds": 5, "phase": "bogus"}]})",
-       R"({"events": [{"seq": 4, "type": "x", "at": -1e308}]})",
-       "{\"events\": [" + [] {
+       R"({"events": [{"seq": 4, "type": "x", "at": -1e308}]})", "{\"events\": [" + [] {
          std::string e;
-         for (int i = 0; i < 5000; ++i) e += (i ? "," : "") + std::string("{\"seq\":") + std::to_string(100000 + i) + ",\"type\":\"noop\"}";
+         for (int i = 0; i < 5000; ++i)
+           e += (i ? "," : "") + std::string("{\"seq\":") + std::to_string(100000 + i) +
+                ",\"type\":\"noop\"}";
          return e;
        }() + "]}"});
   add("/api/v1/agent/logs", {R"({"text": 5})", R"({"text": null})", "{\"text\": \"\xff\xfe\"}"});
@@ -239,7 +255,8 @@ class CorpusRun {
     start_fleet();
     setup_credentials();
     std::vector<Probe> probes = build_probes();
-    std::fprintf(stderr, "http corpus: %zu requests on %d workers, %d slow clients, serve on port %d\n",
+    std::fprintf(stderr,
+                 "http corpus: %zu requests on %d workers, %d slow clients, serve on port %d\n",
                  probes.size(), options_.workers, options_.slow_clients, port_.load());
 
     HealthProbe health(figures_);
@@ -247,9 +264,11 @@ class CorpusRun {
     health_ = &health;
 
     std::vector<std::thread> slow;
-    for (int i = 0; i < options_.slow_clients; ++i) slow.emplace_back([this, i] { slow_client(i); });
+    for (int i = 0; i < options_.slow_clients; ++i)
+      slow.emplace_back([this, i] { slow_client(i); });
     std::vector<std::thread> incomplete;
-    for (const auto& p : incomplete_probes()) incomplete.emplace_back([this, p] { run_incomplete(p); });
+    for (const auto& p : incomplete_probes())
+      incomplete.emplace_back([this, p] { run_incomplete(p); });
 
     std::deque<Probe> queue(probes.begin(), probes.end());
     std::mutex queue_mu;
@@ -284,7 +303,8 @@ class CorpusRun {
     check_serve_alive();
     health_ = nullptr;
 
-    std::fprintf(stderr, "http corpus: %d requests were answered by closing the connection (allowed)\n",
+    std::fprintf(stderr,
+                 "http corpus: %d requests were answered by closing the connection (allowed)\n",
                  closed_without_reply_.load());
     scan();
     serve_->process.terminate();
@@ -297,9 +317,12 @@ class CorpusRun {
     std::mt19937_64 rng(std::random_device{}());
     market_key_ = "mkt-" + random_hex(rng, 32);
     std::ofstream(dir_.path() / "proverfleet.toml") << "[autopilot]\nenabled = false\n";
-    std::vector<std::string> sim_args = {options_.binary, "market-sim", "--scenario",
-                                         options_.source_dir + "/scenarios/demo-small.json",
-                                         "--listen", "127.0.0.1:0", "--time-scale", "60", "--quiet"};
+    std::vector<std::string> sim_args = {
+        options_.binary, "market-sim",
+        "--scenario",    options_.source_dir + "/scenarios/demo-small.json",
+        "--listen",      "127.0.0.1:0",
+        "--time-scale",  "60",
+        "--quiet"};
     auto key = market_sim_key(options_.binary, market_key_, dir_.path());
     for (auto& a : key.args) sim_args.push_back(a);
     sim_.emplace(start_service(sim_args, key.spawn, "market-sim listening on"));
@@ -313,9 +336,9 @@ class CorpusRun {
     if (serve_) serve_logs_ += all_output(serve_->process);
     serve_.reset();
     serve_.emplace(start_service(
-        {options_.binary, "serve", "--config", (dir_.path() / "proverfleet.toml").string(), "--listen",
-         "127.0.0.1:0", "--db", (dir_.path() / "pf.db").string(), "--vast-url", sim_->url.str(),
-         "--reconcile-interval", "1", "--tick-interval", "1"},
+        {options_.binary, "serve", "--config", (dir_.path() / "proverfleet.toml").string(),
+         "--listen", "127.0.0.1:0", "--db", (dir_.path() / "pf.db").string(), "--vast-url",
+         sim_->url.str(), "--reconcile-interval", "1", "--tick-interval", "1"},
         opt, "proverfleet serve listening on"));
     port_ = serve_->url.port;
     if (health_) health_->set_port(port_);
@@ -343,11 +366,14 @@ class CorpusRun {
       ids.push_back(offer.value("id", std::int64_t{0}));
       if (!creds_.machine_id) creds_.machine_id = offer.value("machine_id", std::int64_t{0});
     }
-    if (ids.size() < 2) throw std::runtime_error("market-sim offers fewer than 2 offers: " + offers.dump().substr(0, 300));
+    if (ids.size() < 2)
+      throw std::runtime_error("market-sim offers fewer than 2 offers: " +
+                               offers.dump().substr(0, 300));
     MarketView market(sim_->url, market_key_);
     auto deploy = [&](std::int64_t offer, std::string& deployment, std::string& secret) {
       auto r = api.call("POST", "/api/v1/instances", json{{"offer_id", offer}});
-      if (!r || r->first != 201) throw std::runtime_error("deploy failed: " + (r ? r->second.dump() : "no reply"));
+      if (!r || r->first != 201)
+        throw std::runtime_error("deploy failed: " + (r ? r->second.dump() : "no reply"));
       const json& inst = r->second.contains("instance") ? r->second["instance"] : r->second;
       const std::int64_t id = inst.value("id", std::int64_t{0});
       // The create reached market-sim; its env carries the secret the agent would get.
@@ -359,7 +385,9 @@ class CorpusRun {
           auto env = env_of(mi);
           deployment = env["PROVERFLEET_DEPLOYMENT"];
           secret = env["PROVERFLEET_SECRET"];
-          if (secret.empty()) throw std::runtime_error("market-sim's record has no PROVERFLEET_SECRET: " + mi.dump().substr(0, 300));
+          if (secret.empty())
+            throw std::runtime_error("market-sim's record has no PROVERFLEET_SECRET: " +
+                                     mi.dump().substr(0, 300));
           return id;
         }
         std::this_thread::sleep_for(100ms);
@@ -369,12 +397,16 @@ class CorpusRun {
     creds_.instance_id = deploy(ids[0], creds_.deployment, creds_.secret);
     creds_.other_instance = deploy(ids[1], creds_.other_deployment, creds_.other_secret);
     auto reg = api.call("POST", "/api/v1/agent/register",
-                        json{{"deployment", creds_.deployment}, {"secret", creds_.secret},
-                             {"hardware", {{"gpus", 1}}}, {"agent_version", "reliability"}});
-    if (!reg || reg->first != 200) throw std::runtime_error("register failed: " + (reg ? reg->second.dump() : "no reply"));
+                        json{{"deployment", creds_.deployment},
+                             {"secret", creds_.secret},
+                             {"hardware", {{"gpus", 1}}},
+                             {"agent_version", "reliability"}});
+    if (!reg || reg->first != 200)
+      throw std::runtime_error("register failed: " + (reg ? reg->second.dump() : "no reply"));
     creds_.agent_token = reg->second.value("token", "");
     // A bad host to delete with wrong credentials.
-    api.call("POST", "/api/v1/bad-hosts", json{{"machine_id", creds_.machine_id}, {"reason", "reliability"}});
+    api.call("POST", "/api/v1/bad-hosts",
+             json{{"machine_id", creds_.machine_id}, {"reason", "reliability"}});
   }
 
   std::vector<Probe> build_probes() {
@@ -388,7 +420,8 @@ class CorpusRun {
       for (const auto& [variant, headers] : bad_auth(c.operator_token, c.agent_token)) {
         std::string target = r.path;
         if (variant == "token in query only") {
-          target += (target.find('?') == std::string::npos ? "?" : "&") + std::string("token=") + c.operator_token;
+          target += (target.find('?') == std::string::npos ? "?" : "&") + std::string("token=") +
+                    c.operator_token;
         }
         auto h = headers;
         if (!r.good_body.empty()) h.push_back(kJsonType);
@@ -408,13 +441,18 @@ class CorpusRun {
     for (const auto& [variant, body] : std::vector<std::pair<std::string, json>>{
              {"wrong secret", {{"deployment", c.deployment}, {"secret", "wrong"}}},
              {"empty secret", {{"deployment", c.deployment}, {"secret", ""}}},
-             {"other deployment's secret", {{"deployment", c.deployment}, {"secret", c.other_secret}}},
-             {"secret prefix", {{"deployment", c.deployment}, {"secret", c.secret.substr(0, c.secret.size() / 2)}}},
+             {"other deployment's secret",
+              {{"deployment", c.deployment}, {"secret", c.other_secret}}},
+             {"secret prefix",
+              {{"deployment", c.deployment}, {"secret", c.secret.substr(0, c.secret.size() / 2)}}},
              {"secret plus suffix", {{"deployment", c.deployment}, {"secret", c.secret + "x"}}},
-             {"operator token as secret", {{"deployment", c.other_deployment}, {"secret", c.operator_token}}},
-             {"agent token as secret", {{"deployment", c.other_deployment}, {"secret", c.agent_token}}},
+             {"operator token as secret",
+              {{"deployment", c.other_deployment}, {"secret", c.operator_token}}},
+             {"agent token as secret",
+              {{"deployment", c.other_deployment}, {"secret", c.agent_token}}},
              {"unknown deployment", {{"deployment", "nope"}, {"secret", c.other_secret}}},
-             {"secret hash", {{"deployment", c.other_deployment}, {"secret", "sha256:" + c.other_secret}}},
+             {"secret hash",
+              {{"deployment", c.other_deployment}, {"secret", "sha256:" + c.other_secret}}},
          }) {
       probes.push_back({"POST /api/v1/agent/register [" + variant + "]",
                         request("POST", "/api/v1/agent/register", {kJsonType}, body.dump()),
@@ -425,9 +463,9 @@ class CorpusRun {
 
     // 2. Malformed, huge and deep JSON on every POST route, with valid credentials.
     const std::vector<std::pair<std::string, std::vector<std::string>>> posts = {
-        {"/api/v1/agent/register", {}},      {"/api/v1/agent/heartbeat", agent},
-        {"/api/v1/agent/events", agent},     {"/api/v1/agent/logs", agent},
-        {"/api/v1/instances", op},           {"/api/v1/bad-hosts", op},
+        {"/api/v1/agent/register", {}},  {"/api/v1/agent/heartbeat", agent},
+        {"/api/v1/agent/events", agent}, {"/api/v1/agent/logs", agent},
+        {"/api/v1/instances", op},       {"/api/v1/bad-hosts", op},
         {"/api/v1/autopilot", op},
     };
     const auto nasty = nasty_json_bodies();
@@ -441,16 +479,17 @@ class CorpusRun {
     }
     // 3. Wrong types and overflowing numbers.
     for (const auto& [path, body] : typed_bodies(c)) {
-      auto h = path.find("/agent/") != std::string::npos ? (path.find("register") != std::string::npos
-                                                               ? std::vector<std::string>{}
-                                                               : agent)
-                                                         : op;
+      auto h =
+          path.find("/agent/") != std::string::npos
+              ? (path.find("register") != std::string::npos ? std::vector<std::string>{} : agent)
+              : op;
       h.push_back(kJsonType);
       probes.push_back({"POST " + path + " [typed body]", request("POST", path, h, body)});
     }
     // 4. Framing: content types, chunked and unsized bodies, lying and odd lengths, headers.
     for (const auto& [path, auth] : posts) {
-      const std::string body = path.find("instances") != std::string::npos ? R"({"offer_id": 1})" : "{}";
+      const std::string body =
+          path.find("instances") != std::string::npos ? R"({"offer_id": 1})" : "{}";
       auto with = [&](std::vector<std::string> extra) {
         auto h = auth;
         for (auto& e : extra) h.push_back(std::move(e));
@@ -462,28 +501,45 @@ class CorpusRun {
       probes.push_back({"POST " + path + " [chunked, bad sizes]",
                         request("POST", path, with({kJsonType, "Transfer-Encoding: chunked"}),
                                 "ffffffffffffffffff\r\n{}\r\n0\r\n\r\n", false)});
-      probes.push_back({"POST " + path + " [chunked and length]",
-                        request("POST", path, with({kJsonType, "Transfer-Encoding: chunked", "Content-Length: 2"}),
-                                "2\r\n{}\r\n0\r\n\r\n", false)});
-      probes.push_back({"POST " + path + " [unsized body]", request("POST", path, with({kJsonType}), body, false)});
-      probes.push_back({"POST " + path + " [form type]",
-                        request("POST", path, with({"Content-Type: application/x-www-form-urlencoded"}), "a=1&b=2")});
-      probes.push_back({"POST " + path + " [multipart]",
-                        request("POST", path, with({"Content-Type: multipart/form-data; boundary=x"}),
-                                "--x\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--x--\r\n")});
-      probes.push_back({"POST " + path + " [text type]", request("POST", path, with({"Content-Type: text/plain"}), body)});
-      probes.push_back({"POST " + path + " [negative length]",
-                        request("POST", path, with({kJsonType, "Content-Length: -1"}), body, false)});
-      probes.push_back({"POST " + path + " [length not a number]",
-                        request("POST", path, with({kJsonType, "Content-Length: abc"}), body, false)});
-      probes.push_back({"POST " + path + " [two lengths]",
-                        request("POST", path, with({kJsonType, "Content-Length: 2", "Content-Length: 40"}), "{}", false)});
-      probes.push_back({"POST " + path + " [length 10^20]",
-                        request("POST", path, with({kJsonType, "Content-Length: 100000000000000000000"}), body, false)});
-      probes.push_back({"POST " + path + " [length 4 GiB]",
-                        request("POST", path, with({kJsonType, "Content-Length: 4294967298"}), body, false)});
-      probes.push_back({"POST " + path + " [expect 100-continue, huge]",
-                        request("POST", path, with({kJsonType, "Expect: 100-continue", "Content-Length: 1073741824"}), "", false)});
+      probes.push_back(
+          {"POST " + path + " [chunked and length]",
+           request("POST", path,
+                   with({kJsonType, "Transfer-Encoding: chunked", "Content-Length: 2"}),
+                   "2\r\n{}\r\n0\r\n\r\n", false)});
+      probes.push_back({"POST " + path + " [unsized body]",
+                        request("POST", path, with({kJsonType}), body, false)});
+      probes.push_back(
+          {"POST " + path + " [form type]",
+           request("POST", path, with({"Content-Type: application/x-www-form-urlencoded"}),
+                   "a=1&b=2")});
+      probes.push_back(
+          {"POST " + path + " [multipart]",
+           request("POST", path, with({"Content-Type: multipart/form-data; boundary=x"}),
+                   "--x\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--x--\r\n")});
+      probes.push_back({"POST " + path + " [text type]",
+                        request("POST", path, with({"Content-Type: text/plain"}), body)});
+      probes.push_back(
+          {"POST " + path + " [negative length]",
+           request("POST", path, with({kJsonType, "Content-Length: -1"}), body, false)});
+      probes.push_back(
+          {"POST " + path + " [length not a number]",
+           request("POST", path, with({kJsonType, "Content-Length: abc"}), body, false)});
+      probes.push_back(
+          {"POST " + path + " [two lengths]",
+           request("POST", path, with({kJsonType, "Content-Length: 2", "Content-Length: 40"}), "{}",
+                   false)});
+      probes.push_back(
+          {"POST " + path + " [length 10^20]",
+           request("POST", path, with({kJsonType, "Content-Length: 100000000000000000000"}), body,
+                   false)});
+      probes.push_back(
+          {"POST " + path + " [length 4 GiB]",
+           request("POST", path, with({kJsonType, "Content-Length: 4294967298"}), body, false)});
+      probes.push_back(
+          {"POST " + path + " [expect 100-continue, huge]",
+           request("POST", path,
+                   with({kJsonType, "Expect: 100-continue", "Content-Length: 1073741824"}), "",
+                   false)});
       probes.push_back({"POST " + path + " [gzip claimed]",
                         request("POST", path, with({kJsonType, "Content-Encoding: gzip"}), body)});
     }
@@ -491,12 +547,14 @@ class CorpusRun {
         "X-Big: " + std::string(200000, 'h'),
         "X-Bad-Header-No-Colon",
         " X-Leading-Space: 1",
-        "X-Ctl: a\x01\x02" "b",
+        "X-Ctl: a\x01\x02"
+        "b",
         "X-Utf8: \xff\xfe",
         "Host: a\r\nHost: b",
     };
     for (const auto& h : header_abuse) {
-      probes.push_back({"GET /api/v1/fleet [header abuse]", request("GET", "/api/v1/fleet", {bearer(c.operator_token), h})});
+      probes.push_back({"GET /api/v1/fleet [header abuse]",
+                        request("GET", "/api/v1/fleet", {bearer(c.operator_token), h})});
     }
     {
       std::vector<std::string> many;
@@ -505,12 +563,17 @@ class CorpusRun {
     }
     // 5. Request lines and methods.
     for (const std::string& raw : std::vector<std::string>{
-             "GET /healthz\r\n\r\n", "GET\r\n\r\n", "\r\n\r\n", "GARBAGE\r\n\r\n",
+             "GET /healthz\r\n\r\n",
+             "GET\r\n\r\n",
+             "\r\n\r\n",
+             "GARBAGE\r\n\r\n",
              "GET /healthz HTTP/9.9\r\nHost: x\r\nConnection: close\r\n\r\n",
              "GET /healthz HTTP/1.1 extra\r\nHost: x\r\nConnection: close\r\n\r\n",
              "GET  /healthz  HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-             "GET http://evil.example/api/v1/fleet HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-             "GET /" + std::string(100000, 'a') + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+             "GET http://evil.example/api/v1/fleet HTTP/1.1\r\nHost: x\r\nConnection: "
+             "close\r\n\r\n",
+             "GET /" + std::string(100000, 'a') +
+                 " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
              "GET /healthz HTTP/1.1\nHost: x\nConnection: close\n\n",
              "GET /heal%00thz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
              "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
@@ -519,9 +582,12 @@ class CorpusRun {
          }) {
       probes.push_back({"raw request line", raw});
     }
-    for (const std::string m : {"PUT", "PATCH", "OPTIONS", "TRACE", "CONNECT", "HEAD", "FOO", "get", "DELETE", "POST"}) {
-      for (const std::string& path : {std::string("/api/v1/fleet"), std::string("/api/v1/instances/") + std::to_string(c.instance_id),
-                                      std::string("/healthz"), std::string("/api/v1/agent/heartbeat")}) {
+    for (const std::string m :
+         {"PUT", "PATCH", "OPTIONS", "TRACE", "CONNECT", "HEAD", "FOO", "get", "DELETE", "POST"}) {
+      for (const std::string& path :
+           {std::string("/api/v1/fleet"),
+            std::string("/api/v1/instances/") + std::to_string(c.instance_id),
+            std::string("/healthz"), std::string("/api/v1/agent/heartbeat")}) {
         const bool agent_path = path.find("/agent/") != std::string::npos;
         const bool operator_path = !agent_path && path != "/healthz";
         // Without credentials: must not succeed on a protected route.
@@ -530,35 +596,77 @@ class CorpusRun {
       }
     }
     // 6. Traversal: dashboard files and API paths.
-    for (const std::string& path : std::vector<std::string>{
-             "/assets/../../../../etc/passwd", "/assets/..%2f..%2f..%2f..%2fetc%2fpasswd",
-             "/assets/%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd", "/assets/%252e%252e/%252e%252e/etc/passwd",
-             "/assets/....//....//....//etc/passwd", "/assets/..\\..\\..\\etc\\passwd", "/../../../../etc/passwd",
-             "/%2e%2e/%2e%2e/%2e%2e/etc/passwd", "/assets/%00", "/assets/index.html%00.js", "/assets/",
-             "/assets/.", "/assets/..", "/assets//etc/passwd", "/assets/%2fetc%2fpasswd", "//etc/passwd",
-             "/assets/app.js/../../../../etc/passwd", "/./././etc/passwd", "/assets/\xc0\xae\xc0\xae/etc/passwd",
-             "/api/v1/instances/../../../../etc/passwd", "/api/v1/../../etc/passwd", "/assets/../../../../proc/self/environ",
-             "/assets/../../../../proc/self/cmdline", "/assets/..%252f..%252fetc/passwd"}) {
-      probes.push_back({"GET " + path + " [traversal]", request("GET", path, {}), Expect::NoForeignFile});
-      probes.push_back({"GET " + path + " [traversal, operator]", request("GET", path, op), Expect::NoForeignFile});
+    for (const std::string& path :
+         std::vector<std::string>{"/assets/../../../../etc/passwd",
+                                  "/assets/..%2f..%2f..%2f..%2fetc%2fpasswd",
+                                  "/assets/%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+                                  "/assets/%252e%252e/%252e%252e/etc/passwd",
+                                  "/assets/....//....//....//etc/passwd",
+                                  "/assets/..\\..\\..\\etc\\passwd",
+                                  "/../../../../etc/passwd",
+                                  "/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+                                  "/assets/%00",
+                                  "/assets/index.html%00.js",
+                                  "/assets/",
+                                  "/assets/.",
+                                  "/assets/..",
+                                  "/assets//etc/passwd",
+                                  "/assets/%2fetc%2fpasswd",
+                                  "//etc/passwd",
+                                  "/assets/app.js/../../../../etc/passwd",
+                                  "/./././etc/passwd",
+                                  "/assets/\xc0\xae\xc0\xae/etc/passwd",
+                                  "/api/v1/instances/../../../../etc/passwd",
+                                  "/api/v1/../../etc/passwd",
+                                  "/assets/../../../../proc/self/environ",
+                                  "/assets/../../../../proc/self/cmdline",
+                                  "/assets/..%252f..%252fetc/passwd"}) {
+      probes.push_back(
+          {"GET " + path + " [traversal]", request("GET", path, {}), Expect::NoForeignFile});
+      probes.push_back({"GET " + path + " [traversal, operator]", request("GET", path, op),
+                        Expect::NoForeignFile});
     }
     // 7. Bad query strings and ids.
-    for (const std::string& q : std::vector<std::string>{
-             "q=cpu_ram>=1e308", "q=cpu_ram>=1e400", "q=num_gpus>=" + std::string(400, '9'),
-             "q=dph<nan", "q=num_gpus>>1", "q=geolocation%20in%20[US", "q=%ff%fe", "q=%zz", "q=" + std::string(100000, 'x'),
-             "limit=-1", "limit=0", "limit=1e400", "limit=" + std::string(30, '9'), "limit=abc", "limit=1&limit=2",
-             "order=nope", "order=", "nope=1", "q=gpu_name=RTX_4090&q=num_gpus>=1", "%", "&&&", "q", "=x",
-             "q=" + std::string(5000, '%')}) {
-      probes.push_back({"GET /api/v1/offers?" + q.substr(0, 40), request("GET", "/api/v1/offers?" + q, op)});
+    for (const std::string& q : std::vector<std::string>{"q=cpu_ram>=1e308",
+                                                         "q=cpu_ram>=1e400",
+                                                         "q=num_gpus>=" + std::string(400, '9'),
+                                                         "q=dph<nan",
+                                                         "q=num_gpus>>1",
+                                                         "q=geolocation%20in%20[US",
+                                                         "q=%ff%fe",
+                                                         "q=%zz",
+                                                         "q=" + std::string(100000, 'x'),
+                                                         "limit=-1",
+                                                         "limit=0",
+                                                         "limit=1e400",
+                                                         "limit=" + std::string(30, '9'),
+                                                         "limit=abc",
+                                                         "limit=1&limit=2",
+                                                         "order=nope",
+                                                         "order=",
+                                                         "nope=1",
+                                                         "q=gpu_name=RTX_4090&q=num_gpus>=1",
+                                                         "%",
+                                                         "&&&",
+                                                         "q",
+                                                         "=x",
+                                                         "q=" + std::string(5000, '%')}) {
+      probes.push_back(
+          {"GET /api/v1/offers?" + q.substr(0, 40), request("GET", "/api/v1/offers?" + q, op)});
     }
-    for (const std::string& id : std::vector<std::string>{"0", "-1", std::string(30, '9'), "1e3", "abc", "%00", "1.5", " 1",
-                                                          "9223372036854775807", "9223372036854775808", "0x10", "%ff"}) {
-      probes.push_back({"GET /api/v1/instances/" + id, request("GET", "/api/v1/instances/" + id, op)});
-      probes.push_back({"DELETE /api/v1/instances/" + id, request("DELETE", "/api/v1/instances/" + id, op)});
-      probes.push_back({"DELETE /api/v1/bad-hosts/" + id, request("DELETE", "/api/v1/bad-hosts/" + id, op)});
+    for (const std::string& id :
+         std::vector<std::string>{"0", "-1", std::string(30, '9'), "1e3", "abc", "%00", "1.5", " 1",
+                                  "9223372036854775807", "9223372036854775808", "0x10", "%ff"}) {
+      probes.push_back(
+          {"GET /api/v1/instances/" + id, request("GET", "/api/v1/instances/" + id, op)});
+      probes.push_back(
+          {"DELETE /api/v1/instances/" + id, request("DELETE", "/api/v1/instances/" + id, op)});
+      probes.push_back(
+          {"DELETE /api/v1/bad-hosts/" + id, request("DELETE", "/api/v1/bad-hosts/" + id, op)});
     }
     for (const std::string q : {"all=maybe", "all=1", "all=", "x=1", "all=true&all=false"}) {
-      probes.push_back({std::string("GET /api/v1/instances?") + q, request("GET", std::string("/api/v1/instances?") + q, op)});
+      probes.push_back({std::string("GET /api/v1/instances?") + q,
+                        request("GET", std::string("/api/v1/instances?") + q, op)});
     }
     return probes;
   }
@@ -566,15 +674,20 @@ class CorpusRun {
   // Requests that promise more body than they send: the server must give up and close.
   std::vector<Probe> incomplete_probes() const {
     std::vector<Probe> out;
-    for (const std::string path : {"/api/v1/agent/heartbeat", "/api/v1/instances", "/api/v1/agent/register"}) {
-      out.push_back({"POST " + path + " [length larger than body]",
-                     "POST " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + creds_.agent_token +
-                         "\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"a\":"});
+    for (const std::string path :
+         {"/api/v1/agent/heartbeat", "/api/v1/instances", "/api/v1/agent/register"}) {
+      out.push_back(
+          {"POST " + path + " [length larger than body]",
+           "POST " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + creds_.agent_token +
+               "\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"a\":"});
     }
-    out.push_back({"GET /healthz [headers never end]", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n"});
+    out.push_back(
+        {"GET /healthz [headers never end]", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n"});
     out.push_back({"POST chunked [last chunk never comes]",
-                   "POST /api/v1/instances HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + creds_.operator_token +
-                       "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n"});
+                   "POST /api/v1/instances HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                       creds_.operator_token +
+                       "\r\nContent-Type: application/json\r\nTransfer-Encoding: "
+                       "chunked\r\n\r\n2\r\n{}\r\n"});
     out.push_back({"nothing sent", ""});
     return out;
   }
@@ -600,7 +713,8 @@ class CorpusRun {
       figures_.finding(Figure::AuthBypasses, p.name + " -> " + std::to_string(reply.status));
     }
     if (ok && p.expect == Expect::NoForeignFile &&
-        (reply.body.find("root:x:") != std::string::npos || reply.body.find("PATH=") != std::string::npos ||
+        (reply.body.find("root:x:") != std::string::npos ||
+         reply.body.find("PATH=") != std::string::npos ||
          reply.body.find("--vast-url") != std::string::npos)) {
       figures_.finding(Figure::AuthBypasses, p.name + " served a file from outside the dashboard");
     }
@@ -613,7 +727,8 @@ class CorpusRun {
     test::send_all(s, p.raw);
     // Not half-closed: the client keeps the connection open, as a stalled one would.
     const auto reply = test::read_reply(s, 60s);
-    if (reply.timed_out) figures_.finding(Figure::Hangs, p.name + ": connection still held after 60 s");
+    if (reply.timed_out)
+      figures_.finding(Figure::Hangs, p.name + ": connection still held after 60 s");
   }
 
   // Sends a request's header lines a byte at a time (one every 0.9 s) for slow_seconds, then
@@ -622,7 +737,8 @@ class CorpusRun {
     figures_.add(Figure::RequestsTried);
     test::Socket s = test::connect_loopback(port_);
     if (!s.valid()) return;
-    const std::string head = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow-" + std::to_string(index) + ": ";
+    const std::string head =
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow-" + std::to_string(index) + ": ";
     if (!test::send_all(s, head)) return;
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(options_.slow_seconds);
     while (std::chrono::steady_clock::now() < end) {
@@ -631,7 +747,9 @@ class CorpusRun {
     }
     if (!test::send_all(s, "\r\nConnection: close\r\n\r\n")) return;
     const auto reply = test::read_reply(s, 15s);
-    if (reply.timed_out) figures_.finding(Figure::Hangs, "slow client " + std::to_string(index) + ": no reply 15 s after its last byte");
+    if (reply.timed_out)
+      figures_.finding(Figure::Hangs, "slow client " + std::to_string(index) +
+                                          ": no reply 15 s after its last byte");
   }
 
   void scan() {

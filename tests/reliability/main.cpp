@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
       o.slow_clients = a.integer("--slow-clients", o.slow_clients);
       o.slow_seconds = a.integer("--slow-seconds", o.slow_seconds);
       o.keep_dir = a.has("--keep");
-      if (o.binary.empty() || o.source_dir.empty()) throw std::runtime_error("--binary and --source are required");
+      if (o.binary.empty() || o.source_dir.empty())
+        throw std::runtime_error("--binary and --source are required");
       return finish(pf::reliability::run_http_corpus(o), "bad-input HTTP corpus", a);
     }
     if (cmd == "chaos") {
@@ -95,7 +96,8 @@ int main(int argc, char** argv) {
       o.cleanup_timeout_s = a.integer("--cleanup-timeout-s", o.cleanup_timeout_s);
       o.heartbeat_timeout_s = a.integer("--heartbeat-timeout-s", o.heartbeat_timeout_s);
       o.keep_dir = a.has("--keep");
-      if (o.binary.empty() || o.source_dir.empty()) throw std::runtime_error("--binary and --source are required");
+      if (o.binary.empty() || o.source_dir.empty())
+        throw std::runtime_error("--binary and --source are required");
       return finish(pf::reliability::run_chaos(o), "chaos run", a);
     }
     if (cmd == "table") {

@@ -76,11 +76,11 @@ inline bool send_all(const Socket& s, std::string_view data) {
 }
 
 struct RawReply {
-  int status = 0;         // 0: no status line arrived
-  std::string head;       // status line and headers
-  std::string body;       // as far as it was read
-  bool timed_out = false; // the reply (or its status line) did not arrive within the limit
-  bool reset = false;     // the connection failed or was closed before a status line
+  int status = 0;          // 0: no status line arrived
+  std::string head;        // status line and headers
+  std::string body;        // as far as it was read
+  bool timed_out = false;  // the reply (or its status line) did not arrive within the limit
+  bool reset = false;      // the connection failed or was closed before a status line
 };
 
 // The Content-Length of a response head, if it has one (header names case-insensitive).
