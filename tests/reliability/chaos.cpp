@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "reliability/fleet.h"
+#include "reliability/fleet_checks.h"
 
 namespace pf::reliability {
 namespace {
@@ -69,19 +70,6 @@ std::string chaos_config(double scale, int heartbeat_timeout_s) {
   t += "market_unknown_grace_s = " + scaled(10 * 60, 30) + "\n";
   t += "destroy_retry_s = 3\n";
   return t;
-}
-
-bool silence_or_deadline(const std::string& reason) {
-  for (const char* cause :
-       {"heartbeat lost", "never registered", "deadline passed", "status unknown"}) {
-    if (reason.find(cause) != std::string::npos) return true;
-  }
-  return false;
-}
-
-std::string label_of(const json& market_instance) {
-  const json l = market_instance.value("label", json());
-  return l.is_string() ? l.get<std::string>() : "";
 }
 
 class ChaosRun {
@@ -229,49 +217,20 @@ class ChaosRun {
   }
 
   void check_market(const json& rows, const std::vector<json>& listed) {
-    std::map<std::string, std::vector<std::int64_t>> by_label;
-    std::map<std::int64_t, const json*> by_id;
     for (const auto& i : listed) {
       if (!ours(i)) continue;
-      by_label[label_of(i)].push_back(i.value("id", std::int64_t{0}));
-      by_id[i.value("id", std::int64_t{0})] = &i;
       const auto env = env_of(i);
       if (auto it = env.find("PROVERFLEET_SECRET"); it != env.end())
         deployment_secrets_.insert(it->second);
     }
-    for (const auto& [label, ids] : by_label) {
-      if (ids.size() > 1 && dup_labels_.insert(label).second) {
-        figures_.finding(Figure::DuplicateRentals,
-                         std::to_string(ids.size()) + " market instances carry " + label);
-      }
-    }
-    std::map<std::int64_t, int> live_per_offer;
-    for (const auto& row : rows) {
-      const std::string state = row.value("state", "");
-      const json mid = row.value("market_id", json());
-      const std::string label = "proverfleet:" + row.value("deployment_id", std::string());
-      if (state != "destroyed") {
-        live_per_offer[row.value("offer", json::object()).value("id", std::int64_t{0})]++;
-        continue;
-      }
-      const json* listed_instance = nullptr;
-      if (mid.is_number_integer() && by_id.count(mid.get<std::int64_t>()))
-        listed_instance = by_id[mid.get<std::int64_t>()];
-      if (!listed_instance && by_label.count(label))
-        listed_instance = by_id[by_label[label].front()];
-      if (listed_instance && listed_instance->value("actual_status", "") == "running" &&
-          billing_.insert(row.value("id", std::int64_t{0})).second) {
-        figures_.finding(Figure::DestroyedButBilling,
-                         "instance " + std::to_string(row.value("id", 0)) +
-                             " is destroyed in the manager but market instance " +
-                             std::to_string(listed_instance->value("id", 0)) + " is running");
-      }
-    }
-    for (const auto& [offer, n] : live_per_offer) {
-      if (n > 1 && dup_offers_.insert(offer).second) {
-        figures_.finding(
-            Figure::DuplicateRentals,
-            std::to_string(n) + " live instances of ours on offer " + std::to_string(offer));
+    record(check_observation(rows, listed));
+  }
+
+  // Counts each finding's key once over the whole run.
+  void record(const std::vector<Finding>& findings) {
+    for (const auto& f : findings) {
+      if (seen_.insert(std::to_string(static_cast<int>(f.figure)) + ":" + f.key).second) {
+        figures_.finding(f.figure, f.what);
       }
     }
   }
@@ -310,48 +269,12 @@ class ChaosRun {
     const json rows = api_->get("/api/v1/instances?all=true");
     const auto listed = market_->instances();
     check_market(rows, listed);
-    std::set<std::int64_t> counted;
-    for (const auto& i : listed) {
-      if (!ours(i)) continue;
-      const std::int64_t id = i.value("id", std::int64_t{0});
-      if (counted.insert(id).second) {
-        figures_.finding(Figure::LeakedInstances, "market instance " + std::to_string(id) + " (" +
-                                                      label_of(i) + ", " +
-                                                      i.value("actual_status", "?") +
-                                                      ") still listed after destroying everything");
-      }
-    }
-    for (const auto& row : rows) {
-      if (row.value("state", "") == "destroyed") continue;
-      const json mid = row.value("market_id", json());
-      if (mid.is_number_integer() && counted.count(mid.get<std::int64_t>())) continue;
-      figures_.finding(Figure::LeakedInstances, "row " + std::to_string(row.value("id", 0)) +
-                                                    " still " + row.value("state", "") +
-                                                    " after destroying everything");
-    }
+    record(leaked_instances(rows, listed));
   }
 
   void false_destroys() {
-    const json rows = api_->get("/api/v1/instances?all=true");
-    for (const auto& row : rows) {
-      const std::string reason = row.value("destroy_reason", "");
-      if (silence_or_deadline(reason)) {
-        figures_.finding(
-            Figure::FalseDestroys,
-            "instance " + std::to_string(row.value("id", 0)) + " on healthy machine " +
-                std::to_string(row.value("offer", json::object()).value("machine_id", 0)) + ": " +
-                reason);
-      }
-    }
-    const json bad = api_->get("/api/v1/bad-hosts");
-    const json& entries = bad.is_array() ? bad : bad.value("bad_hosts", json::array());
-    for (const auto& b : entries) {
-      if (b.value("source", "") == "auto" || b.value("source", "") == "automatic") {
-        figures_.finding(Figure::FalseDestroys,
-                         "healthy machine " + std::to_string(b.value("machine_id", 0)) +
-                             " put on the bad-host list: " + b.value("reason", ""));
-      }
-    }
+    record(pf::reliability::false_destroys(api_->get("/api/v1/instances?all=true"),
+                                           api_->get("/api/v1/bad-hosts")));
   }
 
   void kill_market_sim_with_agents_alive() {
@@ -414,9 +337,7 @@ class ChaosRun {
   std::optional<OperatorApi> api_;
   std::string serve_logs_;
   std::set<std::string> deployment_secrets_;
-  std::set<std::string> dup_labels_;
-  std::set<std::int64_t> dup_offers_;
-  std::set<std::int64_t> billing_;
+  std::set<std::string> seen_;  // figure:key of every finding counted
 };
 
 }  // namespace

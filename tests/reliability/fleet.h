@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "reliability/figures.h"
+#include "reliability/fleet_checks.h"
 #include "support/raw_http.h"
 #include "support/subprocess.h"
 
@@ -244,11 +245,6 @@ inline std::map<std::string, std::string> env_of(const json& market_instance) {
     }
   }
   return env;
-}
-
-inline bool ours(const json& market_instance) {
-  const json label = market_instance.value("label", json());
-  return label.is_string() && label.get<std::string>().rfind("proverfleet:", 0) == 0;
 }
 
 // Polls GET /healthz every interval on its own thread; a reply that is not a 200 within
