@@ -40,6 +40,10 @@ struct Probe {
   Expect expect = Expect::Any;
 };
 
+// Slow and incomplete clients connect from here, the probe and the workers from 127.0.0.1: a
+// server that caps connections per client address may refuse the attacker, not everyone.
+constexpr const char* kAttackerAddress = "127.0.0.2";
+
 std::string random_hex(std::mt19937_64& rng, int chars) {
   static const char* hex = "0123456789abcdef";
   std::string s;
@@ -722,7 +726,7 @@ class CorpusRun {
 
   void run_incomplete(const Probe& p) {
     figures_.add(Figure::RequestsTried);
-    test::Socket s = test::connect_loopback(port_);
+    test::Socket s = test::connect_loopback(port_, kAttackerAddress);
     if (!s.valid()) return;
     test::send_all(s, p.raw);
     // Not half-closed: the client keeps the connection open, as a stalled one would.
@@ -735,7 +739,7 @@ class CorpusRun {
   // completes it; the reply must come within 15 s of the last byte.
   void slow_client(int index) {
     figures_.add(Figure::RequestsTried);
-    test::Socket s = test::connect_loopback(port_);
+    test::Socket s = test::connect_loopback(port_, kAttackerAddress);
     if (!s.valid()) return;
     const std::string head =
         "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow-" + std::to_string(index) + ": ";

@@ -49,9 +49,20 @@ class Socket {
 };
 
 // A connected TCP socket to 127.0.0.1:port, or an invalid one when the connect failed.
-inline Socket connect_loopback(int port) {
+// `from` (another loopback address such as "127.0.0.2") makes the connection come from a
+// different client address, for servers that cap connections per address.
+inline Socket connect_loopback(int port, const char* from = nullptr) {
   Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!s.valid()) return s;
+  if (from != nullptr) {
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, from, &local.sin_addr) != 1 ||
+        ::bind(s.fd(), reinterpret_cast<const sockaddr*>(&local), sizeof local) != 0) {
+      s.reset();
+      return s;
+    }
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<std::uint16_t>(port));
