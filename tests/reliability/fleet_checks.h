@@ -31,7 +31,8 @@ inline bool ours(const nlohmann::json& market_instance) {
   return label_of(market_instance).rfind("proverfleet:", 0) == 0;
 }
 
-// Duplicate rentals (two market instances with one label; two live rows on one offer) and
+// Duplicate rentals (two market instances with one label; two live rows, not being destroyed,
+// on one offer) and
 // destroyed-but-billing (a destroyed row whose instance, by id or label, the market lists as
 // running). Read the rows before the market: a destroy confirmed before the rows were read
 // cannot be listed afterwards, so no race can produce a finding.
@@ -57,7 +58,11 @@ inline std::vector<Finding> check_observation(const nlohmann::json& rows,
   for (const auto& row : rows.is_array() ? rows : json::array()) {
     const std::string state = row.value("state", "");
     if (state != "destroyed") {
-      live_per_offer[row.value("offer", json::object()).value("id", std::int64_t{0})]++;
+      // A row being destroyed may overlap its offer's next rental for a moment (the market
+      // confirms the destroy after it frees the offer): only rows meant to keep running count.
+      if (state != "destroying") {
+        live_per_offer[row.value("offer", json::object()).value("id", std::int64_t{0})]++;
+      }
       continue;
     }
     const json mid = row.value("market_id", json());

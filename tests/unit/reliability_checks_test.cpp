@@ -49,6 +49,11 @@ TEST(ReliabilityChecks, TwoLiveRowsOnOneOfferAreADuplicateRental) {
   const auto f =
       check_observation(rows, {market(500, "proverfleet:d1"), market(501, "proverfleet:d2")});
   EXPECT_EQ(count(f, Figure::DuplicateRentals), 1u);
+  // One of them on its way out: not a duplicate.
+  const json leaving = json::array({row(1, "proving", 500, 101), row(2, "destroying", 501, 101)});
+  EXPECT_EQ(
+      count(check_observation(leaving, {market(500, "proverfleet:d1")}), Figure::DuplicateRentals),
+      0u);
 }
 
 TEST(ReliabilityChecks, DestroyedRowWhoseInstanceRunsIsBilling) {
