@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 DEMO_FLAGS ?=
 
-.PHONY: all deps build test demo bench format clean
+.PHONY: all deps build test reliability demo bench format clean
 
 all: build
 
@@ -19,6 +19,12 @@ build: deps $(BUILD)/build.ninja
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The standing reliability suite: libFuzzer over every parser (clang, build-fuzz), the
+# bad-input HTTP corpus and the long chaos run; prints the figures table and fails unless every
+# figure except "requests tried" is 0. FUZZ_SECONDS (default 60) bounds each fuzz target.
+reliability: deps $(BUILD)/build.ninja
+	BUILD=$(BUILD) scripts/reliability
 
 # Only the binary is needed for the demo: the tests are not built here.
 demo: deps $(BUILD)/build.ninja

@@ -126,7 +126,9 @@ class Validator {
     }
     const std::string where = path.empty() ? "top-level " : "";
     for (const auto& [key, value] : j.items()) {
-      bool known = std::any_of(keys.begin(), keys.end(), [&](const char* k) { return key == k; });
+      // Captured by name: clang 14 (the fuzz build) cannot capture a structured binding.
+      bool known =
+          std::any_of(keys.begin(), keys.end(), [&key = key](const char* k) { return key == k; });
       if (known) continue;
       std::string message = "unknown " + where + "key \"" + key + "\"";
       for (const char* candidate : keys) {

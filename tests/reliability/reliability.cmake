@@ -1,0 +1,23 @@
+# The reliability suite's runner (tests/reliability): the bad-input HTTP corpus and the chaos
+# run against the real binary, each printing the figures table. `make test` runs a fast subset
+# (ctest label `reliability`); scripts/reliability (make reliability) the long settings.
+if(NOT PF_FUZZ)
+  file(GLOB PF_RELIABILITY_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/reliability/*.cpp)
+  add_executable(reliability_suite ${PF_RELIABILITY_SOURCES})
+  target_include_directories(reliability_suite PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_link_libraries(reliability_suite PRIVATE pf_warnings nlohmann_json::nlohmann_json
+                        PkgConfig::HTTPLIB Threads::Threads)
+  add_dependencies(reliability_suite proverfleet)
+
+  add_test(NAME reliability_http_corpus
+           COMMAND reliability_suite http-corpus --binary $<TARGET_FILE:proverfleet>
+                   --source ${CMAKE_SOURCE_DIR})
+  # Short settings: about 3 minutes on a loaded 2-core machine.
+  add_test(NAME reliability_chaos_short
+           COMMAND reliability_suite chaos --binary $<TARGET_FILE:proverfleet>
+                   --source ${CMAKE_SOURCE_DIR} --time-scale 60 --before-kill-s 45
+                   --serve-down-s 25 --after-restart-s 35 --cleanup-timeout-s 90)
+  set_tests_properties(reliability_http_corpus PROPERTIES LABELS reliability TIMEOUT 600)
+  set_tests_properties(reliability_chaos_short PROPERTIES LABELS reliability TIMEOUT 900
+                       RUN_SERIAL TRUE)
+endif()
