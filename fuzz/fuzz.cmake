@@ -37,7 +37,9 @@ function(pf_fuzz_deps name exe)
     message(FATAL_ERROR "fuzz target ${name}: no dependencies listed in fuzz/fuzz.cmake")
   endif()
   target_include_directories(${exe} PRIVATE ${CMAKE_SOURCE_DIR} ${src} ${CMAKE_SOURCE_DIR}/tests)
-  target_link_libraries(${exe} PRIVATE pf_warnings nlohmann_json::nlohmann_json tl::expected)
+  # Every parser reads JSON through the one bounded entry point (src/util).
+  target_link_libraries(${exe} PRIVATE pf_util pf_warnings nlohmann_json::nlohmann_json
+                                       tl::expected)
 endfunction()
 
 foreach(name IN LISTS PF_FUZZ_NAMES)

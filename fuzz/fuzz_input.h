@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <utility>
+
+#include "util/bounded_json.h"
 
 namespace pf::fuzz {
 
@@ -13,10 +16,12 @@ inline std::string_view as_text(const std::uint8_t* data, std::size_t size) {
   return {reinterpret_cast<const char*>(data), size};
 }
 
-// The JSON document, or a discarded value for invalid JSON (what the callers of the parsers
-// under test do with bytes from outside).
+// The JSON document through the product's one bounded entry point (util::parse_json), or a
+// discarded value when it refuses the text (what the callers of the parsers under test do).
 inline nlohmann::json parse_json(std::string_view text) {
-  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto parsed = pf::util::parse_json(text);
+  if (!parsed) return nlohmann::json(nlohmann::json::value_t::discarded);
+  return std::move(*parsed);
 }
 
 }  // namespace pf::fuzz

@@ -9,7 +9,7 @@
 //     failed self-check). Silence is counted only from then: an agent is silent for
 //     now − max(last heartbeat, listening_since).
 //  2. Verdicts that read an agent's silence or its missed progress (heartbeat lost, never
-//     registered, a deadline passed in an agent-driven state) wait until the manager has
+//     registered, a deadline passed in booting or a later agent-driven state) wait until the manager has
 //     listened for one whole heartbeat timeout, so every live agent had a chance to reach it.
 //  3. While at least `silent_fleet_fraction` of the agents we expect to hear from (and at least
 //     `silent_fleet_min_agents` of them) are silent at once, none of them is judged by silence.

@@ -106,8 +106,9 @@ std::optional<std::string> destroy_reason(const InstanceRecord& rec, double now,
 
 bool deadline_reads_agent(InstanceState state) {
   using S = InstanceState;
-  return state == S::Registered || state == S::FetchingParams || state == S::WarmingUp ||
-         state == S::Benchmarking;
+  // Booting ends when the agent registers: a manager that could not be reached kept it there.
+  return state == S::Booting || state == S::Registered || state == S::FetchingParams ||
+         state == S::WarmingUp || state == S::Benchmarking;
 }
 
 bool market_status_billed(const std::string& s) {

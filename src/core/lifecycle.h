@@ -67,7 +67,8 @@ std::optional<std::string> apply_transition(InstanceRecord& rec, InstanceState t
 std::optional<std::string> destroy_reason(const InstanceRecord& rec, double now,
                                           const LifecycleConfig& cfg, const Hearing& hearing = {});
 
-// Whether `state`'s deadline measures the agent's progress (its reports), not the market's.
+// Whether `state`'s deadline measures the agent's progress (its reports or its registration),
+// not the market's alone.
 bool deadline_reads_agent(InstanceState state);
 
 // Market statuses during which vast bills compute (dph). loading/offline/provisioning are free.

@@ -29,6 +29,19 @@ double num(const json& j, const char* key, core::Offer& o, double fallback = 0) 
   return fallback;
 }
 
+// A whole-number field (ids, counts) in [min, max]; anything else gives 0 and a flag. A float
+// beyond the integer type's range must not be cast (undefined behaviour; seen by the fuzzer
+// as machine_id 1e200).
+std::int64_t whole(const json& j, const char* key, core::Offer& o, double min, double max) {
+  if (j.find(key) == j.end() || j.at(key).is_null()) return 0;
+  const double v = num(j, key, o);
+  if (v >= min && v <= max && v == std::floor(v)) return static_cast<std::int64_t>(v);
+  o.data_flags.push_back(std::string(key) + " is out of range: ignored");
+  return 0;
+}
+constexpr double kMaxId = 9e15;  // ids are exact in a double only up to 2^53
+constexpr double kMaxSmallCount = 1e6;
+
 std::string str(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_string()) return {};
@@ -53,10 +66,10 @@ tl::expected<core::Offer, std::string> offer_from_vast_json(const json& j) {
     return tl::unexpected(std::string("offer has no numeric \"id\""));
   }
   o.id = id->get<std::int64_t>();
-  o.machine_id = static_cast<std::int64_t>(num(j, "machine_id", o));
-  o.host_id = static_cast<std::int64_t>(num(j, "host_id", o));
+  o.machine_id = whole(j, "machine_id", o, 0, kMaxId);
+  o.host_id = whole(j, "host_id", o, 0, kMaxId);
   o.gpu_name = str(j, "gpu_name");
-  o.num_gpus = static_cast<int>(num(j, "num_gpus", o));
+  o.num_gpus = static_cast<int>(whole(j, "num_gpus", o, 0, kMaxSmallCount));
   o.gpu_ram_gib = num(j, "gpu_ram", o) / kMiBPerGiB;
   o.gpu_total_ram_gib = num(j, "gpu_total_ram", o) / kMiBPerGiB;
   if (o.gpu_total_ram_gib <= 0 && o.num_gpus > 0) o.gpu_total_ram_gib = o.gpu_ram_gib * o.num_gpus;
@@ -65,13 +78,13 @@ tl::expected<core::Offer, std::string> offer_from_vast_json(const json& j) {
   o.cpu_cores_effective = num(j, "cpu_cores_effective", o);
   o.cpu_ram_gib = num(j, "cpu_ram", o) / kMiBPerGiB;
   o.pcie_bw_gbs = num(j, "pcie_bw", o);
-  o.pci_gen = static_cast<int>(num(j, "pci_gen", o));
+  o.pci_gen = static_cast<int>(whole(j, "pci_gen", o, 0, kMaxSmallCount));
   o.inet_down_mbps = num(j, "inet_down", o);
   o.inet_up_mbps = num(j, "inet_up", o);
   o.inet_down_cost_per_gb = num(j, "inet_down_cost", o);
   o.disk_space_gb = num(j, "disk_space", o);
   o.cuda_max_good = num(j, "cuda_max_good", o);
-  o.compute_cap = static_cast<int>(num(j, "compute_cap", o));
+  o.compute_cap = static_cast<int>(whole(j, "compute_cap", o, 0, kMaxSmallCount));
   // reliability2 is the current score; older responses only carry reliability.
   o.reliability = j.contains("reliability2") && j["reliability2"].is_number()
                       ? num(j, "reliability2", o)

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <set>
 
+#include "util/bounded_json.h"
+
 namespace pf::market {
 namespace {
 
@@ -461,6 +463,10 @@ std::optional<std::int64_t> numeric_driver_version(std::string_view version) {
 
 tl::expected<ParsedQuery, std::string> parse_query(std::string_view text,
                                                    bool add_default_filters) {
+  // Terms become JSON strings, which cannot hold invalid UTF-8 (dump() would throw).
+  if (auto bad = util::first_invalid_utf8(text)) {
+    return tl::unexpected("bad query: invalid UTF-8 at byte " + std::to_string(*bad + 1));
+  }
   ParsedQuery parsed;
   if (add_default_filters) {
     parsed.filters = {{"verified", {{"eq", true}}},
@@ -517,6 +523,9 @@ tl::expected<ParsedQuery, std::string> parse_query(std::string_view text,
 tl::expected<std::vector<std::pair<std::string, std::string>>, std::string> parse_order(
     std::string_view text) {
   if (trim(text).empty()) return tl::unexpected(std::string("empty order"));
+  if (auto bad = util::first_invalid_utf8(text)) {
+    return tl::unexpected("bad order: invalid UTF-8 at byte " + std::to_string(*bad + 1));
+  }
   std::vector<std::pair<std::string, std::string>> order;
   while (true) {
     const std::size_t comma = text.find(',');

@@ -92,11 +92,11 @@ std::optional<std::int64_t> integer_field(const json& j, const char* key) {
   if (it == j.end()) return std::nullopt;
   if (it->is_number_integer()) return it->get<std::int64_t>();
   // Some replies carry ids as whole floats (JSON has one number type).
+  // Outside ±2^53 a double is no exact id, and casting one beyond int64 is undefined.
   if (it->is_number_float()) {
     const double v = it->get<double>();
-    if (v == static_cast<double>(static_cast<std::int64_t>(v))) {
-      return static_cast<std::int64_t>(v);
-    }
+    constexpr double kExact = 9007199254740992.0;  // 2^53
+    if (v >= -kExact && v <= kExact && v == std::floor(v)) return static_cast<std::int64_t>(v);
   }
   return std::nullopt;
 }
@@ -292,7 +292,8 @@ tl::expected<Instance, std::string> instance_from_vast_json(const json& record) 
   instance.cur_state = string_field(record, "cur_state");
   instance.status_msg = string_field(record, "status_msg");
   instance.gpu_name = string_field(record, "gpu_name");
-  instance.num_gpus = static_cast<int>(integer_field(record, "num_gpus").value_or(0));
+  const std::int64_t gpus = integer_field(record, "num_gpus").value_or(0);
+  instance.num_gpus = gpus >= 0 && gpus <= 1'000'000 ? static_cast<int>(gpus) : 0;
   instance.dph_total = number_field(record, "dph_total");
   instance.start_date = number_field(record, "start_date");
   instance.raw = record;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tl/expected.hpp>
@@ -41,5 +42,10 @@ tl::expected<std::string, std::string> read_bounded_file(const std::filesystem::
 // Whether every number in `value` is finite: nlohmann writes NaN and infinity as null, which a
 // reader then takes for "absent". Iterative, so any depth is safe.
 bool all_numbers_finite(const nlohmann::json& value);
+
+// The 0-based offset of the first byte that is not well-formed UTF-8 (overlong forms,
+// surrogates and code points above U+10FFFF included), or nullopt. Text that will become a JSON
+// string must pass: nlohmann's dump() throws on invalid UTF-8.
+std::optional<std::size_t> first_invalid_utf8(std::string_view text);
 
 }  // namespace pf::util

@@ -206,5 +206,16 @@ TEST(AllNumbersFinite, FindsNanAndInfinityAtAnyDepth) {
   EXPECT_TRUE(all_numbers_finite(deep));
 }
 
+TEST(FirstInvalidUtf8, FindsTheFirstBadByte) {
+  EXPECT_EQ(first_invalid_utf8("plain ascii"), std::nullopt);
+  EXPECT_EQ(first_invalid_utf8("r\xC3\xA9seau \xE2\x82\xAC \xF0\x9F\x98\x80"), std::nullopt);
+  EXPECT_EQ(first_invalid_utf8("ab\xC1\x81"), 2u);        // overlong two-byte form
+  EXPECT_EQ(first_invalid_utf8("\xE0\x80\x80"), 0u);      // overlong three-byte form
+  EXPECT_EQ(first_invalid_utf8("x\xED\xA0\x80"), 1u);     // a surrogate
+  EXPECT_EQ(first_invalid_utf8("\xF4\x90\x80\x80"), 0u);  // above U+10FFFF
+  EXPECT_EQ(first_invalid_utf8("ok\xE2\x82"), 2u);        // truncated at the end
+  EXPECT_EQ(first_invalid_utf8("\x80"), 0u);              // a lone continuation byte
+}
+
 }  // namespace
 }  // namespace pf::util

@@ -50,6 +50,10 @@ TEST(Hearing, ARestartedManagerWaitsOneTimeoutBeforeJudgingSilence) {
   auto exited = live[0];
   exited.market_status = "exited";
   EXPECT_THAT(*core::destroy_reason(exited, restart + 10, cfg, h), HasSubstr("exited"));
+  auto booting = live[0];  // booting ends with a registration the manager could not take
+  booting.state = S::Booting;
+  booting.deadline_at = restart;
+  EXPECT_FALSE(core::destroy_reason(booting, restart + 10, cfg, h));
   auto renting = live[0];
   renting.state = S::Renting;
   renting.deadline_at = restart;

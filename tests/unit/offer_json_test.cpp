@@ -66,4 +66,20 @@ TEST(OfferJson, OlderReliabilityFieldAccepted) {
 }
 
 }  // namespace
+TEST(OfferJson, IdsAndCountsBeyondTheirRangeAreFlaggedNotCast) {
+  // Found by the fuzzer: machine_id 1e200 was cast to int64 (undefined behaviour).
+  auto j = nlohmann::json::parse(
+      R"({"id": 5, "machine_id": 1e200, "num_gpus": 3e9, "pci_gen": 4.5, "host_id": 77})");
+  auto o = offer_from_vast_json(j);
+  ASSERT_TRUE(o) << o.error();
+  EXPECT_EQ(o->machine_id, 0);
+  EXPECT_EQ(o->num_gpus, 0);
+  EXPECT_EQ(o->pci_gen, 0);
+  EXPECT_EQ(o->host_id, 77);
+  int out_of_range = 0;
+  for (const auto& flag : o->data_flags)
+    out_of_range += flag.find("out of range") != std::string::npos;
+  EXPECT_EQ(out_of_range, 3);
+}
+
 }  // namespace pf::market

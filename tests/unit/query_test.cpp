@@ -376,5 +376,14 @@ TEST(ParseQuery, NumbersOutsideTheFieldsRangeAreRefused) {
   EXPECT_EQ(f["num_gpus"]["lte"], "1024");
 }
 
+TEST(ParseQuery, InvalidUtf8IsRefusedNotThrownLater) {
+  // Found by the fuzzer: the term became a JSON string and dump() threw type_error 316.
+  auto q = parse_query("gpu_name=\xC1\x81", true);
+  ASSERT_FALSE(q);
+  EXPECT_EQ(q.error(), "bad query: invalid UTF-8 at byte 10");
+  EXPECT_FALSE(parse_order("dph\xFF"));
+  EXPECT_TRUE(parse_query("gpu_name=RTX_4090", true));
+}
+
 }  // namespace
 }  // namespace pf::market
