@@ -88,7 +88,7 @@ tl::expected<json, std::string> ManagerClient::call(const char* method, const st
         "the manager replied HTTP " + std::to_string(reply->status) + ": " + excerpt(reply->body);
   }
   if (reply->status == 401) {
-    message += " (operator token from --token, $PROVERFLEET_TOKEN or --token-file)";
+    message += " (operator token from $PROVERFLEET_TOKEN or --token-file)";
   }
   return tl::unexpected(message);
 }
