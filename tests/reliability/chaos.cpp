@@ -273,8 +273,27 @@ class ChaosRun {
   }
 
   void false_destroys() {
-    record(pf::reliability::false_destroys(api_->get("/api/v1/instances?all=true"),
-                                           api_->get("/api/v1/bad-hosts")));
+    const json rows = api_->get("/api/v1/instances?all=true");
+    summarise(rows);
+    record(pf::reliability::false_destroys(rows, api_->get("/api/v1/bad-hosts")));
+  }
+
+  // What the run did, so its zeros can be read: how many rentals, how far they got, and why
+  // they ended.
+  void summarise(const json& rows) {
+    if (!rows.is_array()) return;
+    int judged = 0;
+    std::map<std::string, int> reasons;
+    for (const auto& row : rows) {
+      if (row.contains("verdict") && row["verdict"].is_object()) ++judged;
+      std::string reason = row.value("destroy_reason", std::string());
+      if (reason.size() > 48) reason = reason.substr(0, 48) + "...";
+      if (!reason.empty()) ++reasons[reason];
+    }
+    std::string line = std::to_string(rows.size()) + " rentals, " + std::to_string(judged) +
+                       " with a benchmark verdict; destroy reasons:";
+    for (const auto& [reason, n] : reasons) line += " [" + reason + "] x" + std::to_string(n);
+    log(line);
   }
 
   void kill_market_sim_with_agents_alive() {
