@@ -20,6 +20,7 @@
 #include "manager/views.h"
 #include "market/query.h"
 #include "util/bounded_json.h"
+#include "util/exception_message.h"
 
 namespace pf::manager {
 namespace {
@@ -62,17 +63,6 @@ Reply error_reply(int status, const std::string& message) {
 
 constexpr std::string_view kAgentLane = "agent";
 constexpr std::string_view kOperatorLane = "operator";
-
-// What an exception handed to the exception handler says, for the error reply.
-std::string exception_message(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-  }
-  return "unknown error";
-}
 
 double system_clock_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -813,7 +803,8 @@ struct HttpApi::Impl {
     server.set_exception_handler(
         [](const net::HttpRequest&, net::HttpResponse& res, std::exception_ptr ep) {
           res.status = 500;
-          res.set_content(dump(json{{"error", "internal error: " + exception_message(ep)}}), kJson);
+          res.set_content(dump(json{{"error", "internal error: " + util::exception_message(ep)}}),
+                          kJson);
         });
     // Counted before the reply is sent, so a client that has its reply already sees its
     // request in /metrics.

@@ -93,15 +93,4 @@ class HttpListener {
   std::atomic<bool> serving_{false};
 };
 
-// What an exception handed to httplib's exception handler says, for the error reply.
-inline std::string exception_message(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-  }
-  return "unknown error";
-}
-
 }  // namespace pf::market

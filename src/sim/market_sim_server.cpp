@@ -15,6 +15,7 @@
 
 #include "market/http_listener.h"
 #include "util/bounded_json.h"
+#include "util/exception_message.h"
 
 namespace pf::sim {
 namespace {
@@ -276,7 +277,7 @@ struct MarketSimServer::Impl {
     server.set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
           send_error(res, ApiError{500, "server_error",
-                                   "market-sim internal error: " + market::exception_message(ep)});
+                                   "market-sim internal error: " + util::exception_message(ep)});
         });
     server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
       if (options.log)

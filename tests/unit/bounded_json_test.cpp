@@ -9,6 +9,8 @@
 #include <limits>
 #include <string>
 
+#include "support/hostile_json.h"
+
 namespace pf::util {
 namespace {
 
@@ -26,15 +28,7 @@ std::string nested(std::size_t depth, char open, char close, const std::string& 
   return std::string(depth, open) + inner + std::string(depth, close);
 }
 
-// {"a":{"a":...{"a":1}...}}
-std::string nested_objects(std::size_t depth) {
-  std::string out;
-  out.reserve(depth * 6 + 1);
-  for (std::size_t i = 0; i < depth; ++i) out += "{\"a\":";
-  out += "1";
-  out.append(depth, '}');
-  return out;
-}
+using pf::test::nested_objects;
 
 TEST(ParseJson, ParsesOrdinaryDocuments) {
   auto parsed =

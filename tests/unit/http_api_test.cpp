@@ -24,6 +24,7 @@
 #include "manager/views.h"
 #include "support/fake_market.h"
 #include "support/front_serving.h"
+#include "support/hostile_json.h"
 #include "support/manager_fixture.h"
 
 namespace pf::manager {
@@ -805,14 +806,7 @@ TEST(HttpApiServer, ServesHealthzAndRejectsUnusableTlsFiles) {
 
 // ---- issue 10: bounded JSON bodies ----------------------------------------------------------
 
-std::string nested_objects(std::size_t depth) {
-  std::string out;
-  out.reserve(depth * 6 + 1);
-  for (std::size_t i = 0; i < depth; ++i) out += "{\"a\":";
-  out += "1";
-  out.append(depth, '}');
-  return out;
-}
+using pf::test::nested_objects;
 
 TEST_F(HttpApiTest, DeeplyNestedBodiesAre400NamingTheDepthAndChangeNothing) {
   const Agent agent = deploy_and_register(101);

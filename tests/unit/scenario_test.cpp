@@ -8,6 +8,8 @@
 #include <limits>
 #include <string>
 
+#include "support/hostile_json.h"
+
 namespace pf::sim {
 namespace {
 
@@ -311,9 +313,7 @@ TEST(ScenarioLoadTest, InvalidScenarioIsPrefixedWithThePath) {
 
 // ---- issue 10: scenario input is bounded ----------------------------------------------------
 
-std::string nested_arrays(std::size_t depth) {
-  return std::string(depth, '[') + std::string(depth, ']');
-}
+using pf::test::nested_arrays;
 
 TEST(ScenarioBoundsTest, DeeplyNestedTextIsInvalidJsonNotACrash) {
   auto deep = parse_scenario_text(nested_arrays(100'000));
