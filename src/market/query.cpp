@@ -452,8 +452,10 @@ std::optional<std::int64_t> numeric_driver_version(std::string_view version) {
     int number = 0;
     const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), number);
     if (ec != std::errc() || end != part.data() + part.size() || number < 0) return std::nullopt;
+    // A version has three parts; stop at the fourth before result * 1000 can overflow (the
+    // fuzzer's "11.0.0.0.0.0.0" did).
+    if (++parts > 3) return std::nullopt;
     result = result * 1000 + number;
-    ++parts;
     if (dot == std::string_view::npos) break;
     version.remove_prefix(dot + 1);
   }

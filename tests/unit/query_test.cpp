@@ -319,6 +319,9 @@ TEST(QueryHelpers, DriverVersion) {
   EXPECT_EQ(numeric_driver_version("535..05"), std::nullopt);
   EXPECT_EQ(numeric_driver_version("5350.86.05"), std::nullopt);
   EXPECT_EQ(numeric_driver_version("a.b.c"), std::nullopt);
+  // Found by the fuzzer: seven parts overflowed the int64 before the count was checked.
+  EXPECT_EQ(numeric_driver_version("11.0.0.0.0.0.0"), std::nullopt);
+  EXPECT_EQ(numeric_driver_version("999.999.999.999.999.999.999"), std::nullopt);
 }
 
 // --- order ---------------------------------------------------------------------------------
