@@ -92,6 +92,13 @@ std::string render_prometheus(const FleetSummary& fleet,
         fleet.dollars_per_hour);
   gauge(out, "proverfleet_profit_per_hour", "Expected profit of the fleet, USD/hour.",
         fleet.profit_per_hour);
+  // An alert's input: while 0, no agent is destroyed or blamed for silence (core/hearing.h), so
+  // a long stretch of 0 (a fleet-wide silence, a failing front) needs a person.
+  gauge(out, "proverfleet_silence_judged",
+        "1 while agents' silence is judged; 0 while the manager could not hear them.",
+        fleet.hearing.may_judge_silence ? 1 : 0);
+  gauge(out, "proverfleet_agents_silent", "Agents silent for a whole heartbeat timeout.",
+        fleet.hearing.agents_silent);
   // Absent (rather than 0 or +Inf) while nothing proves: a dashboard should show "no data".
   if (fleet.cost_per_proof) {
     gauge(out, "proverfleet_cost_per_proof_usd", "Fleet cost per proof, USD.",

@@ -745,6 +745,11 @@ TEST(HttpApiMetrics, RenderEscapesLabelsAndOmitsUnknownCostPerProof) {
   EXPECT_THAT(text, HasSubstr("proverfleet_spend_usd_total 1.5\n"));
   EXPECT_THAT(text, HasSubstr(R"(route="a\"b\\c",code="200",method="GET"} 3)"));
   EXPECT_THAT(text, Not(HasSubstr("proverfleet_cost_per_proof_usd")));
+  EXPECT_THAT(text, HasSubstr("proverfleet_silence_judged 1\n"));
+  fleet.hearing.may_judge_silence = false;
+  fleet.hearing.agents_silent = 4;
+  EXPECT_THAT(render_prometheus(fleet, {}), HasSubstr("proverfleet_silence_judged 0\n"));
+  EXPECT_THAT(render_prometheus(fleet, {}), HasSubstr("proverfleet_agents_silent 4\n"));
   fleet.cost_per_proof = 0.0065;
   EXPECT_THAT(render_prometheus(fleet, {}), HasSubstr("proverfleet_cost_per_proof_usd 0.0065"));
 }
