@@ -157,8 +157,9 @@ tl::expected<std::unique_ptr<ChildProcess>, std::string> ChildProcess::spawn(Chi
   for (auto& s : args) argp.push_back(s.data());
   argp.push_back(nullptr);
 
-  Fd out_r, out_w, err_r, err_w, exec_r, exec_w;
-  if (!make_pipe(out_r, out_w) || !make_pipe(err_r, err_w) || !make_pipe(exec_r, exec_w)) {
+  Fd out_r, out_w, err_r, err_w, exec_r, exec_w, go_r, go_w;
+  if (!make_pipe(out_r, out_w) || !make_pipe(err_r, err_w) || !make_pipe(exec_r, exec_w) ||
+      !make_pipe(go_r, go_w)) {
     return tl::unexpected("cannot start " + program + ": pipe: " + std::strerror(errno));
   }
   Fd null_fd(open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -176,6 +177,19 @@ tl::expected<std::unique_ptr<ChildProcess>, std::string> ChildProcess::spawn(Chi
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
+    // With a watchdog, wait for it before exec: a command started earlier could fork
+    // processes that outlive a SIGKILLed parent with nobody left to end their group (seen:
+    // an agent left running when market-sim died between the shell's exec and the watchdog's
+    // fork). End of file instead of the byte means the parent is gone.
+    if (options.group_watchdog) {
+      close(go_w.get());  // so the parent's end closing reads as end of file
+      char go = 0;
+      ssize_t got;
+      do {
+        got = read(go_r.get(), &go, 1);
+      } while (got < 0 && errno == EINTR);
+      if (got != 1) _exit(127);
+    }
     // The agent blocks its stop signals for sigwait; the child must get them normally.
     sigprocmask(SIG_SETMASK, &empty_mask, nullptr);
     signal(SIGPIPE, SIG_DFL);
@@ -197,33 +211,41 @@ tl::expected<std::unique_ptr<ChildProcess>, std::string> ChildProcess::spawn(Chi
   out_w.reset();
   err_w.reset();
   exec_w.reset();
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = read(exec_r.get(), &child_errno, sizeof child_errno);
-  } while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(sizeof child_errno)) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return tl::unexpected("cannot start " + program + ": " + std::strerror(child_errno));
-  }
-
-  std::unique_ptr<ChildProcess> child(new ChildProcess());
-  child->pid_ = pid;
+  go_r.reset();
+  pid_t watchdog_pid = -1;
+  Fd watchdog_end;
   if (options.group_watchdog) {
-    Fd watchdog_end;
     const auto watchdog = fork_group_watchdog(pid, watchdog_end);
     if (!watchdog) {
       const std::string why = std::strerror(watchdog.error());
       kill(-pid, SIGKILL);
       int status = 0;
       waitpid(pid, &status, 0);
-      child->pid_ = -1;
       return tl::unexpected("cannot start " + program + ": no watchdog for its group: " + why);
     }
-    child->watchdog_pid_ = *watchdog;
-    child->watchdog_fd_ = watchdog_end.release();
+    watchdog_pid = *watchdog;
+    const char go = 1;
+    ssize_t sent;
+    do {
+      sent = write(go_w.get(), &go, 1);
+    } while (sent < 0 && errno == EINTR);
+    go_w.reset();
   }
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = read(exec_r.get(), &child_errno, sizeof child_errno);
+  } while (n < 0 && errno == EINTR);
+  std::unique_ptr<ChildProcess> child(new ChildProcess());
+  child->watchdog_pid_ = watchdog_pid;
+  child->watchdog_fd_ = watchdog_end.release();
+  if (n == static_cast<ssize_t>(sizeof child_errno)) {
+    child->stand_down_watchdog();  // before the leader is reaped: its group id stays ours
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return tl::unexpected("cannot start " + program + ": " + std::strerror(child_errno));
+  }
+  child->pid_ = pid;
   child->on_line_ = std::move(options.on_line);
   const int out_fd = out_r.release();
   const int err_fd = err_r.release();
