@@ -104,9 +104,13 @@ void Manager::listening_interrupted() {
 }
 
 core::Hearing Manager::hearing() {
+  return hearing_of(store_.instances(false), clock_());
+}
+
+core::Hearing Manager::hearing_of(const std::vector<core::InstanceRecord>& rows, double now) {
   std::lock_guard lock(mu_);
-  return core::judge_hearing(store_.instances(false), clock_(), listening_,
-                             config_.lifecycle.heartbeat_timeout_s, config_.hearing);
+  return core::judge_hearing(rows, now, listening_, config_.lifecycle.heartbeat_timeout_s,
+                             config_.hearing);
 }
 
 double Manager::break_even_price() const {
@@ -324,7 +328,8 @@ ApiResult<InstanceRecord> Manager::request_destroy(std::int64_t id, const std::s
 
 FleetSummary Manager::summary() {
   FleetSummary s;
-  for (const auto& r : store_.instances(true)) {
+  const auto rows = store_.instances(true);
+  for (const auto& r : rows) {
     s.by_state[core::to_string(r.state)]++;
     s.spend_usd += r.spend_usd;
     s.proofs += r.proofs_production;
@@ -335,7 +340,7 @@ FleetSummary Manager::summary() {
   if (s.proofs_per_hour > 0) s.cost_per_proof = s.dollars_per_hour / s.proofs_per_hour;
   s.profit_per_hour =
       s.proofs_per_hour * config_.rank.economics.revenue_per_proof_usd - s.dollars_per_hour;
-  s.hearing = hearing();
+  s.hearing = hearing_of(rows, clock_());  // judges only the live ones among them
   return s;
 }
 
@@ -764,8 +769,7 @@ void Manager::tick() {
   {
     std::lock_guard lock(mu_);
     const auto live = store_.instances(false);
-    const core::Hearing hearing = core::judge_hearing(
-        live, now, listening_, config_.lifecycle.heartbeat_timeout_s, config_.hearing);
+    const core::Hearing hearing = hearing_of(live, now);
     if (hearing.cause != last_hearing_cause_) {
       for (const auto& rec : live) {
         if (core::agent_expected(rec)) {

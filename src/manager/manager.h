@@ -195,6 +195,8 @@ class Manager {
 
  private:
   void transition(core::InstanceRecord& rec, core::InstanceState to, const std::string& reason);
+  // core::judge_hearing over `rows` (live ones count) with this manager's listening state.
+  core::Hearing hearing_of(const std::vector<core::InstanceRecord>& rows, double now);
   // Moves rec to destroying and records the strike its host earns for `cause`, if any (an
   // automatic bad-host entry with the evidence; our own second instance on the machine
   // excuses a slow benchmark).
