@@ -30,6 +30,7 @@
 #include "agent/prover_command.h"
 #include "agent/prover_cuzk.h"
 #include "agent/prover_sim.h"
+#include "core/hearing.h"
 #include "core/planner.h"
 #include "core/text.h"
 #include "market/backoff.h"
@@ -354,7 +355,8 @@ struct Agent::Impl {
         log("registration refused: " + e.message);
         return kAgentFailed;
       }
-      const double delay = market::full_jitter_delay_s(std::min(attempt, 6), 1, 60, rng);
+      const double delay =
+          market::full_jitter_delay_s(std::min(attempt, 6), 1, core::kAgentRetryMaxS, rng);
       log("cannot register yet (" + e.message + "); retrying in " + core::fixed(delay, 1) + " s");
       if (!pause(delay * clock.scale())) return kAgentStopped;
     }
@@ -532,7 +534,12 @@ struct Agent::Impl {
       }
       const double now = steady_seconds();
       if (now >= next_hb || heartbeat_due.exchange(false)) {
-        send_heartbeat();
+        if (send_heartbeat() && (event_failures > 0 || log_failures > 0)) {
+          // The manager is back (a restart, say): what waited on it goes now, not after the
+          // rest of a backoff that was meant for an unreachable manager.
+          event_failures = log_failures = 0;
+          next_events = next_logs = 0;
+        }
         next_hb = now + period_s;
       }
       if (outbox->pending_count() > 0 && steady_seconds() >= next_events) {
@@ -540,8 +547,9 @@ struct Agent::Impl {
           event_failures = 0;
           next_events = 0;
         } else {
-          next_events = steady_seconds() +
-                        market::full_jitter_delay_s(std::min(event_failures, 6), 0.5, 30, jitter);
+          next_events =
+              steady_seconds() + market::full_jitter_delay_s(std::min(event_failures, 6), 0.5,
+                                                             core::kAgentRetryMaxS, jitter);
           ++event_failures;
         }
       }
@@ -550,8 +558,8 @@ struct Agent::Impl {
           log_failures = 0;
           next_logs = logs.size() > kLogChunkBytes ? 0 : steady_seconds() + period_s;
         } else {
-          next_logs = steady_seconds() +
-                      market::full_jitter_delay_s(std::min(log_failures, 6), 0.5, 30, jitter);
+          next_logs = steady_seconds() + market::full_jitter_delay_s(std::min(log_failures, 6), 0.5,
+                                                                     core::kAgentRetryMaxS, jitter);
           ++log_failures;
         }
       }

@@ -30,6 +30,10 @@ double heard_silence_s(const InstanceRecord& rec, double now, double listening_s
   return std::max(0.0, now - std::max(rec.last_heartbeat_at, listening_since));
 }
 
+double settling_window_s(double heartbeat_timeout_s) {
+  return std::max(heartbeat_timeout_s, kAgentRetryMaxS);
+}
+
 Hearing judge_hearing(const std::vector<InstanceRecord>& live, double now,
                       const ListeningState& listening, double heartbeat_timeout_s,
                       const HearingConfig& cfg) {
@@ -47,12 +51,12 @@ Hearing judge_hearing(const std::vector<InstanceRecord>& live, double now,
     h.cause = HearingCause::NotServing;
     h.reason = "the manager's own front is not serving";
   } else if (listening.listening_since > 0 &&
-             now - listening.listening_since < heartbeat_timeout_s) {
+             now - listening.listening_since < settling_window_s(heartbeat_timeout_s)) {
     h.may_judge_silence = false;
     h.cause = HearingCause::Settling;
     h.reason = "the manager has listened for only " + fixed(now - listening.listening_since, 0) +
-               " s (restart or stall); silence is judged after " + fixed(heartbeat_timeout_s, 0) +
-               " s";
+               " s (restart or stall); silence is judged after " +
+               fixed(settling_window_s(heartbeat_timeout_s), 0) + " s";
   } else if (h.agents_silent >= cfg.silent_fleet_min_agents &&
              h.agents_silent >= cfg.silent_fleet_fraction * h.agents_expected) {
     h.may_judge_silence = false;

@@ -9,8 +9,9 @@
 //     failed self-check). Silence is counted only from then: an agent is silent for
 //     now − max(last heartbeat, listening_since).
 //  2. Verdicts that read an agent's silence or its missed progress (heartbeat lost, never
-//     registered, a deadline passed in booting or a later agent-driven state) wait until the manager has
-//     listened for one whole heartbeat timeout, so every live agent had a chance to reach it.
+//     registered, a deadline passed in booting or a later agent-driven state) wait until the
+//     manager has listened for one whole heartbeat timeout, and never less than the agents'
+//     longest retry gap (kAgentRetryMaxS), so every live agent had a chance to reach it.
 //  3. While at least `silent_fleet_fraction` of the agents we expect to hear from (and at least
 //     `silent_fleet_min_agents` of them) are silent at once, none of them is judged by silence.
 //  4. While the manager knows it is not serving (`serving == false`), no silence verdict fires.
@@ -24,6 +25,14 @@
 #include "core/fleet.h"
 
 namespace pf::core {
+
+// The longest an agent waits between tries to reach the manager (real seconds; its register,
+// event and log retries are capped here). A manager that has listened this long has had a try
+// from every live agent that can reach it, so rule 2 never waits less than this.
+inline constexpr double kAgentRetryMaxS = 15;
+
+// How long the manager must have listened before silence is judged (rule 2).
+double settling_window_s(double heartbeat_timeout_s);
 
 struct HearingConfig {
   double silent_fleet_fraction = 0.5;

@@ -66,6 +66,31 @@ TEST(Hearing, ARestartedManagerWaitsOneTimeoutBeforeJudgingSilence) {
   EXPECT_THAT(*core::destroy_reason(live[0], later, cfg, h), HasSubstr("heartbeat lost for 300 s"));
 }
 
+// An agent that found the manager down retries up to kAgentRetryMaxS apart: a manager with a
+// short heartbeat timeout (a scaled demo) still waits for that retry before judging a booting
+// instance whose registration it could not take (seen in the chaos run: a host destroyed for a
+// "deadline passed in booting" while its agent slept out a 32 s backoff).
+TEST(Hearing, SettlingNeverEndsBeforeTheAgentsRetryHasLanded) {
+  core::LifecycleConfig cfg;
+  cfg.heartbeat_timeout_s = 5;
+  const double restart = 10'000;
+  const core::ListeningState listening{true, restart};
+  auto booting = proving(1, 0);
+  booting.state = S::Booting;
+  booting.deadline_at = restart;
+  const std::vector<core::InstanceRecord> live{booting};
+  ASSERT_GT(core::kAgentRetryMaxS, cfg.heartbeat_timeout_s);
+  EXPECT_DOUBLE_EQ(core::settling_window_s(cfg.heartbeat_timeout_s), core::kAgentRetryMaxS);
+  const double early = restart + core::kAgentRetryMaxS - 1;
+  auto h = core::judge_hearing(live, early, listening, cfg.heartbeat_timeout_s);
+  EXPECT_EQ(h.cause, core::HearingCause::Settling);
+  EXPECT_FALSE(core::destroy_reason(booting, early, cfg, h));
+  const double settled = restart + core::kAgentRetryMaxS;
+  h = core::judge_hearing(live, settled, listening, cfg.heartbeat_timeout_s);
+  EXPECT_TRUE(h.may_judge_silence) << h.reason;
+  EXPECT_THAT(*core::destroy_reason(booting, settled, cfg, h), HasSubstr("deadline passed"));
+}
+
 TEST(Hearing, MostAgentsSilentAtOnceBlamesNobody) {
   core::LifecycleConfig cfg;
   const core::ListeningState listening{true, 0};
