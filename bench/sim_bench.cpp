@@ -10,7 +10,7 @@
 
 #include "sim/des_engine.h"
 #include "sim/des_policies.h"
-#include "sim/scenario.h"
+#include "scenario/scenario.h"
 
 namespace {
 

@@ -24,12 +24,12 @@
 #include "cli/secrets.h"
 #include "cli/serving.h"
 #include "core/text.h"
-#include "sim/agent_spawner.h"
-#include "sim/faults.h"
-#include "sim/market_sim.h"
-#include "sim/market_sim_server.h"
-#include "sim/param_stand_ins.h"
-#include "sim/scenario.h"
+#include "market_sim/agent_spawner.h"
+#include "market_sim/faults.h"
+#include "market_sim/market_sim.h"
+#include "market_sim/market_sim_server.h"
+#include "market_sim/param_stand_ins.h"
+#include "scenario/scenario.h"
 
 namespace pf::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include "sim/des_engine.h"
 #include "sim/des_policies.h"
 #include "sim/des_report.h"
-#include "sim/scenario.h"
+#include "scenario/scenario.h"
 
 namespace pf::cli {
 namespace {

@@ -35,7 +35,7 @@
 #include "core/lifecycle.h"
 #include "core/policy.h"
 #include "sim/des_report.h"
-#include "sim/scenario.h"
+#include "scenario/scenario.h"
 
 namespace pf::sim {
 

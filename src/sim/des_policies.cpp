@@ -9,7 +9,7 @@
 
 #include "core/text.h"
 #include "market/query.h"
-#include "sim/offer_query.h"
+#include "scenario/offer_query.h"
 
 namespace pf::sim {
 namespace {

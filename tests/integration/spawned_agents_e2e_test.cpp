@@ -26,8 +26,8 @@
 
 #include "agent/params.h"
 #include "agent/prover_sim.h"
-#include "sim/agent_spawner.h"
-#include "sim/scenario.h"
+#include "market_sim/agent_spawner.h"
+#include "scenario/scenario.h"
 #include "support/proverfleet_cli.h"
 #include "support/subprocess.h"
 

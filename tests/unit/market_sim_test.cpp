@@ -1,4 +1,4 @@
-#include "sim/market_sim.h"
+#include "market_sim/market_sim.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,9 +16,9 @@
 #include "agent/params.h"
 #include "agent/probe.h"
 #include "agent/prover_sim.h"
-#include "sim/agent_spawner.h"
-#include "sim/faults.h"
-#include "sim/param_stand_ins.h"
+#include "market_sim/agent_spawner.h"
+#include "market_sim/faults.h"
+#include "market_sim/param_stand_ins.h"
 
 namespace pf::sim {
 namespace {

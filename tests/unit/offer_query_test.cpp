@@ -1,4 +1,4 @@
-#include "sim/offer_query.h"
+#include "scenario/offer_query.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

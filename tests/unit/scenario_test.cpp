@@ -1,4 +1,4 @@
-#include "sim/scenario.h"
+#include "scenario/scenario.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

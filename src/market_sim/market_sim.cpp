@@ -1,4 +1,4 @@
-#include "sim/market_sim.h"
+#include "market_sim/market_sim.h"
 
 #include <algorithm>
 #include <charconv>
@@ -7,8 +7,8 @@
 #include <string_view>
 
 #include "market/query.h"
-#include "sim/json_text.h"
-#include "sim/offer_query.h"
+#include "scenario/json_text.h"
+#include "scenario/offer_query.h"
 #include "util/bounded_json.h"
 
 namespace pf::sim {

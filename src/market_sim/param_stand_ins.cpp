@@ -1,4 +1,4 @@
-#include "sim/param_stand_ins.h"
+#include "market_sim/param_stand_ins.h"
 
 #include <algorithm>
 #include <cmath>

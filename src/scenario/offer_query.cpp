@@ -1,4 +1,4 @@
-#include "sim/offer_query.h"
+#include "scenario/offer_query.h"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "market/query.h"
-#include "sim/json_text.h"
+#include "scenario/json_text.h"
 
 namespace pf::sim {
 namespace {

@@ -1,4 +1,4 @@
-#include "sim/scenario.h"
+#include "scenario/scenario.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "core/planner.h"
 #include "market/offer_json.h"
-#include "sim/json_text.h"
+#include "scenario/json_text.h"
 #include "util/bounded_json.h"
 
 namespace pf::sim {

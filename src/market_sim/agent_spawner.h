@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/market_sim.h"
-#include "sim/scenario.h"
+#include "market_sim/market_sim.h"
+#include "scenario/scenario.h"
 
 namespace pf::sim {
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <tl/expected.hpp>
 
-#include "sim/faults.h"
-#include "sim/market_sim.h"
-#include "sim/param_stand_ins.h"
+#include "market_sim/faults.h"
+#include "market_sim/market_sim.h"
+#include "market_sim/param_stand_ins.h"
 
 namespace pf::sim {
 

@@ -1,5 +1,5 @@
 // The only translation unit of pf_sim that includes httplib (it is heavy to compile).
-#include "sim/market_sim_server.h"
+#include "market_sim/market_sim_server.h"
 
 #include <httplib.h>
 

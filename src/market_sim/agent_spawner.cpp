@@ -1,4 +1,4 @@
-#include "sim/agent_spawner.h"
+#include "market_sim/agent_spawner.h"
 
 #include <signal.h>
 #include <sys/prctl.h>

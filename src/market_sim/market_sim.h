@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/scenario.h"
+#include "scenario/scenario.h"
 
 namespace pf::sim {
 

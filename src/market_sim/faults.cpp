@@ -1,4 +1,4 @@
-#include "sim/faults.h"
+#include "market_sim/faults.h"
 
 #include <charconv>
 #include <cmath>
