@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <string>
 
+#include "scenario/scenario.h"
 #include "sim/des_engine.h"
 #include "sim/des_policies.h"
-#include "scenario/scenario.h"
 
 namespace {
 
@@ -28,7 +28,7 @@ std::string default_scenario() {
 
 int main(int argc, char** argv) {
   const std::string path = argc > 1 ? argv[1] : default_scenario();
-  auto scenario = pf::sim::load_scenario(path);
+  auto scenario = pf::scenario::load_scenario(path);
   if (!scenario) {
     std::fprintf(stderr, "sim_bench: %s\n", scenario.error().c_str());
     return 1;

@@ -110,26 +110,26 @@ void run_market_sim(const MarketSimCliOptions& o) {
   }
   check_refused_secret_flag(o.api_key_flag);
   const std::optional<std::string> api_key = market_sim_api_key(o.api_key_file);
-  auto faults = sim::parse_fault_spec(o.faults);
+  auto faults = market_sim::parse_fault_spec(o.faults);
   if (!faults) throw CommandFailed("--faults: " + faults.error());
   if (!o.work_dir.empty() && !o.spawn_agents) {
     throw CommandFailed("--work-dir holds the spawned agents' files: it needs --spawn-agents");
   }
-  auto scenario = sim::load_scenario(o.scenario_path);
+  auto scenario = scenario::load_scenario(o.scenario_path);
   if (!scenario) throw CommandFailed(scenario.error());
   const std::string scenario_name = scenario->name;
   const std::size_t offer_count = scenario->offers.size();
   const double horizon_h = scenario->hours;
 
-  sim::ParamStandInOptions param_options;
+  market_sim::ParamStandInOptions param_options;
   param_options.total_mib = o.param_stand_in_mib;
   param_options.real_bytes = scenario->params_bytes;
   param_options.time_scale = o.time_scale;
   param_options.min_bytes_per_s = o.param_min_kib_s * 1024;
-  auto stand_ins = sim::ParamStandIns::make(param_options);
+  auto stand_ins = market_sim::ParamStandIns::make(param_options);
   if (!stand_ins)
     throw CommandFailed("parameter stand-ins (--param-stand-in-mib): " + stand_ins.error());
-  auto params = std::make_shared<const sim::ParamStandIns>(std::move(*stand_ins));
+  auto params = std::make_shared<const market_sim::ParamStandIns>(std::move(*stand_ins));
 
   BlockedStopSignals stop_signals;
   ::signal(SIGPIPE, SIG_IGN);  // a client hanging up must not kill the server
@@ -142,7 +142,7 @@ void run_market_sim(const MarketSimCliOptions& o) {
     return start_h + elapsed.count() * time_scale / 3600.0;
   };
 
-  sim::MarketSimOptions sim_options;
+  market_sim::MarketSimOptions sim_options;
   sim_options.start_balance_usd = o.balance_usd;
   sim_options.epoch_s_per_h = 3600.0 / time_scale;
   const double epoch_now =
@@ -155,7 +155,7 @@ void run_market_sim(const MarketSimCliOptions& o) {
     std::cerr << "[t=" << core::fixed(clock_h(), 3) << "h] " << line << "\n";
   };
 
-  sim::MarketSimServerOptions server_options;
+  market_sim::MarketSimServerOptions server_options;
   server_options.api_key = api_key;
   server_options.faults = *faults;
   server_options.fault_seed = o.fault_seed;
@@ -165,7 +165,7 @@ void run_market_sim(const MarketSimCliOptions& o) {
 
   // Declared before the server so that they outlive its threads.
   std::optional<TempWorkDir> temp_work_dir;
-  std::unique_ptr<sim::AgentSpawner> spawner;
+  std::unique_ptr<market_sim::AgentSpawner> spawner;
   std::string work_dir = o.work_dir;
   if (o.spawn_agents) {
     if (work_dir.empty()) {
@@ -176,7 +176,7 @@ void run_market_sim(const MarketSimCliOptions& o) {
       std::filesystem::create_directories(work_dir, ec);
       if (ec) throw CommandFailed("--work-dir " + work_dir + ": " + ec.message());
     }
-    sim::AgentSpawnerOptions spawn_options;
+    market_sim::AgentSpawnerOptions spawn_options;
     spawn_options.work_dir = work_dir;
     spawn_options.bin_dir = own_bin_dir();
     if (const char* path = std::getenv("PATH"); path != nullptr && *path != '\0') {
@@ -186,15 +186,16 @@ void run_market_sim(const MarketSimCliOptions& o) {
     spawn_options.seed = scenario->seed;
     spawn_options.clock_h = clock_h;
     spawn_options.log = log;  // even with --quiet: a handful of lines per instance
-    spawner = std::make_unique<sim::AgentSpawner>(std::move(spawn_options));
-    server_options.on_created = [s = spawner.get()](const sim::InstanceLaunch& launch,
-                                                    const sim::ScenarioOffer& offer) {
+    spawner = std::make_unique<market_sim::AgentSpawner>(std::move(spawn_options));
+    server_options.on_created = [s = spawner.get()](const market_sim::InstanceLaunch& launch,
+                                                    const scenario::ScenarioOffer& offer) {
       s->on_created(launch, offer);
     };
     server_options.on_destroyed = [s = spawner.get()](std::int64_t id) { s->on_destroyed(id); };
   }
 
-  sim::MarketSimServer server(sim::MarketSim(std::move(*scenario), sim_options), server_options);
+  market_sim::MarketSimServer server(market_sim::MarketSim(std::move(*scenario), sim_options),
+                                     server_options);
   auto port = server.bind(listen->host, listen->port);
   if (!port) throw CommandFailed(port.error());
 
@@ -278,7 +279,7 @@ void register_market_sim(CLI::App& app) {
       ->check(finite_positive(1e6))
       ->capture_default_str();
   cmd->add_option("--start-h", options->start_h, "Scenario hour at which the server starts")
-      ->check(finite_range(0, sim::kMaxScenarioHours))
+      ->check(finite_range(0, scenario::kMaxScenarioHours))
       ->capture_default_str();
   cmd->add_option("--faults", options->faults,
                   "Injected failures, e.g. 429=0.2,500=0.05,drop_create_reply=0.1,slow_ms=300 "

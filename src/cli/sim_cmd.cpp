@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "scenario/scenario.h"
 #include "sim/des_engine.h"
 #include "sim/des_policies.h"
 #include "sim/des_report.h"
-#include "scenario/scenario.h"
 
 namespace pf::cli {
 namespace {
@@ -29,7 +29,7 @@ std::string joined_policy_names() {
 }
 
 void run_sim(const SimCliOptions& o) {
-  auto scenario = sim::load_scenario(o.scenario_path);
+  auto scenario = scenario::load_scenario(o.scenario_path);
   if (!scenario) throw CommandFailed(scenario.error());
   std::vector<std::string> names;
   if (o.compare) {

@@ -23,7 +23,7 @@
 #include "agent/process.h"
 #include "core/text.h"
 
-namespace pf::sim {
+namespace pf::market_sim {
 namespace {
 
 namespace fs = std::filesystem;
@@ -573,4 +573,4 @@ std::string AgentSpawner::instance_dir(std::int64_t id) const {
   return impl_->dir_of(id);
 }
 
-}  // namespace pf::sim
+}  // namespace pf::market_sim

@@ -37,7 +37,7 @@
 #include "market_sim/market_sim.h"
 #include "scenario/scenario.h"
 
-namespace pf::sim {
+namespace pf::market_sim {
 
 // --- pure parts ------------------------------------------------------------------------------
 
@@ -117,4 +117,4 @@ class AgentSpawner {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace pf::sim
+}  // namespace pf::market_sim

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <vector>
 
-namespace pf::sim {
+namespace pf::market_sim {
 namespace {
 
 std::string_view trim(std::string_view s) {
@@ -109,4 +109,4 @@ bool FaultInjector::drop_create_reply() {
   return draw(spec_.drop_create_reply_p);
 }
 
-}  // namespace pf::sim
+}  // namespace pf::market_sim

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <tl/expected.hpp>
 
-namespace pf::sim {
+namespace pf::market_sim {
 
 struct FaultSpec {
   double rate_limit_p = 0;         // "429": reply 429 before processing
@@ -53,4 +53,4 @@ class FaultInjector {
   std::mt19937_64 rng_;
 };
 
-}  // namespace pf::sim
+}  // namespace pf::market_sim

@@ -11,10 +11,12 @@
 #include "scenario/offer_query.h"
 #include "util/bounded_json.h"
 
-namespace pf::sim {
+namespace pf::market_sim {
 namespace {
 
 using nlohmann::json;
+using scenario::apply_search;
+using scenario::describe_json;
 
 ApiError invalid_args(const std::string& field, const std::string& problem) {
   return ApiError{400, "invalid_args", "Invalid args: " + field + ": " + problem};
@@ -397,12 +399,12 @@ double MarketSim::boot_h(const SimInstance& inst) const {
 }
 
 double MarketSim::exit_h(const SimInstance& inst) const {
-  const Failure& failure = scenario_.offers[inst.offer_index].truth.failure;
+  const scenario::Failure& failure = scenario_.offers[inst.offer_index].truth.failure;
   return failure.kind == FailureKind::Crash ? boot_h(inst) + failure.after_h : kNever;
 }
 
 double MarketSim::offline_h(const SimInstance& inst) const {
-  const Failure& failure = scenario_.offers[inst.offer_index].truth.failure;
+  const scenario::Failure& failure = scenario_.offers[inst.offer_index].truth.failure;
   return failure.kind == FailureKind::Offline ? boot_h(inst) + failure.after_h : kNever;
 }
 
@@ -740,4 +742,4 @@ json MarketSim::current_user(double now_h) const {
               {"has_billing", true}};
 }
 
-}  // namespace pf::sim
+}  // namespace pf::market_sim

@@ -30,7 +30,13 @@
 
 #include "scenario/scenario.h"
 
-namespace pf::sim {
+namespace pf::market_sim {
+
+// The test double speaks the scenario model's vocabulary.
+using scenario::FailureKind;
+using scenario::Scenario;
+using scenario::ScenarioOffer;
+using scenario::Truth;
 
 // An API error as vast sends it: HTTP status + {"success": false, "error": code, "msg": msg}.
 struct ApiError {
@@ -172,4 +178,4 @@ class MarketSim {
   std::int64_t next_instance_id_;
 };
 
-}  // namespace pf::sim
+}  // namespace pf::market_sim

@@ -17,7 +17,7 @@
 #include "util/bounded_json.h"
 #include "util/exception_message.h"
 
-namespace pf::sim {
+namespace pf::market_sim {
 namespace {
 
 using nlohmann::json;
@@ -396,4 +396,4 @@ MarketSimServer::Status MarketSimServer::status() const {
                 s.balance_usd(t)};
 }
 
-}  // namespace pf::sim
+}  // namespace pf::market_sim

@@ -14,7 +14,7 @@
 #include "market_sim/market_sim.h"
 #include "market_sim/param_stand_ins.h"
 
-namespace pf::sim {
+namespace pf::market_sim {
 
 struct MarketSimServerOptions {
   // When set, every endpoint but offer search and /healthz needs "Authorization: Bearer KEY".
@@ -66,4 +66,4 @@ class MarketSimServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace pf::sim
+}  // namespace pf::market_sim

@@ -6,7 +6,7 @@
 #include "agent/params.h"
 #include "core/text.h"
 
-namespace pf::sim {
+namespace pf::market_sim {
 namespace {
 
 // Incompressible, reproducible bytes: a transfer that compresses to nothing would hide a
@@ -104,4 +104,4 @@ std::optional<double> median(std::vector<double> values) {
   return (values[mid - 1] + values[mid]) / 2;
 }
 
-}  // namespace pf::sim
+}  // namespace pf::market_sim

@@ -18,7 +18,7 @@
 #include <tl/expected.hpp>
 #include <vector>
 
-namespace pf::sim {
+namespace pf::market_sim {
 
 struct ParamStandIn {
   std::string name;
@@ -59,4 +59,4 @@ class ParamStandIns {
 // The median of `values`; nullopt when empty.
 std::optional<double> median(std::vector<double> values);
 
-}  // namespace pf::sim
+}  // namespace pf::market_sim

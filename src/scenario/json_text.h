@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace pf::sim {
+namespace pf::scenario {
 
 // The JSON type plus a short rendering of the value, e.g. `string "12"`, `null`, `an array`.
 inline std::string describe_json(const nlohmann::json& value) {
@@ -26,4 +26,4 @@ inline std::string describe_json(const nlohmann::json& value) {
   }
 }
 
-}  // namespace pf::sim
+}  // namespace pf::scenario

@@ -10,7 +10,7 @@
 #include "market/query.h"
 #include "scenario/json_text.h"
 
-namespace pf::sim {
+namespace pf::scenario {
 namespace {
 
 using nlohmann::json;
@@ -329,4 +329,4 @@ tl::expected<std::vector<json>, std::string> apply_search(const std::vector<json
   return result;
 }
 
-}  // namespace pf::sim
+}  // namespace pf::scenario

@@ -9,7 +9,7 @@
 #include <tl/expected.hpp>
 #include <vector>
 
-namespace pf::sim {
+namespace pf::scenario {
 
 // vast returns 64 offers when a search gives no "limit".
 constexpr std::size_t kDefaultSearchLimit = 64;
@@ -38,4 +38,4 @@ constexpr std::size_t kDefaultSearchLimit = 64;
 tl::expected<std::vector<nlohmann::json>, std::string> apply_search(
     const std::vector<nlohmann::json>& offers, const nlohmann::json& body);
 
-}  // namespace pf::sim
+}  // namespace pf::scenario

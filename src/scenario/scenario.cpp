@@ -12,7 +12,7 @@
 #include "scenario/json_text.h"
 #include "util/bounded_json.h"
 
-namespace pf::sim {
+namespace pf::scenario {
 namespace {
 
 using nlohmann::json;
@@ -477,4 +477,4 @@ tl::expected<Scenario, std::string> load_scenario(const std::string& path) {
   return scenario;
 }
 
-}  // namespace pf::sim
+}  // namespace pf::scenario

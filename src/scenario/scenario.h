@@ -15,7 +15,7 @@
 #include "core/offer.h"
 #include "util/bounded_json.h"
 
-namespace pf::sim {
+namespace pf::scenario {
 
 inline constexpr const char* kScenarioFormat = "proverfleet-scenario/1";
 
@@ -93,4 +93,4 @@ tl::expected<Scenario, std::string> parse_scenario_text(std::string_view text);
 // are reported too; every message starts with the path.
 tl::expected<Scenario, std::string> load_scenario(const std::string& path);
 
-}  // namespace pf::sim
+}  // namespace pf::scenario

@@ -34,10 +34,18 @@
 #include "core/learned_predictor.h"
 #include "core/lifecycle.h"
 #include "core/policy.h"
-#include "sim/des_report.h"
 #include "scenario/scenario.h"
+#include "sim/des_report.h"
 
 namespace pf::sim {
+
+// The simulator speaks the scenario model's vocabulary.
+using scenario::Failure;
+using scenario::FailureKind;
+using scenario::Scenario;
+using scenario::ScenarioOffer;
+using scenario::Throttle;
+using scenario::Truth;
 
 // Virtual time zero as epoch seconds in records (the core treats 0 as "unset").
 inline constexpr double kDesEpoch = 1'750'000'000;

@@ -134,7 +134,7 @@ ClassicPolicy::ClassicPolicy(const Scenario& s, ClassicConfig config, FleetCaps 
   body["limit"] = static_cast<std::int64_t>(s.offers.size()) + 1;
   std::vector<nlohmann::json> offers;
   for (const auto& so : s.offers) offers.push_back(so.vast_json);
-  auto matched = apply_search(offers, body);
+  auto matched = scenario::apply_search(offers, body);
   if (!matched) throw std::invalid_argument("classic filter: " + matched.error());
   for (const auto& o : *matched) passes_filter_.insert(o.at("id").get<std::int64_t>());
 }

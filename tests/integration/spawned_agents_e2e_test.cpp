@@ -34,10 +34,10 @@
 namespace {
 
 using nlohmann::json;
-using pf::sim::AgentSpawner;
-using pf::sim::InstanceLaunch;
-using pf::sim::SpawnedInstance;
-using pf::sim::SpawnState;
+using pf::market_sim::AgentSpawner;
+using pf::market_sim::InstanceLaunch;
+using pf::market_sim::SpawnedInstance;
+using pf::market_sim::SpawnState;
 using pf::test::CliRun;
 using pf::test::operator_api;
 using pf::test::parse_url;
@@ -82,9 +82,9 @@ bool eventually(Pred pred, std::chrono::milliseconds limit) {
   return pred();
 }
 
-pf::sim::Scenario tiny() {
+pf::scenario::Scenario tiny() {
   std::ifstream in(std::string(PF_SOURCE_DIR) + "/tests/fixtures/scenarios/tiny.json");
-  auto s = pf::sim::parse_scenario(json::parse(in));
+  auto s = pf::scenario::parse_scenario(json::parse(in));
   if (!s) throw std::runtime_error(s.error());
   return *s;
 }
@@ -103,7 +103,7 @@ class SpawnerTest : public ::testing::Test {
   }
 
   void start(std::chrono::milliseconds grace = 10s) {
-    pf::sim::AgentSpawnerOptions o;
+    pf::market_sim::AgentSpawnerOptions o;
     o.work_dir = dir_.string();
     o.bin_dir = "/opt/pf-test-bin";
     o.time_scale = 60;
@@ -164,7 +164,7 @@ class SpawnerTest : public ::testing::Test {
   }
 
   fs::path dir_;
-  pf::sim::Scenario scenario_;
+  pf::scenario::Scenario scenario_;
   std::atomic<double> now_h_{0};
   std::mutex log_mu_;
   std::string log_;

@@ -17,7 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 
 Scenario fixture(const std::string& name) {
-  auto s = load_scenario(std::string(PF_SOURCE_DIR) + "/tests/fixtures/des/" + name);
+  auto s = scenario::load_scenario(std::string(PF_SOURCE_DIR) + "/tests/fixtures/des/" + name);
   if (!s) throw std::runtime_error(s.error());
   return *s;
 }

@@ -16,7 +16,7 @@ class DesTargets : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DesTargets, DefaultBeatsClassicAndNearsTheOracle) {
   const std::string path = std::string(PF_SOURCE_DIR) + "/scenarios/" + GetParam();
-  auto scenario = load_scenario(path);
+  auto scenario = scenario::load_scenario(path);
   ASSERT_TRUE(scenario) << scenario.error();
   std::map<std::string, DesReport> r;
   for (const auto& name : policy_names()) {

@@ -20,7 +20,7 @@
 #include "market_sim/faults.h"
 #include "market_sim/param_stand_ins.h"
 
-namespace pf::sim {
+namespace pf::market_sim {
 namespace {
 
 using nlohmann::json;
@@ -39,7 +39,7 @@ json tiny_doc() {
 }
 
 Scenario scenario_from(const json& doc) {
-  auto s = parse_scenario(doc);
+  auto s = scenario::parse_scenario(doc);
   if (!s) throw std::runtime_error(s.error());
   return *s;
 }
@@ -873,4 +873,4 @@ TEST(MedianTest, OddEvenAndEmpty) {
 }
 
 }  // namespace
-}  // namespace pf::sim
+}  // namespace pf::market_sim

@@ -7,7 +7,7 @@
 
 #include "market/query.h"
 
-namespace pf::sim {
+namespace pf::scenario {
 namespace {
 
 using nlohmann::json;
@@ -321,4 +321,4 @@ TEST(ApplySearch, OperandsOutOfRangeAreRefused) {
 }
 
 }  // namespace
-}  // namespace pf::sim
+}  // namespace pf::scenario

@@ -10,7 +10,7 @@
 
 #include "support/hostile_json.h"
 
-namespace pf::sim {
+namespace pf::scenario {
 namespace {
 
 using nlohmann::json;
@@ -391,4 +391,4 @@ TEST(ScenarioBoundsTest, NonFiniteNumbersBuiltInCodeAreRefused) {
 }
 
 }  // namespace
-}  // namespace pf::sim
+}  // namespace pf::scenario
