@@ -84,14 +84,17 @@ const Range kHours{0.0, false, kMaxScenarioHours, true};
 const Range kTimeH{0.0, true, 1e6, true};  // a time within or past the horizon, in hours
 const Range kWindowEndH{-1e6, true, 1e6, true};
 const Range kMinutes{0.0, true, 1e6, true};
-const Range kProofRate{0.0, true, 1e4, true};  // proofs per hour
-const Range kDemand{0.0, false, 1e6, true};    // proofs per hour
-const Range kMoney{0.0, true, 1e6, true};      // USD per proof
+const Range kPositiveMinutes{0.0, false, 1e6, true};
+const Range kProofRateDemand{0.0, true, 1e6, true};  // jobs per hour; 0 = a quiet period
+const Range kProofRate{0.0, true, 1e4, true};        // proofs per hour
+const Range kDemand{0.0, false, 1e6, true};          // proofs per hour
+const Range kMoney{0.0, true, 1e6, true};            // USD per proof
 const Range kPositiveMoney{0.0, false, 1e6, true};
 const Range kBandwidthMbps{0.0, false, 1e6, true};
 const Range kMachineSize{0.0, false, 1e5, true};  // GiB or cores
 const Range kCv{0.0, true, 10.0, true};
 const Range kParamsBytes{0.0, false, 1e14, true};
+const Range kMemoryGib{0.0, true, 1e5, true};
 const Range kGpus{1.0, true, static_cast<double>(core::kMaxPlanGpus), true};
 
 // Collects every problem with its key path; readers return nullopt for a missing or bad
@@ -117,9 +120,11 @@ class Validator {
     return out;
   }
 
-  // Checks that `j` is an object whose keys are exactly `keys`: every one present, no other.
+  // Checks that `j` is an object whose keys are `keys`, every one present, plus any of
+  // `optional_keys`, and no other.
   bool object_with_keys(const json& j, const std::string& path,
-                        std::initializer_list<const char*> keys) {
+                        std::initializer_list<const char*> keys,
+                        std::initializer_list<const char*> optional_keys = {}) {
     if (!j.is_object()) {
       fail(path.empty() ? "scenario" : path, "expected a JSON object, got " + describe_json(j));
       return false;
@@ -127,13 +132,18 @@ class Validator {
     const std::string where = path.empty() ? "top-level " : "";
     for (const auto& [key, value] : j.items()) {
       // Captured by name: clang 14 (the fuzz build) cannot capture a structured binding.
-      bool known =
-          std::any_of(keys.begin(), keys.end(), [&key = key](const char* k) { return key == k; });
-      if (known) continue;
+      const auto is_key = [&key = key](const char* k) { return key == k; };
+      if (std::any_of(keys.begin(), keys.end(), is_key) ||
+          std::any_of(optional_keys.begin(), optional_keys.end(), is_key)) {
+        continue;
+      }
       std::string message = "unknown " + where + "key \"" + key + "\"";
-      for (const char* candidate : keys) {
-        if (edit_distance(key, candidate) <= 2) {
-          message += " (did you mean \"" + std::string(candidate) + "\"?)";
+      for (auto list : {keys, optional_keys}) {
+        const auto near = std::find_if(list.begin(), list.end(), [&key = key](const char* k) {
+          return edit_distance(key, k) <= 2;
+        });
+        if (near != list.end()) {
+          message += " (did you mean \"" + std::string(*near) + "\"?)";
           break;
         }
       }
@@ -216,10 +226,28 @@ class Validator {
 
   // The object under `key`, checked to hold exactly `keys`; nullptr if absent or wrong.
   const json* object(const json& obj, const std::string& path, const char* key,
-                     std::initializer_list<const char*> keys) {
+                     std::initializer_list<const char*> keys,
+                     std::initializer_list<const char*> optional_keys = {}) {
     const json* value = find(obj, key);
     if (value == nullptr) return nullptr;
-    if (!object_with_keys(*value, child_path(path, key), keys)) return nullptr;
+    if (!object_with_keys(*value, child_path(path, key), keys, optional_keys)) return nullptr;
+    return value;
+  }
+
+  // The array under `key` with at most `max_size` elements; nullptr if absent or wrong.
+  const json* array(const json& obj, const std::string& path, const char* key,
+                    std::size_t max_size) {
+    const json* value = find(obj, key);
+    if (value == nullptr) return nullptr;
+    const std::string at = child_path(path, key);
+    if (!value->is_array()) {
+      fail(at, "expected an array, got " + describe_json(*value));
+      return nullptr;
+    }
+    if (value->size() > max_size) {
+      fail(at, std::to_string(value->size()) + " entries, at most " + std::to_string(max_size));
+      return nullptr;
+    }
     return value;
   }
 
@@ -242,11 +270,18 @@ std::optional<FailureKind> failure_kind_from(const std::string& text) {
   return std::nullopt;
 }
 
-void parse_truth(Validator& v, const json& offer, const std::string& path, Truth& truth) {
+// The keys /2 adds to a /1 object: optional there, unknown in /1.
+std::initializer_list<const char*> v2_keys(int version, std::initializer_list<const char*> keys) {
+  return version >= 2 ? keys : std::initializer_list<const char*>{};
+}
+
+void parse_truth(Validator& v, const json& offer, const std::string& path, int version,
+                 Truth& truth) {
   const json* t =
       v.object(offer, path, "truth",
                {"rate_full", "partitions_full", "ram_visible_gib", "cores_visible", "proof_time_cv",
-                "boot_min", "download_mbps", "warmup_min", "contention", "throttle", "failure"});
+                "boot_min", "download_mbps", "warmup_min", "contention", "throttle", "failure"},
+               v2_keys(version, {"mem_base_gib", "mem_per_partition_gib", "warmup_proofs"}));
   if (t == nullptr) return;
   const std::string at = child_path(path, "truth");
   truth.rate_full = v.number(*t, at, "rate_full", kProofRate).value_or(0);
@@ -259,13 +294,20 @@ void parse_truth(Validator& v, const json& offer, const std::string& path, Truth
   truth.download_mbps = v.number(*t, at, "download_mbps", kBandwidthMbps).value_or(0);
   truth.warmup_min = v.number(*t, at, "warmup_min", kMinutes).value_or(0);
   truth.contention = v.number(*t, at, "contention", kFraction).value_or(1);
+  truth.mem_base_gib = v.number(*t, at, "mem_base_gib", kMemoryGib).value_or(truth.mem_base_gib);
+  truth.mem_per_partition_gib =
+      v.number(*t, at, "mem_per_partition_gib", kMemoryGib).value_or(truth.mem_per_partition_gib);
+  truth.warmup_proofs = static_cast<int>(
+      v.integer(*t, at, "warmup_proofs", {0.0, true, 1000.0, true}).value_or(truth.warmup_proofs));
 
   if (t->contains("throttle") && !(*t)["throttle"].is_null()) {
-    if (const json* th = v.object(*t, at, "throttle", {"after_h", "factor"})) {
+    if (const json* th =
+            v.object(*t, at, "throttle", {"after_h", "factor"}, v2_keys(version, {"reported"}))) {
       const std::string tat = child_path(at, "throttle");
       Throttle throttle;
       throttle.after_h = v.number(*th, tat, "after_h", kTimeH).value_or(0);
       throttle.factor = v.number(*th, tat, "factor", kFraction).value_or(1);
+      throttle.reported = v.boolean(*th, tat, "reported").value_or(true);
       truth.throttle = throttle;
     }
   }
@@ -287,7 +329,27 @@ void parse_truth(Validator& v, const json& offer, const std::string& path, Truth
 constexpr const char* kWindowFrom = "listed_from_h";
 constexpr const char* kWindowUntil = "listed_until_h";
 
-void parse_offer(Validator& v, const json& o, const std::string& path, ScenarioOffer& out) {
+void parse_price_changes(Validator& v, const json& o, const std::string& path, ScenarioOffer& out) {
+  const json* changes = v.array(o, path, "dph_changes", kMaxPriceChanges);
+  if (changes == nullptr) return;
+  const std::string at = child_path(path, "dph_changes");
+  for (std::size_t i = 0; i < changes->size(); ++i) {
+    const std::string cat = index_path(at, i);
+    if (!v.object_with_keys((*changes)[i], cat, {"at_h", "dph_total"})) continue;
+    auto at_h = v.number((*changes)[i], cat, "at_h", kTimeH);
+    auto dph = v.number((*changes)[i], cat, "dph_total", kMoney);
+    if (!at_h || !dph) continue;
+    if (!out.dph_changes.empty() && !(*at_h > out.dph_changes.back().at_h)) {
+      v.fail(child_path(cat, "at_h"), "must be after the previous change's (" +
+                                          format_number(out.dph_changes.back().at_h) + ")");
+      continue;
+    }
+    out.dph_changes.push_back({*at_h, *dph});
+  }
+}
+
+void parse_offer(Validator& v, const json& o, const std::string& path, int version,
+                 ScenarioOffer& out) {
   if (!v.object_with_keys(o, path,
                           {"id",
                            "machine_id",
@@ -316,7 +378,8 @@ void parse_offer(Validator& v, const json& o, const std::string& path, ScenarioO
                            "dlperf",
                            kWindowFrom,
                            kWindowUntil,
-                           "truth"})) {
+                           "truth"},
+                          v2_keys(version, {"dph_changes"}))) {
     return;
   }
   const std::size_t errors_before = v.error_count();
@@ -358,10 +421,12 @@ void parse_offer(Validator& v, const json& o, const std::string& path, ScenarioO
   out.listed_from_h = from.value_or(0);
   out.listed_until_h = until.value_or(0);
 
-  parse_truth(v, o, path, out.truth);
+  parse_price_changes(v, o, path, out);
+  parse_truth(v, o, path, version, out.truth);
 
   out.vast_json = o;
   out.vast_json.erase("truth");
+  out.vast_json.erase("dph_changes");
   out.vast_json.erase(kWindowFrom);
   out.vast_json.erase(kWindowUntil);
   if (v.error_count() == errors_before) {
@@ -370,6 +435,64 @@ void parse_offer(Validator& v, const json& o, const std::string& path, ScenarioO
       out.offer = std::move(*offer);
     } else {
       v.fail(path, offer.error());
+    }
+  }
+}
+
+void parse_demand(Validator& v, const json& doc, Scenario& s) {
+  const json* d = v.object(doc, "", "demand", {"arrivals", "deadline_min"});
+  if (d == nullptr) return;
+  Demand demand;
+  demand.deadline_min = v.number(*d, "demand", "deadline_min", kPositiveMinutes).value_or(0);
+  const json* arrivals = v.array(*d, "demand", "arrivals", kMaxDemandSegments);
+  double expected_jobs = 0;
+  if (arrivals != nullptr) {
+    for (std::size_t i = 0; i < arrivals->size(); ++i) {
+      const std::string at = index_path("demand.arrivals", i);
+      if (!v.object_with_keys((*arrivals)[i], at, {"from_h", "to_h", "proofs_per_hour"})) continue;
+      auto from = v.number((*arrivals)[i], at, "from_h", kTimeH);
+      auto to = v.number((*arrivals)[i], at, "to_h", kTimeH);
+      auto rate = v.number((*arrivals)[i], at, "proofs_per_hour", kProofRateDemand);
+      if (!from || !to || !rate) continue;
+      if (!(*from < *to)) {
+        v.fail(at,
+               "from_h (" + format_number(*from) + ") must be < to_h (" + format_number(*to) + ")");
+        continue;
+      }
+      if (!demand.arrivals.empty() && *from < demand.arrivals.back().to_h) {
+        v.fail(child_path(at, "from_h"), "must not be before the previous segment's to_h (" +
+                                             format_number(demand.arrivals.back().to_h) +
+                                             "): segments are in time order");
+        continue;
+      }
+      // Only the part inside the horizon produces jobs.
+      expected_jobs += *rate * std::max(0.0, std::min(*to, s.hours) - *from);
+      demand.arrivals.push_back({*from, *to, *rate});
+    }
+  }
+  if (expected_jobs > kMaxScenarioJobs) {
+    v.fail("demand.arrivals", format_number(expected_jobs) +
+                                  " jobs expected over the horizon, at most " +
+                                  format_number(kMaxScenarioJobs));
+  }
+  s.demand = std::move(demand);
+}
+
+// /2: failures belong to the machine, so every offer of one machine must say the same.
+void check_machine_failures(Validator& v, const Scenario& s) {
+  std::map<std::int64_t, std::size_t> first_of_machine;
+  for (std::size_t i = 0; i < s.offers.size(); ++i) {
+    if (s.offers[i].offer.machine_id <= 0) continue;  // the offer itself was invalid
+    const auto [it, inserted] = first_of_machine.emplace(s.offers[i].offer.machine_id, i);
+    if (inserted) continue;
+    const Failure& a = s.offers[it->second].truth.failure;
+    const Failure& b = s.offers[i].truth.failure;
+    const bool timed = a.kind == FailureKind::Crash || a.kind == FailureKind::Offline;
+    if (a.kind != b.kind || (timed && a.after_h != b.after_h)) {
+      v.fail(index_path("offers", i) + ".truth.failure",
+             "must equal offers[" + std::to_string(it->second) + "]'s (same machine_id " +
+                 std::to_string(s.offers[i].offer.machine_id) +
+                 "): in /2 failures belong to the machine");
     }
   }
 }
@@ -392,25 +515,42 @@ const char* to_string(FailureKind kind) {
 
 tl::expected<Scenario, std::string> parse_scenario(const json& doc) {
   // A different format is a different language: its other keys would only produce noise.
-  if (doc.is_object() && doc.contains("format") && doc["format"] != kScenarioFormat) {
+  int version = 1;
+  if (doc.is_object() && doc.contains("format")) {
     const json& format = doc["format"];
-    return tl::unexpected(std::string("format: expected \"") + kScenarioFormat + "\", got " +
-                          (format.is_string() ? format.dump() : describe_json(format)));
+    if (format == kScenarioFormatV2) {
+      version = 2;
+    } else if (format != kScenarioFormat) {
+      return tl::unexpected(std::string("format: expected \"") + kScenarioFormat + "\" or \"" +
+                            kScenarioFormatV2 + "\", got " +
+                            (format.is_string() ? format.dump() : describe_json(format)));
+    }
   }
   Validator v;
-  if (!v.object_with_keys(doc, "",
-                          {"format", "name", "seed", "hours", "economics", "params", "offers"})) {
-    return tl::unexpected(v.message());
-  }
+  const bool shaped =
+      version >= 2
+          ? v.object_with_keys(
+                doc, "",
+                {"format", "name", "seed", "hours", "economics", "params", "offers", "demand"})
+          : v.object_with_keys(
+                doc, "", {"format", "name", "seed", "hours", "economics", "params", "offers"});
+  if (!shaped) return tl::unexpected(v.message());
 
   Scenario s;
+  s.format_version = version;
   s.name = v.string(doc, "", "name", false).value_or("");
   s.seed = static_cast<std::uint64_t>(v.integer(doc, "", "seed", kNonNegative).value_or(0));
   s.hours = v.number(doc, "", "hours", kHours).value_or(0);
 
-  if (const json* e = v.object(
-          doc, "", "economics",
-          {"revenue_per_proof_usd", "target_cost_per_proof_usd", "demand_proofs_per_hour"})) {
+  // /2 replaces the demand cap with job arrivals: there the cap is optional and unused.
+  const json* e =
+      version >= 2
+          ? v.object(doc, "", "economics", {"revenue_per_proof_usd", "target_cost_per_proof_usd"},
+                     {"demand_proofs_per_hour"})
+          : v.object(
+                doc, "", "economics",
+                {"revenue_per_proof_usd", "target_cost_per_proof_usd", "demand_proofs_per_hour"});
+  if (e != nullptr) {
     s.economics.revenue_per_proof_usd =
         v.number(*e, "economics", "revenue_per_proof_usd", kMoney).value_or(0);
     s.economics.target_cost_per_proof_usd =
@@ -438,7 +578,7 @@ tl::expected<Scenario, std::string> parse_scenario(const json& doc) {
       s.offers.resize(offers.size());
       for (std::size_t i = 0; i < offers.size(); ++i) {
         const std::string path = index_path("offers", i);
-        parse_offer(v, offers[i], path, s.offers[i]);
+        parse_offer(v, offers[i], path, version, s.offers[i]);
         const json& id =
             offers[i].is_object() && offers[i].contains("id") ? offers[i]["id"] : json();
         if (!id.is_number_integer()) continue;
@@ -449,6 +589,11 @@ tl::expected<Scenario, std::string> parse_scenario(const json& doc) {
         }
       }
     }
+  }
+
+  if (version >= 2) {
+    parse_demand(v, doc, s);
+    check_machine_failures(v, s);
   }
 
   if (!v.ok()) return tl::unexpected(v.message());

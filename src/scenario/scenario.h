@@ -1,5 +1,7 @@
-// Market scenarios (`proverfleet-scenario/1`, spec: /work/shared/spec/scenario.md): a GPU
-// market over a time horizon plus the hidden truth of how each rented machine behaves.
+// Market scenarios (`proverfleet-scenario/1` and `/2`, spec: /work/shared/spec/scenario.md): a
+// GPU market over a time horizon plus the hidden truth of how each rented machine behaves. /2 is
+// a superset: job arrivals with deadlines, price changes, machine-level memory and warm-up truth,
+// silent throttling, machine-level failures. How the truth plays out is truth_model.h's.
 // Parsing is strict so that a typo in a hand-written scenario fails loudly instead of
 // silently simulating a different market.
 #pragma once
@@ -18,11 +20,16 @@
 namespace pf::scenario {
 
 inline constexpr const char* kScenarioFormat = "proverfleet-scenario/1";
+inline constexpr const char* kScenarioFormatV2 = "proverfleet-scenario/2";
 
 // Bounds on a scenario, so that the simulators' work is bounded too: their events scale with
 // the horizon and the offers.
 inline constexpr double kMaxScenarioHours = 24.0 * 365;
 inline constexpr std::size_t kMaxScenarioOffers = 100'000;
+// Expected jobs of a /2 demand over the horizon: the simulator holds every arrival in memory.
+inline constexpr double kMaxScenarioJobs = 20'000'000;
+inline constexpr std::size_t kMaxDemandSegments = 100'000;
+inline constexpr std::size_t kMaxPriceChanges = 1'000;
 inline constexpr util::JsonLimits kScenarioLimits{.max_bytes = 256u << 20,
                                                   .max_depth = 16,
                                                   .max_values = 20'000'000,
@@ -34,8 +41,9 @@ enum class FailureKind { None, NeverBoots, Crash, Offline };
 const char* to_string(FailureKind kind);
 
 struct Throttle {
-  double after_h = 0;  // proving hours before the throttle starts
-  double factor = 1;   // rate multiplier from then on, in (0, 1]
+  double after_h = 0;    // proving hours before the throttle starts
+  double factor = 1;     // rate multiplier from then on, in (0, 1]
+  bool reported = true;  // /2: false = silent, the GPU reports no throttle reason
 };
 
 struct Failure {
@@ -56,6 +64,17 @@ struct Truth {
   double contention = 1;
   std::optional<Throttle> throttle;
   Failure failure;
+  // /2 (defaults are /1's behaviour): the real prover peak is mem_base_gib +
+  // mem_per_partition_gib · p; the first warmup_proofs proofs after each start are slow.
+  double mem_base_gib = 70;
+  double mem_per_partition_gib = 14;
+  int warmup_proofs = 1;
+};
+
+// /2: the host changes the listed price at at_h; rentals created from then on pay it.
+struct PriceChange {
+  double at_h = 0;
+  double dph_total = 0;
 };
 
 struct ScenarioOffer {
@@ -63,6 +82,7 @@ struct ScenarioOffer {
   nlohmann::json vast_json;  // visible fields exactly as written (vast names and units)
   double listed_from_h = 0;  // rentable inside [listed_from_h, listed_until_h)
   double listed_until_h = 0;
+  std::vector<PriceChange> dph_changes;  // ascending at_h; empty in /1
   Truth truth;
 };
 
@@ -72,13 +92,27 @@ struct ScenarioEconomics {
   std::optional<double> demand_proofs_per_hour;  // nullopt: unlimited demand
 };
 
+// /2: jobs (one proof each) arrive as a Poisson process at a piecewise-constant rate.
+struct ArrivalSegment {
+  double from_h = 0;
+  double to_h = 0;
+  double proofs_per_hour = 0;
+};
+
+struct Demand {
+  std::vector<ArrivalSegment> arrivals;  // ascending from_h, not overlapping
+  double deadline_min = 0;               // a job pays only if delivered this soon after arrival
+};
+
 struct Scenario {
+  int format_version = 1;  // 1 or 2
   std::string name;
   std::uint64_t seed = 0;
   double hours = 0;
   ScenarioEconomics economics;
   double params_bytes = 0;
   std::vector<ScenarioOffer> offers;
+  std::optional<Demand> demand;  // present exactly in /2 (economics.demand_proofs_per_hour is /1's)
 };
 
 // Validates the whole document. On failure the message lists every problem found, one per

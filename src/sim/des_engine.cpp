@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
 #include <numbers>
@@ -12,6 +13,8 @@
 #include "core/memory_model.h"
 #include "core/planner.h"
 #include "core/text.h"
+#include "scenario/draws.h"
+#include "scenario/truth_model.h"
 
 namespace pf::sim {
 namespace {
@@ -19,47 +22,9 @@ namespace {
 using S = core::InstanceState;
 using core::fixed;
 
-std::uint64_t splitmix64(std::uint64_t& x) {
-  std::uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using scenario::Stream;
 
-// A small deterministic random stream (the standard distributions are not portable across
-// library versions, and the report must be reproducible).
-class Stream {
- public:
-  explicit Stream(std::uint64_t seed = 0) : state_(seed) {}
-  double uniform() {  // (0, 1)
-    return (static_cast<double>(splitmix64(state_) >> 11) + 0.5) * 0x1.0p-53;
-  }
-  double normal() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    const double u1 = uniform();
-    const double u2 = uniform();
-    const double r = std::sqrt(-2 * std::log(u1));
-    spare_ = r * std::sin(2 * std::numbers::pi * u2);
-    has_spare_ = true;
-    return r * std::cos(2 * std::numbers::pi * u2);
-  }
-  // Lognormal with mean 1 and coefficient of variation cv.
-  double unit_lognormal(double cv) {
-    if (cv <= 0) return 1;
-    const double s2 = std::log(1 + cv * cv);
-    return std::exp(-s2 / 2 + std::sqrt(s2) * normal());
-  }
-
- private:
-  std::uint64_t state_;
-  bool has_spare_ = false;
-  double spare_ = 0;
-};
-
-enum class EvKind { Tick, Decide, Boot, Params, Prover, Throttle, Crash, Offline };
+enum class EvKind { Tick, Decide, Boot, Params, Prover, Throttle, Crash, Offline, Arrival };
 
 struct Event {
   double t = 0;
@@ -87,8 +52,17 @@ struct Inst {
   bool offline = false;
   double params_start = 0;
   double params_speed_bps = 0;  // bytes/s
-  double prover_first_start = -1;
   bool prover_running = false;
+  // Proving time (truth_model.h): summed over prover runs; throttle and crash count it.
+  double proving_s = 0;
+  double proving_since = -1;    // start of the current run; -1 while the prover is down
+  std::uint64_t clock_gen = 0;  // invalidates scheduled throttle/crash events on stop/start
+  int proofs_since_start = 0;   // proofs begun since the last prover start (warm-up truth)
+  bool slowed = false;          // the throttle holds (physics); `throttled`: it was reported
+  // /2 jobs: the job of the proof in flight (kNone: none), or waiting for one with no job.
+  std::size_t job = std::numeric_limits<std::size_t>::max();
+  bool idle = false;
+  double idle_since = 0;
   int partitions = 0;
   bool oom_pending = false;
   double oom_at = 0;
@@ -138,6 +112,11 @@ class Engine {
   }
 
   DesReport run() {
+    if (sc_.demand) {
+      Stream arrivals(scenario::arrivals_seed(sc_.seed));
+      jobs_ = scenario::draw_arrivals(*sc_.demand, horizon_, arrivals);
+      if (!jobs_.empty()) push(jobs_.front(), EvKind::Arrival);
+    }
     push(0, EvKind::Tick);
     push(0, EvKind::Decide);
     while (!queue_.empty()) {
@@ -153,6 +132,13 @@ class Engine {
 
  private:
   double epoch(double t) const { return kDesEpoch + t; }
+
+  // The offer as listed now: its price may have changed (/2 dph_changes).
+  core::Offer listed_offer(const ScenarioOffer& so) const {
+    core::Offer offer = so.offer;
+    offer.dph_total = scenario::listed_dph(so, now_ / 3600);
+    return offer;
+  }
 
   void push(double t, EvKind kind, std::size_t inst = 0, std::uint64_t gen = 0) {
     queue_.push(Event{t, next_seq_++, kind, inst, gen});
@@ -180,18 +166,18 @@ class Engine {
   double current_rate(std::size_t i) const {
     const Inst& in = insts_[i];
     if (!in.prover_running || in.oom_pending) return 0;
-    return truth_rate(in.so->truth, in.partitions, others_alive(i), in.throttled);
+    return truth_rate(in.so->truth, in.partitions, others_alive(i), in.slowed);
   }
 
   // Work done up to t at the current rate; truth integral of production too.
   void advance(Inst& in, double t) {
     const double from = std::max(in.last_progress, in.delay_until);
-    if (in.prover_running && t > from && in.rate_now > 0) {
+    if (in.prover_running && !in.idle && t > from && in.rate_now > 0) {
       in.work_left = std::max(0.0, in.work_left - (t - from) * in.rate_now / 3600);
     }
     in.last_progress = std::max(in.last_progress, t);
     if (in.accepted && t > in.truth_from) {
-      in.truth_proofs += in.rate_now * (t - in.truth_from) / 3600;
+      if (!in.idle) in.truth_proofs += in.rate_now * (t - in.truth_from) / 3600;
       in.truth_from = t;
     }
   }
@@ -199,7 +185,7 @@ class Engine {
   void reschedule(std::size_t i) {
     Inst& in = insts_[i];
     ++in.gen;
-    if (!in.prover_running) return;
+    if (!in.prover_running || in.idle) return;
     if (in.oom_pending) {
       push(std::max(in.oom_at, now_), EvKind::Prover, i, in.gen);
       return;
@@ -264,9 +250,13 @@ class Engine {
         if (ev.gen == insts_[ev.inst].gen && is_live(insts_[ev.inst])) prover_event(ev.inst);
         return;
       case EvKind::Throttle:
-        return throttle(ev.inst);
+        if (ev.gen == insts_[ev.inst].clock_gen) throttle(ev.inst);
+        return;
       case EvKind::Crash:
-        return crash(ev.inst);
+        if (ev.gen == insts_[ev.inst].clock_gen) crash(ev.inst);
+        return;
+      case EvKind::Arrival:
+        return job_arrives();
       case EvKind::Offline:
         return go_offline(ev.inst);
     }
@@ -278,14 +268,11 @@ class Engine {
     Inst in;
     in.offer_index = offer_index;
     in.so = &so;
-    std::uint64_t seed = sc_.seed;
-    seed ^= splitmix64(seed) ^ static_cast<std::uint64_t>(so.offer.id) * 0x9e3779b97f4a7c15ULL;
-    seed ^= static_cast<std::uint64_t>(rent_count_[offer_index]++) * 0xc2b2ae3d27d4eb4fULL;
-    in.rng = Stream(splitmix64(seed));
+    in.rng = Stream(scenario::rental_seed(sc_.seed, so.offer.id, rent_count_[offer_index]++));
     in.rec.id = static_cast<std::int64_t>(insts_.size()) + 1;
     in.rec.deployment_id = "sim-" + std::to_string(in.rec.id);
     in.rec.market_id = 90'000'000 + in.rec.id;
-    in.rec.offer = so.offer;
+    in.rec.offer = listed_offer(so);
     in.rec.origin = "autopilot";
     in.rec.created_at = epoch(now_);
     in.rec.state_since = epoch(now_);
@@ -301,8 +288,8 @@ class Engine {
     by_machine_[so.offer.machine_id].push_back(i);
     rented_by_[offer_index] = i;
     ++report_.instances_rented;
-    if (so.truth.failure.kind != FailureKind::NeverBoots) {
-      push(now_ + so.truth.boot_min * 60, EvKind::Boot, i);
+    if (const double boot_s = scenario::boot_after_rent_s(so.truth); boot_s < scenario::kNeverS) {
+      push(now_ + boot_s, EvKind::Boot, i);
     }
     machine_changed(so.offer.machine_id);
   }
@@ -317,11 +304,12 @@ class Engine {
     transition(in, S::FetchingParams, "downloading parameters");
     in.params_start = now_;
     in.params_speed_bps = in.so->truth.download_mbps * 1e6 / 8;
-    if (in.params_speed_bps > 0) {
-      push(now_ + sc_.params_bytes / in.params_speed_bps, EvKind::Params, i);
+    if (const double s = scenario::download_s(in.so->truth, sc_.params_bytes);
+        s < scenario::kNeverS) {
+      push(now_ + s, EvKind::Params, i);
     }
-    if (in.so->truth.failure.kind == FailureKind::Offline) {
-      push(now_ + in.so->truth.failure.after_h * 3600, EvKind::Offline, i);
+    if (auto offline = scenario::offline_after_boot_s(in.so->truth)) {
+      push(now_ + *offline, EvKind::Offline, i);
     }
   }
 
@@ -331,12 +319,6 @@ class Engine {
     bill(in);
     report_.bandwidth_usd += core::accrue_bandwidth_spend(in.rec, in.rec.params_total_bytes);
     in.rec.params_rate_bps = in.params_speed_bps;
-    in.prover_first_start = now_;
-    const Truth& truth = in.so->truth;
-    if (truth.throttle) push(now_ + truth.throttle->after_h * 3600, EvKind::Throttle, i);
-    if (truth.failure.kind == FailureKind::Crash) {
-      push(now_ + truth.failure.after_h * 3600, EvKind::Crash, i);
-    }
     if (policy_.warmup_proofs() > 0) {
       transition(in, S::WarmingUp, "parameters done; prover warming up");
     } else if (policy_.acceptance()) {
@@ -358,17 +340,19 @@ class Engine {
     in.rec.plan_json = "{\"partitions\":" + std::to_string(in.partitions) + "}";
     if (in.prover_running) {
       in.warmup_left = policy_.warmup_proofs();
-      in.oom_pending = core::peak_memory_gib(p, core::MemoryModel{}) > truth.ram_visible_gib;
-      in.oom_at = now_ + truth.warmup_min * 60;
-      in.delay_until = now_ + truth.warmup_min * 60;
-      in.work_left = in.rng.unit_lognormal(truth.proof_time_cv);
+      in.proofs_since_start = 1;
+      in.oom_pending = scenario::out_of_memory(truth, p);
+      in.oom_at = now_ + scenario::oom_after_start_s(truth);
+      in.delay_until = now_ + scenario::warmup_extra_s(truth, in.proofs_since_start);
+      in.work_left = scenario::draw_proof_work(truth, in.rng);
       in.last_progress = now_;
       in.last_completion = now_;
-      in.rec.peak_memory_gib =
-          std::min(core::peak_memory_gib(p, core::MemoryModel{}), truth.ram_visible_gib);
+      in.rec.peak_memory_gib = scenario::observed_peak_memory_gib(truth, p);
+      in.proving_since = now_;
     }
     in.rate_now = current_rate(i);
     reschedule(i);
+    schedule_proving_clock(i);
   }
 
   void start_benchmark(std::size_t i) {
@@ -398,6 +382,7 @@ class Engine {
     in.window_samples.clear();
     in.window_max_others = others_alive(i);
     in.window_throttled = in.throttled;
+    claim_job_or_idle(i);
   }
 
   // --- proofs ---------------------------------------------------------------------------------
@@ -430,25 +415,111 @@ class Engine {
       sample.phase = core::ProofPhase::Production;
       ++in.rec.proofs_production;
       in.window_samples.push_back(sample);
-      const auto bucket = static_cast<std::size_t>(now_ / 3600);
-      const auto& demand = sc_.economics.demand_proofs_per_hour;
-      if (!demand || paid_per_hour_[bucket] < *demand) {
-        ++paid_per_hour_[bucket];
-        ++report_.proofs;
-        ++in.proofs_paid;
-        in.revenue += sc_.economics.revenue_per_proof_usd;
-        report_.revenue_usd += sc_.economics.revenue_per_proof_usd;
-      } else {
-        ++report_.proofs_unpaid;
-      }
+      pay_production_proof(i);
     }
     // The next proof.
-    in.work_left = in.rng.unit_lognormal(truth.proof_time_cv);
-    in.delay_until = now_;
+    in.work_left = scenario::draw_proof_work(truth, in.rng);
+    in.delay_until = now_ + scenario::warmup_extra_s(truth, ++in.proofs_since_start);
     in.last_progress = now_;
     in.last_completion = now_;
     reschedule(i);
     if (sample.phase == core::ProofPhase::Benchmark) evaluate(i);
+    claim_job_or_idle(i);
+  }
+
+  // A production proof was delivered: /1 pays it within the hourly demand cap; /2 pays the job
+  // it proved if delivered within the deadline of the job's arrival.
+  void pay_production_proof(std::size_t i) {
+    Inst& in = insts_[i];
+    bool paid = false;
+    if (sc_.demand) {
+      if (in.job != kNone) {
+        paid = now_ - jobs_[in.job] <= sc_.demand->deadline_min * 60;
+        ++(paid ? report_.jobs_served_on_time : report_.jobs_late);
+        in.job = kNone;
+      }
+    } else {
+      const auto bucket = static_cast<std::size_t>(now_ / 3600);
+      const auto& demand = sc_.economics.demand_proofs_per_hour;
+      paid = !demand || paid_per_hour_[bucket] < *demand;
+      if (paid) ++paid_per_hour_[bucket];
+    }
+    if (!paid) {
+      ++report_.proofs_unpaid;
+      return;
+    }
+    ++report_.proofs;
+    ++in.proofs_paid;
+    in.revenue += sc_.economics.revenue_per_proof_usd;
+    report_.revenue_usd += sc_.economics.revenue_per_proof_usd;
+  }
+
+  // --- jobs (/2) ------------------------------------------------------------------------------
+  // Jobs wait in one FIFO queue; an accepted instance takes one for each production proof it
+  // begins, and waits (idle, its prover up) while the queue is empty. A job still queued at its
+  // deadline can no longer pay: it leaves the queue unserved.
+
+  void job_arrives() {
+    waiting_.push_back(next_job_++);
+    if (next_job_ < jobs_.size()) push(jobs_[next_job_], EvKind::Arrival);
+    dispatch_waiting_jobs();
+  }
+
+  // Pops the oldest job that can still be delivered on time; false when there is none.
+  bool take_job(Inst& in) {
+    const double deadline_s = sc_.demand->deadline_min * 60;
+    while (!waiting_.empty() && now_ - jobs_[waiting_.front()] >= deadline_s) waiting_.pop_front();
+    if (waiting_.empty()) return false;
+    in.job = waiting_.front();
+    waiting_.pop_front();
+    queue_waits_s_.push_back(now_ - jobs_[in.job]);
+    return true;
+  }
+
+  // A proof begins: in /2 a production proof needs a job, or the instance waits for one.
+  void claim_job_or_idle(std::size_t i) {
+    Inst& in = insts_[i];
+    if (!sc_.demand || !is_live(in) || in.rec.state != S::Proving || !in.prover_running ||
+        in.oom_pending || in.warmup_left > 0 || in.job != kNone || in.idle) {
+      return;
+    }
+    if (take_job(in)) return;
+    advance(in, now_);
+    in.idle = true;
+    in.idle_since = now_;
+    ++in.gen;  // the proof waits for its job
+  }
+
+  void end_idle(Inst& in) {
+    if (!in.idle) return;
+    in.idle = false;
+    report_.idle_instance_hours += (now_ - in.idle_since) / 3600;
+  }
+
+  void resume_with_job(std::size_t i) {
+    Inst& in = insts_[i];
+    if (!take_job(in)) return;
+    // A warm-up delay the proof had not served yet still comes first.
+    in.delay_until = now_ + std::max(0.0, in.delay_until - in.idle_since);
+    end_idle(in);
+    in.last_progress = now_;
+    in.last_completion = now_;  // the agent times a proof from its job's submission
+    in.truth_from = now_;
+    reschedule(i);
+  }
+
+  // The prover stopped: the job it held goes back to the queue in arrival order.
+  void release_job(Inst& in) {
+    end_idle(in);
+    if (in.job == kNone) return;
+    waiting_.insert(std::lower_bound(waiting_.begin(), waiting_.end(), in.job), in.job);
+    in.job = kNone;
+  }
+
+  void dispatch_waiting_jobs() {
+    for (std::size_t i = 0; i < insts_.size() && !waiting_.empty(); ++i) {
+      if (insts_[i].idle && is_live(insts_[i])) resume_with_job(i);
+    }
   }
 
   void oom(std::size_t i) {
@@ -457,10 +528,7 @@ class Engine {
     ++report_.ooms;
     if (!oomed_machines_.insert(in.rec.offer.machine_id).second) ++report_.ooms_after_first_on_host;
     const int failed_plan = in.partitions;
-    in.prover_running = false;
-    in.oom_pending = false;
-    in.rate_now = 0;
-    ++in.gen;
+    stop_prover(i);
     start_prover(i, failed_plan);
   }
 
@@ -513,9 +581,13 @@ class Engine {
   void throttle(std::size_t i) {
     Inst& in = insts_[i];
     if (!is_live(in)) return;
-    in.throttled = true;
-    in.bench_throttled = in.bench_throttled || in.rec.state == S::Benchmarking;
-    in.window_throttled = in.window_throttled || in.rec.state == S::Proving;
+    in.slowed = true;
+    // A silent throttle (/2 reported: false) only slows the proofs; nothing records it.
+    if (scenario::throttle_reported(in.so->truth)) {
+      in.throttled = true;
+      in.bench_throttled = in.bench_throttled || in.rec.state == S::Benchmarking;
+      in.window_throttled = in.window_throttled || in.rec.state == S::Proving;
+    }
     rate_changed(i);
   }
 
@@ -526,6 +598,26 @@ class Engine {
     in.oom_pending = false;
     in.rate_now = 0;
     ++in.gen;
+    if (in.proving_since >= 0) in.proving_s += now_ - in.proving_since;
+    in.proving_since = -1;
+    schedule_proving_clock(i);
+    release_job(in);
+    dispatch_waiting_jobs();
+  }
+
+  // Throttle and crash come after so much proving time (truth_model.h): (re)scheduled whenever
+  // the prover starts or stops.
+  void schedule_proving_clock(std::size_t i) {
+    Inst& in = insts_[i];
+    ++in.clock_gen;
+    if (in.proving_since < 0) return;
+    const double proved = in.proving_s + (now_ - in.proving_since);
+    if (auto after = scenario::throttle_after_proving_s(in.so->truth); after && !in.slowed) {
+      push(now_ + std::max(0.0, *after - proved), EvKind::Throttle, i, in.clock_gen);
+    }
+    if (auto after = scenario::crash_after_proving_s(in.so->truth); after && !in.failed) {
+      push(now_ + std::max(0.0, *after - proved), EvKind::Crash, i, in.clock_gen);
+    }
   }
 
   void crash(std::size_t i) {
@@ -575,7 +667,7 @@ class Engine {
       const auto& so = sc_.offers[k];
       if (rented_by_[k] != kNone) continue;
       if (now_ < so.listed_from_h * 3600 || now_ >= so.listed_until_h * 3600) continue;
-      offers.push_back(so.offer);
+      offers.push_back(listed_offer(so));
       index.push_back(k);
     }
     const DesView view{epoch(now_), fleet,      offers, index,
@@ -609,7 +701,11 @@ class Engine {
     const double r = truth_rate(truth, planned_partitions(probe_of(*in.so)), others_alive(i),
                                 truth.throttle.has_value());
     double paid = r;
-    if (const auto& demand = sc_.economics.demand_proofs_per_hour) {
+    // /2: the demand is the job arrival rate now.
+    const std::optional<double> demand =
+        sc_.demand ? std::optional(scenario::arrival_rate(*sc_.demand, now_ / 3600))
+                   : sc_.economics.demand_proofs_per_hour;
+    if (demand) {
       double others = 0;
       for (std::size_t j = 0; j < insts_.size(); ++j) {
         if (j != i && is_live(insts_[j]) && insts_[j].rec.state == S::Proving) {
@@ -661,14 +757,29 @@ class Engine {
     machine_changed(in.rec.offer.machine_id);
   }
 
+  void settle_jobs() {
+    report_.jobs = true;
+    report_.jobs_arrived = static_cast<std::int64_t>(next_job_);
+    report_.jobs_unserved = report_.jobs_arrived - report_.jobs_served_on_time - report_.jobs_late;
+    if (!queue_waits_s_.empty()) {
+      auto p95 = queue_waits_s_.begin() +
+                 static_cast<std::ptrdiff_t>(
+                     std::ceil(0.95 * static_cast<double>(queue_waits_s_.size())) - 1);
+      std::nth_element(queue_waits_s_.begin(), p95, queue_waits_s_.end());
+      report_.queue_wait_p95_min = *p95 / 60;
+    }
+  }
+
   void finish() {
     now_ = horizon_;
     for (auto& in : insts_) {
       if (!is_live(in)) continue;
       bill(in);
       advance(in, now_);
+      end_idle(in);
       settle_accepted(in);
     }
+    if (sc_.demand) settle_jobs();
     double spend = 0;
     double bench = 0;
     for (const auto& in : insts_) {
@@ -726,6 +837,10 @@ class Engine {
   std::vector<std::size_t> rented_by_;
   std::vector<int> rent_count_;
   std::vector<double> paid_per_hour_;
+  std::vector<double> jobs_;  // /2: arrival times, ascending; a job is its index
+  std::size_t next_job_ = 0;
+  std::deque<std::size_t> waiting_;
+  std::vector<double> queue_waits_s_;
   std::set<std::int64_t> oomed_machines_;
   std::vector<core::Measurement> history_;
   std::vector<core::BadHost> bad_hosts_;
@@ -733,13 +848,6 @@ class Engine {
 };
 
 }  // namespace
-
-double truth_rate(const Truth& truth, int partitions, int others, bool throttled) {
-  double r = truth.rate_full * core::rate_fraction(partitions, truth.partitions_full);
-  r *= std::pow(truth.contention, std::max(0, others));
-  if (throttled && truth.throttle) r *= truth.throttle->factor;
-  return r;
-}
 
 AgentProbe probe_of(const ScenarioOffer& offer) {
   return AgentProbe{offer.truth.ram_visible_gib, offer.truth.cores_visible,

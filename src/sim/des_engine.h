@@ -4,22 +4,30 @@
 // deadlines and destroy checks (lifecycle.h), spend accrual, the policy's acceptance test on
 // each proof, and the planner (memory_model.h) on the agent's side.
 //
-// Physics, per rented instance (t0 = rent):
+// Physics, per rented instance (t0 = rent), all of it from the one truth model
+// (scenario/truth_model.h) that market-sim and the sim prover use too:
 //   loading until t0 + boot_min (never_boots: forever; not billed) → registered, downloading
 //   params.bytes at download_mbps (bandwidth billed per GB) → the prover starts with the plan
-//   the policy's agent makes from the probed memory (truth ram_visible_gib). A plan whose peak
-//   70 + 14·p GiB exceeds it is OOM-killed at the end of warm-up; the agent may re-plan.
+//   the policy's agent makes from the probed memory (truth ram_visible_gib). A plan whose real
+//   peak (mem_base_gib + mem_per_partition_gib·p; /1: 70 + 14·p) exceeds it is OOM-killed at the
+//   end of warm-up; the agent may re-plan.
 //   Proofs: each needs lognormal work (mean 1, CV proof_time_cv) done at
-//   rate_full · g(p / partitions_full) · contention^(others alive on the machine) · throttle
-//   per hour; the first proof after each prover start waits warmup_min more. Rate changes
-//   (contention, throttle) take effect mid-proof. Crash: after_h hours after the prover first
-//   started the instance shows "exited" (still billed); offline: after_h hours after boot the
-//   host disappears (not billed, no heartbeats).
-//   Revenue: production proofs earn revenue_per_proof, at most demand per simulated hour
-//   (buckets [h, h+1)).
+//   rate_full · g(p / partitions_full) · contention^(others alive on the machine now) · throttle
+//   per hour; the k-th proof after each prover start waits warmup_min·0.5^(k−1) more for k up
+//   to warmup_proofs (/1: 1). Rate changes (contention, throttle) take effect mid-proof.
+//   Throttle and crash come after after_h hours of proving time (summed over prover runs); a
+//   crash shows "exited" (still billed); offline: after_h hours after boot the host disappears
+//   (not billed, no heartbeats). A throttle with reported: false marks nothing, it only slows.
+//   Prices: a rental pays the price listed when it was created (/2 dph_changes).
+//   Revenue /1: production proofs earn revenue_per_proof, at most demand per simulated hour
+//   (buckets [h, h+1)). /2: jobs arrive (Poisson, demand.arrivals) into one FIFO queue; an
+//   accepted instance takes one per production proof (idle while none waits) and earns only
+//   if it delivers within deadline_min of the arrival; a job still queued at its deadline
+//   leaves unserved.
 // Randomness: each rental draws its proof times from its own stream, seeded by the scenario
 // seed, the offer id and how many times that offer was rented before, so policies that rent
-// the same offer see the same machine behaviour (common random numbers).
+// the same offer see the same machine behaviour (common random numbers); job arrivals come
+// from a stream of their own.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +43,7 @@
 #include "core/lifecycle.h"
 #include "core/policy.h"
 #include "scenario/scenario.h"
+#include "scenario/truth_model.h"
 #include "sim/des_report.h"
 
 namespace pf::sim {
@@ -118,9 +127,8 @@ struct DesOptions {
 // ⇒ same report.
 DesReport run_des(const Scenario& scenario, DesPolicy& policy, const DesOptions& options = {});
 
-// The true sustained rate of a scenario offer at `partitions`, with `others` of our instances
-// on its machine, throttled or not (the spec's rate curve). Shared by the engine and oracle.
-double truth_rate(const Truth& truth, int partitions, int others, bool throttled);
+// The true sustained rate (truth_model.h), shared by the engine and the oracle.
+using scenario::truth_rate;
 
 // What the agent's probe finds on an instance of this offer.
 AgentProbe probe_of(const ScenarioOffer& offer);

@@ -55,6 +55,14 @@ nlohmann::json report_json(const DesReport& r, bool details) {
   j["instances_rejected"] = r.instances_rejected;
   j["ooms_after_first_on_host"] = r.ooms_after_first_on_host;
   j["decisions"] = r.decisions;
+  if (r.jobs) {
+    j["jobs_arrived"] = r.jobs_arrived;
+    j["jobs_served_on_time"] = r.jobs_served_on_time;
+    j["jobs_late"] = r.jobs_late;
+    j["jobs_unserved"] = r.jobs_unserved;
+    j["queue_wait_p95_min"] = r.queue_wait_p95_min;
+    j["idle_instance_hours"] = r.idle_instance_hours;
+  }
   if (details) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& i : r.instances) {
@@ -99,6 +107,12 @@ std::string report_text(const DesReport& r) {
       << r.rejected_profitable << " rejected profitable\n"
       << "  OOMs          " << r.ooms << " (" << r.ooms_after_first_on_host
       << " after the first on a host)\n";
+  if (r.jobs) {
+    out << "  jobs          " << r.jobs_arrived << " arrived, " << r.jobs_served_on_time
+        << " served on time, " << r.jobs_late << " late, " << r.jobs_unserved
+        << " unserved; queue wait p95 " << fixed(r.queue_wait_p95_min, 1) << " min; "
+        << fixed(r.idle_instance_hours, 1) << " idle instance-hours\n";
+  }
   return out.str();
 }
 

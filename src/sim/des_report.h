@@ -60,9 +60,17 @@ struct DesReport {
   // exceeded its price.
   int rejected_profitable = 0;
   int ooms = 0;
-  int ooms_after_first_on_host = 0;        // OOMs on a machine that had OOMed before
-  double mean_proofs_per_hour = 0;         // proofs ÷ hours
-  int decisions = 0;                       // policy actions taken (rents + drops)
+  int ooms_after_first_on_host = 0;  // OOMs on a machine that had OOMed before
+  double mean_proofs_per_hour = 0;   // proofs ÷ hours
+  int decisions = 0;                 // policy actions taken (rents + drops)
+  // /2 scenarios (jobs with deadlines); `jobs` says the fields apply.
+  bool jobs = false;
+  std::int64_t jobs_arrived = 0;
+  std::int64_t jobs_served_on_time = 0;    // delivered within the deadline: the paid proofs
+  std::int64_t jobs_late = 0;              // delivered after it: unpaid
+  std::int64_t jobs_unserved = 0;          // expired in the queue or still unfinished at the end
+  double queue_wait_p95_min = 0;           // arrival to being taken, over the jobs taken
+  double idle_instance_hours = 0;          // accepted instances waiting with no job to prove
   std::vector<InstanceOutcome> instances;  // filled only when asked for
 };
 
