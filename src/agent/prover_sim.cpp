@@ -1,11 +1,14 @@
 #include "agent/prover_sim.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <set>
 
 #include "core/text.h"
+#include "scenario/truth_model.h"
+#include "util/bounded_json.h"
 
 namespace pf::agent {
 namespace {
@@ -35,33 +38,65 @@ tl::expected<double, std::string> number(const json& t, const char* key, double 
 
 tl::expected<SimTruth, std::string> parse_sim_truth(const json& t) {
   if (!t.is_object()) return tl::unexpected(std::string("sim truth must be a JSON object"));
-  static const std::set<std::string> kKnown = {
-      "rate_full",     "partitions_full", "ram_visible_gib", "cores_visible",
-      "proof_time_cv", "boot_min",        "download_mbps",   "warmup_min",
-      "contention",    "throttle",        "failure",         "rate_multiplier",
-      "seed"};
+  static const std::set<std::string> kKnown = {"rate_full",
+                                               "partitions_full",
+                                               "ram_visible_gib",
+                                               "cores_visible",
+                                               "proof_time_cv",
+                                               "boot_min",
+                                               "download_mbps",
+                                               "warmup_min",
+                                               "contention",
+                                               "throttle",
+                                               "failure",
+                                               "mem_base_gib",
+                                               "mem_per_partition_gib",
+                                               "warmup_proofs",
+                                               "rate_multiplier",
+                                               "seed",
+                                               "co_tenants",
+                                               "co_tenants_file"};
   for (const auto& [key, value] : t.items()) {
     if (!kKnown.count(key)) return tl::unexpected("sim truth: unknown key '" + key + "'");
   }
   SimTruth s;
-  auto rate = number(t, "rate_full", 1e-6, 1e6, std::nullopt);
-  if (!rate) return tl::unexpected(rate.error());
-  s.rate_full = *rate;
-  auto parts = number(t, "partitions_full", 1, 10000, std::nullopt);
-  if (!parts) return tl::unexpected(parts.error());
-  s.partitions_full = static_cast<int>(*parts);
-  auto ram = number(t, "ram_visible_gib", 1e-3, 1e7, std::nullopt);
-  if (!ram) return tl::unexpected(ram.error());
-  s.ram_visible_gib = *ram;
-  auto cv = number(t, "proof_time_cv", 0, 10, 0.0);
-  if (!cv) return tl::unexpected(cv.error());
-  s.proof_time_cv = *cv;
-  auto warm = number(t, "warmup_min", 0, 1e5, 0.0);
-  if (!warm) return tl::unexpected(warm.error());
-  s.warmup_min = *warm;
-  auto mult = number(t, "rate_multiplier", 1e-6, 1e6, 1.0);
-  if (!mult) return tl::unexpected(mult.error());
-  s.rate_multiplier = *mult;
+  scenario::Truth& truth = s.truth;
+  // One reader per number: `into` is set, or the error returned.
+  std::optional<std::string> error;
+  const auto read = [&](const json& obj, const char* key, double min, double max,
+                        std::optional<double> fallback, const char* where, double& into) {
+    if (error) return;
+    auto v = number(obj, key, min, max, fallback);
+    if (v) {
+      into = *v;
+    } else {
+      error = std::string(where) + v.error();
+    }
+  };
+  double partitions_full = 1;
+  double warmup_proofs = 1;
+  double co_tenants = 0;
+  read(t, "rate_full", 1e-6, 1e6, std::nullopt, "", truth.rate_full);
+  read(t, "partitions_full", 1, 10000, std::nullopt, "", partitions_full);
+  read(t, "ram_visible_gib", 1e-3, 1e7, std::nullopt, "", truth.ram_visible_gib);
+  read(t, "proof_time_cv", 0, 10, 0.0, "", truth.proof_time_cv);
+  read(t, "warmup_min", 0, 1e5, 0.0, "", truth.warmup_min);
+  read(t, "contention", 1e-6, 1, 1.0, "", truth.contention);
+  read(t, "mem_base_gib", 0, 1e5, truth.mem_base_gib, "", truth.mem_base_gib);
+  read(t, "mem_per_partition_gib", 0, 1e5, truth.mem_per_partition_gib, "",
+       truth.mem_per_partition_gib);
+  read(t, "warmup_proofs", 0, 1000, 1.0, "", warmup_proofs);
+  read(t, "rate_multiplier", 1e-6, 1e6, 1.0, "", s.rate_multiplier);
+  read(t, "co_tenants", 0, 1e4, 0.0, "", co_tenants);
+  if (error) return tl::unexpected(*error);
+  truth.partitions_full = static_cast<int>(partitions_full);
+  truth.warmup_proofs = static_cast<int>(warmup_proofs);
+  s.co_tenants = static_cast<int>(co_tenants);
+  if (auto it = t.find("co_tenants_file"); it != t.end() && !it->is_null()) {
+    if (!it->is_string())
+      return tl::unexpected(std::string("sim truth: 'co_tenants_file' must be a string"));
+    s.co_tenants_file = it->get<std::string>();
+  }
   if (auto it = t.find("seed"); it != t.end() && !it->is_null()) {
     if (!it->is_number_integer())
       return tl::unexpected(std::string("sim truth: 'seed' must be an integer"));
@@ -70,60 +105,86 @@ tl::expected<SimTruth, std::string> parse_sim_truth(const json& t) {
   if (auto it = t.find("throttle"); it != t.end() && !it->is_null()) {
     if (!it->is_object())
       return tl::unexpected(std::string("sim truth: 'throttle' must be null or an object"));
-    auto after = number(*it, "after_h", 0, 1e6, std::nullopt);
-    if (!after) return tl::unexpected("throttle: " + after.error());
-    auto factor = number(*it, "factor", 1e-6, 1, std::nullopt);
-    if (!factor) return tl::unexpected("throttle: " + factor.error());
-    s.throttle_after_h = *after;
-    s.throttle_factor = *factor;
+    scenario::Throttle throttle;
+    read(*it, "after_h", 0, 1e6, std::nullopt, "throttle: ", throttle.after_h);
+    read(*it, "factor", 1e-6, 1, std::nullopt, "throttle: ", throttle.factor);
+    if (error) return tl::unexpected(*error);
+    if (auto r = it->find("reported"); r != it->end() && !r->is_null()) {
+      if (!r->is_boolean())
+        return tl::unexpected(std::string("sim truth: throttle.reported must be true or false"));
+      throttle.reported = r->get<bool>();
+    }
+    truth.throttle = throttle;
   }
   if (auto it = t.find("failure"); it != t.end() && !it->is_null()) {
     if (!it->is_object() || !it->contains("kind") || !(*it)["kind"].is_string()) {
       return tl::unexpected(std::string("sim truth: 'failure' must be {kind, after_h}"));
     }
-    s.failure_kind = (*it)["kind"].get<std::string>();
-    if (s.failure_kind != "none" && s.failure_kind != "crash" && s.failure_kind != "never_boots" &&
-        s.failure_kind != "offline") {
-      return tl::unexpected(
-          "sim truth: failure.kind must be none, crash, never_boots or offline, got '" +
-          s.failure_kind + "'");
+    const std::string kind = (*it)["kind"].get<std::string>();
+    bool known = false;
+    for (auto k : {scenario::FailureKind::None, scenario::FailureKind::Crash,
+                   scenario::FailureKind::NeverBoots, scenario::FailureKind::Offline}) {
+      if (kind == scenario::to_string(k)) {
+        truth.failure.kind = k;
+        known = true;
+      }
     }
-    auto after = number(*it, "after_h", 0, 1e6, 0.0);
-    if (!after) return tl::unexpected("failure: " + after.error());
-    s.failure_after_h = *after;
+    if (!known) {
+      return tl::unexpected(
+          "sim truth: failure.kind must be none, crash, never_boots or offline, got '" + kind +
+          "'");
+    }
+    read(*it, "after_h", 0, 1e6, 0.0, "failure: ", truth.failure.after_h);
+    if (error) return tl::unexpected(*error);
   }
   return s;
 }
 
-SimProver::SimProver(SimTruth truth, const AgentClock& clock, core::MemoryModel model)
-    : truth_(std::move(truth)), clock_(clock), model_(model), rng_(truth_.seed) {}
+SimProver::SimProver(SimTruth truth, const AgentClock& clock)
+    : truth_(std::move(truth)), clock_(clock), rng_(truth_.seed) {}
 
 SimProver::~SimProver() {
   stop();
 }
 
+double SimProver::proving_s(double now) const {
+  return proved_s_ + (running_since_ >= 0 ? std::max(0.0, now - running_since_) : 0);
+}
+
+void SimProver::mark_down(double now) {
+  proved_s_ = proving_s(now);
+  running_since_ = -1;
+}
+
 bool SimProver::crashed_at(double now) const {
-  return truth_.failure_kind == "crash" && first_start_ >= 0 &&
-         now >= first_start_ + truth_.failure_after_h * 3600;
+  const auto after = scenario::crash_after_proving_s(truth_.truth);
+  return after && proving_s(now) >= *after;
 }
 
 bool SimProver::throttled_at(double now) const {
-  return truth_.throttle_after_h && first_start_ >= 0 &&
-         now >= first_start_ + *truth_.throttle_after_h * 3600;
+  const auto after = scenario::throttle_after_proving_s(truth_.truth);
+  return after && proving_s(now) >= *after;
+}
+
+int SimProver::co_tenants_now() const {
+  if (truth_.co_tenants_file.empty()) return truth_.co_tenants;
+  // market-sim rewrites the file as instances on the machine come and go; a missing or odd
+  // file keeps the count it started with.
+  auto text = util::read_bounded_file(truth_.co_tenants_file, 64);
+  if (!text) return truth_.co_tenants;
+  int count = 0;
+  const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), count);
+  (void)end;
+  return ec == std::errc() && count >= 0 ? count : truth_.co_tenants;
+}
+
+double SimProver::rate_at(int partitions, double now) const {
+  return scenario::truth_rate(truth_.truth, partitions, co_tenants_now(), throttled_at(now)) *
+         truth_.rate_multiplier;
 }
 
 double SimProver::rate_now(int partitions) const {
-  double rate = truth_.rate_full * core::rate_fraction(partitions, truth_.partitions_full) *
-                truth_.rate_multiplier;
-  if (throttled_at(clock_.now())) rate *= truth_.throttle_factor;
-  return rate;
-}
-
-double SimProver::draw_gap_s(double mean_s) {
-  if (truth_.proof_time_cv <= 0) return mean_s;
-  const double sigma2 = std::log(1 + truth_.proof_time_cv * truth_.proof_time_cv);
-  std::lognormal_distribution<double> dist(std::log(mean_s) - sigma2 / 2, std::sqrt(sigma2));
-  return dist(rng_);
+  return rate_at(partitions, clock_.now());
 }
 
 tl::expected<std::string, std::string> SimProver::start(const core::ProverPlan& plan, bool warmup) {
@@ -131,7 +192,7 @@ tl::expected<std::string, std::string> SimProver::start(const core::ProverPlan& 
   ++generation_;
   cv_.notify_all();
   const double now = clock_.now();
-  if (first_start_ < 0) first_start_ = now;
+  if (running_since_ >= 0) mark_down(now);
   if (crashed_at(now)) {
     crashed_ = true;
     running_ = false;
@@ -140,20 +201,20 @@ tl::expected<std::string, std::string> SimProver::start(const core::ProverPlan& 
   partitions_ = warmup ? plan.warmup_partitions : plan.partitions;
   gpus_ = std::max(1, plan.gpus);
   running_ = true;
+  running_since_ = now;
   stopping_ = false;
   oom_ = false;
   crashed_ = false;
-  first_pending_ = true;
+  proofs_begun_ = 0;
   last_done_ = now;
-  const double peak = core::peak_memory_gib(partitions_, model_);
+  const double peak = scenario::peak_memory_gib(truth_.truth, partitions_);
   oom_at_.reset();
-  if (peak > truth_.ram_visible_gib) {
-    // The first proof's warm-up is where the peak is reached.
-    oom_at_ = now + std::max(1.0, truth_.warmup_min * 60 * 0.5);
+  if (scenario::out_of_memory(truth_.truth, partitions_)) {
+    oom_at_ = now + scenario::oom_after_start_s(truth_.truth);
   }
-  return "sim prover: " + std::to_string(partitions_) + " partitions, model peak " +
-         core::fixed(peak, 0) + " GiB of " + core::fixed(truth_.ram_visible_gib, 0) +
-         " GiB visible, " + core::fixed(rate_now(partitions_), 1) + " proofs/h";
+  return "sim prover: " + std::to_string(partitions_) + " partitions, peak " +
+         core::fixed(peak, 0) + " GiB of " + core::fixed(truth_.truth.ram_visible_gib, 0) +
+         " GiB visible, " + core::fixed(rate_at(partitions_, now), 1) + " proofs/h";
 }
 
 ProofOutcome SimProver::prove(const ProofJob&) {
@@ -166,16 +227,15 @@ ProofOutcome SimProver::prove(const ProofJob&) {
   const std::uint64_t gen = generation_;
   const double submit = clock_.now();
   const double begin = std::max(submit, last_done_);
-  const double gap = draw_gap_s(3600.0 / std::max(1e-9, rate_now(partitions_)));
-  double total = gap;
-  if (first_pending_) {
-    total += truth_.warmup_min * 60;
-    first_pending_ = false;
-  }
+  const double rate = std::max(1e-9, rate_at(partitions_, begin));
+  const double gap = scenario::draw_proof_work(truth_.truth, rng_) * 3600.0 / rate;
+  const double total = gap + scenario::warmup_extra_s(truth_.truth, ++proofs_begun_);
   const double done_at = begin + total;
   last_done_ = done_at;
+  // Proving time runs while the prover is up, so the crash comes that much of it from now.
+  const auto crash_after = scenario::crash_after_proving_s(truth_.truth);
   const double crash_at =
-      truth_.failure_kind == "crash" ? first_start_ + truth_.failure_after_h * 3600 : kNever;
+      crash_after ? submit + std::max(0.0, *crash_after - proving_s(submit)) : kNever;
   const double oom_at = oom_at_.value_or(kNever);
   const double end = std::min({done_at, crash_at, oom_at});
   ++in_flight_;
@@ -190,15 +250,17 @@ ProofOutcome SimProver::prove(const ProofJob&) {
   if (end == oom_at) {
     oom_ = true;
     running_ = false;
+    mark_down(end);
     ++generation_;
     cv_.notify_all();
     return {ProofOutcome::Kind::OutOfMemory, 0, 0, 0,
             "sim prover killed for memory: " + std::to_string(partitions_) +
-                " partitions peak above " + core::fixed(truth_.ram_visible_gib, 0) + " GiB"};
+                " partitions peak above " + core::fixed(truth_.truth.ram_visible_gib, 0) + " GiB"};
   }
   if (end == crash_at) {
     crashed_ = true;
     running_ = false;
+    mark_down(end);
     ++generation_;
     cv_.notify_all();
     return {ProofOutcome::Kind::Transport, 0, 0, 0, "sim prover crashed (simulated)"};
@@ -227,6 +289,7 @@ void SimProver::stop() {
   std::lock_guard lock(mu_);
   stopping_ = true;
   running_ = false;
+  if (running_since_ >= 0) mark_down(clock_.now());
   ++generation_;
   cv_.notify_all();
 }
@@ -234,13 +297,15 @@ void SimProver::stop() {
 std::optional<double> SimProver::peak_memory_gib() {
   std::lock_guard lock(mu_);
   if (partitions_ <= 0) return std::nullopt;
-  const double peak = core::peak_memory_gib(partitions_, model_);
-  return std::min(peak, truth_.ram_visible_gib);
+  return scenario::observed_peak_memory_gib(truth_.truth, partitions_);
 }
 
 std::optional<std::vector<GpuInfo>> SimProver::gpu_samples() {
   std::lock_guard lock(mu_);
   const bool throttled = throttled_at(clock_.now());
+  // A silent throttle (/2 reported: false) slows the proofs and shows nothing here.
+  const bool reported = throttled && scenario::throttle_reported(truth_.truth);
+  const double factor = truth_.truth.throttle ? truth_.truth.throttle->factor : 1;
   std::vector<GpuInfo> out;
   for (int i = 0; i < gpus_; ++i) {
     GpuInfo g;
@@ -248,9 +313,9 @@ std::optional<std::vector<GpuInfo>> SimProver::gpu_samples() {
     const bool busy = running_ && in_flight_ > 0;
     g.util_pct = busy ? 97 : 0;
     g.memory_used_mib = busy ? 12288 : 0;
-    g.temp_c = throttled ? 88 : (busy ? 74 : 35);
-    g.sm_clock_mhz = (busy ? 2520 : 210) * (throttled ? truth_.throttle_factor : 1);
-    if (throttled) g.throttle.push_back("sw_thermal_slowdown");
+    g.temp_c = reported ? 88 : (busy ? 74 : 35);
+    g.sm_clock_mhz = (busy ? 2520 : 210) * (throttled ? factor : 1);
+    if (reported) g.throttle.push_back("sw_thermal_slowdown");
     out.push_back(std::move(g));
   }
   return out;

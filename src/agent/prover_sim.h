@@ -1,15 +1,17 @@
 // The `sim` prover: what market-sim's instances run. It proves nothing; it behaves as the
-// scenario's hidden truth for this offer says (spec/scenario.md "Physics"), in the agent's
-// scaled time:
-// - memory: with p partitions it peaks at 70 + 14·p GiB; above ram_visible_gib it is killed
-//   for memory halfway through the first proof's warm-up;
-// - rate: rate_full · g(p / partitions_full) (core::rate_fraction) · rate_multiplier, × the
-//   throttle factor after throttle.after_h hours since its first start;
-// - completions one after another, gaps lognormal with mean 3600/rate and CV proof_time_cv;
-//   the first proof after each start adds warmup_min;
-// - failure "crash": after failure.after_h hours every proof and every restart fails as a
-//   crash. ("never_boots" and "offline" are market-sim's to act out: it does not start, or
-//   stops, the agent.)
+// scenario's hidden truth for this offer says, through the one truth model
+// (scenario/truth_model.h) the policy simulator uses too, in the agent's scaled time:
+// - memory: with p partitions the real peak is mem_base_gib + mem_per_partition_gib·p; above
+//   ram_visible_gib it is killed for memory at the end of the first proof's warm-up;
+// - rate: rate_full · g(p / partitions_full) · contention^(our other instances on the machine
+//   now, re-read from co_tenants_file for each proof) · rate_multiplier, × the throttle factor
+//   after throttle.after_h hours of proving time;
+// - completions one after another, gaps lognormal with mean 3600/rate and CV proof_time_cv
+//   from the portable seeded stream (scenario/draws.h); the k-th proof after each start adds
+//   warmup_min·0.5^(k−1) for k up to warmup_proofs; the rate is fixed when a proof begins;
+// - failure "crash": after failure.after_h hours of proving time (summed over starts) every
+//   proof and every restart fails as a crash. ("never_boots" and "offline" are market-sim's
+//   to act out: it does not start, or stops, the agent.)
 #pragma once
 
 #include <condition_variable>
@@ -17,38 +19,33 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <string>
 #include <tl/expected.hpp>
 
 #include "agent/clock.h"
 #include "agent/prover.h"
-#include "core/memory_model.h"
+#include "scenario/draws.h"
+#include "scenario/scenario.h"
 
 namespace pf::agent {
 
 struct SimTruth {
-  double rate_full = 0;
-  int partitions_full = 1;
-  double ram_visible_gib = 0;
-  double proof_time_cv = 0;
-  double warmup_min = 0;
-  std::optional<double> throttle_after_h;
-  double throttle_factor = 1;
-  std::string failure_kind = "none";  // none | crash | never_boots | offline
-  double failure_after_h = 0;
-  double rate_multiplier = 1;  // e.g. contention from other instances on the machine
+  scenario::Truth truth;
+  int co_tenants = 0;           // our other instances on the machine, when no file says
+  std::string co_tenants_file;  // market-sim keeps the current count here ("" = none)
+  double rate_multiplier = 1;   // an extra factor, for tests and manual runs
   std::uint64_t seed = 1;
 };
 
-// The scenario's `truth` object (same keys), plus optional "rate_multiplier" and "seed".
-// Other keys of the scenario truth (cores_visible, boot_min, download_mbps, contention) are
-// accepted and ignored: they are market-sim's. Errors name the key.
+// The scenario's `truth` object (same keys, /2's included; the scenario's required keys
+// default here to no effect when absent), plus optional "co_tenants", "co_tenants_file",
+// "rate_multiplier" and "seed". cores_visible, boot_min and download_mbps are accepted and
+// ignored: they are market-sim's. Errors name the key.
 tl::expected<SimTruth, std::string> parse_sim_truth(const nlohmann::json& truth);
 
 class SimProver final : public Prover {
  public:
-  SimProver(SimTruth truth, const AgentClock& clock, core::MemoryModel model = {});
+  SimProver(SimTruth truth, const AgentClock& clock);
   ~SimProver() override;
 
   std::string kind() const override { return "sim"; }
@@ -63,16 +60,18 @@ class SimProver final : public Prover {
   double rate_now(int partitions) const;
 
  private:
+  double proving_s(double now) const;  // proving time so far (truth_model.h)
   bool crashed_at(double now) const;
   bool throttled_at(double now) const;
-  double draw_gap_s(double mean_s);
+  int co_tenants_now() const;
+  double rate_at(int partitions, double now) const;
+  void mark_down(double now);
 
   SimTruth truth_;
   const AgentClock& clock_;
-  core::MemoryModel model_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::mt19937_64 rng_;
+  scenario::Stream rng_;
   bool running_ = false;
   bool stopping_ = false;
   bool oom_ = false;
@@ -81,9 +80,10 @@ class SimProver final : public Prover {
   int gpus_ = 1;
   int in_flight_ = 0;
   std::uint64_t generation_ = 0;  // bumps on every start/stop, so old waiters notice
-  double first_start_ = -1;       // simulated epoch of the very first start
+  double proved_s_ = 0;           // proving time of the runs before the current one
+  double running_since_ = -1;     // simulated epoch of the current run's start; -1: down
   double last_done_ = 0;
-  bool first_pending_ = true;
+  int proofs_begun_ = 0;  // since the last start: the warm-up truth counts them
   std::optional<double> oom_at_;
 };
 

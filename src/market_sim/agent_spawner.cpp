@@ -179,10 +179,15 @@ json sim_truth_json(const Truth& truth, int co_tenants, std::uint64_t seed) {
       {"contention", truth.contention},
       {"throttle", nullptr},
       {"failure", {{"kind", to_string(truth.failure.kind)}, {"after_h", truth.failure.after_h}}},
-      {"rate_multiplier", std::pow(truth.contention, std::max(0, co_tenants))},
+      {"mem_base_gib", truth.mem_base_gib},
+      {"mem_per_partition_gib", truth.mem_per_partition_gib},
+      {"warmup_proofs", truth.warmup_proofs},
+      {"co_tenants", std::max(0, co_tenants)},
       {"seed", seed}};
   if (truth.throttle) {
-    t["throttle"] = {{"after_h", truth.throttle->after_h}, {"factor", truth.throttle->factor}};
+    t["throttle"] = {{"after_h", truth.throttle->after_h},
+                     {"factor", truth.throttle->factor},
+                     {"reported", truth.throttle->reported}};
   }
   return t;
 }
@@ -242,6 +247,7 @@ struct AgentSpawner::Impl {
     bool destroy = false;
     std::int64_t id = 0;
     InstanceLaunch launch;
+    std::int64_t machine_id = 0;
     FailureKind failure = FailureKind::None;
     std::map<std::string, std::string> probe_files;
     std::string truth;
@@ -250,6 +256,7 @@ struct AgentSpawner::Impl {
   // Owned by the supervisor thread alone.
   struct Entry {
     InstanceLaunch launch;
+    std::int64_t machine_id = 0;
     FailureKind failure = FailureKind::None;
     std::map<std::string, std::string> probe_files;
     std::string truth;
@@ -308,6 +315,10 @@ struct AgentSpawner::Impl {
       }
     }
     if (auto w = write_file(dir / "truth.json", e.truth); !w) {
+      end(id, e, "not started: " + w.error());
+      return;
+    }
+    if (auto w = write_co_tenants(id, e); !w) {
       end(id, e, "not started: " + w.error());
       return;
     }
@@ -424,14 +435,48 @@ struct AgentSpawner::Impl {
     }
   }
 
+  // Our instances on the machine that are not destroyed, besides `id`: its contention now.
+  int co_tenants_of(std::int64_t id, const Entry& e) const {
+    return static_cast<int>(std::count_if(entries.begin(), entries.end(), [&](const auto& kv) {
+      return kv.first != id && kv.second.machine_id == e.machine_id && !kv.second.destroy_requested;
+    }));
+  }
+
+  // The count the instance's sim prover re-reads for each proof; replaced whole (rename), so
+  // it never reads half a number.
+  tl::expected<void, std::string> write_co_tenants(std::int64_t id, const Entry& e) const {
+    const fs::path dir = dir_of(id);
+    const fs::path tmp = dir / "co_tenants.tmp";
+    if (auto w = write_file(tmp, std::to_string(co_tenants_of(id, e)) + "\n"); !w) return w;
+    std::error_code ec;
+    fs::rename(tmp, dir / kCoTenantsFile, ec);
+    if (ec)
+      return tl::unexpected("cannot write " + (dir / kCoTenantsFile).string() + ": " +
+                            ec.message());
+    return {};
+  }
+
+  // An instance came or went: its running neighbours' contention changed.
+  void machine_changed(std::int64_t machine) {
+    for (const auto& [id, e] : entries) {
+      if (e.machine_id != machine || e.state != SpawnState::Running) continue;
+      if (auto w = write_co_tenants(id, e); !w)
+        say("instance " + std::to_string(id) + ": " + w.error());
+    }
+  }
+
   void apply(Request& r) {
     if (r.destroy) {
       auto it = entries.find(r.id);
-      if (it != entries.end()) it->second.destroy_requested = true;
+      if (it != entries.end()) {
+        it->second.destroy_requested = true;
+        machine_changed(it->second.machine_id);
+      }
       return;
     }
     Entry e;
     e.launch = std::move(r.launch);
+    e.machine_id = r.machine_id;
     e.failure = r.failure;
     e.probe_files = std::move(r.probe_files);
     e.truth = std::move(r.truth);
@@ -444,7 +489,9 @@ struct AgentSpawner::Impl {
                       1) +
           " s");
     }
+    const std::int64_t machine = e.machine_id;
     entries[r.id] = std::move(e);
+    machine_changed(machine);
   }
 
   void publish() {
@@ -538,11 +585,13 @@ void AgentSpawner::on_created(const InstanceLaunch& launch, const ScenarioOffer&
   Impl::Request r;
   r.id = launch.id;
   r.launch = launch;
+  r.machine_id = offer.offer.machine_id;
   r.failure = offer.truth.failure.kind;
   r.probe_files = probe_tree_files(offer);
-  r.truth = sim_truth_json(offer.truth, launch.co_tenants, mix_seed(impl_->options.seed, launch.id))
-                .dump(2) +
-            "\n";
+  json truth =
+      sim_truth_json(offer.truth, launch.co_tenants, mix_seed(impl_->options.seed, launch.id));
+  truth["co_tenants_file"] = (fs::path(impl_->dir_of(launch.id)) / kCoTenantsFile).string();
+  r.truth = truth.dump(2) + "\n";
   impl_->enqueue(std::move(r));
 }
 

@@ -3,8 +3,9 @@
 // its own process group, with the create's env plus what makes `proverfleet agent` behave as
 // the truth says (PROVERFLEET_PROVER=sim, a probe tree, the truth, state and parameter dirs
 // under <work_dir>/instances/<id>/; PATH starts with this very binary's directory). Destroy:
-// SIGTERM to the group, SIGKILL after a grace. Truth failures crash/offline: SIGKILL at
-// boot + failure.after_h (a vanished host gives no grace). never_boots: nothing ever starts.
+// SIGTERM to the group, SIGKILL after a grace. Truth failures crash/offline: SIGKILL when the
+// truth model's timeline says (InstanceLaunch::failure_h; a vanished host gives no grace).
+// never_boots: nothing ever starts.
 // stop_all() (market-sim exiting) ends every group; children are always reaped.
 //
 // The onstart's shell is the container's first process: when it exits, whatever it left
@@ -22,6 +23,7 @@
 //              every host CPU), proc/self/cgroup, nvidia-smi.csv (one line per GPU)
 //   state/     PROVERFLEET_STATE_DIR      params/  PROVERFLEET_PARAM_DIR
 //   truth.json PROVERFLEET_SIM_TRUTH=@truth.json   agent.log  the onstart's stdout and stderr
+//   co_tenants our other instances on the machine now (rewritten as they come and go)
 // The directory is emptied when the instance boots: a fresh machine every time.
 #pragma once
 
@@ -47,7 +49,9 @@ namespace pf::market_sim {
 std::map<std::string, std::string> probe_tree_files(const ScenarioOffer& offer);
 
 // What the agent's sim prover takes (PROVERFLEET_SIM_TRUTH): the scenario truth's keys, plus
-// rate_multiplier = contention^co_tenants and a seed.
+// the neighbours at create (co_tenants) and a seed. The spawner adds co_tenants_file: the
+// instance directory's kCoTenantsFile, rewritten as our instances on the machine come and go.
+inline constexpr const char* kCoTenantsFile = "co_tenants";
 nlohmann::json sim_truth_json(const Truth& truth, int co_tenants, std::uint64_t seed);
 
 // Wall seconds from scenario hour now_h until at_h at `time_scale` scenario seconds per wall

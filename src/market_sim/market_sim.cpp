@@ -9,6 +9,7 @@
 #include "market/query.h"
 #include "scenario/json_text.h"
 #include "scenario/offer_query.h"
+#include "scenario/truth_model.h"
 #include "util/bounded_json.h"
 
 namespace pf::market_sim {
@@ -201,6 +202,7 @@ std::vector<json> MarketSim::listed_offers(double now_h) const {
     if (!is_listed(i, now_h)) continue;
     const ScenarioOffer& o = scenario_.offers[i];
     json j = o.vast_json;
+    j["dph_total"] = scenario::listed_dph(o, now_h);  // /2 dph_changes
     // What vast adds to every offer it serves; clients filter on these (the CLI's defaults).
     j.emplace("ask_contract_id", o.offer.id);
     j.emplace("rentable", true);
@@ -374,6 +376,7 @@ ApiResult<json> MarketSim::create_instance(std::int64_t ask_id, const json& body
   inst.id = next_instance_id_++;
   inst.offer_index = found->second;
   inst.created_h = now_h;
+  inst.dph = scenario::listed_dph(offer, now_h);
   inst.api_key = make_instance_api_key(scenario_.seed, inst.id);
   if (start_stopped) inst.stopped.emplace_back(now_h, kNever);
   renter_of_offer_[inst.offer_index] = inst.id;
@@ -392,20 +395,34 @@ MarketSim::SimInstance* MarketSim::find_live(std::int64_t id) {
   return const_cast<SimInstance*>(std::as_const(*this).find_live(id));
 }
 
+double MarketSim::timeline_h(const SimInstance& inst, double scenario::RentalTimeline::*at) const {
+  const scenario::RentalTimeline t =
+      scenario::rental_timeline(scenario_.offers[inst.offer_index].truth, scenario_.params_bytes);
+  return t.*at >= scenario::kNeverS ? kNever : inst.created_h + t.*at / 3600;
+}
+
 double MarketSim::boot_h(const SimInstance& inst) const {
-  const Truth& truth = scenario_.offers[inst.offer_index].truth;
-  if (truth.failure.kind == FailureKind::NeverBoots) return kNever;
-  return inst.created_h + truth.boot_min / 60.0;
+  return timeline_h(inst, &scenario::RentalTimeline::boot_s);
 }
 
 double MarketSim::exit_h(const SimInstance& inst) const {
-  const scenario::Failure& failure = scenario_.offers[inst.offer_index].truth.failure;
-  return failure.kind == FailureKind::Crash ? boot_h(inst) + failure.after_h : kNever;
+  return timeline_h(inst, &scenario::RentalTimeline::exit_s);
 }
 
 double MarketSim::offline_h(const SimInstance& inst) const {
-  const scenario::Failure& failure = scenario_.offers[inst.offer_index].truth.failure;
-  return failure.kind == FailureKind::Offline ? boot_h(inst) + failure.after_h : kNever;
+  return timeline_h(inst, &scenario::RentalTimeline::offline_s);
+}
+
+int MarketSim::co_tenants(std::int64_t id) const {
+  const SimInstance* inst = find_live(id);
+  if (inst == nullptr) return 0;
+  const std::int64_t machine = scenario_.offers[inst->offer_index].offer.machine_id;
+  int n = 0;
+  for (const auto& [other_id, other] : instances_) {
+    if (other_id == id || other.destroyed_h) continue;
+    if (scenario_.offers[other.offer_index].offer.machine_id == machine) ++n;
+  }
+  return n;
 }
 
 bool MarketSim::stopped_at(const SimInstance& inst, double t) const {
@@ -436,7 +453,7 @@ double MarketSim::billed_hours(const SimInstance& inst, double now_h) const {
 double MarketSim::spent_usd(double now_h) const {
   double total = 0;
   for (const auto& [id, inst] : instances_) {
-    total += billed_hours(inst, now_h) * scenario_.offers[inst.offer_index].offer.dph_total;
+    total += billed_hours(inst, now_h) * inst.dph;
   }
   return total;
 }
@@ -488,7 +505,7 @@ json MarketSim::instance_json(const SimInstance& inst, double now_h) const {
       {"pci_gen", v.at("pci_gen")},
       {"cuda_max_good", v.at("cuda_max_good")},
       {"compute_cap", v.at("compute_cap")},
-      {"dph_total", v.at("dph_total")},
+      {"dph_total", inst.dph},
       {"storage_cost", v.at("storage_cost")},
       {"is_bid", inst.is_bid},
       {"start_date", options_.epoch_at_zero_s + inst.created_h * options_.epoch_s_per_h},

@@ -6,13 +6,16 @@
 // Pure: no clock, no threads, no I/O. Every call takes the scenario time `now_h`; callers pass
 // non-decreasing times. Not thread-safe; the HTTP shell serialises calls with one mutex.
 //
-// Instance timeline, derived from the offer's truth (t0 = creation time):
+// Instance timeline, from the one truth model (scenario::rental_timeline; t0 = creation time):
 //   loading  from t0 until boot = t0 + boot_min/60 (never_boots: loading forever)
 //   running  from boot
-//   exited   from boot + failure.after_h            (failure kind crash)
+//   exited   after failure.after_h hours of proving (failure kind crash), the prover starting
+//            once params.bytes are down at download_mbps: boot + download + after_h, as the
+//            policy simulator has it
 //   offline  from boot + failure.after_h            (failure kind offline; overrides the rest)
 //   stopped  while the client has stopped it ({"state":"stopped"}); the timeline does not pause
-// Billing: dph_total per scenario hour from boot until destroy, except while stopped or
+// Billing: the price listed when the instance was created (/2 dph_changes move the listing,
+// not running rentals) per scenario hour from boot until destroy, except while stopped or
 // offline (storage and bandwidth are not modelled). The balance may go negative; instances
 // are not stopped at zero.
 #pragma once
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "scenario/scenario.h"
+#include "scenario/truth_model.h"
 
 namespace pf::market_sim {
 
@@ -71,7 +75,8 @@ struct InstanceLaunch {
   double boot_h = 0;     // +inf: never boots
   double failure_h = 0;  // the container dies (crash: exited, offline: gone); +inf: never
   // Live instances of the account on the same machine created before this one (asked right
-  // after the create: its neighbours then). Each multiplies the proof rate by `contention`.
+  // after the create: its neighbours then). Each multiplies the proof rate by `contention`;
+  // the count changes as instances come and go (co_tenants(), the spawner's co_tenants file).
   int co_tenants = 0;
   std::string onstart;
   nlohmann::json env = nlohmann::json::object();  // string values only (create checks)
@@ -129,6 +134,9 @@ class MarketSim {
 
   // The launch of a live instance; nullopt when unknown or destroyed.
   std::optional<InstanceLaunch> launch(std::int64_t id) const;
+  // Our other live instances on the machine of live instance `id` now (0 when unknown): the
+  // contention its proofs see.
+  int co_tenants(std::int64_t id) const;
   // Offers (indices into scenario().offers) rented by live instances, ascending.
   std::vector<std::size_t> rented_offer_indices() const;
 
@@ -142,6 +150,7 @@ class MarketSim {
     std::int64_t id = 0;
     std::size_t offer_index = 0;
     double created_h = 0;
+    double dph = 0;  // the price listed at creation, paid for the instance's life
     std::optional<double> destroyed_h;
     std::optional<std::string> label;
     std::string image;
@@ -161,6 +170,7 @@ class MarketSim {
   bool is_listed(std::size_t offer_index, double now_h) const;
   const SimInstance* find_live(std::int64_t id) const;
   SimInstance* find_live(std::int64_t id);
+  double timeline_h(const SimInstance& inst, double scenario::RentalTimeline::*at) const;
   double boot_h(const SimInstance& inst) const;
   double exit_h(const SimInstance& inst) const;
   double offline_h(const SimInstance& inst) const;

@@ -206,7 +206,9 @@ TEST_F(SpawnerTest, OnstartRunsAtBootWithTheInstancesEnvironmentOnly) {
   ASSERT_EQ(env["PROVERFLEET_SIM_TRUTH"], "@" + (home / "truth.json").string());
   auto truth = pf::agent::parse_sim_truth(json::parse(read_text(home / "truth.json")));
   ASSERT_TRUE(truth) << truth.error();
-  EXPECT_DOUBLE_EQ(truth->rate_full, 40);
+  EXPECT_DOUBLE_EQ(truth->truth.rate_full, 40);
+  EXPECT_EQ(truth->co_tenants_file, (home / "co_tenants").string());
+  EXPECT_EQ(read_text(home / "co_tenants"), "0\n");
   EXPECT_THAT(read_text(home / "agent.log"), HasSubstr("booted; running onstart"));
 
   spawner_->on_destroyed(1);
@@ -215,6 +217,22 @@ TEST_F(SpawnerTest, OnstartRunsAtBootWithTheInstancesEnvironmentOnly) {
   EXPECT_THAT(ended->outcome, HasSubstr("destroyed"));
   EXPECT_TRUE(group_gone(running->pid));
   ::unsetenv("PF_SPAWNER_TEST_LEAK");
+}
+
+// Contention is a function of our instances alive on the machine now, not frozen at create:
+// the spawner rewrites each running instance's co_tenants file as neighbours come and go.
+TEST_F(SpawnerTest, CoTenantsFollowTheMachinesInstances) {
+  start();
+  const std::string idle = "touch ready; while :; do sleep 0.05; done";
+  create(1, idle, 0);  // offers 0 and 1 share machine 501
+  now_h_ = 1.0;
+  ASSERT_TRUE(wait_state(1, SpawnState::Running)) << log();
+  const fs::path file = fs::path(spawner_->instance_dir(1)) / "co_tenants";
+  EXPECT_TRUE(eventually([&] { return read_text(file) == "0\n"; }, 20s)) << read_text(file);
+  create(2, idle, 1);
+  EXPECT_TRUE(eventually([&] { return read_text(file) == "1\n"; }, 20s)) << read_text(file);
+  spawner_->on_destroyed(2);
+  EXPECT_TRUE(eventually([&] { return read_text(file) == "0\n"; }, 20s)) << read_text(file);
 }
 
 TEST_F(SpawnerTest, DestroyGivesTheGroupSigtermAndTimeToExit) {

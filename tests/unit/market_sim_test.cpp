@@ -274,13 +274,20 @@ TEST(MarketSimStatusTest, HealthyInstanceLoadsThenRuns) {
   EXPECT_EQ(status_at(sim, id, 9.9), "running");
 }
 
-TEST(MarketSimStatusTest, CrashExitsAfterItsHoursRunning) {
+// The parameters (47 GB at 400 Mb/s) take 940 s; the prover starts then.
+constexpr double kTinyDownloadH = 47e9 / (400e6 / 8) / 3600;
+
+TEST(MarketSimStatusTest, CrashExitsAfterItsHoursOfProving) {
   MarketSim sim(tiny());
-  auto id = create(sim, 1002, 2.0);  // boots at 2.2, crashes 1 h later
+  // Boots at 2.2, downloads the parameters, crashes after 1 h of proving (the spec; it used to
+  // count from boot, which disagreed with the policy simulator).
+  auto id = create(sim, 1002, 2.0);
+  const double crash_h = 2.2 + kTinyDownloadH + 1;
   EXPECT_EQ(status_at(sim, id, 2.1), "loading");
-  EXPECT_EQ(status_at(sim, id, 3.19), "running");
-  EXPECT_EQ(status_at(sim, id, 3.2), "exited");
-  EXPECT_EQ(sim.show_instance(id, 3.3)["instances"]["status_msg"],
+  EXPECT_EQ(status_at(sim, id, 3.3), "running");  // 1 h after boot: still proving
+  EXPECT_EQ(status_at(sim, id, crash_h - 0.01), "running");
+  EXPECT_EQ(status_at(sim, id, crash_h + 1e-9), "exited");
+  EXPECT_EQ(sim.show_instance(id, crash_h + 0.1)["instances"]["status_msg"],
             "container exited with status 1");
 }
 
@@ -640,7 +647,8 @@ TEST(MarketSimLaunchTest, BootAndFailureTimesFollowTheTruth) {
 
   const auto crashing = create(sim, 1002, 2.0);
   EXPECT_DOUBLE_EQ(sim.launch(crashing)->boot_h, 2.2);
-  EXPECT_DOUBLE_EQ(sim.launch(crashing)->failure_h, 3.2);  // crash 1 h after boot
+  // crash after 1 h of proving, which starts once the parameters are down
+  EXPECT_DOUBLE_EQ(sim.launch(crashing)->failure_h, 2.2 + kTinyDownloadH + 1);
 
   const auto never = create(sim, 1003, 2.0);
   EXPECT_TRUE(std::isinf(sim.launch(never)->boot_h));
@@ -665,9 +673,12 @@ TEST(MarketSimLaunchTest, CarriesTheCreatesOnstartEnvAndNeighbours) {
   EXPECT_EQ(sim.launch(first)->co_tenants, 0);
   const auto second = create(sim, 1002, 2.5);  // same machine 501
   EXPECT_EQ(sim.launch(second)->co_tenants, 1);
+  EXPECT_EQ(sim.co_tenants(first), 1);  // now: the second came later
+  EXPECT_EQ(sim.co_tenants(second), 1);
   EXPECT_THAT(sim.rented_offer_indices(), ElementsAre(0u, 1u));
   ASSERT_TRUE(sim.destroy_instance(first, 3.0));
   EXPECT_THAT(sim.rented_offer_indices(), ElementsAre(1u));
+  EXPECT_EQ(sim.co_tenants(second), 0);  // contention is not frozen at create
 }
 
 TEST(WallSecondsTest, ScenarioHoursBecomeScaledWallSeconds) {
@@ -740,23 +751,28 @@ TEST(SimTruthJsonTest, TheAgentsSimProverReadsItBack) {
   const json j = sim_truth_json(truth, 2, 99);
   auto parsed = agent::parse_sim_truth(j);
   ASSERT_TRUE(parsed) << parsed.error();
-  EXPECT_DOUBLE_EQ(parsed->rate_full, 40);
-  EXPECT_EQ(parsed->partitions_full, 10);
-  EXPECT_DOUBLE_EQ(parsed->ram_visible_gib, 128);
-  EXPECT_DOUBLE_EQ(parsed->warmup_min, 5);
-  EXPECT_DOUBLE_EQ(parsed->proof_time_cv, 0.1);
-  ASSERT_TRUE(parsed->throttle_after_h);
-  EXPECT_DOUBLE_EQ(*parsed->throttle_after_h, 1);
-  EXPECT_DOUBLE_EQ(parsed->throttle_factor, 0.8);
-  EXPECT_EQ(parsed->failure_kind, "offline");
-  EXPECT_DOUBLE_EQ(parsed->failure_after_h, 2);
-  EXPECT_DOUBLE_EQ(parsed->rate_multiplier, 0.8 * 0.8);  // two neighbours on the machine
+  EXPECT_DOUBLE_EQ(parsed->truth.rate_full, 40);
+  EXPECT_EQ(parsed->truth.partitions_full, 10);
+  EXPECT_DOUBLE_EQ(parsed->truth.ram_visible_gib, 128);
+  EXPECT_DOUBLE_EQ(parsed->truth.warmup_min, 5);
+  EXPECT_DOUBLE_EQ(parsed->truth.proof_time_cv, 0.1);
+  ASSERT_TRUE(parsed->truth.throttle);
+  EXPECT_DOUBLE_EQ(parsed->truth.throttle->after_h, 1);
+  EXPECT_DOUBLE_EQ(parsed->truth.throttle->factor, 0.8);
+  EXPECT_TRUE(parsed->truth.throttle->reported);
+  EXPECT_EQ(parsed->truth.failure.kind, scenario::FailureKind::Offline);
+  EXPECT_DOUBLE_EQ(parsed->truth.failure.after_h, 2);
+  EXPECT_EQ(parsed->co_tenants, 2);  // two neighbours on the machine at create
+  EXPECT_DOUBLE_EQ(parsed->truth.contention, truth.contention);
+  EXPECT_DOUBLE_EQ(parsed->truth.mem_base_gib, 70);
+  EXPECT_EQ(parsed->truth.warmup_proofs, 1);
+  EXPECT_DOUBLE_EQ(parsed->rate_multiplier, 1);
   EXPECT_EQ(parsed->seed, 99u);
 
   auto alone = agent::parse_sim_truth(sim_truth_json(s.offers[0].truth, 0, 1));
   ASSERT_TRUE(alone) << alone.error();
-  EXPECT_DOUBLE_EQ(alone->rate_multiplier, 1);
-  EXPECT_FALSE(alone->throttle_after_h);
+  EXPECT_EQ(alone->co_tenants, 0);
+  EXPECT_FALSE(alone->truth.throttle);
 }
 
 TEST(SimTruthJsonTest, AZeroRateHostStillParses) {
@@ -765,7 +781,7 @@ TEST(SimTruthJsonTest, AZeroRateHostStillParses) {
   const Scenario s = scenario_from(doc);
   auto parsed = agent::parse_sim_truth(sim_truth_json(s.offers[0].truth, 0, 1));
   ASSERT_TRUE(parsed) << parsed.error();
-  EXPECT_LT(parsed->rate_full, 1e-3);
+  EXPECT_LT(parsed->truth.rate_full, 1e-3);
 }
 
 TEST(LaunchEnvironmentTest, CreateEnvUnderOursWithDockerFlagsSkipped) {
