@@ -20,12 +20,16 @@
 #include "market_sim/market_sim.h"
 #include "scenario/draws.h"
 #include "sim/des_engine.h"
+#include "support/rent_all_once.h"
+#include "support/scenario_doc.h"
 
 namespace pf::scenario {
 namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
+using test::good_truth;
+using test::one_offer_doc;
 
 Truth plain_truth() {
   Truth t;
@@ -171,101 +175,14 @@ TEST(TruthModelTest, ArrivalsArePoissonAtThePiecewiseRate) {
 
 // --- the simulators agree -----------------------------------------------------------------------
 
-json one_offer_doc(const json& truth, double hours = 10) {
-  json offer = {{"id", 1001},
-                {"machine_id", 501},
-                {"host_id", 7501},
-                {"gpu_name", "RTX 4090"},
-                {"num_gpus", 1},
-                {"gpu_ram", 24576},
-                {"gpu_total_ram", 24576},
-                {"cpu_name", "AMD EPYC 7543"},
-                {"cpu_cores", 64},
-                {"cpu_cores_effective", 64.0},
-                {"cpu_ram", 262144},
-                {"pcie_bw", 24.5},
-                {"pci_gen", 4},
-                {"inet_down", 1000.0},
-                {"inet_up", 500.0},
-                {"inet_down_cost", 0.0},
-                {"disk_space", 500},
-                {"cuda_max_good", 13.1},
-                {"compute_cap", 890},
-                {"reliability2", 0.99},
-                {"verified", true},
-                {"geolocation", "Texas, US"},
-                {"dph_total", 0.3},
-                {"storage_cost", 0.1},
-                {"dlperf", 80.0},
-                {"listed_from_h", 0.0},
-                {"listed_until_h", hours},
-                {"truth", truth}};
-  return {{"format", "proverfleet-scenario/1"},
-          {"name", "one"},
-          {"seed", 5},
-          {"hours", hours},
-          {"economics",
-           {{"revenue_per_proof_usd", 0.012},
-            {"target_cost_per_proof_usd", 0.008},
-            {"demand_proofs_per_hour", nullptr}}},
-          {"params", {{"bytes", 47000000000}}},
-          {"offers", json::array({offer})}};
-}
-
-json good_truth() {
-  return {{"rate_full", 60.0},
-          {"partitions_full", 10},
-          {"ram_visible_gib", 256.0},
-          {"cores_visible", 64.0},
-          {"proof_time_cv", 0.1},
-          {"boot_min", 5.0},
-          {"download_mbps", 800.0},
-          {"warmup_min", 5.0},
-          {"contention", 0.8},
-          {"throttle", nullptr},
-          {"failure", {{"kind", "none"}, {"after_h", 0}}}};
-}
-
 Scenario parsed(const json& doc) {
   auto s = parse_scenario(doc);
   if (!s) throw std::runtime_error(s.error());
   return *s;
 }
 
-// Rents every offer once, proves for money right after warm-up, never drops anything: the
-// engine's physics with no policy in the way.
-class RentAllOnce final : public sim::DesPolicy {
- public:
-  std::string name() const override { return "rent-all-once"; }
-  core::LifecycleConfig lifecycle() const override { return {}; }
-  const core::Acceptance* acceptance() const override { return nullptr; }
-  double break_even_rate(const core::Offer&) const override { return 0; }
-  int plan_partitions(const core::Offer&, const sim::AgentProbe& probe,
-                      int after_oom) const override {
-    return after_oom > 0 ? after_oom - 1 : sim::planned_partitions(probe);
-  }
-  std::vector<core::Action> decide(const sim::DesView& view) override {
-    std::vector<core::Action> out;
-    for (const auto& o : view.offers) {
-      if (!rented_.insert(o.id).second) continue;
-      core::Action a;
-      a.kind = core::Action::Kind::Rent;
-      a.offer = o;
-      a.reason = "test";
-      out.push_back(a);
-    }
-    return out;
-  }
-
- private:
-  std::set<std::int64_t> rented_;
-};
-
 sim::DesReport run_engine(const Scenario& s) {
-  RentAllOnce policy;
-  sim::DesOptions options;
-  options.details = true;
-  return sim::run_des(s, policy, options);
+  return test::run_rent_all_once(s);
 }
 
 // Crash timing: the engine's instance shows "exited" (and is closed at the next tick) when

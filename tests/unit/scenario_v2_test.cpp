@@ -1,0 +1,279 @@
+// Scenario format /2 (spec: /work/shared/spec/scenario.md, second half): the parser (both
+// versions, /2's keys optional except demand, bounded, every problem named) and the policy
+// simulator's /2 physics (jobs with deadlines, price changes, machine memory and warm-up truth,
+// silent throttles), on one-offer scenarios whose right answers are known.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "scenario/scenario.h"
+#include "scenario/truth_model.h"
+#include "sim/des_engine.h"
+#include "support/rent_all_once.h"
+#include "support/scenario_doc.h"
+
+namespace pf::scenario {
+namespace {
+
+using nlohmann::json;
+using test::good_truth;
+using test::one_offer_doc;
+using ::testing::HasSubstr;
+
+// The one-offer scenario as /2, with `arrivals_per_hour` jobs all along and a deadline.
+json v2_doc(double arrivals_per_hour, double deadline_min = 45, json truth = good_truth()) {
+  json doc = one_offer_doc(truth);
+  doc["format"] = kScenarioFormatV2;
+  doc["economics"].erase("demand_proofs_per_hour");
+  doc["demand"] = {
+      {"arrivals", {{{"from_h", 0}, {"to_h", 10}, {"proofs_per_hour", arrivals_per_hour}}}},
+      {"deadline_min", deadline_min}};
+  return doc;
+}
+
+Scenario parsed(const json& doc) {
+  auto s = parse_scenario(doc);
+  if (!s) throw std::runtime_error(s.error());
+  return *s;
+}
+
+std::string error_of(const json& doc) {
+  auto s = parse_scenario(doc);
+  return s ? std::string("(parsed)") : s.error();
+}
+
+// --- parsing ------------------------------------------------------------------------------------
+
+TEST(ScenarioV2Parse, TheBundledScenariosLoad) {
+  for (const char* name : {"demo-small-v2.json", "market-72h-v2.json"}) {
+    auto s = load_scenario(std::string(PF_SOURCE_DIR) + "/scenarios/" + name);
+    ASSERT_TRUE(s) << s.error();
+    EXPECT_EQ(s->format_version, 2);
+    ASSERT_TRUE(s->demand);
+    EXPECT_FALSE(s->demand->arrivals.empty());
+    EXPECT_GT(s->demand->deadline_min, 0);
+  }
+  auto v1 = load_scenario(std::string(PF_SOURCE_DIR) + "/scenarios/market-72h.json");
+  ASSERT_TRUE(v1) << v1.error();
+  EXPECT_EQ(v1->format_version, 1);
+  EXPECT_FALSE(v1->demand);
+}
+
+TEST(ScenarioV2Parse, AddedKeysAreOptionalWithTheV1Defaults) {
+  const Scenario s = parsed(v2_doc(30));
+  const Truth& t = s.offers[0].truth;
+  EXPECT_DOUBLE_EQ(t.mem_base_gib, 70);
+  EXPECT_DOUBLE_EQ(t.mem_per_partition_gib, 14);
+  EXPECT_EQ(t.warmup_proofs, 1);
+  EXPECT_TRUE(s.offers[0].dph_changes.empty());
+  EXPECT_FALSE(s.economics.demand_proofs_per_hour);
+  EXPECT_DOUBLE_EQ(s.demand->deadline_min, 45);
+
+  json doc = v2_doc(30);
+  doc["offers"][0]["truth"]["mem_base_gib"] = 72.5;
+  doc["offers"][0]["truth"]["mem_per_partition_gib"] = 15;
+  doc["offers"][0]["truth"]["warmup_proofs"] = 3;
+  doc["offers"][0]["truth"]["throttle"] = {{"after_h", 1}, {"factor", 0.5}, {"reported", false}};
+  doc["offers"][0]["dph_changes"] = {{{"at_h", 2}, {"dph_total", 0.4}}};
+  const Scenario full = parsed(doc);
+  const Truth& ft = full.offers[0].truth;
+  EXPECT_DOUBLE_EQ(ft.mem_base_gib, 72.5);
+  EXPECT_EQ(ft.warmup_proofs, 3);
+  ASSERT_TRUE(ft.throttle);
+  EXPECT_FALSE(ft.throttle->reported);
+  ASSERT_EQ(full.offers[0].dph_changes.size(), 1u);
+  EXPECT_DOUBLE_EQ(full.offers[0].dph_changes[0].dph_total, 0.4);
+  // The visible offer stays vast's: no dph_changes in what a client is served.
+  EXPECT_FALSE(full.offers[0].vast_json.contains("dph_changes"));
+}
+
+TEST(ScenarioV2Parse, DemandIsRequiredInV2AndV2KeysAreUnknownInV1) {
+  json doc = v2_doc(30);
+  doc.erase("demand");
+  EXPECT_EQ(error_of(doc), "missing top-level key \"demand\"");
+
+  json v1 = one_offer_doc(good_truth());
+  v1["offers"][0]["truth"]["warmup_proofs"] = 2;
+  v1["offers"][0]["dph_changes"] = json::array();
+  v1["demand"] = v2_doc(1)["demand"];
+  const std::string e = error_of(v1);
+  EXPECT_THAT(e, HasSubstr("unknown top-level key \"demand\""));
+  EXPECT_THAT(e, HasSubstr("offers[0]: unknown key \"dph_changes\""));
+  EXPECT_THAT(e, HasSubstr("offers[0].truth: unknown key \"warmup_proofs\""));
+}
+
+TEST(ScenarioV2Parse, EveryBadV2ValueIsNamed) {
+  json doc = v2_doc(30);
+  doc["demand"]["arrivals"].push_back({{"from_h", 5}, {"to_h", 12}, {"proofs_per_hour", 1}});
+  doc["demand"]["arrivals"].push_back({{"from_h", 13}, {"to_h", 13}, {"proofs_per_hour", 1}});
+  doc["demand"]["deadline_min"] = 0;
+  doc["offers"][0]["dph_changes"] = {{{"at_h", 3}, {"dph_total", 0.4}},
+                                     {{"at_h", 2}, {"dph_total", 0.5}},
+                                     {{"at", 4}, {"dph_total", 0.5}}};
+  doc["offers"][0]["truth"]["warmup_proofs"] = 1.5;
+  doc["offers"][0]["truth"]["throttle"] = {{"after_h", 1}, {"factor", 0.5}, {"reported", "no"}};
+  const std::string e = error_of(doc);
+  EXPECT_THAT(e, HasSubstr("demand.deadline_min: must be in (0, 1e+06], got 0"));
+  EXPECT_THAT(e, HasSubstr("demand.arrivals[1].from_h: must not be before the previous"));
+  EXPECT_THAT(e, HasSubstr("demand.arrivals[2]: from_h (13) must be < to_h (13)"));
+  EXPECT_THAT(e, HasSubstr("offers[0].dph_changes[1].at_h: must be after the previous change's"));
+  EXPECT_THAT(e,
+              HasSubstr("offers[0].dph_changes[2]: unknown key \"at\" (did you mean \"at_h\"?)"));
+  EXPECT_THAT(e, HasSubstr("offers[0].truth.warmup_proofs: expected an integer, got 1.5"));
+  EXPECT_THAT(e, HasSubstr("offers[0].truth.throttle.reported: expected true or false"));
+}
+
+TEST(ScenarioV2Parse, TheJobsAreBoundedSoTheSimulationIs) {
+  json doc = v2_doc(1e6);
+  doc["hours"] = 8760;
+  doc["demand"]["arrivals"][0]["to_h"] = 8760;
+  EXPECT_THAT(error_of(doc), HasSubstr("demand.arrivals: 8.76e+09 jobs expected over the horizon"));
+  json segments = v2_doc(1);
+  segments["demand"]["arrivals"] = json::array();
+  for (int i = 0; i < 100'001; ++i) {
+    segments["demand"]["arrivals"].push_back(
+        {{"from_h", i * 1e-5}, {"to_h", (i + 1) * 1e-5}, {"proofs_per_hour", 1}});
+  }
+  EXPECT_THAT(error_of(segments), HasSubstr("demand.arrivals: 100001 entries, at most 100000"));
+}
+
+TEST(ScenarioV2Parse, FailuresBelongToTheMachine) {
+  json doc = v2_doc(30);
+  json second = doc["offers"][0];
+  second["id"] = 1002;
+  second["truth"]["failure"] = {{"kind", "crash"}, {"after_h", 3}};
+  doc["offers"].push_back(second);
+  EXPECT_EQ(error_of(doc),
+            "offers[1].truth.failure: must equal offers[0]'s (same machine_id 501): in /2 "
+            "failures belong to the machine");
+  doc["offers"][0]["truth"]["failure"] = {{"kind", "crash"}, {"after_h", 3}};
+  EXPECT_EQ(error_of(doc), "(parsed)");
+}
+
+// --- the simulator's /2 physics -----------------------------------------------------------------
+
+// Capacity (60/h) twice the arrivals (30/h) and a 45 min deadline: every job that arrives is
+// served on time, except the few still in the queue or in flight at the end; the instance
+// waits about half of its time.
+TEST(ScenarioV2Engine, JobsArePaidOnlyWhenDeliveredOnTime) {
+  const Scenario s = parsed(v2_doc(30));
+  const sim::DesReport r = test::run_rent_all_once(s);
+  EXPECT_NEAR(static_cast<double>(r.jobs_arrived), 300, 4 * std::sqrt(300.0));
+  EXPECT_GE(r.jobs_served_on_time, r.jobs_arrived - 3);
+  EXPECT_EQ(r.jobs_late, 0);
+  EXPECT_EQ(r.jobs_arrived, r.jobs_served_on_time + r.jobs_late + r.jobs_unserved);
+  EXPECT_EQ(r.proofs, r.jobs_served_on_time);
+  EXPECT_NEAR(r.revenue_usd, 0.012 * static_cast<double>(r.jobs_served_on_time), 1e-9);
+  // The jobs of the first ~20 min wait for the instance to be ready; then barely any wait.
+  EXPECT_LT(r.queue_wait_p95_min, 25);
+  // ~9.7 h accepted, half of it without a job.
+  EXPECT_GT(r.idle_instance_hours, 3.5);
+  EXPECT_LT(r.idle_instance_hours, 6.5);
+  const json j = sim::report_json(r);
+  for (const char* key : {"jobs_arrived", "jobs_served_on_time", "jobs_late", "jobs_unserved",
+                          "queue_wait_p95_min", "idle_instance_hours"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_THAT(sim::report_text(r), HasSubstr("served on time"));
+  // /1 reports carry none of it.
+  EXPECT_FALSE(sim::report_json(test::run_rent_all_once(parsed(one_offer_doc(good_truth()))))
+                   .contains("jobs_arrived"));
+}
+
+// Proofs take ~1 min (CV 0.1) and the deadline is 1 min: about half are delivered late, and
+// earn nothing.
+TEST(ScenarioV2Engine, LateDeliveriesEarnNothing) {
+  const Scenario s = parsed(v2_doc(20, 1));
+  const sim::DesReport r = test::run_rent_all_once(s);
+  EXPECT_GT(r.jobs_late, r.jobs_arrived / 5);
+  EXPECT_GT(r.jobs_served_on_time, r.jobs_arrived / 5);
+  EXPECT_EQ(r.proofs, r.jobs_served_on_time);
+  EXPECT_EQ(r.proofs_unpaid, r.jobs_late);
+  EXPECT_NEAR(r.revenue_usd, 0.012 * static_cast<double>(r.jobs_served_on_time), 1e-9);
+}
+
+// Three times the capacity arrives: the queue overflows and jobs expire unserved at their
+// deadline; first in, first out, an instance takes the oldest job still deliverable, which has
+// waited almost the whole deadline, so most deliveries come late. Never idle once ready.
+TEST(ScenarioV2Engine, AnOverloadedFifoQueueServesLateAndLeavesJobsUnserved) {
+  const Scenario s = parsed(v2_doc(180));
+  const sim::DesReport r = test::run_rent_all_once(s);
+  EXPECT_GT(r.jobs_unserved, r.jobs_arrived / 2);
+  EXPECT_LT(r.idle_instance_hours, 0.1);
+  EXPECT_NEAR(static_cast<double>(r.jobs_served_on_time + r.jobs_late), 60 * 9.6, 60 * 9.6 * 0.06);
+  EXPECT_GT(r.jobs_late, r.jobs_served_on_time);
+  EXPECT_LE(r.queue_wait_p95_min, 45);
+  EXPECT_GT(r.queue_wait_p95_min, 40);
+}
+
+// The host raises its price at 1 h: the rental made at 0 keeps paying $0.30 for its life.
+TEST(ScenarioV2Engine, ARentalPaysThePriceListedWhenItWasCreated) {
+  json doc = v2_doc(30);
+  doc["offers"][0]["dph_changes"] = {{{"at_h", 1}, {"dph_total", 0.9}}};
+  const sim::DesReport r = test::run_rent_all_once(parsed(doc));
+  ASSERT_EQ(r.instances.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.instances[0].dph, 0.3);
+  EXPECT_NEAR(r.spend_usd, (10 - 5.0 / 60) * 0.3, 0.01);
+
+  // Listed only from 2 h: the rental pays the new price.
+  doc["offers"][0]["listed_from_h"] = 2;
+  const sim::DesReport later = test::run_rent_all_once(parsed(doc));
+  ASSERT_EQ(later.instances.size(), 1u);
+  EXPECT_DOUBLE_EQ(later.instances[0].dph, 0.9);
+}
+
+// The planner's model (70 + 14·p) fits 12 partitions in 256 GiB; this machine needs
+// 70 + 16·p, so the plan OOMs and the agent must learn a smaller one.
+TEST(ScenarioV2Engine, TheMachinesMemoryTruthOomsACarefulPlan) {
+  json truth = good_truth();
+  truth["mem_per_partition_gib"] = 16;
+  const sim::DesReport r = test::run_rent_all_once(parsed(v2_doc(30, 45, truth)));
+  EXPECT_GE(r.ooms, 1);
+  ASSERT_EQ(r.instances.size(), 1u);
+  EXPECT_LE(70 + 16 * r.instances[0].partitions, 256);
+  const sim::DesReport planner = test::run_rent_all_once(parsed(v2_doc(30)));
+  EXPECT_EQ(planner.ooms, 0);
+}
+
+// Four slow proofs after the start (30, 15, 7.5, 3.75 min extra) instead of one: ~26 fewer
+// proofs at 60/h when every proof pays (the /1 physics of the same scenario).
+TEST(ScenarioV2Engine, WarmupProofsAfterAStartAreSlowByHalves) {
+  json truth = good_truth();
+  truth["warmup_min"] = 30;
+  json one = one_offer_doc(truth);
+  one["format"] = kScenarioFormatV2;
+  one["economics"]["demand_proofs_per_hour"] = nullptr;
+  one["demand"] = {{"arrivals", {{{"from_h", 0}, {"to_h", 10}, {"proofs_per_hour", 600}}}},
+                   {"deadline_min", 600}};
+  const sim::DesReport single = test::run_rent_all_once(parsed(one));
+  one["offers"][0]["truth"]["warmup_proofs"] = 4;
+  const sim::DesReport four = test::run_rent_all_once(parsed(one));
+  const double fewer = static_cast<double>(single.jobs_served_on_time - four.jobs_served_on_time);
+  EXPECT_NEAR(fewer, (15 + 7.5 + 3.75) / 60 * 60, 8);
+}
+
+// A silent throttle slows the proofs as much as a reported one, but no measurement says it was
+// throttled; a reported one marks the production windows that saw it.
+TEST(ScenarioV2Engine, ASilentThrottleOnlySlowsTheProofs) {
+  json truth = good_truth();
+  truth["throttle"] = {{"after_h", 2}, {"factor", 0.5}, {"reported", true}};
+  test::RentAllOnce reported_policy;
+  const sim::DesReport reported =
+      test::run_rent_all_once(parsed(v2_doc(600, 600, truth)), &reported_policy);
+  truth["throttle"]["reported"] = false;
+  test::RentAllOnce silent_policy;
+  const sim::DesReport silent =
+      test::run_rent_all_once(parsed(v2_doc(600, 600, truth)), &silent_policy);
+  EXPECT_EQ(silent.jobs_served_on_time, reported.jobs_served_on_time);  // same physics, same draws
+  const auto throttled_runs = [](const test::RentAllOnce& p) {
+    return std::count_if(p.history().begin(), p.history().end(),
+                         [](const core::Measurement& m) { return m.run.throttled; });
+  };
+  EXPECT_GT(throttled_runs(reported_policy), 0);
+  EXPECT_EQ(throttled_runs(silent_policy), 0);
+  EXPECT_FALSE(silent_policy.history().empty());
+}
+
+}  // namespace
+}  // namespace pf::scenario
