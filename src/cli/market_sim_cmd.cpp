@@ -269,7 +269,8 @@ void register_market_sim(CLI::App& app) {
       "truth, PATH led by this binary's directory; destroy sends SIGTERM (SIGKILL after 3 s),\n"
       "crash/offline SIGKILL. Parameter stand-ins: GET /proverfleet-sim/params.json.\n"
       "Prints 'market-sim listening on http://HOST:PORT' once ready; SIGINT/SIGTERM stop it.");
-  cmd->add_option("--scenario", options->scenario_path, "Scenario file (proverfleet-scenario/1)")
+  cmd->add_option("--scenario", options->scenario_path,
+                  "Scenario file (proverfleet-scenario/1 or /2)")
       ->required();
   cmd->add_option("--listen", options->listen,
                   "Address to serve on, HOST:PORT; port 0 picks a free port")

@@ -85,7 +85,8 @@ void register_sim(CLI::App& app) {
       "Policies: default (proverfleet's decision engine), classic (the earlier tool's rules),\n"
       "oracle (reads the scenario's hidden truth: the yardstick). Same scenario and seed give\n"
       "the same report.");
-  cmd->add_option("--scenario", options->scenario_path, "Scenario file (proverfleet-scenario/1)")
+  cmd->add_option("--scenario", options->scenario_path,
+                  "Scenario file (proverfleet-scenario/1 or /2)")
       ->required();
   cmd->add_option("--policy", options->policy, "Policy: " + joined_policy_names())
       ->default_val("default");
