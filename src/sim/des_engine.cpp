@@ -353,6 +353,7 @@ class Engine {
     in.rate_now = current_rate(i);
     reschedule(i);
     schedule_proving_clock(i);
+    claim_job_or_idle(i);  // a policy with no warm-up proofs proves for money at once
   }
 
   void start_benchmark(std::size_t i) {
