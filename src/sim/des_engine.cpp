@@ -119,6 +119,7 @@ struct Inst {
   int proofs_paid = 0;
   bool accepted_unprofitable = false;
   bool rejected_profitable = false;
+  bool rejected_by_target = false;
   std::string close_reason;
   std::optional<double> closed_at;
 };
@@ -640,8 +641,17 @@ class Engine {
     stop_prover(i);
     const int others = others_alive(i);
     if (cause != CloseCause::Horizon && !in.failed && keeping_paid(i)) {
-      in.rejected_profitable = true;
-      ++report_.rejected_profitable;
+      // Below the policy's own break-even (its $/proof target) it was its rule, not a mistake.
+      const Truth& t = in.so->truth;
+      const double r = truth_rate(t, planned_partitions(probe_of(*in.so)), others,
+                                  t.throttle.has_value());
+      if (r < policy_.break_even_rate(in.rec.offer)) {
+        in.rejected_by_target = true;
+        ++report_.rejected_by_target;
+      } else {
+        in.rejected_profitable = true;
+        ++report_.rejected_profitable;
+      }
     }
     if (in.rec.state == S::Proving) close_window(i);
     const S state_before = in.rec.state;
@@ -708,6 +718,7 @@ class Engine {
       o.revenue_usd = in.revenue;
       o.accepted_unprofitable = in.accepted_unprofitable;
       o.rejected_profitable = in.rejected_profitable;
+      o.rejected_by_target = in.rejected_by_target;
       report_.instances.push_back(std::move(o));
     }
   }

@@ -33,6 +33,7 @@ struct InstanceOutcome {
   double revenue_usd = 0;
   bool accepted_unprofitable = false;
   bool rejected_profitable = false;
+  bool rejected_by_target = false;
 };
 
 struct DesReport {
@@ -58,13 +59,22 @@ struct DesReport {
   // it paid: its sustained rate, alone at the best plan with our other instances on the
   // machine, times revenue — counting only proofs within demand left by our other provers —
   // exceeded its price.
+  // Not counting those whose truth rate was below the policy's own break-even (its $/proof
+  // target, e.g. the classic's $0.008): rejected by its rule, not by a wrong measurement.
   int rejected_profitable = 0;
+  int rejected_by_target = 0;  // destroyed, profitable by the truth, but above its own target
   int ooms = 0;
-  int ooms_after_first_on_host = 0;        // OOMs on a machine that had OOMed before
-  double mean_proofs_per_hour = 0;         // proofs ÷ hours
-  int decisions = 0;                       // policy actions taken (rents + drops)
+  int ooms_after_first_on_host = 0;  // OOMs on a machine that had OOMed before
+  double mean_proofs_per_hour = 0;   // proofs ÷ hours
+  int decisions = 0;                 // policy actions taken (rents + drops)
+  // The scenario's profit bound (profit_bound.h), when the caller computed it: the report then
+  // says what share of it this policy earned.
+  std::optional<double> bound_profit_usd;
   std::vector<InstanceOutcome> instances;  // filled only when asked for
 };
+
+// profit ÷ bound; nullopt without a positive bound.
+std::optional<double> share_of_bound(const DesReport& report);
 
 // The report as one JSON object (spec keys first). `details` adds "instances".
 nlohmann::json report_json(const DesReport& report, bool details = false);
@@ -72,8 +82,9 @@ nlohmann::json report_json(const DesReport& report, bool details = false);
 // A human-readable summary of one run.
 std::string report_text(const DesReport& report);
 
-// Side-by-side table of several runs on one scenario, with profit and $/proof of each policy
-// relative to the first named `reference` (e.g. "oracle") when present.
+// Side-by-side table of several runs on one scenario: profit as a share of the bound (when the
+// reports carry it), and profit and $/proof of each policy relative to the one named
+// `reference` (e.g. "clairvoyant") when present.
 std::string compare_text(const std::vector<DesReport>& reports, const std::string& reference);
 
 }  // namespace pf::sim

@@ -70,10 +70,10 @@ TEST(DesEngine, OneGoodOfferIsRentedKeptAndEarnsWhatThePhysicsSays) {
 TEST(DesEngine, MixedMarketEachPolicyMakesItsExpectedChoices) {
   const Scenario s = fixture("mixed.json");
 
-  const DesReport oracle = run(s, "oracle");
-  EXPECT_EQ(accepted_offers(oracle), (std::set<std::int64_t>{1001, 1004}));
-  EXPECT_EQ(oracle.instances_rented, 2);
-  EXPECT_EQ(oracle.ooms, 0);
+  const DesReport clairvoyant = run(s, "clairvoyant");
+  EXPECT_EQ(accepted_offers(clairvoyant), (std::set<std::int64_t>{1001, 1004}));
+  EXPECT_EQ(clairvoyant.instances_rented, 2);
+  EXPECT_EQ(clairvoyant.ooms, 0);
 
   const DesReport def = run(s, "default");
   EXPECT_EQ(accepted_offers(def), (std::set<std::int64_t>{1001, 1004}));
@@ -194,7 +194,7 @@ TEST(DesEngine, OfflineHostIsNotBilledAfterItDisappears) {
   Scenario s = fixture("single-good.json");
   s.offers[0].truth.failure = {FailureKind::Offline, 3.0};
   s.offers[0].listed_until_h = 1;  // it cannot be rented again
-  const DesReport r = run(s, "oracle");
+  const DesReport r = run(s, "clairvoyant");
   EXPECT_EQ(r.instances_rented, 1);
   // Billed from boot (5 min) to offline (3 h after boot).
   EXPECT_NEAR(r.spend_usd, 3.0 * 0.30, 0.01);
