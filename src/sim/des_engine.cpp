@@ -643,8 +643,8 @@ class Engine {
     if (cause != CloseCause::Horizon && !in.failed && keeping_paid(i)) {
       // Below the policy's own break-even (its $/proof target) it was its rule, not a mistake.
       const Truth& t = in.so->truth;
-      const double r = truth_rate(t, planned_partitions(probe_of(*in.so)), others,
-                                  t.throttle.has_value());
+      const double r =
+          truth_rate(t, planned_partitions(probe_of(*in.so)), others, t.throttle.has_value());
       if (r < policy_.break_even_rate(in.rec.offer)) {
         in.rejected_by_target = true;
         ++report_.rejected_by_target;
