@@ -326,7 +326,7 @@ void run_serve(const ServeOptions& o) {
   manager::AutopilotConfig autopilot_config;
   autopilot_config.enabled = o.autopilot.value_or(cfg->autopilot.enabled);
   autopilot_config.policy = cfg->autopilot.policy;
-  autopilot_config.operator_destroy_cooldown_s = cfg->autopilot.operator_destroy_cooldown_h * 3600;
+  autopilot_config.policy.operator_cooldown_s = cfg->autopilot.operator_destroy_cooldown_h * 3600;
   {
     auto query = market::parse_query(cfg->autopilot.query, true);
     if (!query) throw CommandFailed("autopilot.query: " + query.error());

@@ -32,6 +32,8 @@ class Acceptance {
  public:
   virtual ~Acceptance() = default;
   virtual Verdict evaluate(const BenchmarkInput& input) const = 0;
+  // The interval width its verdicts report, which production windows use too.
+  virtual double interval_z() const { return AcceptanceConfig{}.z; }
 };
 
 // First rule: rate from inter-completion intervals with a normal interval on the mean;
@@ -41,6 +43,7 @@ class IntervalAcceptance final : public Acceptance {
  public:
   explicit IntervalAcceptance(AcceptanceConfig config) : config_(config) {}
   Verdict evaluate(const BenchmarkInput& input) const override;
+  double interval_z() const override { return config_.z; }
 
  private:
   AcceptanceConfig config_;

@@ -9,8 +9,12 @@
 #include <set>
 
 #include "core/bench_run.h"
+#include "core/benchmark_step.h"
+#include "core/close.h"
 #include "core/memory_model.h"
 #include "core/planner.h"
+#include "core/production.h"
+#include "core/proof_flow.h"
 #include "core/text.h"
 
 namespace pf::sim {
@@ -100,7 +104,6 @@ struct Inst {
   std::uint64_t gen = 0;
   int warmup_left = 0;
   std::int64_t seq = 0;
-  double bench_since = 0;
   std::vector<core::ProofSample> bench_samples;
   int bench_max_others = 0;
   bool bench_throttled = false;
@@ -110,8 +113,7 @@ struct Inst {
   double truth_from = 0;
   double truth_proofs = 0;
   double prod_cost = 0;
-  double window_start = 0;
-  std::vector<core::ProofSample> window_samples;
+  std::vector<core::ProofSample> production_samples;
   int window_max_others = 0;
   bool window_throttled = false;
   double bench_spend = 0;
@@ -240,7 +242,7 @@ class Engine {
   }
 
   void transition(Inst& in, S to, const std::string& reason) {
-    core::apply_transition(in.rec, to, epoch(now_), reason, sc_.economics.target_cost_per_proof_usd,
+    core::apply_transition(in.rec, to, epoch(now_), reason, policy_.break_even_rate(in.rec.offer),
                            lifecycle_);
   }
 
@@ -337,14 +339,9 @@ class Engine {
     if (truth.failure.kind == FailureKind::Crash) {
       push(now_ + truth.failure.after_h * 3600, EvKind::Crash, i);
     }
-    if (policy_.warmup_proofs() > 0) {
-      transition(in, S::WarmingUp, "parameters done; prover warming up");
-    } else if (policy_.acceptance()) {
-      transition(in, S::Benchmarking, "parameters done; benchmark counts from the first proof");
-      start_benchmark(i);
-    } else {
-      accept(i, oracle_verdict());
-    }
+    // As the manager hears it: the agent reports the prover started (core/proof_flow.h moves
+    // on from there at the first measured proof).
+    transition(in, S::WarmingUp, "prover started");
     start_prover(i, 0);
   }
 
@@ -373,7 +370,6 @@ class Engine {
 
   void start_benchmark(std::size_t i) {
     Inst& in = insts_[i];
-    in.bench_since = now_;
     in.bench_samples.clear();
     in.bench_max_others = others_alive(i);
     in.bench_throttled = in.throttled;
@@ -394,8 +390,6 @@ class Engine {
     in.truth_from = now_;
     transition(in, S::Proving, v.reason);
     ++report_.instances_accepted;
-    in.window_start = now_;
-    in.window_samples.clear();
     in.window_max_others = others_alive(i);
     in.window_throttled = in.throttled;
   }
@@ -411,25 +405,22 @@ class Engine {
     sample.seq = ++in.seq;
     sample.at = epoch(now_);
     sample.seconds = now_ - in.last_completion;
-    if (in.warmup_left > 0) {
-      --in.warmup_left;
-      sample.phase = core::ProofPhase::Warmup;
-      if (in.warmup_left == 0 && in.rec.state == S::WarmingUp) {
-        if (policy_.acceptance()) {
-          transition(in, S::Benchmarking, "warm-up done; benchmark starts");
-          start_benchmark(i);
-        } else {
-          accept(i, oracle_verdict());
-        }
-      }
-    } else if (in.rec.state == S::Benchmarking) {
-      sample.phase = core::ProofPhase::Benchmark;
-      ++in.rec.proofs_benchmark;
-      in.bench_samples.push_back(sample);
-    } else if (in.rec.state == S::Proving) {
-      sample.phase = core::ProofPhase::Production;
-      ++in.rec.proofs_production;
-      in.window_samples.push_back(sample);
+    // The agent marks the first proofs after each prover start as warm-up; the rest is the
+    // lifecycle's, as the manager counts it.
+    core::ProofInput proof;
+    proof.marked_warmup = in.warmup_left > 0;
+    if (proof.marked_warmup) --in.warmup_left;
+    proof.at = sample.at;
+    proof.now = sample.at;
+    proof.benchmark = policy_.acceptance() != nullptr;
+    proof.break_even_rate = policy_.break_even_rate(in.rec.offer);
+    const core::ProofStep step = core::record_proof(in.rec, proof, lifecycle_);
+    sample.phase = step.phase;
+    if (step.entered_benchmark) start_benchmark(i);
+    if (step.accept_unmeasured) accept(i, oracle_verdict());
+    if (step.phase == core::ProofPhase::Benchmark) in.bench_samples.push_back(sample);
+    if (step.phase == core::ProofPhase::Production) {
+      in.production_samples.push_back(sample);
       const auto bucket = static_cast<std::size_t>(now_ / 3600);
       const auto& demand = sc_.economics.demand_proofs_per_hour;
       if (!demand || paid_per_hour_[bucket] < *demand) {
@@ -441,6 +432,7 @@ class Engine {
       } else {
         ++report_.proofs_unpaid;
       }
+      record_production_windows(i);
     }
     // The next proof.
     in.work_left = in.rng.unit_lognormal(truth.proof_time_cv);
@@ -448,7 +440,7 @@ class Engine {
     in.last_progress = now_;
     in.last_completion = now_;
     reschedule(i);
-    if (sample.phase == core::ProofPhase::Benchmark) evaluate(i);
+    if (step.evaluate) evaluate(i);
   }
 
   void oom(std::size_t i) {
@@ -468,14 +460,12 @@ class Engine {
     Inst& in = insts_[i];
     const core::Acceptance* acceptance = policy_.acceptance();
     if (!acceptance || in.rec.state != S::Benchmarking) return;
-    core::BenchmarkInput input;
-    input.samples = in.bench_samples;
-    input.since = epoch(in.bench_since);
-    input.now = epoch(now_);
-    input.break_even_rate = policy_.break_even_rate(in.rec.offer);
-    const core::Verdict v = acceptance->evaluate(input);
+    auto step = core::evaluate_benchmark(in.rec, in.bench_samples, epoch(now_),
+                                         policy_.break_even_rate(in.rec.offer), *acceptance);
+    if (!step) return;
+    const core::Verdict& v = step->verdict;
     in.rec.verdict = v;
-    if (v.decision == core::Verdict::Decision::Continue) return;
+    if (!step->decided) return;
     core::Measurement m;
     m.run = core::make_bench_run(in.rec, "benchmark", epoch(now_), core::estimate_of(v),
                                  {in.bench_max_others > 0, in.bench_throttled});
@@ -483,28 +473,32 @@ class Engine {
     m.ram_gib = in.so->truth.ram_visible_gib;
     m.our_others_on_machine = in.bench_max_others;
     history_.push_back(std::move(m));
-    if (v.decision == core::Verdict::Decision::Accept) {
+    if (step->accept) {
       accept(i, v);
-    } else {
-      close(i, CloseCause::Rejected, "benchmark " + v.reason, std::nullopt);
+    } else if (step->reject) {
+      close(i, step->reject->cause, step->reject->reason, std::nullopt);
     }
   }
 
-  void close_window(std::size_t i) {
+  // Production windows completed since those recorded (core/production.h), as the manager
+  // records them: a window is closed by the first proof after it.
+  void record_production_windows(std::size_t i) {
     Inst& in = insts_[i];
-    if (!in.window_samples.empty()) {
-      const core::RateEstimate e =
-          core::estimate_rate(in.window_samples, epoch(in.window_start), 1.645);
+    const core::Acceptance* acceptance = policy_.acceptance();
+    const double z = acceptance ? acceptance->interval_z() : core::AcceptanceConfig{}.z;
+    const auto runs =
+        core::new_production_windows(in.rec, in.production_samples, opt_.production_window_s, z);
+    for (const auto& run : runs) {
       core::Measurement m;
-      m.run = core::make_bench_run(in.rec, "production", epoch(now_), e,
+      m.run = core::make_bench_run(in.rec, "production", epoch(now_), run.estimate,
                                    {in.window_max_others > 0, in.window_throttled});
       m.offer = in.rec.offer;
       m.ram_gib = in.so->truth.ram_visible_gib;
       m.our_others_on_machine = in.window_max_others;
       history_.push_back(std::move(m));
     }
-    in.window_start = now_;
-    in.window_samples.clear();
+    if (runs.empty()) return;
+    in.rec.production_windows += static_cast<int>(runs.size());
     in.window_max_others = others_alive(i);
     in.window_throttled = in.throttled;
   }
@@ -553,13 +547,10 @@ class Engine {
       bill(in);
       if (in.booted && !in.offline) in.rec.last_heartbeat_at = epoch(now_);
       if (in.rec.state == S::FetchingParams) in.rec.params_rate_bps = in.params_speed_bps;
-      if (in.rec.state == S::Proving && now_ - in.window_start >= opt_.production_window_s) {
-        close_window(i);
-      }
       if (in.rec.state == S::Benchmarking) evaluate(i);
       if (!is_live(in)) continue;
-      if (auto reason = core::destroy_reason(in.rec, epoch(now_), lifecycle_)) {
-        close(i, core::lifecycle_close_cause(in.rec, *reason), *reason, std::nullopt);
+      if (auto closing = core::destroy_reason(in.rec, epoch(now_), lifecycle_)) {
+        close(i, closing->cause, closing->reason, std::nullopt);
       }
     }
     if (now_ + opt_.tick_s < horizon_) push(now_ + opt_.tick_s, EvKind::Tick);
@@ -643,9 +634,9 @@ class Engine {
       in.rejected_profitable = true;
       ++report_.rejected_profitable;
     }
-    if (in.rec.state == S::Proving) close_window(i);
-    const S state_before = in.rec.state;
-    transition(in, S::Destroying, reason);
+    const auto step =
+        core::close_instance(in.rec, {cause, reason}, epoch(now_), others, strike, lifecycle_);
+    if (!step) return;
     transition(in, S::Destroyed, "market confirmed");
     if (!in.decided) {
       in.decided = true;
@@ -655,8 +646,8 @@ class Engine {
     in.close_reason = reason;
     in.closed_at = now_;
     rented_by_[in.offer_index] = kNone;
-    const ClosedInstance info{in.rec, state_before,      cause,      reason,
-                              others, std::move(strike), epoch(now_)};
+    const ClosedInstance info{in.rec, step->state_before, cause,      reason,
+                              others, step->strike,       epoch(now_)};
     policy_.on_closed(info, bad_hosts_);
     machine_changed(in.rec.offer.machine_id);
   }

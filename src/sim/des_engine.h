@@ -50,7 +50,8 @@ struct ClosedInstance {
   CloseCause cause;
   std::string reason;
   int our_others_on_machine = 0;       // other instances of ours alive on the machine
-  std::optional<core::Strike> strike;  // Dropped: blame the policy asked for
+  // The strike the close earns (core::close_instance): the policy's own for a drop.
+  std::optional<core::Strike> strike;
   double now = 0;
 };
 
