@@ -9,13 +9,10 @@
 #include <set>
 
 #include "core/bench_run.h"
-#include "core/benchmark_step.h"
-#include "core/close.h"
 #include "core/memory_model.h"
 #include "core/planner.h"
-#include "core/production.h"
-#include "core/proof_flow.h"
 #include "core/text.h"
+#include "sim/des_lifecycle.h"
 
 namespace pf::sim {
 namespace {
@@ -103,19 +100,15 @@ struct Inst {
   double rate_now = 0;
   std::uint64_t gen = 0;
   int warmup_left = 0;
-  std::int64_t seq = 0;
-  std::vector<core::ProofSample> bench_samples;
+  std::optional<RentalLifecycle> life;  // the lifecycle's decisions (sim/des_lifecycle.h)
   int bench_max_others = 0;
-  bool bench_throttled = false;
   bool throttled = false;
   bool decided = false;
   bool accepted = false;
   double truth_from = 0;
   double truth_proofs = 0;
   double prod_cost = 0;
-  std::vector<core::ProofSample> production_samples;
   int window_max_others = 0;
-  bool window_throttled = false;
   double bench_spend = 0;
   double revenue = 0;
   int proofs_paid = 0;
@@ -242,8 +235,7 @@ class Engine {
   }
 
   void transition(Inst& in, S to, const std::string& reason) {
-    core::apply_transition(in.rec, to, epoch(now_), reason, policy_.break_even_rate(in.rec.offer),
-                           lifecycle_);
+    in.life->transition(in.rec, to, epoch(now_), reason);
   }
 
   void set_status(Inst& in, const std::string& status) {
@@ -295,6 +287,8 @@ class Engine {
     in.rec.market_status = "loading";
     in.rec.market_status_since = epoch(now_);
     in.rec.params_total_bytes = sc_.params_bytes;
+    in.life.emplace(RentalSettings{lifecycle_, policy_.acceptance(),
+                                   policy_.break_even_rate(in.rec.offer), opt_.production_window_s});
     transition(in, S::Booting, reason);
     in.failed = so.truth.failure.kind == FailureKind::NeverBoots;
     const std::size_t i = insts_.size();
@@ -342,6 +336,8 @@ class Engine {
     // As the manager hears it: the agent reports the prover started (core/proof_flow.h moves
     // on from there at the first measured proof).
     transition(in, S::WarmingUp, "prover started");
+    // The benchmark's contention counts from here (it starts at the first measured proof).
+    in.bench_max_others = others_alive(i);
     start_prover(i, 0);
   }
 
@@ -368,30 +364,36 @@ class Engine {
     reschedule(i);
   }
 
-  void start_benchmark(std::size_t i) {
+  // Bookkeeping of an accepted instance (the lifecycle moved it to proving).
+  void accepted(std::size_t i) {
     Inst& in = insts_[i];
-    in.bench_samples.clear();
-    in.bench_max_others = others_alive(i);
-    in.bench_throttled = in.throttled;
-  }
-
-  core::Verdict oracle_verdict() const {
-    core::Verdict v;
-    v.decision = core::Verdict::Decision::Accept;
-    v.reason = "no benchmark: this policy proves for money once warmed up";
-    return v;
-  }
-
-  void accept(std::size_t i, const core::Verdict& v) {
-    Inst& in = insts_[i];
-    in.rec.verdict = v;
     in.decided = true;
     in.accepted = true;
     in.truth_from = now_;
-    transition(in, S::Proving, v.reason);
     ++report_.instances_accepted;
     in.window_max_others = others_alive(i);
-    in.window_throttled = in.throttled;
+  }
+
+  core::RunContext bench_context(const Inst& in) const {
+    return {in.bench_max_others > 0, in.rec.gpu_throttled};
+  }
+
+  void record_run(Inst& in, const core::BenchRun& run, int others) {
+    core::Measurement m;
+    m.run = run;
+    m.offer = in.rec.offer;
+    m.ram_gib = in.so->truth.ram_visible_gib;
+    m.our_others_on_machine = others;
+    history_.push_back(std::move(m));
+  }
+
+  // What a verdict led to: a benchmark run, an accepted instance or a close.
+  void settle_verdict(std::size_t i, const std::optional<core::BenchmarkStep>& step,
+                      const std::optional<core::BenchRun>& run, bool was_accepted) {
+    Inst& in = insts_[i];
+    if (run) record_run(in, *run, in.bench_max_others);
+    if (was_accepted) accepted(i);
+    if (step && step->reject) close(i, step->reject->cause, step->reject->reason, std::nullopt);
   }
 
   // --- proofs ---------------------------------------------------------------------------------
@@ -400,27 +402,14 @@ class Engine {
     advance(in, now_);
     if (in.oom_pending) return oom(i);
     const Truth& truth = in.so->truth;
-    core::ProofSample sample;
-    sample.instance_id = in.rec.id;
-    sample.seq = ++in.seq;
-    sample.at = epoch(now_);
-    sample.seconds = now_ - in.last_completion;
     // The agent marks the first proofs after each prover start as warm-up; the rest is the
     // lifecycle's, as the manager counts it.
-    core::ProofInput proof;
-    proof.marked_warmup = in.warmup_left > 0;
-    if (proof.marked_warmup) --in.warmup_left;
-    proof.at = sample.at;
-    proof.now = sample.at;
-    proof.benchmark = policy_.acceptance() != nullptr;
-    proof.break_even_rate = policy_.break_even_rate(in.rec.offer);
-    const core::ProofStep step = core::record_proof(in.rec, proof, lifecycle_);
-    sample.phase = step.phase;
-    if (step.entered_benchmark) start_benchmark(i);
-    if (step.accept_unmeasured) accept(i, oracle_verdict());
-    if (step.phase == core::ProofPhase::Benchmark) in.bench_samples.push_back(sample);
-    if (step.phase == core::ProofPhase::Production) {
-      in.production_samples.push_back(sample);
+    const bool warmup = in.warmup_left > 0;
+    if (warmup) --in.warmup_left;
+    const ProofOutcome out =
+        in.life->proof(in.rec, warmup, epoch(now_), now_ - in.last_completion, bench_context(in),
+                       {in.window_max_others > 0, in.rec.gpu_throttled});
+    if (out.step.phase == core::ProofPhase::Production) {
       const auto bucket = static_cast<std::size_t>(now_ / 3600);
       const auto& demand = sc_.economics.demand_proofs_per_hour;
       if (!demand || paid_per_hour_[bucket] < *demand) {
@@ -432,15 +421,16 @@ class Engine {
       } else {
         ++report_.proofs_unpaid;
       }
-      record_production_windows(i);
     }
+    for (const auto& run : out.production_runs) record_run(in, run, in.window_max_others);
+    if (!out.production_runs.empty()) in.window_max_others = others_alive(i);
     // The next proof.
     in.work_left = in.rng.unit_lognormal(truth.proof_time_cv);
     in.delay_until = now_;
     in.last_progress = now_;
     in.last_completion = now_;
     reschedule(i);
-    if (step.evaluate) evaluate(i);
+    settle_verdict(i, out.benchmark, out.benchmark_run, out.accepted);
   }
 
   void oom(std::size_t i) {
@@ -456,51 +446,13 @@ class Engine {
     start_prover(i, failed_plan);
   }
 
+  // The acceptance test's time rules between proofs.
   void evaluate(std::size_t i) {
     Inst& in = insts_[i];
-    const core::Acceptance* acceptance = policy_.acceptance();
-    if (!acceptance || in.rec.state != S::Benchmarking) return;
-    auto step = core::evaluate_benchmark(in.rec, in.bench_samples, epoch(now_),
-                                         policy_.break_even_rate(in.rec.offer), *acceptance);
-    if (!step) return;
-    const core::Verdict& v = step->verdict;
-    in.rec.verdict = v;
-    if (!step->decided) return;
-    core::Measurement m;
-    m.run = core::make_bench_run(in.rec, "benchmark", epoch(now_), core::estimate_of(v),
-                                 {in.bench_max_others > 0, in.bench_throttled});
-    m.offer = in.rec.offer;
-    m.ram_gib = in.so->truth.ram_visible_gib;
-    m.our_others_on_machine = in.bench_max_others;
-    history_.push_back(std::move(m));
-    if (step->accept) {
-      accept(i, v);
-    } else if (step->reject) {
-      close(i, step->reject->cause, step->reject->reason, std::nullopt);
-    }
-  }
-
-  // Production windows completed since those recorded (core/production.h), as the manager
-  // records them: a window is closed by the first proof after it.
-  void record_production_windows(std::size_t i) {
-    Inst& in = insts_[i];
-    const core::Acceptance* acceptance = policy_.acceptance();
-    const double z = acceptance ? acceptance->interval_z() : core::AcceptanceConfig{}.z;
-    const auto runs =
-        core::new_production_windows(in.rec, in.production_samples, opt_.production_window_s, z);
-    for (const auto& run : runs) {
-      core::Measurement m;
-      m.run = core::make_bench_run(in.rec, "production", epoch(now_), run.estimate,
-                                   {in.window_max_others > 0, in.window_throttled});
-      m.offer = in.rec.offer;
-      m.ram_gib = in.so->truth.ram_visible_gib;
-      m.our_others_on_machine = in.window_max_others;
-      history_.push_back(std::move(m));
-    }
-    if (runs.empty()) return;
-    in.rec.production_windows += static_cast<int>(runs.size());
-    in.window_max_others = others_alive(i);
-    in.window_throttled = in.throttled;
+    std::optional<core::BenchRun> run;
+    bool was_accepted = false;
+    const auto step = in.life->evaluate(in.rec, epoch(now_), bench_context(in), run, was_accepted);
+    settle_verdict(i, step, run, was_accepted);
   }
 
   // --- failures -------------------------------------------------------------------------------
@@ -508,8 +460,7 @@ class Engine {
     Inst& in = insts_[i];
     if (!is_live(in)) return;
     in.throttled = true;
-    in.bench_throttled = in.bench_throttled || in.rec.state == S::Benchmarking;
-    in.window_throttled = in.window_throttled || in.rec.state == S::Proving;
+    in.rec.gpu_throttled = true;  // the agent reports it, as the manager hears it
     rate_changed(i);
   }
 
@@ -549,7 +500,7 @@ class Engine {
       if (in.rec.state == S::FetchingParams) in.rec.params_rate_bps = in.params_speed_bps;
       if (in.rec.state == S::Benchmarking) evaluate(i);
       if (!is_live(in)) continue;
-      if (auto closing = core::destroy_reason(in.rec, epoch(now_), lifecycle_)) {
+      if (auto closing = in.life->check(in.rec, epoch(now_))) {
         close(i, closing->cause, closing->reason, std::nullopt);
       }
     }
@@ -634,8 +585,7 @@ class Engine {
       in.rejected_profitable = true;
       ++report_.rejected_profitable;
     }
-    const auto step =
-        core::close_instance(in.rec, {cause, reason}, epoch(now_), others, strike, lifecycle_);
+    const auto step = in.life->close(in.rec, {cause, reason}, epoch(now_), others, strike);
     if (!step) return;
     transition(in, S::Destroyed, "market confirmed");
     if (!in.decided) {
