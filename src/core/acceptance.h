@@ -12,10 +12,10 @@
 namespace pf::core {
 
 struct AcceptanceConfig {
-  int min_samples = 6;    // never decide on fewer measured proofs
-  int max_samples = 20;   // decide by the point estimate once this many are in
+  int min_samples = 6;            // never decide on fewer measured proofs
+  int max_samples = 20;           // decide by the point estimate once this many are in
   double max_seconds = 4 * 3600;  // time cap on the benchmark
-  double z = 1.645;       // interval width (one-sided 95%)
+  double z = 1.645;               // interval width (one-sided 95%)
 };
 
 struct BenchmarkInput {

@@ -11,10 +11,10 @@ BenchmarkInput benchmark_input(const InstanceRecord& rec, const std::vector<Proo
     if (s.phase == ProofPhase::Benchmark) in.samples.push_back(s);
   in.since = rec.bench_since;
   if (in.since <= 0 && !in.samples.empty()) {
-    in.since = std::min_element(in.samples.begin(), in.samples.end(), [](const auto& a,
-                                                                         const auto& b) {
-                 return a.at < b.at;
-               })->at;
+    in.since =
+        std::min_element(in.samples.begin(), in.samples.end(), [](const auto& a, const auto& b) {
+          return a.at < b.at;
+        })->at;
   }
   in.now = in.since + std::max(0.0, now - rec.state_since);
   in.break_even_rate = break_even_rate;
@@ -22,8 +22,8 @@ BenchmarkInput benchmark_input(const InstanceRecord& rec, const std::vector<Proo
 }
 
 std::optional<BenchmarkStep> evaluate_benchmark(const InstanceRecord& rec,
-                                                const std::vector<ProofSample>& samples,
-                                                double now, double break_even_rate,
+                                                const std::vector<ProofSample>& samples, double now,
+                                                double break_even_rate,
                                                 const Acceptance& acceptance) {
   const BenchmarkInput in = benchmark_input(rec, samples, now, break_even_rate);
   if (in.samples.empty()) return std::nullopt;

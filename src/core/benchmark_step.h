@@ -31,8 +31,8 @@ struct BenchmarkStep {
 
 // nullopt when there is nothing to judge yet (no benchmark sample).
 std::optional<BenchmarkStep> evaluate_benchmark(const InstanceRecord& rec,
-                                                const std::vector<ProofSample>& samples,
-                                                double now, double break_even_rate,
+                                                const std::vector<ProofSample>& samples, double now,
+                                                double break_even_rate,
                                                 const Acceptance& acceptance);
 
 }  // namespace pf::core

@@ -14,8 +14,8 @@ std::optional<CloseStep> close_instance(InstanceRecord& rec, const Closing& clos
   rec.close_cause = closing.cause;
   step.message = std::move(*message);
   step.strike = asked ? asked
-                      : strike_for_close(rec, step.state_before, closing.cause, closing.reason,
-                                         now, our_others_on_machine);
+                      : strike_for_close(rec, step.state_before, closing.cause, closing.reason, now,
+                                         our_others_on_machine);
   return step;
 }
 

@@ -248,7 +248,8 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
   }
 
   // Candidates: never a machine the operator recently took an instance off.
-  const std::set<std::int64_t> cooled = operator_cooldown_machines(fleet, now, cfg.operator_cooldown_s);
+  const std::set<std::int64_t> cooled =
+      operator_cooldown_machines(fleet, now, cfg.operator_cooldown_s);
   std::vector<Offer> open_offers;
   for (const auto& offer : offers)
     if (!cooled.count(offer.machine_id)) open_offers.push_back(offer);

@@ -7,7 +7,9 @@
 namespace pf::core {
 namespace {
 
-std::string status_name(const std::string& status) { return status.empty() ? "(none)" : status; }
+std::string status_name(const std::string& status) {
+  return status.empty() ? "(none)" : status;
+}
 
 }  // namespace
 
@@ -99,7 +101,8 @@ std::vector<ReconcileAction> plan_reconcile(const std::vector<InstanceRecord>& r
              "market status " + status_name(rec.market_status) + " → " +
                  status_name(inst.actual_status));
     }
-    if (rec.state == S::Renting) action(K::ConfirmCreate, rec.id, inst, "market instance confirmed");
+    if (rec.state == S::Renting)
+      action(K::ConfirmCreate, rec.id, inst, "market instance confirmed");
   }
 
   for (const auto& rec : rows) {

@@ -44,11 +44,11 @@ struct ReconcileConfig {
 struct ReconcileAction {
   enum class Kind { RecordOrphan, DestroyListed, Adopt, RecordStatus, ConfirmCreate, Close };
   Kind kind = Kind::Adopt;
-  std::int64_t instance_id = 0;           // the row concerned (0 for RecordOrphan)
-  std::optional<ListedInstance> listed;   // the market's entry concerned, if any
-  std::string deployment_id;              // RecordOrphan: from the label
-  std::optional<Closing> close;           // Close (and RecordOrphan): cause and reason
-  std::string reason;                     // for the audit trail
+  std::int64_t instance_id = 0;          // the row concerned (0 for RecordOrphan)
+  std::optional<ListedInstance> listed;  // the market's entry concerned, if any
+  std::string deployment_id;             // RecordOrphan: from the label
+  std::optional<Closing> close;          // Close (and RecordOrphan): cause and reason
+  std::string reason;                    // for the audit trail
 };
 const char* to_string(ReconcileAction::Kind kind);
 

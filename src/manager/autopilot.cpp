@@ -85,8 +85,7 @@ std::vector<AutopilotDecision> Autopilot::run_once() {
   history.exploration_spent_usd =
       core::exploration_spend(fleet, now, config_.policy.exploration_window_s);
   // core::decide also leaves alone the machines the operator recently took an instance off.
-  const auto actions =
-      core::decide(fleet, found->offers, history, bad_hosts, now, config_.policy);
+  const auto actions = core::decide(fleet, found->offers, history, bad_hosts, now, config_.policy);
 
   for (const auto& a : actions) {
     AutopilotDecision d;

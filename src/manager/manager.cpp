@@ -202,10 +202,10 @@ int Manager::remove_bad_host(std::int64_t machine_id, const std::string& who) {
       if (store_.remove_bad_host(machine_id, source)) ++removed;
     }
     if (removed > 0) {
-      machine_event(machine_id,
-                    "machine " + std::to_string(machine_id) +
-                        " taken off the bad-host list by " + who,
-                    {{"machine_id", machine_id}, {"removed", removed}});
+      machine_event(
+          machine_id,
+          "machine " + std::to_string(machine_id) + " taken off the bad-host list by " + who,
+          {{"machine_id", machine_id}, {"removed", removed}});
     }
   });
   return removed;
@@ -215,9 +215,8 @@ void Manager::record_production_windows(InstanceRecord& rec) {
   auto& checked = production_checked_[rec.id];
   if (rec.proofs_production == checked) return;  // nothing new since the last look
   checked = rec.proofs_production;
-  const auto runs = core::new_production_windows(rec, store_.proof_samples(rec.id),
-                                                 config_.production_window_s,
-                                                 acceptance_.interval_z());
+  const auto runs = core::new_production_windows(
+      rec, store_.proof_samples(rec.id), config_.production_window_s, acceptance_.interval_z());
   if (runs.empty()) return;
   const core::RunContext context{others_on_machine(rec) > 0, rec.gpu_throttled};
   store_.transaction([&] {
@@ -292,8 +291,7 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
   rec.origin = origin;
   rec.billed_until = now;
   for (const auto& p : config_.params) rec.params_total_bytes += static_cast<double>(p.bytes);
-  rec.deadline_at =
-      core::state_deadline(rec, S::Renting, now, break_even(rec), config_.lifecycle);
+  rec.deadline_at = core::state_deadline(rec, S::Renting, now, break_even(rec), config_.lifecycle);
   {
     std::lock_guard lock(mu_);
     store_.transaction([&] {
@@ -578,8 +576,8 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
         if (ev.data.contains("plan")) rec.plan_json = ev.data["plan"].dump();
         event(id, "agent", "prover started" + (ev.message.empty() ? "" : ": " + ev.message),
               ev.data);
-        auto msg = core::apply_transition(rec, S::WarmingUp, now, "prover started",
-                                          break_even(rec), config_.lifecycle);
+        auto msg = core::apply_transition(rec, S::WarmingUp, now, "prover started", break_even(rec),
+                                          config_.lifecycle);
         if (msg) {
           row_changed = true;
           event(id, "state", *msg, {{"state", "warming_up"}});
@@ -613,8 +611,8 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
 }
 
 void Manager::evaluate_benchmark(InstanceRecord& rec) {
-  auto step = core::evaluate_benchmark(rec, store_.proof_samples(rec.id), clock_(),
-                                       break_even(rec), acceptance_);
+  auto step = core::evaluate_benchmark(rec, store_.proof_samples(rec.id), clock_(), break_even(rec),
+                                       acceptance_);
   if (!step) return;
   core::Verdict& v = step->verdict;
   if (!step->decided) {
@@ -690,9 +688,9 @@ void Manager::reconcile() {
       auto row = store_.instance_by_deployment(*dep);
       if (row && have.insert(row->id).second) rows.push_back(std::move(*row));
     }
-    const auto plan = core::plan_reconcile(
-        rows, market_list, now, creates_in_flight_,
-        {config_.vanish_grace_s, config_.lifecycle.renting_max_s});
+    const auto plan =
+        core::plan_reconcile(rows, market_list, now, creates_in_flight_,
+                             {config_.vanish_grace_s, config_.lifecycle.renting_max_s});
     for (const auto& a : plan) execute(a, now, to_destroy);
   }
   for (auto mid : to_destroy)

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "core/acceptance.h"
-#include "core/close_cause.h"
 #include "core/blocklist.h"
+#include "core/close_cause.h"
 #include "core/fleet.h"
 #include "core/hearing.h"
 #include "core/lifecycle.h"

@@ -288,7 +288,8 @@ class Engine {
     in.rec.market_status_since = epoch(now_);
     in.rec.params_total_bytes = sc_.params_bytes;
     in.life.emplace(RentalSettings{lifecycle_, policy_.acceptance(),
-                                   policy_.break_even_rate(in.rec.offer), opt_.production_window_s});
+                                   policy_.break_even_rate(in.rec.offer),
+                                   opt_.production_window_s});
     transition(in, S::Booting, reason);
     in.failed = so.truth.failure.kind == FailureKind::NeverBoots;
     const std::size_t i = insts_.size();

@@ -39,10 +39,10 @@ ProofOutcome RentalLifecycle::proof(core::InstanceRecord& rec, bool marked_warmu
   if (out.step.phase == core::ProofPhase::Benchmark) bench_samples_.push_back(out.sample);
   if (out.step.phase == core::ProofPhase::Production) {
     production_samples_.push_back(out.sample);
-    const double z = settings_.acceptance ? settings_.acceptance->interval_z()
-                                          : core::AcceptanceConfig{}.z;
-    for (const auto& run : core::new_production_windows(rec, production_samples_,
-                                                        settings_.production_window_s, z)) {
+    const double z =
+        settings_.acceptance ? settings_.acceptance->interval_z() : core::AcceptanceConfig{}.z;
+    for (const auto& run :
+         core::new_production_windows(rec, production_samples_, settings_.production_window_s, z)) {
       out.production_runs.push_back(
           core::make_bench_run(rec, "production", now, run.estimate, window));
     }
@@ -56,8 +56,8 @@ ProofOutcome RentalLifecycle::proof(core::InstanceRecord& rec, bool marked_warmu
   return out;
 }
 
-std::optional<core::BenchmarkStep> RentalLifecycle::evaluate(core::InstanceRecord& rec,
-                                                             double now, core::RunContext bench,
+std::optional<core::BenchmarkStep> RentalLifecycle::evaluate(core::InstanceRecord& rec, double now,
+                                                             core::RunContext bench,
                                                              std::optional<core::BenchRun>& run,
                                                              bool& accepted) {
   accepted = false;
@@ -77,10 +77,9 @@ std::optional<core::Closing> RentalLifecycle::check(const core::InstanceRecord& 
   return core::destroy_reason(rec, now, settings_.lifecycle);
 }
 
-std::optional<core::CloseStep> RentalLifecycle::close(core::InstanceRecord& rec,
-                                                      const core::Closing& closing, double now,
-                                                      int our_others_on_machine,
-                                                      const std::optional<core::Strike>& asked) const {
+std::optional<core::CloseStep> RentalLifecycle::close(
+    core::InstanceRecord& rec, const core::Closing& closing, double now, int our_others_on_machine,
+    const std::optional<core::Strike>& asked) const {
   return core::close_instance(rec, closing, now, our_others_on_machine, asked, settings_.lifecycle);
 }
 

@@ -34,9 +34,9 @@ struct ProofOutcome {
   core::ProofStep step;
   // The acceptance test ran after this proof: its verdict and what it led to.
   std::optional<core::BenchmarkStep> benchmark;
-  std::optional<core::BenchRun> benchmark_run;      // a decided verdict, for the host history
-  std::vector<core::BenchRun> production_runs;      // windows this proof completed
-  bool accepted = false;                            // the record moved to proving
+  std::optional<core::BenchRun> benchmark_run;  // a decided verdict, for the host history
+  std::vector<core::BenchRun> production_runs;  // windows this proof completed
+  bool accepted = false;                        // the record moved to proving
 };
 
 class RentalLifecycle {

@@ -63,7 +63,8 @@ TEST(Hearing, ARestartedManagerWaitsOneTimeoutBeforeJudgingSilence) {
   const double later = restart + cfg.heartbeat_timeout_s;
   h = core::judge_hearing(live, later, listening, cfg.heartbeat_timeout_s);
   EXPECT_TRUE(h.may_judge_silence) << h.reason;
-  EXPECT_THAT(core::destroy_reason(live[0], later, cfg, h)->reason, HasSubstr("heartbeat lost for 300 s"));
+  EXPECT_THAT(core::destroy_reason(live[0], later, cfg, h)->reason,
+              HasSubstr("heartbeat lost for 300 s"));
 }
 
 // An agent that found the manager down retries up to kAgentRetryMaxS apart: a manager with a

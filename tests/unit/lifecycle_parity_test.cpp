@@ -110,8 +110,8 @@ Outcome run_manager(const std::vector<Obs>& script) {
         m.reconcile();
         break;
       case Obs::Kind::Register: {
-        manager::RegisterRequest req{env.at("PROVERFLEET_DEPLOYMENT"),
-                                     env.at("PROVERFLEET_SECRET"), {}, "t"};
+        manager::RegisterRequest req{
+            env.at("PROVERFLEET_DEPLOYMENT"), env.at("PROVERFLEET_SECRET"), {}, "t"};
         auto reg = m.agent_register(req);
         EXPECT_TRUE(reg) << reg.error().message;
         break;
@@ -271,8 +271,10 @@ Outcome run_simulator(const std::vector<Obs>& script) {
 // The agent's side of the script: boot, register, fetch, start the prover, one warm-up proof,
 // then measured proofs every `gap` seconds from `from` for `count` proofs.
 std::vector<Obs> setup_script() {
-  return {{Obs::Kind::Running, 60},       {Obs::Kind::Register, 120},
-          {Obs::Kind::Fetching, 130},     {Obs::Kind::ProverStarted, 400},
+  return {{Obs::Kind::Running, 60},
+          {Obs::Kind::Register, 120},
+          {Obs::Kind::Fetching, 130},
+          {Obs::Kind::ProverStarted, 400},
           {Obs::Kind::Warmup, 700}};
 }
 void add_proofs(std::vector<Obs>& script, double from, double gap, int count) {

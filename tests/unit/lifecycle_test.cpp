@@ -97,7 +97,8 @@ TEST(Lifecycle, DestroyReasons) {
   r.market_status = "running";
   r.market_status_since = 1000;
   EXPECT_FALSE(destroy_reason(r, 1100, cfg));
-  EXPECT_THAT(destroy_reason(r, 1000 + cfg.heartbeat_timeout_s, cfg)->reason, HasSubstr("heartbeat lost"));
+  EXPECT_THAT(destroy_reason(r, 1000 + cfg.heartbeat_timeout_s, cfg)->reason,
+              HasSubstr("heartbeat lost"));
 
   auto exited = r;
   exited.market_status = "exited";
@@ -121,7 +122,8 @@ TEST(Lifecycle, DestroyReasons) {
   late.deadline_at = 5000;
   late.last_heartbeat_at = 4990;
   EXPECT_FALSE(destroy_reason(late, 4999, cfg));
-  EXPECT_THAT(destroy_reason(late, 5000, cfg)->reason, HasSubstr("deadline passed in fetching_params"));
+  EXPECT_THAT(destroy_reason(late, 5000, cfg)->reason,
+              HasSubstr("deadline passed in fetching_params"));
 
   auto gone = rec(S::Destroying);
   gone.market_status = "exited";

@@ -721,7 +721,8 @@ TEST_F(ManagerTest, ARestartedManagerJudgesIdentically) {
   hb.gpu_throttled = true;
   ASSERT_TRUE(manager_->agent_heartbeat(id, hb));
   EXPECT_EQ(get(id).bench_since, t);  // the warm-up proof's completion
-  manager_ = std::make_unique<Manager>(*store_, market_, manager_->config(), [this] { return now_; });
+  manager_ =
+      std::make_unique<Manager>(*store_, market_, manager_->config(), [this] { return now_; });
   std::int64_t seq = 10;
   prove_one_by_one(id, t, gaps(8, 36, 1), seq);
   ASSERT_EQ(get(id).state, S::Proving);
@@ -744,8 +745,8 @@ TEST_F(ManagerTest, EveryDestroyPathStoresItsCause) {
   strike.reason = "parameters at 5 Mb/s";
   strike.at = now_;
   strike.instance_id = dropped;
-  ASSERT_TRUE(manager_->request_destroy(dropped, "autopilot: slow", core::CloseCause::Dropped,
-                                        strike));
+  ASSERT_TRUE(
+      manager_->request_destroy(dropped, "autopilot: slow", core::CloseCause::Dropped, strike));
   EXPECT_EQ(get(dropped).close_cause, core::CloseCause::Dropped);
   // The drop's blame went through the Manager: an entry and a "blame" event.
   const auto hosts = store_->bad_hosts();

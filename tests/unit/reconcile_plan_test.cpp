@@ -1,7 +1,7 @@
 // core::plan_reconcile: every case of the store against one complete market list.
-#include "core/reconcile.h"
-
 #include <gtest/gtest.h>
+
+#include "core/reconcile.h"
 
 namespace pf::core {
 namespace {
@@ -64,10 +64,10 @@ TEST(ReconcilePlan, EveryCase) {
       {K::DestroyListed, 2},  // destroyed but still listed
       {K::DestroyListed, 3},  // a second instance for one deployment
       {K::RecordStatus, 3},   // its own instance's status changed
-      {K::Adopt, 4},          {K::RecordStatus, 4}, {K::ConfirmCreate, 4},
-      {K::RecordOrphan, 0},   // our label, no row
-      {K::Close, 5},          // vanished
-      {K::Close, 6},          // never confirmed: nothing was rented
+      {K::Adopt, 4},         {K::RecordStatus, 4},
+      {K::ConfirmCreate, 4}, {K::RecordOrphan, 0},  // our label, no row
+      {K::Close, 5},                                // vanished
+      {K::Close, 6},                                // never confirmed: nothing was rented
   };
   EXPECT_EQ(kinds(plan), expected);
   for (const auto& a : plan) {
