@@ -551,7 +551,7 @@ FleetSettings fleet_settings(const AppConfig& config) {
   s.lifecycle.bench_max_samples = config.acceptance.max_samples;
   s.profit_objective = config.profit_objective;
   s.policy.scoring.profit_objective = config.profit_objective;
-  s.operator_destroy_cooldown_s = config.autopilot.operator_destroy_cooldown_h * 3600;
+  s.policy.operator_cooldown_s = config.autopilot.operator_destroy_cooldown_h * 3600;
   return s;
 }
 

@@ -80,7 +80,6 @@ struct FleetSettings {
   core::SprtConfig sprt;              // [acceptance] tuning with those caps applied
   core::LifecycleConfig lifecycle;    // [lifecycle], benchmark deadline sized for the caps
   bool profit_objective = true;       // [economics]: break-even against revenue or the target
-  double operator_destroy_cooldown_s = 24 * 3600;
 };
 FleetSettings fleet_settings(const AppConfig& config);
 

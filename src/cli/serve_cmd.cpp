@@ -327,8 +327,7 @@ void run_serve(const ServeOptions& o) {
   }
   manager::AutopilotConfig autopilot_config;
   autopilot_config.enabled = o.autopilot.value_or(cfg->autopilot.enabled);
-  autopilot_config.policy = fleet_cfg.policy;
-  autopilot_config.operator_destroy_cooldown_s = fleet_cfg.operator_destroy_cooldown_s;
+  autopilot_config.policy = fleet_cfg.policy;  // the operator cooldown included
   {
     auto query = market::parse_query(cfg->autopilot.query, true);
     if (!query) throw CommandFailed("autopilot.query: " + query.error());

@@ -49,8 +49,9 @@ struct ClosedInstance {
   core::InstanceState state_before;    // the state it was closed from
   CloseCause cause;
   std::string reason;
-  int our_others_on_machine = 0;       // other instances of ours alive on the machine
-  std::optional<core::Strike> strike;  // Dropped: blame the policy asked for
+  int our_others_on_machine = 0;  // other instances of ours alive on the machine
+  // The strike the close earns (core::close_instance): the policy's own for a drop.
+  std::optional<core::Strike> strike;
   double now = 0;
 };
 
