@@ -542,6 +542,19 @@ Environment process_environment() {
   return env;
 }
 
+FleetSettings fleet_settings(const AppConfig& config) {
+  FleetSettings s;
+  s.policy = config.autopilot.policy;  // scoring already follows [economics], [setup], [predictor]
+  s.acceptance = config.acceptance;
+  s.sprt = core::with_caps(config.sprt, config.acceptance);
+  s.lifecycle = config.lifecycle;
+  s.lifecycle.bench_max_samples = config.acceptance.max_samples;
+  s.profit_objective = config.profit_objective;
+  s.policy.scoring.profit_objective = config.profit_objective;
+  s.policy.operator_cooldown_s = config.autopilot.operator_destroy_cooldown_h * 3600;
+  return s;
+}
+
 tl::expected<AppConfig, std::string> parse_config(const std::string& text, const std::string& name,
                                                   const Environment& environment) {
   if (auto deep = toml_key_too_deep(text)) return tl::unexpected(name + ":" + *deep);

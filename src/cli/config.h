@@ -72,6 +72,17 @@ struct AppConfig {
   std::string source = "built-in defaults";  // which file was read, for messages
 };
 
+// What the default fleet policy runs with, from the config: one mapping that `serve` (manager and
+// autopilot) and `sim` share, so the simulator measures what the manager would do.
+struct FleetSettings {
+  core::PolicyConfig policy;  // [autopilot] caps, scoring from [economics] / [setup] / [predictor]
+  core::AcceptanceConfig acceptance;  // [acceptance] caps
+  core::SprtConfig sprt;              // [acceptance] tuning with those caps applied
+  core::LifecycleConfig lifecycle;    // [lifecycle], benchmark deadline sized for the caps
+  bool profit_objective = true;       // [economics]: break-even against revenue or the target
+};
+FleetSettings fleet_settings(const AppConfig& config);
+
 // Environment variables by name.
 using Environment = std::map<std::string, std::string>;
 Environment process_environment();

@@ -300,14 +300,16 @@ void run_serve(const ServeOptions& o) {
       listen->host.find(':') != std::string::npos ? "[" + listen->host + "]" : listen->host;
   const std::string own_url = scheme + "://" + shown_host + ":" + std::to_string(*port);
 
+  // The same settings `sim` measures (cli::fleet_settings).
+  const FleetSettings fleet_cfg = fleet_settings(*cfg);
   manager::ManagerConfig manager_config;
   manager_config.rank = cfg->rank;
-  manager_config.lifecycle = cfg->lifecycle;
+  manager_config.lifecycle = fleet_cfg.lifecycle;
   manager_config.hearing = cfg->hearing;
-  manager_config.acceptance = cfg->acceptance;
-  manager_config.sprt = cfg->sprt;
-  manager_config.blocklist = cfg->autopilot.policy.blocklist;
-  manager_config.profit_objective = cfg->profit_objective;
+  manager_config.acceptance = fleet_cfg.acceptance;
+  manager_config.sprt = fleet_cfg.sprt;
+  manager_config.blocklist = fleet_cfg.policy.blocklist;
+  manager_config.profit_objective = fleet_cfg.profit_objective;
   manager_config.image = cfg->deploy.image;
   manager_config.disk_gb = cfg->deploy.disk_gb;
   manager_config.onstart = cfg->deploy.onstart;
@@ -325,8 +327,7 @@ void run_serve(const ServeOptions& o) {
   }
   manager::AutopilotConfig autopilot_config;
   autopilot_config.enabled = o.autopilot.value_or(cfg->autopilot.enabled);
-  autopilot_config.policy = cfg->autopilot.policy;
-  autopilot_config.operator_destroy_cooldown_s = cfg->autopilot.operator_destroy_cooldown_h * 3600;
+  autopilot_config.policy = fleet_cfg.policy;  // the operator cooldown included
   {
     auto query = market::parse_query(cfg->autopilot.query, true);
     if (!query) throw CommandFailed("autopilot.query: " + query.error());

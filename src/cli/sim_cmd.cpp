@@ -2,20 +2,24 @@
 // they earn (spec: docs/scenario-format.md, "The report").
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/sim_settings.h"
 #include "scenario/scenario.h"
 #include "sim/des_engine.h"
 #include "sim/des_policies.h"
 #include "sim/des_report.h"
+#include "sim/profit_bound.h"
 
 namespace pf::cli {
 namespace {
 
 struct SimCliOptions {
   std::string scenario_path;
+  std::optional<std::string> config_path;
   std::string policy = "default";
   bool json = false;
   bool compare = false;
@@ -31,6 +35,9 @@ std::string joined_policy_names() {
 void run_sim(const SimCliOptions& o) {
   auto scenario = scenario::load_scenario(o.scenario_path);
   if (!scenario) throw CommandFailed(scenario.error());
+  auto live = load_sim_policy_config(o.config_path);
+  if (!live) throw CommandFailed(live.error());
+  const sim::ProfitBound bound = sim::profit_bound(*scenario);
   std::vector<std::string> names;
   if (o.compare) {
     names = sim::policy_names();
@@ -41,12 +48,13 @@ void run_sim(const SimCliOptions& o) {
   options.details = o.details;
   std::vector<sim::DesReport> reports;
   for (const auto& name : names) {
-    std::unique_ptr<sim::DesPolicy> policy = sim::make_policy(name, *scenario);
+    std::unique_ptr<sim::DesPolicy> policy = sim::make_policy(name, *scenario, *live);
     if (!policy) {
       throw CommandFailed("--policy: unknown policy \"" + name + "\" (one of " +
                           joined_policy_names() + ")");
     }
     reports.push_back(sim::run_des(*scenario, *policy, options));
+    reports.back().bound_profit_usd = bound.profit_usd;
   }
   if (o.json) {
     if (o.compare) {
@@ -59,7 +67,7 @@ void run_sim(const SimCliOptions& o) {
     return;
   }
   if (o.compare) {
-    std::cout << sim::compare_text(reports, "oracle");
+    std::cout << sim::compare_text(reports, "clairvoyant");
   } else {
     std::cout << sim::report_text(reports.front());
   }
@@ -82,16 +90,22 @@ void register_sim(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "sim", "Simulate fleet policies over a market scenario and report their economics");
   cmd->footer(
-      "Policies: default (proverfleet's decision engine), classic (the earlier tool's rules),\n"
-      "oracle (reads the scenario's hidden truth: the yardstick). Same scenario and seed give\n"
-      "the same report.");
+      "Policies: default (proverfleet's decision engine with the settings `serve` runs: --config,\n"
+      "else serve's built-in defaults), classic (the earlier tool as it really ran, its operator\n"
+      "choosing offers), clairvoyant (reads the scenario's hidden truth and plays it well).\n"
+      "Every report carries the scenario's profit bound (no policy can expect more) and its\n"
+      "share of it. Same scenario, config and seed give the same report.");
   cmd->add_option("--scenario", options->scenario_path,
                   "Scenario file (proverfleet-scenario/1 or /2)")
       ->required();
+  cmd->add_option("--config", options->config_path,
+                  "proverfleet.toml to run the default policy with, as `serve` would (its\n"
+                  "PROVERFLEET_* overrides apply); without it, serve's built-in defaults");
   cmd->add_option("--policy", options->policy, "Policy: " + joined_policy_names())
       ->default_val("default");
-  cmd->add_flag("--compare", options->compare,
-                "Run every policy and print them side by side (profit and $/proof vs oracle)");
+  cmd->add_flag(
+      "--compare", options->compare,
+      "Run every policy and print them side by side (profit vs the bound and vs clairvoyant)");
   cmd->add_flag("--json", options->json,
                 "Print the report as JSON (--compare: {\"reports\": [...]})");
   cmd->add_flag("--details", options->details, "Include every rental's outcome");

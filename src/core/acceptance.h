@@ -12,10 +12,10 @@
 namespace pf::core {
 
 struct AcceptanceConfig {
-  int min_samples = 6;    // never decide on fewer measured proofs
-  int max_samples = 20;   // decide by the point estimate once this many are in
+  int min_samples = 6;            // never decide on fewer measured proofs
+  int max_samples = 20;           // decide by the point estimate once this many are in
   double max_seconds = 4 * 3600;  // time cap on the benchmark
-  double z = 1.645;       // interval width (one-sided 95%)
+  double z = 1.645;               // interval width (one-sided 95%)
 };
 
 struct BenchmarkInput {
@@ -32,6 +32,8 @@ class Acceptance {
  public:
   virtual ~Acceptance() = default;
   virtual Verdict evaluate(const BenchmarkInput& input) const = 0;
+  // The interval width its verdicts report, which production windows use too.
+  virtual double interval_z() const { return AcceptanceConfig{}.z; }
 };
 
 // First rule: rate from inter-completion intervals with a normal interval on the mean;
@@ -41,6 +43,7 @@ class IntervalAcceptance final : public Acceptance {
  public:
   explicit IntervalAcceptance(AcceptanceConfig config) : config_(config) {}
   Verdict evaluate(const BenchmarkInput& input) const override;
+  double interval_z() const override { return config_.z; }
 
  private:
   AcceptanceConfig config_;

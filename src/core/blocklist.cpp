@@ -166,15 +166,6 @@ int auto_strikes(const std::vector<BadHost>& bad_hosts, std::int64_t machine_id)
   return b ? b->strikes : 0;
 }
 
-CloseCause lifecycle_close_cause(const InstanceRecord& rec, const std::string& reason) {
-  if (rec.market_status == "exited") return CloseCause::MarketExited;
-  if (rec.market_status == "offline" || reason.rfind("heartbeat", 0) == 0) {
-    return CloseCause::HostOffline;
-  }
-  if (reason.rfind("deadline", 0) == 0) return CloseCause::Deadline;
-  return CloseCause::OtherLifecycle;
-}
-
 std::optional<Strike> strike_for_close(const InstanceRecord& rec, InstanceState state_before,
                                        CloseCause cause, const std::string& reason, double at,
                                        int our_others_on_machine) {
@@ -213,6 +204,9 @@ std::optional<Strike> strike_for_close(const InstanceRecord& rec, InstanceState 
     case CloseCause::Dropped:
     case CloseCause::Operator:
     case CloseCause::Horizon:
+    case CloseCause::Vanished:
+    case CloseCause::NotRented:
+    case CloseCause::Orphan:
       return std::nullopt;
   }
   return std::nullopt;

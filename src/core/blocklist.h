@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/close_cause.h"
 #include "core/fleet.h"
 #include "core/offer.h"
 
@@ -70,25 +71,10 @@ Exclusion excluded_machines(const std::vector<BadHost>& bad_hosts,
                             const std::vector<Offer>& candidates, double now,
                             const BlocklistConfig& config);
 
-// Why an instance was closed, as far as blaming its host goes.
-enum class CloseCause {
-  Rejected,        // the acceptance test said no
-  Deadline,        // lifecycle: a state deadline passed
-  MarketExited,    // lifecycle: market says exited (prover crash)
-  HostOffline,     // lifecycle: market offline / heartbeat lost
-  OtherLifecycle,  // lifecycle: anything else (e.g. the prover crashed repeatedly)
-  Dropped,         // the policy asked (its action carries its own strike, if any)
-  Operator,        // the operator asked
-  Horizon,         // still rented when the simulation ended
-};
-
-// The cause of a lifecycle destroy: `reason` as core::destroy_reason gave it for `rec`.
-CloseCause lifecycle_close_cause(const InstanceRecord& rec, const std::string& reason);
-
 // The strike a close earns the machine, if any: rejections count as slow benchmarks,
 // deadlines by the stage they hit (never booted, slow download, slow benchmark), market exits
-// and repeated prover crashes as crashes, lost hosts as offline. Drops, operator requests and
-// the horizon blame nobody.
+// and other lifecycle closes as crashes, lost hosts as offline. Drops, operator requests, the
+// horizon and the market's own bookkeeping (vanished, never rented, orphans) blame nobody.
 std::optional<Strike> strike_for_close(const InstanceRecord& rec, InstanceState state_before,
                                        CloseCause cause, const std::string& reason, double at,
                                        int our_others_on_machine);

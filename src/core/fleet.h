@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/close_cause.h"
 #include "core/offer.h"
 
 namespace pf::core {
@@ -61,6 +62,7 @@ struct InstanceRecord {
   double state_since = 0;
   double deadline_at = 0;  // 0 = no deadline in this state
   std::string destroy_reason;
+  std::optional<CloseCause> close_cause;  // set with destroy_reason when the close is decided
   std::optional<double> destroyed_at;
 
   // Agent credentials: only hashes are stored.
@@ -82,6 +84,15 @@ struct InstanceRecord {
   int proofs_production = 0;
   double gpu_util = 0;
   double peak_memory_gib = 0;
+  // Whether the GPU ever reported throttling: colours every run measured on it since.
+  bool gpu_throttled = false;
+
+  // Lifecycle progress the manager must still know after a restart (core/proof_flow.h,
+  // core/production.h): when the benchmark's clock starts (agent clock: the last warm-up
+  // completion, or the first measured proof without one; 0 = not yet), and how many complete
+  // production windows were recorded as bench runs.
+  double bench_since = 0;
+  int production_windows = 0;
 
   // Money: accrued up to `billed_until`.
   double spend_usd = 0;

@@ -7,7 +7,7 @@
 namespace pf::core {
 
 double state_deadline(const InstanceRecord& rec, InstanceState state, double entered_at,
-                      double target, const LifecycleConfig& c) {
+                      double min_rate, const LifecycleConfig& c) {
   switch (state) {
     case InstanceState::Renting:
       return entered_at + c.renting_max_s;
@@ -28,7 +28,6 @@ double state_deadline(const InstanceRecord& rec, InstanceState state, double ent
     case InstanceState::Benchmarking: {
       // A host proving at break-even delivers max_samples in max_samples/min_rate hours; one
       // that cannot manage that in slack× the time is below break-even anyway.
-      double min_rate = break_even_rate(rec.offer.dph_total, target);
       double need =
           min_rate > 0 ? c.bench_max_samples * 3600.0 / min_rate * c.bench_slack : c.bench_max_s;
       return entered_at + std::clamp(need, c.bench_min_s, c.bench_max_s);
@@ -53,38 +52,41 @@ bool transition_allowed(InstanceState from, InstanceState to) {
 }
 
 std::optional<std::string> apply_transition(InstanceRecord& rec, InstanceState to, double now,
-                                            const std::string& reason, double target,
+                                            const std::string& reason, double break_even_rate,
                                             const LifecycleConfig& cfg) {
   if (!transition_allowed(rec.state, to)) return std::nullopt;
   std::string msg = std::string(to_string(rec.state)) + " → " + to_string(to);
   if (!reason.empty()) msg += ": " + reason;
   rec.state = to;
   rec.state_since = now;
-  rec.deadline_at = state_deadline(rec, to, now, target, cfg);
+  rec.deadline_at = state_deadline(rec, to, now, break_even_rate, cfg);
   if (to == InstanceState::Destroying) rec.destroy_reason = reason;
   if (to == InstanceState::Destroyed) rec.destroyed_at = now;
   return msg;
 }
 
-std::optional<std::string> destroy_reason(const InstanceRecord& rec, double now,
-                                          const LifecycleConfig& cfg, const Hearing& hearing) {
+std::optional<Closing> destroy_reason(const InstanceRecord& rec, double now,
+                                      const LifecycleConfig& cfg, const Hearing& hearing) {
   using S = InstanceState;
+  using C = CloseCause;
   if (rec.state == S::Destroying || rec.state == S::Destroyed) return std::nullopt;
 
   const std::string& ms = rec.market_status;
-  if (ms == "exited") return "market reports the instance exited";
-  if (ms == "offline") return "market reports the host offline";
+  if (ms == "exited") return Closing{C::MarketExited, "market reports the instance exited"};
+  if (ms == "offline") return Closing{C::HostOffline, "market reports the host offline"};
   if (ms == "unknown" && now - rec.market_status_since >= cfg.market_unknown_grace_s) {
-    return "market status unknown for " + fixed((now - rec.market_status_since) / 60, 0) + " min";
+    return Closing{C::OtherLifecycle, "market status unknown for " +
+                                          fixed((now - rec.market_status_since) / 60, 0) + " min"};
   }
   if (rec.prover_crashes >= cfg.max_prover_crashes) {
-    return "prover crashed " + std::to_string(rec.prover_crashes) + " times";
+    return Closing{C::OtherLifecycle,
+                   "prover crashed " + std::to_string(rec.prover_crashes) + " times"};
   }
   const bool silence_judged = hearing.may_judge_silence;
   if (silence_judged && agent_expected(rec) && rec.last_heartbeat_at > 0) {
     const double silent = heard_silence_s(rec, now, hearing.listening_since);
     if (silent >= cfg.heartbeat_timeout_s) {
-      return "heartbeat lost for " + fixed(silent, 0) + " s";
+      return Closing{C::HostOffline, "heartbeat lost for " + fixed(silent, 0) + " s"};
     }
   }
   // A booted instance whose agent never registers: the grace counts from when the market
@@ -93,13 +95,14 @@ std::optional<std::string> destroy_reason(const InstanceRecord& rec, double now,
   if (silence_judged && rec.state == S::Booting && market_status_billed(ms) &&
       now - std::max(rec.market_status_since, hearing.listening_since) >=
           cfg.boot_register_grace_s) {
-    return "running for " + fixed((now - rec.market_status_since) / 60, 0) +
-           " min but the agent never registered";
+    return Closing{C::OtherLifecycle, "running for " +
+                                          fixed((now - rec.market_status_since) / 60, 0) +
+                                          " min but the agent never registered"};
   }
   const bool deadline_judged = silence_judged || !deadline_reads_agent(rec.state);
   if (deadline_judged && rec.deadline_at > 0 && now >= rec.deadline_at) {
-    return std::string("deadline passed in ") + to_string(rec.state) + " after " +
-           fixed((now - rec.state_since) / 60, 0) + " min";
+    return Closing{C::Deadline, std::string("deadline passed in ") + to_string(rec.state) +
+                                    " after " + fixed((now - rec.state_since) / 60, 0) + " min"};
   }
   return std::nullopt;
 }

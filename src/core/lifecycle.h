@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "core/close_cause.h"
 #include "core/economics.h"
 #include "core/fleet.h"
 #include "core/hearing.h"
@@ -45,18 +46,20 @@ struct LifecycleConfig {
   double destroy_retry_s = 30;
 };
 
-// Deadline (epoch seconds) for `state`, entered at `entered_at`; 0 = none.
+// Deadline (epoch seconds) for `state`, entered at `entered_at`; 0 = none. `break_even_rate`
+// is the instance's (core/break_even.h): the benchmark must see its samples at that rate.
 double state_deadline(const InstanceRecord& rec, InstanceState state, double entered_at,
-                      double target_cost_per_proof, const LifecycleConfig& cfg);
+                      double break_even_rate, const LifecycleConfig& cfg);
 
 // Whether `from` may move to `to` (destroying is reachable from every live state).
 bool transition_allowed(InstanceState from, InstanceState to);
 
 // Moves `rec` into `to` at `now`: state, state_since, deadline; destroy_reason when entering
 // destroying, destroyed_at when destroyed. Returns a human-readable event message, or nullopt
-// (record unchanged) when the transition is not allowed.
+// (record unchanged) when the transition is not allowed. Closes go through core::close_instance
+// (core/close.h), which also records the typed cause.
 std::optional<std::string> apply_transition(InstanceRecord& rec, InstanceState to, double now,
-                                            const std::string& reason, double target_cost_per_proof,
+                                            const std::string& reason, double break_even_rate,
                                             const LifecycleConfig& cfg);
 
 // Why this instance must be destroyed now, if it must: deadline passed, heartbeat lost,
@@ -64,8 +67,9 @@ std::optional<std::string> apply_transition(InstanceRecord& rec, InstanceState t
 // the agent's silence (heartbeat lost, never registered, a deadline passed in an agent-driven
 // state) follow `hearing` (core/hearing.h): they wait while the manager could not hear, and
 // silence counts only from when it listened. The default hears everything (the simulator).
-std::optional<std::string> destroy_reason(const InstanceRecord& rec, double now,
-                                          const LifecycleConfig& cfg, const Hearing& hearing = {});
+// The cause is typed where the verdict is made (never recovered from the reason's text).
+std::optional<Closing> destroy_reason(const InstanceRecord& rec, double now,
+                                      const LifecycleConfig& cfg, const Hearing& hearing = {});
 
 // Whether `state`'s deadline measures the agent's progress (its reports or its registration),
 // not the market's alone.

@@ -247,10 +247,15 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     if (sc.exploratory()) pending_exploration += sc.exploration_cost_usd;
   }
 
-  // Candidates.
-  const Exclusion excluded = excluded_machines(bad_hosts, offers, now, cfg.blocklist);
+  // Candidates: never a machine the operator recently took an instance off.
+  const std::set<std::int64_t> cooled =
+      operator_cooldown_machines(fleet, now, cfg.operator_cooldown_s);
+  std::vector<Offer> open_offers;
+  for (const auto& offer : offers)
+    if (!cooled.count(offer.machine_id)) open_offers.push_back(offer);
+  const Exclusion excluded = excluded_machines(bad_hosts, open_offers, now, cfg.blocklist);
   std::vector<Candidate> candidates;
-  for (const auto& offer : offers) {
+  for (const auto& offer : open_offers) {
     if (excluded.machines.count(offer.machine_id)) continue;
     if (machines_in_setup.count(offer.machine_id)) continue;
     const int others = others_on(offer.machine_id, -1);
@@ -352,6 +357,16 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     actions.push_back(std::move(a));
   }
   return actions;
+}
+
+std::set<std::int64_t> operator_cooldown_machines(const std::vector<InstanceRecord>& fleet,
+                                                  double now, double cooldown_s) {
+  std::set<std::int64_t> out;
+  for (const auto& rec : fleet) {
+    if (rec.close_cause != CloseCause::Operator) continue;
+    if (!rec.destroyed_at || now - *rec.destroyed_at < cooldown_s) out.insert(rec.offer.machine_id);
+  }
+  return out;
 }
 
 std::vector<ProductionWindow> complete_production_windows(const std::vector<ProofSample>& samples,

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -64,6 +65,9 @@ struct PolicyConfig {
   bool allow_shared_machines = true;
   // A parameter download is judged once it has run this long.
   double download_judge_after_s = 10 * 60;
+  // A machine whose instance the operator destroyed (stored close cause Operator) is not
+  // rented again for this long: the operator's destroy is a judgement about the machine.
+  double operator_cooldown_s = 24 * 3600;
 };
 
 // What decide() learns from, beyond the fleet. A view: the caller keeps the data alive.
@@ -92,6 +96,11 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
                            const std::vector<Offer>& offers, const PolicyHistory& history,
                            const std::vector<BadHost>& bad_hosts, double now,
                            const PolicyConfig& config);
+
+// Machines left alone at `now` because the operator destroyed one of our instances on them
+// within cooldown_s (an operator close not yet confirmed counts from now).
+std::set<std::int64_t> operator_cooldown_machines(const std::vector<InstanceRecord>& fleet,
+                                                  double now, double cooldown_s);
 
 // Spend of instances destroyed without being accepted, within the last `window_s`: what
 // finding out has cost lately.

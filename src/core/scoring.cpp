@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/break_even.h"
 #include "core/learned_predictor.h"
 #include "core/text.h"
 
@@ -14,15 +15,14 @@ double normal_cdf(double x) {
 }
 
 double objective_break_even(double dph_total, const ScoringConfig& cfg) {
-  return break_even_rate(dph_total, cfg.profit_objective ? cfg.economics.revenue_per_proof_usd
-                                                         : cfg.economics.target_cost_per_proof_usd);
+  return instance_break_even_rate(dph_total, cfg.economics, cfg.profit_objective);
 }
 
 Score score_offer(const Offer& offer, const Prediction& pred, const ScoringConfig& cfg,
                   const ScoreContext& ctx) {
   Score sc;
   EconomicsConfig econ = cfg.economics;
-  if (cfg.profit_objective) econ.target_cost_per_proof_usd = econ.revenue_per_proof_usd;
+  econ.target_cost_per_proof_usd = break_even_price(cfg.economics, cfg.profit_objective);
   SetupConfig setup = cfg.setup;
   const double lifetime = std::max(0.0, ctx.lifetime_h);
   setup.expected_lifetime_h = lifetime;

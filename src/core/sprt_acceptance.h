@@ -46,6 +46,7 @@ class SprtAcceptance final : public Acceptance {
  public:
   explicit SprtAcceptance(SprtConfig config) : config_(config) {}
   Verdict evaluate(const BenchmarkInput& input) const override;
+  double interval_z() const override { return config_.z; }
   const SprtConfig& config() const { return config_; }
 
  private:

@@ -1,6 +1,5 @@
 #include "manager/autopilot.h"
 
-#include <set>
 #include <utility>
 
 #include "core/blocklist.h"
@@ -85,19 +84,8 @@ std::vector<AutopilotDecision> Autopilot::run_once() {
   history.measurements = measurements;
   history.exploration_spent_usd =
       core::exploration_spend(fleet, now, config_.policy.exploration_window_s);
-  // The operator's destroy is a judgement about the machine: respected for a cooldown.
-  std::set<std::int64_t> operator_dropped;
-  for (const auto& rec : fleet) {
-    if (rec.destroy_reason != kOperatorDestroyReason) continue;
-    if (!rec.destroyed_at || now - *rec.destroyed_at < config_.operator_destroy_cooldown_s) {
-      operator_dropped.insert(rec.offer.machine_id);
-    }
-  }
-  std::vector<core::Offer> candidates;
-  for (const auto& offer : found->offers) {
-    if (!operator_dropped.count(offer.machine_id)) candidates.push_back(offer);
-  }
-  const auto actions = core::decide(fleet, candidates, history, bad_hosts, now, config_.policy);
+  // core::decide also leaves alone the machines the operator recently took an instance off.
+  const auto actions = core::decide(fleet, found->offers, history, bad_hosts, now, config_.policy);
 
   for (const auto& a : actions) {
     AutopilotDecision d;
@@ -107,11 +95,9 @@ std::vector<AutopilotDecision> Autopilot::run_once() {
       d.action = "drop";
       d.instance_id = a.instance_id;
       d.offer_id = a.offer.id;
-      if (a.strike) {
-        auto outcome = core::apply_strike(store.bad_hosts(), *a.strike, config_.policy.blocklist);
-        if (outcome.entry) store.put_bad_host(*outcome.entry);
-      }
-      auto r = manager_.request_destroy(a.instance_id, "autopilot: " + a.reason);
+      // The drop and its blame go through the Manager: under its lock, with events.
+      auto r = manager_.request_destroy(a.instance_id, "autopilot: " + a.reason,
+                                        core::CloseCause::Dropped, a.strike);
       if (!r) {
         d.ok = false;
         d.reason += " — not dropped: " + r.error().message;

@@ -24,8 +24,6 @@ struct AutopilotConfig {
   nlohmann::json filters = nlohmann::json::object();  // vast JSON query of candidate offers
   core::PolicyConfig policy;
   std::size_t decisions_kept = 100;  // recent decisions shown by status()
-  // A machine whose instance the operator destroyed is not rented again for this long.
-  double operator_destroy_cooldown_s = 24 * 3600;
 };
 
 // One action the autopilot took (or tried), for the operator to read.

@@ -659,7 +659,7 @@ struct HttpApi::Impl {
           entry.source = "operator";
           entry.added_at = options.clock();
           if (ttl_hours) entry.expires_at = entry.added_at + *ttl_hours * 3600;
-          manager.store().put_bad_host(entry);
+          manager.put_bad_host(entry, "the operator");
           json row = to_json(entry);
           row["active"] = core::is_active(entry, entry.added_at);
           return json_reply(201, row);
@@ -669,10 +669,7 @@ struct HttpApi::Impl {
           reject_unknown_params(req, {});
           const std::int64_t machine = path_id(req, "machine id");
           // The operator vouches for the machine: automatic entries go too.
-          int removed = 0;
-          for (const char* source : {"operator", "auto"}) {
-            if (manager.store().remove_bad_host(machine, source)) ++removed;
-          }
+          const int removed = manager.remove_bad_host(machine, "the operator");
           if (removed == 0) {
             fail(404, "machine " + std::to_string(machine) + " is not on the bad-host list");
           }

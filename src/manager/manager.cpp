@@ -8,9 +8,13 @@
 #include <set>
 
 #include "core/bench_run.h"
-#include "core/policy.h"
+#include "core/benchmark_step.h"
+#include "core/break_even.h"
+#include "core/close.h"
+#include "core/production.h"
+#include "core/proof_flow.h"
+#include "core/reconcile.h"
 #include "core/text.h"
-#include "core/unconfirmed_create.h"
 
 namespace pf::manager {
 namespace {
@@ -19,8 +23,6 @@ using core::InstanceRecord;
 using core::InstanceState;
 using S = core::InstanceState;
 using nlohmann::json;
-
-const std::string kLabelPrefix = "proverfleet:";
 
 std::string hex(const unsigned char* data, std::size_t n) {
   static const char* digits = "0123456789abcdef";
@@ -113,13 +115,9 @@ core::Hearing Manager::hearing_of(const std::vector<core::InstanceRecord>& rows,
                              config_.hearing);
 }
 
-double Manager::break_even_price() const {
-  return config_.profit_objective ? config_.rank.economics.revenue_per_proof_usd
-                                  : config_.rank.economics.target_cost_per_proof_usd;
-}
-
 double Manager::break_even(const InstanceRecord& rec) const {
-  return core::break_even_rate(rec.offer.dph_total, break_even_price());
+  return core::instance_break_even_rate(rec.offer.dph_total, config_.rank.economics,
+                                        config_.profit_objective);
 }
 
 void Manager::event(std::int64_t id, const std::string& kind, const std::string& message,
@@ -134,8 +132,7 @@ void Manager::event(std::int64_t id, const std::string& kind, const std::string&
 }
 
 void Manager::transition(InstanceRecord& rec, S to, const std::string& reason) {
-  auto msg =
-      core::apply_transition(rec, to, clock_(), reason, break_even_price(), config_.lifecycle);
+  auto msg = core::apply_transition(rec, to, clock_(), reason, break_even(rec), config_.lifecycle);
   if (!msg) return;
   store_.transaction([&] {
     store_.update_instance(rec);
@@ -151,40 +148,85 @@ int Manager::others_on_machine(const InstanceRecord& rec) {
   return others;
 }
 
-void Manager::destroy_with_blame(InstanceRecord& rec, core::CloseCause cause,
-                                 const std::string& reason) {
-  const S before = rec.state;
+bool Manager::close(InstanceRecord& rec, const core::Closing& closing,
+                    const std::optional<core::Strike>& asked) {
   const int others = others_on_machine(rec);
-  transition(rec, S::Destroying, reason);
-  auto strike = core::strike_for_close(rec, before, cause, reason, clock_(), others);
-  if (!strike) return;
-  auto outcome = core::apply_strike(store_.bad_hosts(), *strike, config_.blocklist);
-  if (outcome.entry) {
-    store_.put_bad_host(*outcome.entry);
-    event(rec.id, "blame", outcome.reason, {{"machine_id", rec.offer.machine_id}});
-  } else if (!outcome.reason.empty()) {
-    event(rec.id, "blame", outcome.reason);
+  auto step = core::close_instance(rec, closing, clock_(), others, asked, config_.lifecycle);
+  if (!step) return false;
+  store_.transaction([&] {
+    store_.update_instance(rec);
+    event(rec.id, "state", step->message,
+          {{"state", core::to_string(rec.state)},
+           {"reason", closing.reason},
+           {"cause", core::to_string(closing.cause)}});
+  });
+  if (step->strike) record_strike(rec.id, *step->strike);
+  return true;
+}
+
+void Manager::record_strike(std::int64_t instance_id, const core::Strike& strike) {
+  std::lock_guard lock(mu_);
+  store_.transaction([&] {
+    auto outcome = core::apply_strike(store_.bad_hosts(), strike, config_.blocklist);
+    if (outcome.entry) {
+      store_.put_bad_host(*outcome.entry);
+      event(instance_id, "blame", outcome.reason, {{"machine_id", strike.machine_id}});
+    } else if (!outcome.reason.empty()) {
+      event(instance_id, "blame", outcome.reason);
+    }
+  });
+}
+
+void Manager::machine_event(std::int64_t machine_id, const std::string& message, json data) {
+  for (const auto& rec : store_.instances(true)) {
+    if (rec.offer.machine_id == machine_id) event(rec.id, "bad_host", message, data);
   }
 }
 
-void Manager::record_production_windows(const InstanceRecord& rec) {
-  auto& seen = production_seen_[rec.id];
-  if (rec.proofs_production == seen) return;  // nothing new since the last look
-  seen = rec.proofs_production;
-  const auto windows =
-      core::complete_production_windows(store_.proof_samples(rec.id), config_.production_window_s);
-  const core::HostKey host{rec.offer.machine_id, rec.offer.gpu_name, rec.offer.num_gpus};
-  std::size_t recorded = 0;
-  for (const auto& run : store_.bench_runs(host)) {
-    if (run.instance_id == rec.id && run.kind == "production") ++recorded;
-  }
-  const bool contended = others_on_machine(rec) > 0;
-  for (std::size_t i = recorded; i < windows.size(); ++i) {
-    const auto& w = windows[i];
-    const core::RateEstimate e = core::estimate_rate(w.samples, w.start, config_.acceptance.z);
-    store_.insert_bench_run(core::make_bench_run(rec, "production", clock_(), e,
-                                                 {contended, throttled_seen_.count(rec.id) > 0}));
-  }
+void Manager::put_bad_host(const core::BadHost& entry, const std::string& who) {
+  std::lock_guard lock(mu_);
+  store_.transaction([&] {
+    store_.put_bad_host(entry);
+    machine_event(entry.machine_id,
+                  "machine " + std::to_string(entry.machine_id) + " put on the bad-host list by " +
+                      who + ": " + entry.reason,
+                  {{"machine_id", entry.machine_id}, {"source", entry.source}});
+  });
+}
+
+int Manager::remove_bad_host(std::int64_t machine_id, const std::string& who) {
+  std::lock_guard lock(mu_);
+  int removed = 0;
+  store_.transaction([&] {
+    for (const char* source : {"operator", "auto"}) {
+      if (store_.remove_bad_host(machine_id, source)) ++removed;
+    }
+    if (removed > 0) {
+      machine_event(
+          machine_id,
+          "machine " + std::to_string(machine_id) + " taken off the bad-host list by " + who,
+          {{"machine_id", machine_id}, {"removed", removed}});
+    }
+  });
+  return removed;
+}
+
+void Manager::record_production_windows(InstanceRecord& rec) {
+  auto& checked = production_checked_[rec.id];
+  if (rec.proofs_production == checked) return;  // nothing new since the last look
+  checked = rec.proofs_production;
+  const auto runs = core::new_production_windows(
+      rec, store_.proof_samples(rec.id), config_.production_window_s, acceptance_.interval_z());
+  if (runs.empty()) return;
+  const core::RunContext context{others_on_machine(rec) > 0, rec.gpu_throttled};
+  store_.transaction([&] {
+    for (const auto& run : runs) {
+      store_.insert_bench_run(
+          core::make_bench_run(rec, "production", clock_(), run.estimate, context));
+    }
+    rec.production_windows += static_cast<int>(runs.size());
+    store_.update_instance(rec);
+  });
 }
 
 // --- operator ------------------------------------------------------------------------------
@@ -249,8 +291,7 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
   rec.origin = origin;
   rec.billed_until = now;
   for (const auto& p : config_.params) rec.params_total_bytes += static_cast<double>(p.bytes);
-  rec.deadline_at =
-      core::state_deadline(rec, S::Renting, now, break_even_price(), config_.lifecycle);
+  rec.deadline_at = core::state_deadline(rec, S::Renting, now, break_even(rec), config_.lifecycle);
   {
     std::lock_guard lock(mu_);
     store_.transaction([&] {
@@ -307,18 +348,20 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
     return rec;
   }
   // A definite rejection: nothing was rented, so the row closes without a destroy.
-  transition(rec, S::Destroying, "create failed: " + err.message);
+  close(rec, {core::CloseCause::NotRented, "create failed: " + err.message});
   transition(rec, S::Destroyed, "nothing was rented");
   return tl::unexpected(market_failure("create failed", err));
 }
 
-ApiResult<InstanceRecord> Manager::request_destroy(std::int64_t id, const std::string& reason) {
+ApiResult<InstanceRecord> Manager::request_destroy(std::int64_t id, const std::string& reason,
+                                                   core::CloseCause cause,
+                                                   const std::optional<core::Strike>& strike) {
   {
     std::lock_guard lock(mu_);
     auto rec = store_.instance(id);
     if (!rec) return tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
     if (rec->state == S::Destroyed || rec->state == S::Destroying) return *rec;
-    transition(*rec, S::Destroying, reason);
+    close(*rec, {cause, reason}, strike);
   }
   tick();  // sends the destroy now rather than at the next cycle
   auto rec = store_.instance(id);
@@ -454,7 +497,7 @@ ApiResult<std::vector<std::string>> Manager::agent_heartbeat(std::int64_t id, co
     rec->params_rate_bps = hb.params_rate_bps;
     rec->peak_memory_gib = std::max(rec->peak_memory_gib, hb.peak_memory_gib);
     rec->gpu_util = hb.gpu_util;
-    if (hb.gpu_throttled) throttled_seen_.insert(id);
+    if (hb.gpu_throttled) rec->gpu_throttled = true;
     store_.update_agent_progress(*rec);
     if (rec->state == S::Benchmarking) {
       // The test's time rules (the cap, a host gone silent) must fire without a new proof.
@@ -504,6 +547,13 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
       reply.accepted++;
       const double at = ev.at > 0 ? ev.at : now;
       if (ev.type == "proof_done") {
+        core::ProofInput in;
+        in.marked_warmup = ev.phase == "warmup";
+        in.at = at;
+        in.now = now;
+        in.break_even_rate = break_even(rec);
+        const S before = rec.state;
+        const core::ProofStep step = core::record_proof(rec, in, config_.lifecycle);
         core::ProofSample s;
         s.instance_id = id;
         s.seq = ev.seq;
@@ -511,42 +561,23 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
         s.seconds = ev.seconds;
         s.gpu_ms = ev.gpu_ms;
         s.queue_ms = ev.queue_ms;
-        if (ev.phase == "warmup") {
-          s.phase = core::ProofPhase::Warmup;
-        } else if (rec.state == S::Proving) {
-          s.phase = core::ProofPhase::Production;
-          rec.proofs_production++;
-        } else {
-          s.phase = core::ProofPhase::Benchmark;
-          rec.proofs_benchmark++;
-        }
+        s.phase = step.phase;
         store_.insert_proof_sample(s);
-        if (s.phase == core::ProofPhase::Benchmark && rec.state < S::Benchmarking) {
-          // The benchmark clock starts where warm-up ended: at the last warm-up completion.
-          double since = 0;
-          for (const auto& p : store_.proof_samples(id)) {
-            if (p.phase == core::ProofPhase::Warmup) since = std::max(since, p.at);
-          }
-          auto msg = core::apply_transition(rec, S::Benchmarking, now, "first measured proof",
-                                            break_even_price(), config_.lifecycle);
-          if (msg) {
-            row_changed = true;
-            bench_since_[id] = since > 0 ? since : at;
-            event(id, "state", *msg, {{"state", "benchmarking"}});
-          }
+        if (step.entered_benchmark) {
+          row_changed = true;
+          event(id, "state", *step.entered_benchmark, {{"state", "benchmarking"}});
         }
         // Sequential: the test decides after every measured proof, also within one batch, so
         // a clear case stops at the proof that settled it.
-        if (s.phase == core::ProofPhase::Benchmark && rec.state == S::Benchmarking) {
-          evaluate_benchmark(rec);
-        }
+        if (step.evaluate) evaluate_benchmark(rec);
+        if (rec.state != before) row_changed = true;
       } else if (ev.type == "prover_started") {
         // The agent's plan (partitions, memory budget) is kept so benchmark runs record it.
         if (ev.data.contains("plan")) rec.plan_json = ev.data["plan"].dump();
         event(id, "agent", "prover started" + (ev.message.empty() ? "" : ": " + ev.message),
               ev.data);
-        auto msg = core::apply_transition(rec, S::WarmingUp, now, "prover started",
-                                          break_even_price(), config_.lifecycle);
+        auto msg = core::apply_transition(rec, S::WarmingUp, now, "prover started", break_even(rec),
+                                          config_.lifecycle);
         if (msg) {
           row_changed = true;
           event(id, "state", *msg, {{"state", "warming_up"}});
@@ -580,26 +611,11 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
 }
 
 void Manager::evaluate_benchmark(InstanceRecord& rec) {
-  core::BenchmarkInput in;
-  for (const auto& s : store_.proof_samples(rec.id)) {
-    if (s.phase == core::ProofPhase::Benchmark) in.samples.push_back(s);
-  }
-  if (in.samples.empty()) return;
-  auto since = bench_since_.find(rec.id);
-  if (since != bench_since_.end()) {
-    in.since = since->second;
-  } else {
-    // After a manager restart: the first benchmark completion starts the clock.
-    in.since =
-        std::min_element(in.samples.begin(), in.samples.end(), [](const auto& a, const auto& b) {
-          return a.at < b.at;
-        })->at;
-  }
-  // Agent timestamps measure intervals; elapsed time for the cap comes from our own clock.
-  in.now = in.since + (clock_() - rec.state_since);
-  in.break_even_rate = break_even(rec);
-  core::Verdict v = acceptance_.evaluate(in);
-  if (v.decision == core::Verdict::Decision::Continue) {
+  auto step = core::evaluate_benchmark(rec, store_.proof_samples(rec.id), clock_(), break_even(rec),
+                                       acceptance_);
+  if (!step) return;
+  core::Verdict& v = step->verdict;
+  if (!step->decided) {
     // Heartbeats re-evaluate for the time rules; a verdict that says the same is not rewritten.
     const bool same = rec.verdict && rec.verdict->decision == v.decision &&
                       rec.verdict->samples == v.samples && rec.verdict->reason == v.reason;
@@ -608,13 +624,12 @@ void Manager::evaluate_benchmark(InstanceRecord& rec) {
     return;
   }
   rec.verdict = v;
-  store_.insert_bench_run(
-      core::make_bench_run(rec, "benchmark", clock_(), core::estimate_of(v),
-                           {others_on_machine(rec) > 0, throttled_seen_.count(rec.id) > 0}));
-  if (v.decision == core::Verdict::Decision::Accept) {
+  store_.insert_bench_run(core::make_bench_run(rec, "benchmark", clock_(), core::estimate_of(v),
+                                               {others_on_machine(rec) > 0, rec.gpu_throttled}));
+  if (step->accept) {
     transition(rec, S::Proving, v.reason);
-  } else {
-    destroy_with_blame(rec, core::CloseCause::Rejected, "benchmark " + v.reason);
+  } else if (step->reject) {
+    close(rec, *step->reject);
   }
 }
 
@@ -657,105 +672,96 @@ void Manager::reconcile() {
   }
   const double now = clock_();
   std::vector<std::int64_t> to_destroy;  // market ids of instances no live row owns
-  std::set<std::int64_t> seen;
   {
     std::lock_guard lock(mu_);
     last_reconcile_error_.clear();
+    // The plan's rows: the live ones and those of listed deployments (closed ones included).
+    std::vector<InstanceRecord> rows = store_.instances(false);
+    std::set<std::int64_t> have;
+    for (const auto& r : rows) have.insert(r.id);
+    std::vector<core::ListedInstance> market_list;
     for (const auto& inst : *listed) {
-      if (inst.label.rfind(kLabelPrefix, 0) != 0) continue;  // not ours
-      seen.insert(inst.id);
-      const std::string dep = inst.label.substr(kLabelPrefix.size());
-      auto row = store_.instance_by_deployment(dep);
-      if (!row) {
-        // Ours by label, unknown to the store (lost database, foreign manager): without its
-        // secret no agent can register, so it can only bill. Record it, then destroy it.
-        InstanceRecord orphan;
-        orphan.deployment_id = dep;
-        orphan.market_id = inst.id;
-        orphan.offer.id = 0;
-        orphan.offer.machine_id = inst.machine_id;
-        orphan.offer.gpu_name = inst.gpu_name;
-        orphan.offer.num_gpus = inst.num_gpus;
-        orphan.offer.dph_total = inst.dph_total;
-        orphan.created_at = now;
-        orphan.state = S::Renting;
-        orphan.state_since = now;
-        orphan.billed_until = now;
-        orphan.market_status = inst.actual_status;
-        orphan.market_status_since = now;
-        orphan.origin = "orphan";
-        store_.transaction([&] {
-          orphan.id = store_.insert_instance(orphan);
-          event(orphan.id, "market",
-                "found market instance " + std::to_string(inst.id) +
-                    " with our label but no record: destroying it");
-        });
-        transition(orphan, S::Destroying, "orphan: our label, unknown to the store");
-        continue;
-      }
-      InstanceRecord rec = *row;
-      if (rec.state == S::Destroyed) {
-        // Closed on our side but still listed: it may still be billing.
-        to_destroy.push_back(inst.id);
-        event(rec.id, "market",
-              "destroyed instance " + std::to_string(inst.id) + " still listed: destroying again");
-        continue;
-      }
-      if (rec.market_id && *rec.market_id != inst.id) {
-        // Two market instances for one deployment: a duplicate create. Keep ours, drop it.
-        to_destroy.push_back(inst.id);
-        event(rec.id, "market",
-              "duplicate market instance " + std::to_string(inst.id) + " for this deployment");
-        continue;
-      }
-      bool changed = false;
-      if (!rec.market_id) {
-        rec.market_id = inst.id;
-        changed = true;
-        event(rec.id, "market",
-              "adopted market instance " + std::to_string(inst.id) + " found by label");
-      }
-      if (inst.actual_status != rec.market_status || rec.market_status_since == 0) {
-        // Bill the old status up to now before switching.
-        core::accrue_compute_spend(rec, now);
-        event(rec.id, "market",
-              "market status " + (rec.market_status.empty() ? "(none)" : rec.market_status) +
-                  " → " + (inst.actual_status.empty() ? "(none)" : inst.actual_status),
-              {{"status", inst.actual_status}, {"status_msg", inst.status_msg}});
-        rec.market_status = inst.actual_status;
-        rec.market_status_since = now;
-        changed = true;
-      }
-      if (changed) store_.update_instance(rec);
-      if (rec.state == S::Renting) transition(rec, S::Booting, "market instance confirmed");
+      market_list.push_back({inst.id, inst.machine_id, inst.label, inst.actual_status,
+                             inst.status_msg, inst.gpu_name, inst.num_gpus, inst.dph_total});
+      const auto dep = core::deployment_of_label(inst.label);
+      if (!dep) continue;
+      auto row = store_.instance_by_deployment(*dep);
+      if (row && have.insert(row->id).second) rows.push_back(std::move(*row));
     }
-
-    for (auto rec : store_.instances(false)) {
-      if (rec.market_id && seen.count(*rec.market_id)) continue;
-      if (rec.state == S::Destroying) continue;  // tick confirms it
-      if (!rec.market_id) {
-        // Its label is not in this complete list (a listed one was adopted above).
-        const core::UnconfirmedCreate unconfirmed{creates_in_flight_.count(rec.id) > 0, false,
-                                                  config_.vanish_grace_s,
-                                                  config_.lifecycle.renting_max_s};
-        if (auto why = core::unconfirmed_create_close_reason(rec, now, unconfirmed)) {
-          transition(rec, S::Destroying, *why);
-          transition(rec, S::Destroyed, "nothing was rented");
-        }
-        continue;
-      }
-      // Reads can lag a create: a young instance missing from the list is not yet gone.
-      if (now - rec.created_at < config_.vanish_grace_s ||
-          (rec.state == S::Booting && now - rec.state_since < config_.vanish_grace_s)) {
-        continue;
-      }
-      core::accrue_compute_spend(rec, now);
-      transition(rec, S::Destroying, "instance vanished from the market");
-      transition(rec, S::Destroyed, "market no longer lists it");
-    }
+    const auto plan =
+        core::plan_reconcile(rows, market_list, now, creates_in_flight_,
+                             {config_.vanish_grace_s, config_.lifecycle.renting_max_s});
+    for (const auto& a : plan) execute(a, now, to_destroy);
   }
   for (auto mid : to_destroy)
     (void)market_.destroy_instance(mid);  // retried next cycle if it fails
+}
+
+void Manager::execute(const core::ReconcileAction& a, double now,
+                      std::vector<std::int64_t>& to_destroy) {
+  using K = core::ReconcileAction::Kind;
+  if (a.kind == K::RecordOrphan) {
+    // Ours by label, unknown to the store (lost database, foreign manager): record it, then
+    // destroy it.
+    const auto& inst = *a.listed;
+    InstanceRecord orphan;
+    orphan.deployment_id = a.deployment_id;
+    orphan.market_id = inst.id;
+    orphan.offer.id = 0;
+    orphan.offer.machine_id = inst.machine_id;
+    orphan.offer.gpu_name = inst.gpu_name;
+    orphan.offer.num_gpus = inst.num_gpus;
+    orphan.offer.dph_total = inst.dph_total;
+    orphan.created_at = now;
+    orphan.state = S::Renting;
+    orphan.state_since = now;
+    orphan.billed_until = now;
+    orphan.market_status = inst.actual_status;
+    orphan.market_status_since = now;
+    orphan.origin = "orphan";
+    store_.transaction([&] {
+      orphan.id = store_.insert_instance(orphan);
+      event(orphan.id, "market", a.reason);
+    });
+    close(orphan, *a.close);
+    return;
+  }
+  auto row = store_.instance(a.instance_id);
+  if (!row) return;
+  InstanceRecord rec = std::move(*row);
+  switch (a.kind) {
+    case K::DestroyListed:
+      to_destroy.push_back(a.listed->id);
+      event(rec.id, "market", a.reason);
+      return;
+    case K::Adopt:
+      rec.market_id = a.listed->id;
+      store_.transaction([&] {
+        store_.update_instance(rec);
+        event(rec.id, "market", a.reason);
+      });
+      return;
+    case K::RecordStatus:
+      // Bill the old status up to now before switching.
+      core::accrue_compute_spend(rec, now);
+      rec.market_status = a.listed->actual_status;
+      rec.market_status_since = now;
+      store_.transaction([&] {
+        store_.update_instance(rec);
+        event(rec.id, "market", a.reason,
+              {{"status", a.listed->actual_status}, {"status_msg", a.listed->status_msg}});
+      });
+      return;
+    case K::ConfirmCreate:
+      transition(rec, S::Booting, a.reason);
+      return;
+    case K::Close:
+      core::accrue_compute_spend(rec, now);
+      if (close(rec, *a.close)) transition(rec, S::Destroyed, a.reason);
+      return;
+    case K::RecordOrphan:
+      return;  // handled above
+  }
 }
 
 void Manager::tick() {
@@ -785,8 +791,8 @@ void Manager::tick() {
       core::accrue_compute_spend(rec, now);
       if (rec.spend_usd != before) store_.update_instance(rec);
       if (rec.state == S::Proving) record_production_windows(rec);
-      if (auto why = core::destroy_reason(rec, now, config_.lifecycle, hearing)) {
-        destroy_with_blame(rec, core::lifecycle_close_cause(rec, *why), *why);
+      if (auto closing = core::destroy_reason(rec, now, config_.lifecycle, hearing)) {
+        close(rec, *closing);
       }
       if (rec.state != S::Destroying) continue;
       auto last = last_destroy_attempt_.find(rec.id);
@@ -832,8 +838,7 @@ void Manager::tick() {
       core::accrue_compute_spend(*rec, clock_());
       transition(*rec, S::Destroyed, outcome);
       last_destroy_attempt_.erase(d.id);
-      bench_since_.erase(d.id);
-      production_seen_.erase(d.id);
+      production_checked_.erase(d.id);
     } else {
       event(d.id, "market", outcome);
     }

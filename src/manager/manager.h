@@ -18,18 +18,20 @@
 
 #include "core/acceptance.h"
 #include "core/blocklist.h"
+#include "core/close_cause.h"
 #include "core/fleet.h"
 #include "core/hearing.h"
 #include "core/lifecycle.h"
 #include "core/ranking.h"
+#include "core/reconcile.h"
 #include "core/sprt_acceptance.h"
 #include "market/market.h"
 #include "store/store.h"
 
 namespace pf::manager {
 
-// The destroy reason of an operator's destroy request: the autopilot leaves that machine alone
-// for a while afterwards instead of renting it straight back.
+// The destroy reason of an operator's destroy request. Its close cause (Operator) is what
+// core::decide reads to leave that machine alone for a while afterwards.
 inline constexpr const char* kOperatorDestroyReason = "operator request";
 
 // An API-level failure: the HTTP layer maps `status` to the reply and `message` to its JSON.
@@ -148,8 +150,22 @@ class Manager {
   // deliberately waive some — operator entries are always honoured.
   ApiResult<core::InstanceRecord> deploy(std::int64_t offer_id, const std::string& origin,
                                          bool automatic_blocks_applied = false);
-  // Moves the instance to destroying (the tick sends and retries the destroy).
-  ApiResult<core::InstanceRecord> request_destroy(std::int64_t id, const std::string& reason);
+  // Moves the instance to destroying (the tick sends and retries the destroy), with `cause`
+  // stored on the row; `strike` is blame the caller's policy asks for (recorded as a strike
+  // with an event, under the lock).
+  ApiResult<core::InstanceRecord> request_destroy(
+      std::int64_t id, const std::string& reason,
+      core::CloseCause cause = core::CloseCause::Operator,
+      const std::optional<core::Strike>& strike = std::nullopt);
+
+  // --- bad hosts: every change takes the lock and leaves an event on the machine's rows -----
+  // Inserts or replaces the entry for (machine_id, source).
+  void put_bad_host(const core::BadHost& entry, const std::string& who);
+  // Removes the machine's entries of every source; returns how many there were.
+  int remove_bad_host(std::int64_t machine_id, const std::string& who);
+  // Applies a strike against the machine of `instance_id` (core::apply_strike with this
+  // manager's blocklist config) and records the outcome as a "blame" event.
+  void record_strike(std::int64_t instance_id, const core::Strike& strike);
   FleetSummary summary();
 
   // --- agents --------------------------------------------------------------------------------
@@ -197,21 +213,26 @@ class Manager {
   void transition(core::InstanceRecord& rec, core::InstanceState to, const std::string& reason);
   // core::judge_hearing over `rows` (live ones count) with this manager's listening state.
   core::Hearing hearing_of(const std::vector<core::InstanceRecord>& rows, double now);
-  // Moves rec to destroying and records the strike its host earns for `cause`, if any (an
-  // automatic bad-host entry with the evidence; our own second instance on the machine
-  // excuses a slow benchmark).
-  void destroy_with_blame(core::InstanceRecord& rec, core::CloseCause cause,
-                          const std::string& reason);
+  // Every close: core::close_instance (destroying with the typed cause), then the strike its
+  // host earns, if any (an automatic bad-host entry with the evidence; our own second instance
+  // on the machine excuses a slow benchmark). Returns false when rec was already closing.
+  bool close(core::InstanceRecord& rec, const core::Closing& closing,
+             const std::optional<core::Strike>& asked = std::nullopt);
+  // An event on every row of the machine (the bad-host list has no trail of its own).
+  void machine_event(std::int64_t machine_id, const std::string& message, nlohmann::json data);
   // Other live instances of ours on rec's machine: their contention colours its measurements.
   int others_on_machine(const core::InstanceRecord& rec);
-  // Records the production windows of a proving instance completed since the last call.
-  void record_production_windows(const core::InstanceRecord& rec);
+  // Records the production windows of a proving instance completed since those on its row
+  // (core::new_production_windows), and counts them on the row.
+  void record_production_windows(core::InstanceRecord& rec);
+  // Carries out one step of a reconcile plan (core/reconcile.h); market destroys are
+  // collected in `to_destroy` and sent after the lock is released.
+  void execute(const core::ReconcileAction& action, double now,
+               std::vector<std::int64_t>& to_destroy);
   void event(std::int64_t id, const std::string& kind, const std::string& message,
              nlohmann::json data = nlohmann::json::object());
   void evaluate_benchmark(core::InstanceRecord& rec);
-  // The $/proof at which an instance breaks even: what a proof earns (profit objective, as the
-  // autopilot's policy scores) or the operator's classic $/proof target.
-  double break_even_price() const;
+  // The instance's break-even rate (core/break_even.h: economics and profit_objective).
   double break_even(const core::InstanceRecord& rec) const;
 
   store::Store& store_;
@@ -223,11 +244,11 @@ class Manager {
   std::map<std::int64_t, std::deque<std::string>> logs_;
   std::map<std::int64_t, std::size_t> log_bytes_;
   std::map<std::int64_t, double> last_destroy_attempt_;
-  std::map<std::int64_t, double> bench_since_;  // agent-clock start of each benchmark
-  std::set<std::int64_t> throttled_seen_;       // instances whose GPU reported throttling
   std::string last_reconcile_error_;
   std::map<std::string, std::int64_t> token_ids_;  // agent token hash → instance id
-  std::map<std::int64_t, int> production_seen_;    // proofs_production at the last window check
+  // proofs_production at the last window check: only saves re-reading the samples when no
+  // proof came (what was recorded is on the row, so a restart merely looks once more).
+  std::map<std::int64_t, int> production_checked_;
   // Since when the manager has been able to hear agents: its start, the end of a stall seen
   // between ticks, or the recovery of its front's self-check.
   core::ListeningState listening_;

@@ -15,6 +15,7 @@
 #include "core/text.h"
 #include "scenario/draws.h"
 #include "scenario/truth_model.h"
+#include "sim/des_lifecycle.h"
 
 namespace pf::sim {
 namespace {
@@ -58,7 +59,6 @@ struct Inst {
   double proving_since = -1;    // start of the current run; -1 while the prover is down
   std::uint64_t clock_gen = 0;  // invalidates scheduled throttle/crash events on stop/start
   int proofs_since_start = 0;   // proofs begun since the last prover start (warm-up truth)
-  bool slowed = false;          // the throttle holds (physics); `throttled`: it was reported
   // /2 jobs: the job of the proof in flight (kNone: none), or waiting for one with no job.
   std::size_t job = std::numeric_limits<std::size_t>::max();
   bool idle = false;
@@ -73,26 +73,21 @@ struct Inst {
   double rate_now = 0;
   std::uint64_t gen = 0;
   int warmup_left = 0;
-  std::int64_t seq = 0;
-  double bench_since = 0;
-  std::vector<core::ProofSample> bench_samples;
+  std::optional<RentalLifecycle> life;  // the lifecycle's decisions (sim/des_lifecycle.h)
   int bench_max_others = 0;
-  bool bench_throttled = false;
-  bool throttled = false;
+  bool throttled = false;  // the throttle holds (physics); rec.gpu_throttled: it was reported
   bool decided = false;
   bool accepted = false;
   double truth_from = 0;
   double truth_proofs = 0;
   double prod_cost = 0;
-  double window_start = 0;
-  std::vector<core::ProofSample> window_samples;
   int window_max_others = 0;
-  bool window_throttled = false;
   double bench_spend = 0;
   double revenue = 0;
   int proofs_paid = 0;
   bool accepted_unprofitable = false;
   bool rejected_profitable = false;
+  bool rejected_by_target = false;
   std::string close_reason;
   std::optional<double> closed_at;
 };
@@ -166,7 +161,7 @@ class Engine {
   double current_rate(std::size_t i) const {
     const Inst& in = insts_[i];
     if (!in.prover_running || in.oom_pending) return 0;
-    return truth_rate(in.so->truth, in.partitions, others_alive(i), in.slowed);
+    return truth_rate(in.so->truth, in.partitions, others_alive(i), in.throttled);
   }
 
   // Work done up to t at the current rate; truth integral of production too.
@@ -226,8 +221,7 @@ class Engine {
   }
 
   void transition(Inst& in, S to, const std::string& reason) {
-    core::apply_transition(in.rec, to, epoch(now_), reason, sc_.economics.target_cost_per_proof_usd,
-                           lifecycle_);
+    in.life->transition(in.rec, to, epoch(now_), reason);
   }
 
   void set_status(Inst& in, const std::string& status) {
@@ -280,6 +274,9 @@ class Engine {
     in.rec.market_status = "loading";
     in.rec.market_status_since = epoch(now_);
     in.rec.params_total_bytes = sc_.params_bytes;
+    in.life.emplace(RentalSettings{lifecycle_, policy_.acceptance(),
+                                   policy_.break_even_rate(in.rec.offer),
+                                   opt_.production_window_s});
     transition(in, S::Booting, reason);
     in.failed = so.truth.failure.kind == FailureKind::NeverBoots;
     const std::size_t i = insts_.size();
@@ -319,14 +316,11 @@ class Engine {
     bill(in);
     report_.bandwidth_usd += core::accrue_bandwidth_spend(in.rec, in.rec.params_total_bytes);
     in.rec.params_rate_bps = in.params_speed_bps;
-    if (policy_.warmup_proofs() > 0) {
-      transition(in, S::WarmingUp, "parameters done; prover warming up");
-    } else if (policy_.acceptance()) {
-      transition(in, S::Benchmarking, "parameters done; benchmark counts from the first proof");
-      start_benchmark(i);
-    } else {
-      accept(i, oracle_verdict());
-    }
+    // As the manager hears it: the agent reports the prover started (core/proof_flow.h moves
+    // on from there at the first measured proof).
+    transition(in, S::WarmingUp, "prover started");
+    // The benchmark's contention counts from here (it starts at the first measured proof).
+    in.bench_max_others = others_alive(i);
     start_prover(i, 0);
   }
 
@@ -356,34 +350,37 @@ class Engine {
     claim_job_or_idle(i);  // a policy with no warm-up proofs proves for money at once
   }
 
-  void start_benchmark(std::size_t i) {
+  // Bookkeeping of an accepted instance (the lifecycle moved it to proving).
+  void accepted(std::size_t i) {
     Inst& in = insts_[i];
-    in.bench_since = now_;
-    in.bench_samples.clear();
-    in.bench_max_others = others_alive(i);
-    in.bench_throttled = in.throttled;
-  }
-
-  core::Verdict oracle_verdict() const {
-    core::Verdict v;
-    v.decision = core::Verdict::Decision::Accept;
-    v.reason = "no benchmark: this policy proves for money once warmed up";
-    return v;
-  }
-
-  void accept(std::size_t i, const core::Verdict& v) {
-    Inst& in = insts_[i];
-    in.rec.verdict = v;
     in.decided = true;
     in.accepted = true;
     in.truth_from = now_;
-    transition(in, S::Proving, v.reason);
     ++report_.instances_accepted;
-    in.window_start = now_;
-    in.window_samples.clear();
     in.window_max_others = others_alive(i);
-    in.window_throttled = in.throttled;
     claim_job_or_idle(i);
+  }
+
+  core::RunContext bench_context(const Inst& in) const {
+    return {in.bench_max_others > 0, in.rec.gpu_throttled};
+  }
+
+  void record_run(Inst& in, const core::BenchRun& run, int others) {
+    core::Measurement m;
+    m.run = run;
+    m.offer = in.rec.offer;
+    m.ram_gib = in.so->truth.ram_visible_gib;
+    m.our_others_on_machine = others;
+    history_.push_back(std::move(m));
+  }
+
+  // What a verdict led to: a benchmark run, an accepted instance or a close.
+  void settle_verdict(std::size_t i, const std::optional<core::BenchmarkStep>& step,
+                      const std::optional<core::BenchRun>& run, bool was_accepted) {
+    Inst& in = insts_[i];
+    if (run) record_run(in, *run, in.bench_max_others);
+    if (was_accepted) accepted(i);
+    if (step && step->reject) close(i, step->reject->cause, step->reject->reason, std::nullopt);
   }
 
   // --- proofs ---------------------------------------------------------------------------------
@@ -392,39 +389,23 @@ class Engine {
     advance(in, now_);
     if (in.oom_pending) return oom(i);
     const Truth& truth = in.so->truth;
-    core::ProofSample sample;
-    sample.instance_id = in.rec.id;
-    sample.seq = ++in.seq;
-    sample.at = epoch(now_);
-    sample.seconds = now_ - in.last_completion;
-    if (in.warmup_left > 0) {
-      --in.warmup_left;
-      sample.phase = core::ProofPhase::Warmup;
-      if (in.warmup_left == 0 && in.rec.state == S::WarmingUp) {
-        if (policy_.acceptance()) {
-          transition(in, S::Benchmarking, "warm-up done; benchmark starts");
-          start_benchmark(i);
-        } else {
-          accept(i, oracle_verdict());
-        }
-      }
-    } else if (in.rec.state == S::Benchmarking) {
-      sample.phase = core::ProofPhase::Benchmark;
-      ++in.rec.proofs_benchmark;
-      in.bench_samples.push_back(sample);
-    } else if (in.rec.state == S::Proving) {
-      sample.phase = core::ProofPhase::Production;
-      ++in.rec.proofs_production;
-      in.window_samples.push_back(sample);
-      pay_production_proof(i);
-    }
+    // The agent marks the first proofs after each prover start as warm-up; the rest is the
+    // lifecycle's, as the manager counts it.
+    const bool warmup = in.warmup_left > 0;
+    if (warmup) --in.warmup_left;
+    const ProofOutcome out =
+        in.life->proof(in.rec, warmup, epoch(now_), now_ - in.last_completion, bench_context(in),
+                       {in.window_max_others > 0, in.rec.gpu_throttled});
+    if (out.step.phase == core::ProofPhase::Production) pay_production_proof(i);
+    for (const auto& run : out.production_runs) record_run(in, run, in.window_max_others);
+    if (!out.production_runs.empty()) in.window_max_others = others_alive(i);
     // The next proof.
     in.work_left = scenario::draw_proof_work(truth, in.rng);
     in.delay_until = now_ + scenario::warmup_extra_s(truth, ++in.proofs_since_start);
     in.last_progress = now_;
     in.last_completion = now_;
     reschedule(i);
-    if (sample.phase == core::ProofPhase::Benchmark) evaluate(i);
+    settle_verdict(i, out.benchmark, out.benchmark_run, out.accepted);
     claim_job_or_idle(i);
   }
 
@@ -533,62 +514,23 @@ class Engine {
     start_prover(i, failed_plan);
   }
 
+  // The acceptance test's time rules between proofs.
   void evaluate(std::size_t i) {
     Inst& in = insts_[i];
-    const core::Acceptance* acceptance = policy_.acceptance();
-    if (!acceptance || in.rec.state != S::Benchmarking) return;
-    core::BenchmarkInput input;
-    input.samples = in.bench_samples;
-    input.since = epoch(in.bench_since);
-    input.now = epoch(now_);
-    input.break_even_rate = policy_.break_even_rate(in.rec.offer);
-    const core::Verdict v = acceptance->evaluate(input);
-    in.rec.verdict = v;
-    if (v.decision == core::Verdict::Decision::Continue) return;
-    core::Measurement m;
-    m.run = core::make_bench_run(in.rec, "benchmark", epoch(now_), core::estimate_of(v),
-                                 {in.bench_max_others > 0, in.bench_throttled});
-    m.offer = in.rec.offer;
-    m.ram_gib = in.so->truth.ram_visible_gib;
-    m.our_others_on_machine = in.bench_max_others;
-    history_.push_back(std::move(m));
-    if (v.decision == core::Verdict::Decision::Accept) {
-      accept(i, v);
-    } else {
-      close(i, CloseCause::Rejected, "benchmark " + v.reason, std::nullopt);
-    }
-  }
-
-  void close_window(std::size_t i) {
-    Inst& in = insts_[i];
-    if (!in.window_samples.empty()) {
-      const core::RateEstimate e =
-          core::estimate_rate(in.window_samples, epoch(in.window_start), 1.645);
-      core::Measurement m;
-      m.run = core::make_bench_run(in.rec, "production", epoch(now_), e,
-                                   {in.window_max_others > 0, in.window_throttled});
-      m.offer = in.rec.offer;
-      m.ram_gib = in.so->truth.ram_visible_gib;
-      m.our_others_on_machine = in.window_max_others;
-      history_.push_back(std::move(m));
-    }
-    in.window_start = now_;
-    in.window_samples.clear();
-    in.window_max_others = others_alive(i);
-    in.window_throttled = in.throttled;
+    std::optional<core::BenchRun> run;
+    bool was_accepted = false;
+    const auto step = in.life->evaluate(in.rec, epoch(now_), bench_context(in), run, was_accepted);
+    settle_verdict(i, step, run, was_accepted);
   }
 
   // --- failures -------------------------------------------------------------------------------
   void throttle(std::size_t i) {
     Inst& in = insts_[i];
     if (!is_live(in)) return;
-    in.slowed = true;
-    // A silent throttle (/2 reported: false) only slows the proofs; nothing records it.
-    if (scenario::throttle_reported(in.so->truth)) {
-      in.throttled = true;
-      in.bench_throttled = in.bench_throttled || in.rec.state == S::Benchmarking;
-      in.window_throttled = in.window_throttled || in.rec.state == S::Proving;
-    }
+    in.throttled = true;
+    // The agent reports it, as the manager hears it; a silent throttle (/2 reported: false)
+    // only slows the proofs.
+    if (scenario::throttle_reported(in.so->truth)) in.rec.gpu_throttled = true;
     rate_changed(i);
   }
 
@@ -613,7 +555,7 @@ class Engine {
     ++in.clock_gen;
     if (in.proving_since < 0) return;
     const double proved = in.proving_s + (now_ - in.proving_since);
-    if (auto after = scenario::throttle_after_proving_s(in.so->truth); after && !in.slowed) {
+    if (auto after = scenario::throttle_after_proving_s(in.so->truth); after && !in.throttled) {
       push(now_ + std::max(0.0, *after - proved), EvKind::Throttle, i, in.clock_gen);
     }
     if (auto after = scenario::crash_after_proving_s(in.so->truth); after && !in.failed) {
@@ -646,13 +588,10 @@ class Engine {
       bill(in);
       if (in.booted && !in.offline) in.rec.last_heartbeat_at = epoch(now_);
       if (in.rec.state == S::FetchingParams) in.rec.params_rate_bps = in.params_speed_bps;
-      if (in.rec.state == S::Proving && now_ - in.window_start >= opt_.production_window_s) {
-        close_window(i);
-      }
       if (in.rec.state == S::Benchmarking) evaluate(i);
       if (!is_live(in)) continue;
-      if (auto reason = core::destroy_reason(in.rec, epoch(now_), lifecycle_)) {
-        close(i, core::lifecycle_close_cause(in.rec, *reason), *reason, std::nullopt);
+      if (auto closing = in.life->check(in.rec, epoch(now_))) {
+        close(i, closing->cause, closing->reason, std::nullopt);
       }
     }
     if (now_ + opt_.tick_s < horizon_) push(now_ + opt_.tick_s, EvKind::Tick);
@@ -737,12 +676,20 @@ class Engine {
     stop_prover(i);
     const int others = others_alive(i);
     if (cause != CloseCause::Horizon && !in.failed && keeping_paid(i)) {
-      in.rejected_profitable = true;
-      ++report_.rejected_profitable;
+      // Below the policy's own break-even (its $/proof target) it was its rule, not a mistake.
+      const Truth& t = in.so->truth;
+      const double r =
+          truth_rate(t, planned_partitions(probe_of(*in.so)), others, t.throttle.has_value());
+      if (r < policy_.break_even_rate(in.rec.offer)) {
+        in.rejected_by_target = true;
+        ++report_.rejected_by_target;
+      } else {
+        in.rejected_profitable = true;
+        ++report_.rejected_profitable;
+      }
     }
-    if (in.rec.state == S::Proving) close_window(i);
-    const S state_before = in.rec.state;
-    transition(in, S::Destroying, reason);
+    const auto step = in.life->close(in.rec, {cause, reason}, epoch(now_), others, strike);
+    if (!step) return;
     transition(in, S::Destroyed, "market confirmed");
     if (!in.decided) {
       in.decided = true;
@@ -752,8 +699,8 @@ class Engine {
     in.close_reason = reason;
     in.closed_at = now_;
     rented_by_[in.offer_index] = kNone;
-    const ClosedInstance info{in.rec, state_before,      cause,      reason,
-                              others, std::move(strike), epoch(now_)};
+    const ClosedInstance info{in.rec, step->state_before, cause,      reason,
+                              others, step->strike,       epoch(now_)};
     policy_.on_closed(info, bad_hosts_);
     machine_changed(in.rec.offer.machine_id);
   }
@@ -820,6 +767,7 @@ class Engine {
       o.revenue_usd = in.revenue;
       o.accepted_unprofitable = in.accepted_unprofitable;
       o.rejected_profitable = in.rejected_profitable;
+      o.rejected_by_target = in.rejected_by_target;
       report_.instances.push_back(std::move(o));
     }
   }

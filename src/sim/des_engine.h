@@ -42,19 +42,10 @@
 #include "core/learned_predictor.h"
 #include "core/lifecycle.h"
 #include "core/policy.h"
-#include "scenario/scenario.h"
-#include "scenario/truth_model.h"
 #include "sim/des_report.h"
+#include "sim/scenario_vocabulary.h"
 
 namespace pf::sim {
-
-// The simulator speaks the scenario model's vocabulary.
-using scenario::Failure;
-using scenario::FailureKind;
-using scenario::Scenario;
-using scenario::ScenarioOffer;
-using scenario::Throttle;
-using scenario::Truth;
 
 // Virtual time zero as epoch seconds in records (the core treats 0 as "unset").
 inline constexpr double kDesEpoch = 1'750'000'000;
@@ -66,8 +57,9 @@ struct ClosedInstance {
   core::InstanceState state_before;    // the state it was closed from
   CloseCause cause;
   std::string reason;
-  int our_others_on_machine = 0;       // other instances of ours alive on the machine
-  std::optional<core::Strike> strike;  // Dropped: blame the policy asked for
+  int our_others_on_machine = 0;  // other instances of ours alive on the machine
+  // The strike the close earns (core::close_instance): the policy's own for a drop.
+  std::optional<core::Strike> strike;
   double now = 0;
 };
 
@@ -126,9 +118,6 @@ struct DesOptions {
 // Runs `policy` over `scenario` and reports. Deterministic: same scenario, policy and options
 // ⇒ same report.
 DesReport run_des(const Scenario& scenario, DesPolicy& policy, const DesOptions& options = {});
-
-// The true sustained rate (truth_model.h), shared by the engine and the oracle.
-using scenario::truth_rate;
 
 // What the agent's probe finds on an instance of this offer.
 AgentProbe probe_of(const ScenarioOffer& offer);

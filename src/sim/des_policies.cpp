@@ -10,6 +10,7 @@
 #include "core/text.h"
 #include "market/query.h"
 #include "scenario/offer_query.h"
+#include "sim/profit_bound.h"
 
 namespace pf::sim {
 namespace {
@@ -43,17 +44,23 @@ core::Action rent_action(const core::Offer& offer, std::string reason) {
 
 // --- default -------------------------------------------------------------------------------
 
-DefaultPolicyConfig default_policy_config(const Scenario& s, const FleetCaps& caps) {
+DefaultPolicyConfig serve_defaults() {
   DefaultPolicyConfig c;
+  const core::AcceptanceConfig caps;
+  c.sprt = core::with_caps(core::SprtConfig{}, caps);
+  c.lifecycle.bench_max_samples = caps.max_samples;
+  return c;
+}
+
+DefaultPolicyConfig default_policy_config(const Scenario& s, DefaultPolicyConfig c) {
   auto& p = c.policy;
   p.scoring.economics.revenue_per_proof_usd = s.economics.revenue_per_proof_usd;
   p.scoring.economics.target_cost_per_proof_usd = s.economics.target_cost_per_proof_usd;
   p.scoring.setup.params_bytes = s.params_bytes;
-  p.demand_proofs_per_hour = s.economics.demand_proofs_per_hour;
+  if (s.economics.demand_proofs_per_hour) {
+    p.demand_proofs_per_hour = s.economics.demand_proofs_per_hour;
+  }
   p.stop_at = kDesEpoch + s.hours * 3600;
-  p.max_dollars_per_hour = caps.max_dollars_per_hour;
-  p.max_instances = caps.max_instances;
-  c.lifecycle.bench_max_samples = c.sprt.max_samples;
   return c;
 }
 
@@ -109,16 +116,17 @@ core::Verdict ClassicAcceptance::evaluate(const core::BenchmarkInput& in) const 
         "benchmark: " + std::to_string(at.size()) + " of " + std::to_string(proofs_) + " proofs";
     return v;
   }
-  const double elapsed = at[static_cast<std::size_t>(proofs_) - 1] - in.since;
+  // The batch clock starts at the restart, so the preload is inside it.
+  const double elapsed = at[static_cast<std::size_t>(proofs_) - 1] - in.since + preload_s_;
   v.samples = proofs_;
   v.rate = elapsed > 0 ? proofs_ * 3600.0 / elapsed : 0;
   v.low = v.high = v.rate;
   const double min_rate = std::ceil(in.break_even_rate - 1e-9);
   const bool pass = v.rate >= min_rate;
   v.decision = pass ? core::Verdict::Decision::Accept : core::Verdict::Decision::Reject;
-  v.reason = std::string(pass ? "passed" : "failed") + ": " + fixed(v.rate, 1) + "/hr over " +
-             std::to_string(proofs_) + " proofs from the first, min_rate " + fixed(min_rate, 0) +
-             "/hr";
+  v.reason = std::string(pass ? "passed" : "failed") + ": " + fixed(v.rate, 1) + "/hr over a " +
+             std::to_string(proofs_) + "-proof batch after warm-up and restart, min_rate " +
+             fixed(min_rate, 0) + "/hr";
   return v;
 }
 
@@ -127,7 +135,7 @@ ClassicPolicy::ClassicPolicy(const Scenario& s, ClassicConfig config, FleetCaps 
       caps_(caps),
       target_(s.economics.target_cost_per_proof_usd),
       demand_(s.economics.demand_proofs_per_hour),
-      acceptance_(config_.benchmark_proofs) {
+      acceptance_(config_.benchmark_proofs, config_.restart_preload_s) {
   auto query = market::parse_query(config_.filter, false);
   if (!query) throw std::invalid_argument("classic filter: " + query.error());
   nlohmann::json body = query->filters;
@@ -141,12 +149,15 @@ ClassicPolicy::ClassicPolicy(const Scenario& s, ClassicConfig config, FleetCaps 
 
 core::LifecycleConfig ClassicPolicy::lifecycle() const {
   core::LifecycleConfig c;
-  c.boot_loading_max_s = config_.register_timeout_s;
+  // Loading (image pull, unbilled) had no timeout in the tool: the operator noticed.
+  c.boot_loading_max_s = config_.operator_loading_s;
+  // The monitor's 15 minutes: a labelled instance (running) whose agent never registered.
   c.boot_register_grace_s = config_.register_timeout_s;
-  c.registered_max_s = config_.register_timeout_s;
+  c.registered_max_s = config_.params_timeout_s;
   c.params_min_s = c.params_max_s = config_.params_timeout_s;
-  c.bench_min_s = c.bench_max_s = config_.benchmark_timeout_s;
+  // Backstops; the 45 minutes from parameters done are checked in decide().
   c.warmup_max_s = config_.benchmark_timeout_s;
+  c.bench_min_s = c.bench_max_s = config_.benchmark_timeout_s;
   return c;
 }
 
@@ -158,64 +169,122 @@ int ClassicPolicy::plan_partitions(const core::Offer& offer, const AgentProbe&,
                                    int after_oom) const {
   if (after_oom > 0) return 0;  // the entrypoint dies with the prover
   const double ram_gb = offer.cpu_ram_gib * 1.073741824;
-  const int gpus = std::max(1, offer.num_gpus);
-  const double by_ram = std::floor((ram_gb - config_.ram_overhead_gb) /
-                                   (config_.partition_workers * config_.gb_per_worker));
-  const int concurrency =
-      std::max(1, std::min(static_cast<int>(by_ram), config_.concurrency_per_gpu * gpus));
-  return concurrency * config_.partition_workers;
+  return ram_gb > config_.large_ram_gb ? config_.partitions_large : config_.partitions;
 }
 
 std::vector<core::Action> ClassicPolicy::decide(const DesView& view) {
+  std::vector<core::Action> actions;
   std::set<std::int64_t> never_again;
   for (const auto& b : view.bad_hosts) never_again.insert(b.machine_id);
-  // MAX(bench_rate) per host, as host_perf kept it.
-  std::map<std::tuple<std::int64_t, std::string, int>, double> best;
+  // host_perf: MAX(bench_rate) per (machine, GPU, count); by model, the mean of its hosts.
+  using Host = std::tuple<std::int64_t, std::string, int>;
+  using Model = std::pair<std::string, int>;
+  std::map<Host, double> host_best;
   for (const auto& m : view.history) {
     if (m.run.kind != "benchmark") continue;
-    auto& b = best[{m.run.host.machine_id, m.run.host.gpu_name, m.run.host.num_gpus}];
+    auto& b = host_best[{m.run.host.machine_id, m.run.host.gpu_name, m.run.host.num_gpus}];
     b = std::max(b, m.run.rate);
   }
+  std::map<Model, std::pair<double, int>> model_sum;
+  for (const auto& [host, rate] : host_best) {
+    auto& [sum, n] = model_sum[{std::get<1>(host), std::get<2>(host)}];
+    sum += rate;
+    ++n;
+  }
+  auto estimate = [&](const core::Offer& o) -> std::optional<double> {
+    if (auto it = host_best.find({o.machine_id, o.gpu_name, o.num_gpus}); it != host_best.end())
+      return it->second;
+    if (auto it = model_sum.find({o.gpu_name, o.num_gpus}); it != model_sum.end())
+      return it->second.first / it->second.second;
+    for (const auto& k : config_.field_rates)
+      if (k.gpu_name == o.gpu_name && k.num_gpus == o.num_gpus) return k.rate;
+    return std::nullopt;
+  };
+
   int in_setup = 0;
   int n_live = 0;
   double dph = 0;
   double capacity = 0;
+  std::set<Model> models_in_setup;
   for (const auto& r : view.fleet) {
     if (!live(r)) continue;
+    // The monitor's benchmark timeout counts from parameters done (warm-up, restart, batch).
+    if (r.state == S::WarmingUp || r.state == S::Benchmarking) {
+      const double done = params_done_at_.try_emplace(r.id, r.state_since).first->second;
+      if (view.now - done >= config_.benchmark_timeout_s) {
+        core::Action a;
+        a.kind = core::Action::Kind::Drop;
+        a.instance_id = r.id;
+        a.offer = r.offer;
+        a.reason = "classic: benchmark not done " + fixed(config_.benchmark_timeout_s / 60, 0) +
+                   " min after the parameters";
+        actions.push_back(std::move(a));
+        continue;
+      }
+    }
     ++n_live;
     dph += r.offer.dph_total;
-    if (core::in_setup(r.state)) ++in_setup;
+    if (core::in_setup(r.state)) {
+      ++in_setup;
+      models_in_setup.insert({r.offer.gpu_name, r.offer.num_gpus});
+    }
     if (r.state == S::Proving) {
-      capacity += best[{r.offer.machine_id, r.offer.gpu_name, r.offer.num_gpus}];
+      capacity += host_best[{r.offer.machine_id, r.offer.gpu_name, r.offer.num_gpus}];
     }
   }
-  std::vector<const core::Offer*> candidates;
+
+  struct Candidate {
+    const core::Offer* offer;
+    std::optional<double> rate;
+  };
+  std::vector<Candidate> known;
+  std::vector<Candidate> unknown;
   for (const auto& o : view.offers) {
-    if (passes_filter_.count(o.id) && !never_again.count(o.machine_id)) candidates.push_back(&o);
+    if (!passes_filter_.count(o.id) || never_again.count(o.machine_id)) continue;
+    if (o.inet_down_mbps < config_.slow_download_mbps) continue;
+    const auto rate = estimate(o);
+    if (!rate) {
+      unknown.push_back({&o, rate});
+    } else if (*rate >= std::ceil(break_even_rate(o) - 1e-9)) {
+      known.push_back({&o, rate});
+    }
   }
-  std::sort(candidates.begin(), candidates.end(), [](const core::Offer* a, const core::Offer* b) {
-    if (a->dph_total != b->dph_total) return a->dph_total < b->dph_total;
-    return a->id < b->id;
+  std::sort(known.begin(), known.end(), [](const Candidate& a, const Candidate& b) {
+    const double ra = *a.rate / a.offer->dph_total;
+    const double rb = *b.rate / b.offer->dph_total;
+    if (ra != rb) return ra > rb;
+    return a.offer->id < b.offer->id;
   });
-  std::vector<core::Action> actions;
-  for (const core::Offer* o : candidates) {
-    if (in_setup >= config_.max_benchmarks || n_live >= caps_.max_instances) break;
-    if (demand_ && capacity >= *demand_) break;
-    if (dph + o->dph_total > caps_.max_dollars_per_hour) continue;
-    actions.push_back(rent_action(*o, "classic: cheapest offer passing the fixed filter ($" +
-                                          fixed(o->dph_total, 3) + "/hr), " +
-                                          std::to_string(in_setup + 1) + "/" +
-                                          std::to_string(config_.max_benchmarks) + " benchmarks"));
-    ++in_setup;
-    ++n_live;
-    dph += o->dph_total;
+  std::sort(unknown.begin(), unknown.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.offer->dph_total != b.offer->dph_total) return a.offer->dph_total < b.offer->dph_total;
+    return a.offer->id < b.offer->id;
+  });
+  for (const auto* list : {&known, &unknown}) {
+    for (const Candidate& c : *list) {
+      const core::Offer& o = *c.offer;
+      if (in_setup >= config_.max_benchmarks || n_live >= caps_.max_instances) break;
+      if (demand_ && capacity >= *demand_) break;
+      if (dph + o.dph_total > caps_.max_dollars_per_hour) continue;
+      const Model model{o.gpu_name, o.num_gpus};
+      if (!c.rate && models_in_setup.count(model)) continue;  // one try per unknown model
+      const std::string why = c.rate ? "estimated " + fixed(*c.rate, 1) + "/hr, " +
+                                           fixed(*c.rate / o.dph_total, 0) + " proofs per dollar"
+                                     : "unknown model, cheapest first";
+      actions.push_back(
+          rent_action(o, "classic operator: " + why + " ($" + fixed(o.dph_total, 3) + "/hr)"));
+      ++in_setup;
+      ++n_live;
+      dph += o.dph_total;
+      models_in_setup.insert(model);
+    }
   }
   return actions;
 }
 
 void ClassicPolicy::on_closed(const ClosedInstance& closed, std::vector<core::BadHost>& bad_hosts) {
-  const bool failed = closed.cause != CloseCause::Horizon && closed.cause != CloseCause::Dropped;
-  if (!failed) return;
+  params_done_at_.erase(closed.record.id);
+  // Every close but the horizon's is a failure to the tool (its only drops are timeouts).
+  if (closed.cause == CloseCause::Horizon) return;
   core::BadHost b;
   b.machine_id = closed.record.offer.machine_id;
   b.source = "auto";
@@ -224,113 +293,173 @@ void ClassicPolicy::on_closed(const ClosedInstance& closed, std::vector<core::Ba
   put_bad_host(bad_hosts, std::move(b));
 }
 
-// --- oracle --------------------------------------------------------------------------------
+// --- clairvoyant ---------------------------------------------------------------------------
 
-OraclePolicy::OraclePolicy(const Scenario& s, FleetCaps caps)
+ClairvoyantPolicy::ClairvoyantPolicy(const Scenario& s, FleetCaps caps)
     : caps_(caps), revenue_(s.economics.revenue_per_proof_usd) {}
 
-double OraclePolicy::break_even_rate(const core::Offer& offer) const {
+core::LifecycleConfig ClairvoyantPolicy::lifecycle() const {
+  // It rents only what finishes in time by the truth, so no deadline may cut a rental short
+  // (the greedy oracle's deadlines killed a slow download it then rented again, five times).
+  constexpr double kNoDeadline = 1e9;
+  core::LifecycleConfig c;
+  c.renting_max_s = c.boot_loading_max_s = c.boot_register_grace_s = kNoDeadline;
+  c.registered_max_s = c.warmup_max_s = kNoDeadline;
+  c.params_min_s = c.params_max_s = kNoDeadline;
+  c.bench_min_s = c.bench_max_s = kNoDeadline;
+  return c;
+}
+
+double ClairvoyantPolicy::break_even_rate(const core::Offer& offer) const {
   return core::break_even_rate(offer.dph_total, revenue_);
 }
 
-int OraclePolicy::plan_partitions(const core::Offer&, const AgentProbe& probe,
-                                  int after_oom) const {
-  if (after_oom > 0) return 0;  // its plan fits by construction
-  return planned_partitions(probe);
+int ClairvoyantPolicy::plan_partitions(const core::Offer&, const AgentProbe& probe,
+                                       int after_oom) const {
+  if (after_oom > 0) return 0;  // its plan fits the truth's memory by construction
+  const core::MemoryModel model;
+  const double room = probe.ram_gib - model.base_gib;
+  return room < model.per_partition_gib
+             ? 0
+             : std::min(64, static_cast<int>(std::floor(room / model.per_partition_gib)));
 }
 
-std::vector<core::Action> OraclePolicy::decide(const DesView& view) {
+std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
   const Scenario& sc = view.scenario;
   const double end = kDesEpoch + sc.hours * 3600;
-  const auto& demand = sc.economics.demand_proofs_per_hour;
+  const double v = revenue_;
+  const double demand =
+      sc.economics.demand_proofs_per_hour.value_or(std::numeric_limits<double>::infinity());
   std::vector<core::Action> actions;
+  auto drop = [&](const core::InstanceRecord& r, std::string reason) {
+    core::Action a;
+    a.kind = core::Action::Kind::Drop;
+    a.instance_id = r.id;
+    a.offer = r.offer;
+    a.reason = "clairvoyant: " + std::move(reason);
+    actions.push_back(std::move(a));
+  };
+  const auto contention_of = [&](std::size_t scenario_index) {
+    return sc.offers[scenario_index].truth.contention;
+  };
 
-  std::set<std::int64_t> our_machines;
-  double committed = 0;
+  // Our live instances per machine (contention) and their truth.
+  std::map<std::int64_t, int> ours_on;
+  for (const auto& r : view.fleet)
+    if (live(r)) ++ours_on[r.offer.machine_id];
+  struct Live {
+    const core::InstanceRecord* rec;
+    double rate;  // now, or once proving
+    bool proving;
+    double cost_per_proof;
+  };
+  std::vector<Live> lives;
+  double capacity = 0;  // proving and setting up
   double dph = 0;
   int n_live = 0;
   for (std::size_t j = 0; j < view.fleet.size(); ++j) {
     const auto& r = view.fleet[j];
     if (!live(r)) continue;
-    const Truth& t = sc.offers[view.fleet_offer_index[j]].truth;
-    our_machines.insert(r.offer.machine_id);
-    bool throttled = false;
-    if (r.state == S::Proving && t.throttle) {
-      const double prover_start = r.state_since - t.warmup_min * 60;
-      throttled = view.now >= prover_start + t.throttle->after_h * 3600;
-    }
-    const double rate = truth_rate(
-        t, planned_partitions(probe_of(sc.offers[view.fleet_offer_index[j]])), 0, throttled);
-    if (r.state == S::Proving && rate * revenue_ < r.offer.dph_total) {
-      core::Action a;
-      a.kind = core::Action::Kind::Drop;
-      a.instance_id = r.id;
-      a.offer = r.offer;
-      a.reason = "oracle: the truth says it proves " + fixed(rate, 1) +
-                 "/hr now, below break-even " + fixed(r.offer.dph_total / revenue_, 1) + "/hr";
-      actions.push_back(std::move(a));
+    const std::size_t k = view.fleet_offer_index[j];
+    const RentalCurve curve(sc, sc.offers[k]);
+    const double age_h = (view.now - r.created_at) / 3600;
+    const double planned = curve.best((end - r.created_at) / 3600, v).hours;
+    if (age_h >= planned && planned < (end - r.created_at) / 3600) {
+      drop(r, "its best length under the truth (" + fixed(planned, 1) +
+                  " h) is over: throttled or failed, it no longer pays");
       continue;
     }
-    ++n_live;
+    const bool proving = age_h >= curve.proving_from_h();
+    const double shared = std::pow(contention_of(k), ours_on[r.offer.machine_id] - 1);
+    const double rate = (proving ? curve.rate_at(age_h) : curve.rate()) * shared;
+    lives.push_back({&r, rate, proving, rate > 0 ? r.offer.dph_total / rate : 1e9});
+    capacity += rate;
     dph += r.offer.dph_total;
-    committed += rate;
+    ++n_live;
   }
+
+  // Surplus: the dearest proving instances whose proofs demand no longer needs.
+  std::sort(lives.begin(), lives.end(),
+            [](const Live& a, const Live& b) { return a.cost_per_proof > b.cost_per_proof; });
+  double proving_capacity = 0;
+  for (const Live& l : lives)
+    if (l.proving) proving_capacity += l.rate;
+  std::set<std::int64_t> dropped;
+  for (const Live& l : lives) {
+    if (!l.proving) continue;
+    const bool loses = l.rate * v < l.rec->offer.dph_total;
+    const bool surplus = proving_capacity - l.rate >= demand;
+    if (!loses && !surplus) continue;
+    drop(*l.rec, loses ? "proves " + fixed(l.rate, 1) + "/hr, below break-even"
+                       : "surplus: demand is covered without its " + fixed(l.rate, 1) + "/hr");
+    proving_capacity -= l.rate;
+    capacity -= l.rate;
+    dph -= l.rec->offer.dph_total;
+    --n_live;
+    dropped.insert(l.rec->id);
+  }
+  // The dearest kept proving instance: what a swap would replace.
+  double dearest = 0;
+  for (const Live& l : lives)
+    if (l.proving && !dropped.count(l.rec->id)) dearest = std::max(dearest, l.cost_per_proof);
 
   struct Pick {
     const core::Offer* offer;
+    std::size_t index;
     double rate;
+    double hours;
+    double proofs;
+    double cost;
     double cost_per_proof;
-    double life_h, setup_h, productive_h, bandwidth_usd;
   };
   std::vector<Pick> picks;
-  for (std::size_t k = 0; k < view.offers.size(); ++k) {
-    const core::Offer& o = view.offers[k];
-    const Truth& t = sc.offers[view.offer_index[k]].truth;
-    if (t.failure.kind == FailureKind::NeverBoots || our_machines.count(o.machine_id)) continue;
-    const double full =
-        truth_rate(t, planned_partitions(probe_of(sc.offers[view.offer_index[k]])), 0, false);
-    if (full <= 0 || t.download_mbps <= 0) continue;
-    const double boot_h = t.boot_min / 60;
-    const double download_h = sc.params_bytes * 8 / (t.download_mbps * 1e6) / 3600;
-    const double warm_h = t.warmup_min / 60 + 1 / full;
-    double life_h = (end - view.now) / 3600 - boot_h;
-    if (t.failure.kind == FailureKind::Crash)
-      life_h = std::min(life_h, download_h + t.failure.after_h);
-    if (t.failure.kind == FailureKind::Offline) life_h = std::min(life_h, t.failure.after_h);
-    const double productive_h = life_h - download_h - warm_h;
-    if (productive_h <= 0) continue;
-    double rate = full;
-    if (t.throttle) {
-      const double hot_from = std::max(0.0, t.throttle->after_h - warm_h);
-      const double cool = std::min(productive_h, hot_from);
-      rate = (cool * full + (productive_h - cool) * full * t.throttle->factor) / productive_h;
-    }
-    picks.push_back({&o, rate, o.dph_total / rate, life_h, download_h + warm_h, productive_h,
-                     sc.params_bytes / 1e9 * o.inet_down_cost_per_gb});
+  const double left_h = (end - view.now) / 3600;
+  for (std::size_t i = 0; i < view.offers.size(); ++i) {
+    const std::size_t k = view.offer_index[i];
+    const RentalCurve curve(sc, sc.offers[k]);
+    if (!curve.can_prove()) continue;
+    const auto best = curve.best(left_h, v);
+    if (best.profit_usd <= 0) continue;
+    const double proofs = curve.proofs(best.hours);
+    const double cost = curve.cost_usd(best.hours);
+    picks.push_back({&view.offers[i], k, curve.rate(), best.hours, proofs, cost, cost / proofs});
   }
   std::sort(picks.begin(), picks.end(), [](const Pick& a, const Pick& b) {
     if (a.cost_per_proof != b.cost_per_proof) return a.cost_per_proof < b.cost_per_proof;
     return a.offer->id < b.offer->id;
   });
-  std::set<std::int64_t> taken;
+  bool swapped = false;
   for (const Pick& p : picks) {
     if (n_live >= caps_.max_instances) break;
-    if (taken.count(p.offer->machine_id)) continue;
     if (dph + p.offer->dph_total > caps_.max_dollars_per_hour) continue;
-    const double room =
-        demand ? std::max(0.0, *demand - committed) : std::numeric_limits<double>::infinity();
-    const double paid = std::min(p.rate, room);
-    const double profit =
-        p.productive_h * paid * revenue_ - p.life_h * p.offer->dph_total - p.bandwidth_usd;
-    if (profit <= 0) continue;
-    actions.push_back(rent_action(
-        *p.offer, "oracle: the truth says " + fixed(p.rate, 1) + "/hr at $" +
-                      fixed(p.cost_per_proof * 1000, 2) + " per 1000 proofs earns $" +
-                      fixed(profit, 2) + " over the remaining " + fixed(p.life_h, 1) + " h"));
-    taken.insert(p.offer->machine_id);
-    committed += p.rate;
+    // Sharing a machine: every instance there, ours included, runs at the contention factor.
+    const int there = ours_on[p.offer->machine_id];
+    const double c = contention_of(p.index);
+    const double share = std::pow(c, there);
+    double loss = 0;
+    if (there > 0) {
+      for (const Live& l : lives) {
+        if (l.rec->offer.machine_id != p.offer->machine_id || dropped.count(l.rec->id)) continue;
+        loss += l.rate * (1 - c) * v * std::min(p.hours, left_h);
+      }
+    }
+    const double room = demand - capacity;
+    const bool swap = room <= 0 && !swapped && p.cost_per_proof / share < 0.8 * dearest;
+    if (room <= 0 && !swap) continue;
+    const double paid =
+        swap ? p.proofs * share : p.proofs * share * std::min(1.0, room / (p.rate * share));
+    const double value = v * paid - p.cost - loss;
+    if (value <= 0) continue;
+    actions.push_back(
+        rent_action(*p.offer, "clairvoyant: the truth says " + fixed(p.rate * share, 1) +
+                                  "/hr at $" + fixed(p.cost_per_proof / share * 1000, 2) +
+                                  " per 1000 proofs over " + fixed(p.hours, 1) + " h earns $" +
+                                  fixed(value, 2) + (swap ? " (replaces a dearer instance)" : "")));
+    swapped = swapped || swap;
+    capacity += p.rate * share;
     dph += p.offer->dph_total;
     ++n_live;
+    ++ours_on[p.offer->machine_id];
   }
   return actions;
 }
@@ -338,14 +467,18 @@ std::vector<core::Action> OraclePolicy::decide(const DesView& view) {
 // --- registry ------------------------------------------------------------------------------
 
 const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names = {"default", "classic", "oracle"};
+  static const std::vector<std::string> names = {"default", "classic", "clairvoyant"};
   return names;
 }
 
-std::unique_ptr<DesPolicy> make_policy(const std::string& name, const Scenario& scenario) {
-  if (name == "default") return std::make_unique<DefaultPolicy>(default_policy_config(scenario));
-  if (name == "classic") return std::make_unique<ClassicPolicy>(scenario, ClassicConfig{});
-  if (name == "oracle") return std::make_unique<OraclePolicy>(scenario);
+std::unique_ptr<DesPolicy> make_policy(const std::string& name, const Scenario& scenario,
+                                       const DefaultPolicyConfig& live) {
+  const FleetCaps caps{live.policy.max_dollars_per_hour, live.policy.max_instances};
+  if (name == "default") {
+    return std::make_unique<DefaultPolicy>(default_policy_config(scenario, live));
+  }
+  if (name == "classic") return std::make_unique<ClassicPolicy>(scenario, ClassicConfig{}, caps);
+  if (name == "clairvoyant") return std::make_unique<ClairvoyantPolicy>(scenario, caps);
   return nullptr;
 }
 

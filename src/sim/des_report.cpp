@@ -32,6 +32,11 @@ std::string pad(const std::string& s, std::size_t width) {
 
 }  // namespace
 
+std::optional<double> share_of_bound(const DesReport& r) {
+  if (!r.bound_profit_usd || *r.bound_profit_usd <= 0) return std::nullopt;
+  return r.profit_usd / *r.bound_profit_usd;
+}
+
 nlohmann::json report_json(const DesReport& r, bool details) {
   nlohmann::json j = nlohmann::json::object();
   j["scenario"] = r.scenario;
@@ -47,6 +52,7 @@ nlohmann::json report_json(const DesReport& r, bool details) {
   j["instances_accepted"] = r.instances_accepted;
   j["accepted_unprofitable"] = r.accepted_unprofitable;
   j["rejected_profitable"] = r.rejected_profitable;
+  j["rejected_by_target"] = r.rejected_by_target;
   j["ooms"] = r.ooms;
   j["mean_proofs_per_hour"] = r.mean_proofs_per_hour;
   j["seed"] = r.seed;
@@ -62,6 +68,10 @@ nlohmann::json report_json(const DesReport& r, bool details) {
     j["jobs_unserved"] = r.jobs_unserved;
     j["queue_wait_p95_min"] = r.queue_wait_p95_min;
     j["idle_instance_hours"] = r.idle_instance_hours;
+  }
+  if (r.bound_profit_usd) {
+    j["bound_profit_usd"] = *r.bound_profit_usd;
+    j["profit_vs_bound"] = optional_number(share_of_bound(r));
   }
   if (details) {
     nlohmann::json list = nlohmann::json::array();
@@ -85,7 +95,8 @@ nlohmann::json report_json(const DesReport& r, bool details) {
                       {"spend_usd", i.spend_usd},
                       {"revenue_usd", i.revenue_usd},
                       {"accepted_unprofitable", i.accepted_unprofitable},
-                      {"rejected_profitable", i.rejected_profitable}});
+                      {"rejected_profitable", i.rejected_profitable},
+                      {"rejected_by_target", i.rejected_by_target}});
     }
     j["instances"] = std::move(list);
   }
@@ -104,7 +115,8 @@ std::string report_text(const DesReport& r) {
       << "  instances     " << r.instances_rented << " rented, " << r.instances_accepted
       << " accepted, " << r.instances_rejected << " closed before a verdict or rejected\n"
       << "  mistakes      " << r.accepted_unprofitable << " accepted unprofitable, "
-      << r.rejected_profitable << " rejected profitable\n"
+      << r.rejected_profitable << " rejected profitable (" << r.rejected_by_target
+      << " more by its own $/proof target)\n"
       << "  OOMs          " << r.ooms << " (" << r.ooms_after_first_on_host
       << " after the first on a host)\n";
   if (r.jobs) {
@@ -122,6 +134,7 @@ std::string compare_text(const std::vector<DesReport>& reports, const std::strin
     if (r.policy == reference) ref = &r;
   std::vector<std::pair<std::string, std::vector<std::string>>> rows = {
       {"profit", {}},
+      {"profit vs bound", {}},
       {"profit vs " + reference, {}},
       {"revenue", {}},
       {"spend", {}},
@@ -134,6 +147,7 @@ std::string compare_text(const std::vector<DesReport>& reports, const std::strin
       {"accepted", {}},
       {"accepted unprofitable", {}},
       {"rejected profitable", {}},
+      {"rejected by own target", {}},
       {"OOMs", {}},
       {"OOMs after first on host", {}},
   };
@@ -141,6 +155,8 @@ std::string compare_text(const std::vector<DesReport>& reports, const std::strin
     std::size_t i = 0;
     auto add = [&](std::string v) { rows[i++].second.push_back(std::move(v)); };
     add(money(r.profit_usd));
+    const auto share = share_of_bound(r);
+    add(share ? core::percent(*share) : std::string("-"));
     add(ref && ref->profit_usd != 0 ? core::percent(r.profit_usd / ref->profit_usd)
                                     : std::string("-"));
     add(money(r.revenue_usd));
@@ -156,6 +172,7 @@ std::string compare_text(const std::vector<DesReport>& reports, const std::strin
     add(std::to_string(r.instances_accepted));
     add(std::to_string(r.accepted_unprofitable));
     add(std::to_string(r.rejected_profitable));
+    add(std::to_string(r.rejected_by_target));
     add(std::to_string(r.ooms));
     add(std::to_string(r.ooms_after_first_on_host));
   }
@@ -170,7 +187,11 @@ std::string compare_text(const std::vector<DesReport>& reports, const std::strin
   std::ostringstream out;
   if (!reports.empty()) {
     out << "scenario " << reports.front().scenario << " (seed " << reports.front().seed << ", "
-        << fixed(reports.front().hours, 1) << " h)\n";
+        << fixed(reports.front().hours, 1) << " h)";
+    if (const auto& bound = reports.front().bound_profit_usd) {
+      out << "; profit bound " << money(*bound) << " (no policy can expect more)";
+    }
+    out << "\n";
   }
   out << pad("", label_w + 2);
   for (std::size_t c = 0; c < reports.size(); ++c) out << pad(reports[c].policy, col_w[c]);

@@ -33,6 +33,7 @@ struct InstanceOutcome {
   double revenue_usd = 0;
   bool accepted_unprofitable = false;
   bool rejected_profitable = false;
+  bool rejected_by_target = false;
 };
 
 struct DesReport {
@@ -58,7 +59,10 @@ struct DesReport {
   // it paid: its sustained rate, alone at the best plan with our other instances on the
   // machine, times revenue — counting only proofs within demand left by our other provers —
   // exceeded its price.
+  // Not counting those whose truth rate was below the policy's own break-even (its $/proof
+  // target, e.g. the classic's $0.008): rejected by its rule, not by a wrong measurement.
   int rejected_profitable = 0;
+  int rejected_by_target = 0;  // destroyed, profitable by the truth, but above its own target
   int ooms = 0;
   int ooms_after_first_on_host = 0;  // OOMs on a machine that had OOMed before
   double mean_proofs_per_hour = 0;   // proofs ÷ hours
@@ -66,13 +70,19 @@ struct DesReport {
   // /2 scenarios (jobs with deadlines); `jobs` says the fields apply.
   bool jobs = false;
   std::int64_t jobs_arrived = 0;
-  std::int64_t jobs_served_on_time = 0;    // delivered within the deadline: the paid proofs
-  std::int64_t jobs_late = 0;              // delivered after it: unpaid
-  std::int64_t jobs_unserved = 0;          // expired in the queue or still unfinished at the end
-  double queue_wait_p95_min = 0;           // arrival to being taken, over the jobs taken
-  double idle_instance_hours = 0;          // accepted instances waiting with no job to prove
+  std::int64_t jobs_served_on_time = 0;  // delivered within the deadline: the paid proofs
+  std::int64_t jobs_late = 0;            // delivered after it: unpaid
+  std::int64_t jobs_unserved = 0;        // expired in the queue or still unfinished at the end
+  double queue_wait_p95_min = 0;         // arrival to being taken, over the jobs taken
+  double idle_instance_hours = 0;        // accepted instances waiting with no job to prove
+  // The scenario's profit bound (profit_bound.h), when the caller computed it: the report then
+  // says what share of it this policy earned.
+  std::optional<double> bound_profit_usd;
   std::vector<InstanceOutcome> instances;  // filled only when asked for
 };
+
+// profit ÷ bound; nullopt without a positive bound.
+std::optional<double> share_of_bound(const DesReport& report);
 
 // The report as one JSON object (spec keys first). `details` adds "instances".
 nlohmann::json report_json(const DesReport& report, bool details = false);
@@ -80,8 +90,9 @@ nlohmann::json report_json(const DesReport& report, bool details = false);
 // A human-readable summary of one run.
 std::string report_text(const DesReport& report);
 
-// Side-by-side table of several runs on one scenario, with profit and $/proof of each policy
-// relative to the first named `reference` (e.g. "oracle") when present.
+// Side-by-side table of several runs on one scenario: profit as a share of the bound (when the
+// reports carry it), and profit and $/proof of each policy relative to the one named
+// `reference` (e.g. "clairvoyant") when present.
 std::string compare_text(const std::vector<DesReport>& reports, const std::string& reference);
 
 }  // namespace pf::sim

@@ -146,6 +146,26 @@ CREATE TABLE settings (
   value TEXT NOT NULL
 ) STRICT;
 )sql"},
+    // One lifecycle (issue 11): the close cause is typed and stored, and what the manager
+    // needs after a restart (the benchmark clock, a reported throttle, the production windows
+    // recorded) lives on the row. Rows closed before keep an empty cause, except the
+    // operator's destroys, whose reason was always exactly "operator request": their
+    // cooldown keeps working across the upgrade.
+    Migration{2, "typed close cause and restart state on instances", R"sql(
+ALTER TABLE instances ADD COLUMN close_cause TEXT NOT NULL DEFAULT '';
+ALTER TABLE instances ADD COLUMN bench_since REAL NOT NULL DEFAULT 0;
+ALTER TABLE instances ADD COLUMN gpu_throttled INTEGER NOT NULL DEFAULT 0
+  CHECK (gpu_throttled IN (0, 1));
+ALTER TABLE instances ADD COLUMN production_windows INTEGER NOT NULL DEFAULT 0;
+UPDATE instances SET close_cause = 'operator'
+  WHERE destroy_reason = 'operator request' AND state IN ('destroying', 'destroyed');
+UPDATE instances SET production_windows =
+  (SELECT COUNT(*) FROM bench_runs
+   WHERE bench_runs.instance_id = instances.id AND bench_runs.kind = 'production');
+UPDATE instances SET bench_since =
+  (SELECT COALESCE(MAX(at), 0) FROM proof_samples
+   WHERE proof_samples.instance_id = instances.id AND proof_samples.phase = 'warmup');
+)sql"},
 };
 
 consteval bool versions_are_consecutive() {
@@ -503,7 +523,8 @@ constexpr const char* kInstanceColumns =
     "market_status, market_status_since, params_done_bytes, params_total_bytes, "
     "params_rate_bps, prover_crashes, ooms, proofs_benchmark, proofs_production, gpu_util, "
     "peak_memory_gib, spend_usd, billed_until, verdict_decision, verdict_rate, verdict_low, "
-    "verdict_high, verdict_samples, verdict_break_even_rate, verdict_reason, plan_json, origin";
+    "verdict_high, verdict_samples, verdict_break_even_rate, verdict_reason, plan_json, origin, "
+    "close_cause, bench_since, gpu_throttled, production_windows";
 
 void bind_instance(Statement& s, const core::InstanceRecord& r) {
   s.bind_text(":deployment_id", r.deployment_id);
@@ -548,6 +569,10 @@ void bind_instance(Statement& s, const core::InstanceRecord& r) {
   }
   s.bind_text(":plan_json", r.plan_json);
   s.bind_text(":origin", r.origin);
+  s.bind_text(":close_cause", r.close_cause ? core::to_string(*r.close_cause) : "");
+  s.bind_real(":bench_since", r.bench_since);
+  s.bind_int(":gpu_throttled", r.gpu_throttled ? 1 : 0);
+  s.bind_int(":production_windows", r.production_windows);
 }
 
 core::InstanceRecord read_instance(const Statement& s, OfferCache& offers) {
@@ -600,6 +625,14 @@ core::InstanceRecord read_instance(const Statement& s, OfferCache& offers) {
   }
   r.plan_json = s.text("plan_json");
   r.origin = s.text("origin");
+  const std::string cause = s.text("close_cause");
+  if (!cause.empty()) {
+    r.close_cause = core::parse_close_cause(cause);
+    if (!r.close_cause) throw StoreError(what + " has unknown close cause '" + cause + "'");
+  }
+  r.bench_since = s.real("bench_since");
+  r.gpu_throttled = s.int32("gpu_throttled") != 0;
+  r.production_windows = s.int32("production_windows");
   return r;
 }
 
@@ -902,7 +935,7 @@ std::int64_t SqliteStore::insert_instance(const core::InstanceRecord& record) {
                   ":proofs_production, :gpu_util, :peak_memory_gib, :spend_usd, :billed_until, "
                   ":verdict_decision, :verdict_rate, :verdict_low, :verdict_high, "
                   ":verdict_samples, :verdict_break_even_rate, :verdict_reason, :plan_json, "
-                  ":origin)",
+                  ":origin, :close_cause, :bench_since, :gpu_throttled, :production_windows)",
               "inserting instance with deployment_id '" + record.deployment_id + "'");
   bind_instance(s, record);
   s.run();
@@ -929,7 +962,9 @@ void SqliteStore::update_instance(const core::InstanceRecord& record) {
               "verdict_rate = :verdict_rate, verdict_low = :verdict_low, "
               "verdict_high = :verdict_high, verdict_samples = :verdict_samples, "
               "verdict_break_even_rate = :verdict_break_even_rate, "
-              "verdict_reason = :verdict_reason, plan_json = :plan_json, origin = :origin "
+              "verdict_reason = :verdict_reason, plan_json = :plan_json, origin = :origin, "
+              "close_cause = :close_cause, bench_since = :bench_since, "
+              "gpu_throttled = :gpu_throttled, production_windows = :production_windows "
               "WHERE id = :id",
               doing);
   bind_instance(s, record);
@@ -948,7 +983,8 @@ void SqliteStore::update_agent_progress(const core::InstanceRecord& r) {
               "ooms = :ooms, proofs_benchmark = :proofs_benchmark, "
               "proofs_production = :proofs_production, gpu_util = :gpu_util, "
               "peak_memory_gib = :peak_memory_gib, plan_json = :plan_json, "
-              "spend_usd = :spend_usd, billed_until = :billed_until WHERE id = :id",
+              "spend_usd = :spend_usd, billed_until = :billed_until, "
+              "gpu_throttled = :gpu_throttled, bench_since = :bench_since WHERE id = :id",
               doing);
   s.bind_real(":last_heartbeat_at", r.last_heartbeat_at);
   s.bind_real(":params_done_bytes", r.params_done_bytes);
@@ -963,6 +999,8 @@ void SqliteStore::update_agent_progress(const core::InstanceRecord& r) {
   s.bind_text(":plan_json", r.plan_json);
   s.bind_real(":spend_usd", r.spend_usd);
   s.bind_real(":billed_until", r.billed_until);
+  s.bind_int(":gpu_throttled", r.gpu_throttled ? 1 : 0);
+  s.bind_real(":bench_since", r.bench_since);
   s.bind_int(":id", r.id);
   s.run();
   if (s.changes() == 0) throw StoreError(doing + ": no such instance");

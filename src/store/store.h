@@ -33,9 +33,10 @@ class Store {
   virtual void update_instance(const core::InstanceRecord& record) = 0;
   // Writes only what agents report and what accrues with it: last_heartbeat_at, params_*,
   // prover_crashes, ooms, proofs_benchmark, proofs_production, gpu_util, peak_memory_gib,
-  // plan_json, spend_usd and billed_until. State, offer snapshot, verdict and the rest of the
-  // row stay as stored. Agents report every few seconds; rewriting the whole row (and its offer
-  // snapshot) each time was the manager's main cost. Throws StoreError if the row does not exist.
+  // plan_json, spend_usd, billed_until, gpu_throttled and bench_since. State, offer snapshot,
+  // verdict and the rest of the row stay as stored. Agents report every few seconds; rewriting the
+  // whole row (and its offer snapshot) each time was the manager's main cost. Throws StoreError if
+  // the row does not exist.
   virtual void update_agent_progress(const core::InstanceRecord& record) = 0;
   virtual std::optional<core::InstanceRecord> instance(std::int64_t id) = 0;
   virtual std::optional<core::InstanceRecord> instance_by_deployment(const std::string& dep) = 0;

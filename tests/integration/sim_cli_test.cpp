@@ -1,6 +1,7 @@
 // `proverfleet sim` end to end: the real binary, its exit codes and its output formats.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -61,15 +62,45 @@ TEST(SimCli, CompareJsonHasOneReportPerPolicy) {
   ASSERT_EQ(j.at("reports").size(), 3u);
   std::vector<std::string> policies;
   for (const auto& report : j.at("reports")) policies.push_back(report.at("policy"));
-  EXPECT_EQ(policies, (std::vector<std::string>{"default", "classic", "oracle"}));
+  EXPECT_EQ(policies, (std::vector<std::string>{"default", "classic", "clairvoyant"}));
+  // Every policy as a share of the profit bound, which none exceeds.
+  for (const auto& report : j.at("reports")) {
+    ASSERT_TRUE(report.contains("bound_profit_usd")) << report.at("policy");
+    EXPECT_LE(report.at("profit_usd").get<double>(), report.at("bound_profit_usd").get<double>());
+    EXPECT_NEAR(report.at("profit_vs_bound").get<double>(),
+                report.at("profit_usd").get<double>() / report.at("bound_profit_usd").get<double>(),
+                1e-12);
+    EXPECT_TRUE(report.contains("rejected_by_target"));
+  }
 }
 
-TEST(SimCli, CompareTableShowsRatiosAgainstTheOracle) {
+TEST(SimCli, CompareTableShowsTheBoundAndRatiosAgainstClairvoyant) {
   const Result r = run({"sim", "--scenario", fixture("mixed.json"), "--compare"});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("profit vs oracle"));
-  EXPECT_THAT(r.out, HasSubstr("$/proof vs oracle"));
+  EXPECT_THAT(r.out, HasSubstr("profit bound $"));
+  EXPECT_THAT(r.out, HasSubstr("profit vs bound"));
+  EXPECT_THAT(r.out, HasSubstr("profit vs clairvoyant"));
+  EXPECT_THAT(r.out, HasSubstr("$/proof vs clairvoyant"));
+  EXPECT_THAT(r.out, HasSubstr("rejected by own target"));
   EXPECT_THAT(r.out, HasSubstr("100%"));
+}
+
+TEST(SimCli, ConfigFileChangesWhatTheDefaultPolicyRuns) {
+  const std::string config =
+      ::testing::TempDir() + "sim-cli-" + std::to_string(::getpid()) + ".toml";
+  std::ofstream(config) << "[autopilot]\nmax_instances = 1\n";
+  const Result base =
+      run({"sim", "--scenario", fixture("mixed.json"), "--policy", "default", "--json"});
+  const Result capped = run({"sim", "--scenario", fixture("mixed.json"), "--policy", "default",
+                             "--json", "--config", config});
+  ASSERT_EQ(base.code, 0) << base.err;
+  ASSERT_EQ(capped.code, 0) << capped.err;
+  EXPECT_NE(nlohmann::json::parse(base.out).at("profit_usd"),
+            nlohmann::json::parse(capped.out).at("profit_usd"));
+  std::remove(config.c_str());
+  const Result missing = run({"sim", "--scenario", fixture("mixed.json"), "--config", config});
+  EXPECT_NE(missing.code, 0);
+  EXPECT_THAT(missing.err, HasSubstr(config));
 }
 
 TEST(SimCli, SameScenarioTwiceGivesTheSameReport) {
@@ -82,7 +113,7 @@ TEST(SimCli, SameScenarioTwiceGivesTheSameReport) {
 TEST(SimCli, UnknownPolicyIsAClearError) {
   const Result r = run({"sim", "--scenario", fixture("mixed.json"), "--policy", "greedy"});
   EXPECT_NE(r.code, 0);
-  EXPECT_THAT(r.err, HasSubstr("unknown policy \"greedy\" (one of default, classic, oracle)"));
+  EXPECT_THAT(r.err, HasSubstr("unknown policy \"greedy\" (one of default, classic, clairvoyant)"));
 }
 
 TEST(SimCli, MissingScenarioNamesThePath) {

@@ -70,10 +70,10 @@ TEST(DesEngine, OneGoodOfferIsRentedKeptAndEarnsWhatThePhysicsSays) {
 TEST(DesEngine, MixedMarketEachPolicyMakesItsExpectedChoices) {
   const Scenario s = fixture("mixed.json");
 
-  const DesReport oracle = run(s, "oracle");
-  EXPECT_EQ(accepted_offers(oracle), (std::set<std::int64_t>{1001, 1004}));
-  EXPECT_EQ(oracle.instances_rented, 2);
-  EXPECT_EQ(oracle.ooms, 0);
+  const DesReport clairvoyant = run(s, "clairvoyant");
+  EXPECT_EQ(accepted_offers(clairvoyant), (std::set<std::int64_t>{1001, 1004}));
+  EXPECT_EQ(clairvoyant.instances_rented, 2);
+  EXPECT_EQ(clairvoyant.ooms, 0);
 
   const DesReport def = run(s, "default");
   EXPECT_EQ(accepted_offers(def), (std::set<std::int64_t>{1001, 1004}));
@@ -81,7 +81,8 @@ TEST(DesEngine, MixedMarketEachPolicyMakesItsExpectedChoices) {
   ASSERT_TRUE(slow);
   EXPECT_FALSE(slow->accepted);
   EXPECT_THAT(slow->close_reason, HasSubstr("benchmark rejected"));
-  EXPECT_LE(slow->verdict_samples, 4);  // a clear case decides in few proofs
+  // A clear case decides at the fewest samples serve's [acceptance] allows (6).
+  EXPECT_EQ(slow->verdict_samples, serve_defaults().sprt.min_samples);
   const InstanceOutcome* dead = rental_of(def, 1003);
   ASSERT_TRUE(dead);
   EXPECT_THAT(dead->close_reason, HasSubstr("booting"));
@@ -97,7 +98,7 @@ TEST(DesEngine, MixedMarketEachPolicyMakesItsExpectedChoices) {
   for (const auto& i : def.instances) dead_rentals += i.offer_id == 1003;
   EXPECT_EQ(dead_rentals, 2);
 
-  // Classic plans from the advertised 512 GiB: 1004 OOMs and is never retried.
+  // Classic runs 16 partitions on the advertised 512 GiB: 1004 OOMs and is never retried.
   const DesReport classic = run(s, "classic");
   EXPECT_GE(classic.ooms, 1);
   const InstanceOutcome* oomed = rental_of(classic, 1004);
@@ -194,7 +195,7 @@ TEST(DesEngine, OfflineHostIsNotBilledAfterItDisappears) {
   Scenario s = fixture("single-good.json");
   s.offers[0].truth.failure = {FailureKind::Offline, 3.0};
   s.offers[0].listed_until_h = 1;  // it cannot be rented again
-  const DesReport r = run(s, "oracle");
+  const DesReport r = run(s, "clairvoyant");
   EXPECT_EQ(r.instances_rented, 1);
   // Billed from boot (5 min) to offline (3 h after boot).
   EXPECT_NEAR(r.spend_usd, 3.0 * 0.30, 0.01);
@@ -247,35 +248,37 @@ TEST(DesEngine, ReportHasEverySpecKey) {
   EXPECT_FALSE(j.contains("instances"));
 }
 
-TEST(DesPolicies, ClassicBenchmarkCountsTwelveProofsFromTheFirst) {
-  ClassicAcceptance test(12);
+TEST(DesPolicies, ClassicTimesATwelveProofBatchAfterWarmUpAndRestart) {
+  ClassicAcceptance test(12, 90);
   core::BenchmarkInput in;
-  in.since = 0;
-  in.break_even_rate = 37.5;  // $0.30 / 0.008 → min_rate ⌈37.5⌉ = 38
-  // First proof after 5 min of warm-up, then one a minute: 12 proofs in 16 minutes = 45/hr.
+  in.since = 1000;            // the warm-up proof is done (not timed); the daemon restarts
+  in.break_even_rate = 49.5;  // $0.396 / 0.008 → min_rate ⌈49.5⌉ = 50
+  // One proof a minute after the restart: 12 proofs in 12 min + the 90 s preload = 53.3/hr.
   for (int i = 0; i < 11; ++i) {
     core::ProofSample p;
-    p.at = 300 + 60.0 * (i + 1);
+    p.at = 1000 + 60.0 * (i + 1);
     in.samples.push_back(p);
   }
   in.now = in.samples.back().at;
   EXPECT_EQ(test.evaluate(in).decision, core::Verdict::Decision::Continue);
   core::ProofSample last;
-  last.at = 300 + 60.0 * 12;
+  last.at = 1000 + 60.0 * 12;
   in.samples.push_back(last);
   const core::Verdict v = test.evaluate(in);
   EXPECT_EQ(v.decision, core::Verdict::Decision::Accept);
-  EXPECT_NEAR(v.rate, 12 * 3600.0 / 1020, 1e-9);
-  in.break_even_rate = 42.6;  // min_rate 43 > 42.35
+  EXPECT_NEAR(v.rate, 12 * 3600.0 / 810, 1e-9);
+  in.break_even_rate = 53.4;  // min_rate 54 > 53.3
   EXPECT_EQ(test.evaluate(in).decision, core::Verdict::Decision::Reject);
 }
 
-TEST(DesPolicies, ClassicPlansFromTheAdvertisedRam) {
+TEST(DesPolicies, ClassicRunsTenPartitionsSixteenAbove400Gb) {
   const Scenario s = fixture("mixed.json");
   ClassicPolicy classic(s, ClassicConfig{});
-  // 512 GiB advertised, 1 GPU: min(⌊(549.8 − 100) / 12⌋, 3) = 3 proofs × 2 partitions.
-  EXPECT_EQ(classic.plan_partitions(s.offers[3].offer, probe_of(s.offers[3]), 0), 6);
-  EXPECT_EQ(classic.plan_partitions(s.offers[3].offer, probe_of(s.offers[3]), 6), 0);  // no re-plan
+  // 1004 advertises 512 GiB (550 GB): 16 partitions; 1001 advertises 256 GiB (275 GB): 10.
+  EXPECT_EQ(classic.plan_partitions(s.offers[3].offer, probe_of(s.offers[3]), 0), 16);
+  EXPECT_EQ(classic.plan_partitions(s.offers[0].offer, probe_of(s.offers[0]), 0), 10);
+  EXPECT_EQ(classic.plan_partitions(s.offers[3].offer, probe_of(s.offers[3]), 16),
+            0);  // no re-plan
 }
 
 TEST(DesPolicies, UnknownPolicyNameGivesNothing) {

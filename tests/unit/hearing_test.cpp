@@ -49,7 +49,7 @@ TEST(Hearing, ARestartedManagerWaitsOneTimeoutBeforeJudgingSilence) {
   EXPECT_FALSE(core::destroy_reason(fetching, restart + 10, cfg, h));
   auto exited = live[0];
   exited.market_status = "exited";
-  EXPECT_THAT(*core::destroy_reason(exited, restart + 10, cfg, h), HasSubstr("exited"));
+  EXPECT_THAT(core::destroy_reason(exited, restart + 10, cfg, h)->reason, HasSubstr("exited"));
   auto booting = live[0];  // booting ends with a registration the manager could not take
   booting.state = S::Booting;
   booting.deadline_at = restart;
@@ -57,13 +57,14 @@ TEST(Hearing, ARestartedManagerWaitsOneTimeoutBeforeJudgingSilence) {
   auto renting = live[0];
   renting.state = S::Renting;
   renting.deadline_at = restart;
-  EXPECT_THAT(*core::destroy_reason(renting, restart + 10, cfg, h), HasSubstr("deadline"));
+  EXPECT_THAT(core::destroy_reason(renting, restart + 10, cfg, h)->reason, HasSubstr("deadline"));
 
   // After a whole timeout of listening, an agent still silent is judged — by its heard silence.
   const double later = restart + cfg.heartbeat_timeout_s;
   h = core::judge_hearing(live, later, listening, cfg.heartbeat_timeout_s);
   EXPECT_TRUE(h.may_judge_silence) << h.reason;
-  EXPECT_THAT(*core::destroy_reason(live[0], later, cfg, h), HasSubstr("heartbeat lost for 300 s"));
+  EXPECT_THAT(core::destroy_reason(live[0], later, cfg, h)->reason,
+              HasSubstr("heartbeat lost for 300 s"));
 }
 
 // An agent that found the manager down retries up to kAgentRetryMaxS apart: a manager with a
@@ -88,7 +89,7 @@ TEST(Hearing, SettlingNeverEndsBeforeTheAgentsRetryHasLanded) {
   const double settled = restart + core::kAgentRetryMaxS;
   h = core::judge_hearing(live, settled, listening, cfg.heartbeat_timeout_s);
   EXPECT_TRUE(h.may_judge_silence) << h.reason;
-  EXPECT_THAT(*core::destroy_reason(booting, settled, cfg, h), HasSubstr("deadline passed"));
+  EXPECT_THAT(core::destroy_reason(booting, settled, cfg, h)->reason, HasSubstr("deadline passed"));
 }
 
 TEST(Hearing, MostAgentsSilentAtOnceBlamesNobody) {
@@ -109,7 +110,7 @@ TEST(Hearing, MostAgentsSilentAtOnceBlamesNobody) {
   for (int i = 1; i < 4; ++i) live[i].last_heartbeat_at = now - 5;
   h = core::judge_hearing(live, now, listening, cfg.heartbeat_timeout_s);
   EXPECT_TRUE(h.may_judge_silence);
-  EXPECT_THAT(*core::destroy_reason(live[0], now, cfg, h), HasSubstr("heartbeat lost"));
+  EXPECT_THAT(core::destroy_reason(live[0], now, cfg, h)->reason, HasSubstr("heartbeat lost"));
 
   // Two silent of a fleet of two is below the minimum count: each is judged on its own.
   std::vector<core::InstanceRecord> pair{proving(1, now - 600), proving(2, now - 600)};

@@ -637,6 +637,7 @@ TEST_F(ManagerTest, OrphansWithOurLabelAreDestroyedOthersLeftAlone) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].origin, "orphan");
   EXPECT_EQ(rows[0].state, S::Destroyed);
+  EXPECT_EQ(rows[0].close_cause, core::CloseCause::Orphan);
 }
 
 TEST_F(ManagerTest, VanishedInstanceIsClosedAfterGrace) {
@@ -649,6 +650,7 @@ TEST_F(ManagerTest, VanishedInstanceIsClosedAfterGrace) {
   manager_->reconcile();
   EXPECT_EQ(get(id).state, S::Destroyed);
   EXPECT_THAT(get(id).destroy_reason, HasSubstr("vanished"));
+  EXPECT_EQ(get(id).close_cause, core::CloseCause::Vanished);
 }
 
 TEST_F(ManagerTest, IncompleteMarketListClosesNothing) {
@@ -705,6 +707,75 @@ TEST_F(ManagerTest, LogsAreBoundedRing) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(manager_->agent_logs(id, chunk));
   EXPECT_LE(manager_->logs(id).size(), manager_->config().log_ring_bytes);
   EXPECT_FALSE(manager_->agent_logs(424242, "x"));
+}
+
+// What the manager judges by lives on the row: a manager restarted between a throttle report
+// and the verdict still marks the run throttled (it kept the report in memory before), and the
+// benchmark clock still starts at the warm-up's end.
+TEST_F(ManagerTest, ARestartedManagerJudgesIdentically) {
+  auto [id, token] = deploy_and_register(101);
+  double t = now_;
+  to_benchmarking(id, t);
+  Heartbeat hb;
+  hb.phase = "warming_up";
+  hb.gpu_throttled = true;
+  ASSERT_TRUE(manager_->agent_heartbeat(id, hb));
+  EXPECT_EQ(get(id).bench_since, t);  // the warm-up proof's completion
+  manager_ =
+      std::make_unique<Manager>(*store_, market_, manager_->config(), [this] { return now_; });
+  std::int64_t seq = 10;
+  prove_one_by_one(id, t, gaps(8, 36, 1), seq);
+  ASSERT_EQ(get(id).state, S::Proving);
+  auto runs = store_->all_bench_runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_TRUE(runs[0].throttled);
+  ASSERT_TRUE(get(id).verdict);
+  // Intervals from the warm-up's end: every measured proof is one.
+  EXPECT_EQ(get(id).verdict->samples, get(id).proofs_benchmark);
+}
+
+TEST_F(ManagerTest, EveryDestroyPathStoresItsCause) {
+  auto [op, t1] = deploy_and_register(101);
+  ASSERT_TRUE(manager_->request_destroy(op, kOperatorDestroyReason));
+  EXPECT_EQ(get(op).close_cause, core::CloseCause::Operator);
+  auto [dropped, t2] = deploy_and_register(102);
+  core::Strike strike;
+  strike.machine_id = 12;
+  strike.kind = core::StrikeKind::SlowDownload;
+  strike.reason = "parameters at 5 Mb/s";
+  strike.at = now_;
+  strike.instance_id = dropped;
+  ASSERT_TRUE(
+      manager_->request_destroy(dropped, "autopilot: slow", core::CloseCause::Dropped, strike));
+  EXPECT_EQ(get(dropped).close_cause, core::CloseCause::Dropped);
+  // The drop's blame went through the Manager: an entry and a "blame" event.
+  const auto hosts = store_->bad_hosts();
+  ASSERT_EQ(hosts.size(), 1u);
+  EXPECT_EQ(hosts[0].machine_id, 12);
+  EXPECT_EQ(hosts[0].source, "auto");
+  bool blamed = false;
+  for (const auto& e : store_->events(dropped, 0)) blamed = blamed || e.kind == "blame";
+  EXPECT_TRUE(blamed);
+}
+
+TEST_F(ManagerTest, BadHostChangesGoThroughTheManagerWithEvents) {
+  auto [id, token] = deploy_and_register(101);  // machine 11
+  core::BadHost b;
+  b.machine_id = 11;
+  b.reason = "flaky PSU";
+  b.added_at = now_;
+  manager_->put_bad_host(b, "the operator");
+  ASSERT_EQ(store_->bad_hosts().size(), 1u);
+  auto has_event = [&](const std::string& text) {
+    for (const auto& e : store_->events(id, 0))
+      if (e.kind == "bad_host" && e.message.find(text) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has_event("put on the bad-host list by the operator: flaky PSU"));
+  EXPECT_EQ(manager_->remove_bad_host(11, "the operator"), 1);
+  EXPECT_TRUE(store_->bad_hosts().empty());
+  EXPECT_TRUE(has_event("taken off the bad-host list"));
+  EXPECT_EQ(manager_->remove_bad_host(11, "the operator"), 0);
 }
 
 }  // namespace

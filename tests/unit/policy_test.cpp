@@ -275,3 +275,38 @@ TEST(ProductionWindows, OnlyWindowsClosedByALaterProofAreComplete) {
 
 }  // namespace
 }  // namespace pf::core
+
+namespace pf::core {
+namespace {
+
+// The operator cooldown reads the stored close cause, not the reason's text.
+TEST(PolicyOperatorCooldown, MachinesTheOperatorClosedAreLeftAloneForTheCooldown) {
+  const Offer a = good_offer(1, 100);
+  const Offer b = good_offer(2, 200);
+  auto closed_by_operator = instance(10, a, InstanceState::Destroyed, kNow - 3600);
+  closed_by_operator.close_cause = CloseCause::Operator;
+  closed_by_operator.destroy_reason = "please stop";  // any text
+  closed_by_operator.destroyed_at = kNow - 3600;
+  // A drop whose reason merely reads like the operator's: no cooldown.
+  auto dropped = instance(11, b, InstanceState::Destroyed, kNow - 3600);
+  dropped.close_cause = CloseCause::Dropped;
+  dropped.destroy_reason = "operator request";
+  dropped.destroyed_at = kNow - 3600;
+  const std::vector<InstanceRecord> fleet{closed_by_operator, dropped};
+  PolicyConfig cfg = config();
+  cfg.operator_cooldown_s = 24 * 3600;
+  EXPECT_EQ(operator_cooldown_machines(fleet, kNow, cfg.operator_cooldown_s),
+            std::set<std::int64_t>{100});
+  auto rented = [&](const PolicyConfig& c) {
+    std::set<std::int64_t> machines;
+    for (const auto& act : decide(fleet, {a, b}, {}, {}, kNow, c))
+      if (act.kind == Kind::Rent) machines.insert(act.offer.machine_id);
+    return machines;
+  };
+  EXPECT_EQ(rented(cfg), std::set<std::int64_t>{200});
+  cfg.operator_cooldown_s = 1800;  // over
+  EXPECT_EQ(rented(cfg), (std::set<std::int64_t>{100, 200}));
+}
+
+}  // namespace
+}  // namespace pf::core

@@ -129,6 +129,10 @@ core::InstanceRecord full_record(const std::string& deployment_id) {
                             "rate above break-even"};
   r.plan_json = R"({"partitions":3})";
   r.origin = "autopilot";
+  r.close_cause = core::CloseCause::Deadline;
+  r.bench_since = 4321.5;
+  r.gpu_throttled = true;
+  r.production_windows = 3;
   return r;
 }
 
@@ -203,6 +207,10 @@ void expect_same(const core::InstanceRecord& a, const core::InstanceRecord& b) {
   }
   EXPECT_EQ(a.plan_json, b.plan_json);
   EXPECT_EQ(a.origin, b.origin);
+  EXPECT_EQ(a.close_cause, b.close_cause);
+  EXPECT_EQ(a.bench_since, b.bench_since);
+  EXPECT_EQ(a.gpu_throttled, b.gpu_throttled);
+  EXPECT_EQ(a.production_windows, b.production_windows);
 }
 
 core::InstanceEvent event(std::int64_t instance_id, double at, std::string message) {
@@ -762,6 +770,60 @@ TEST(SqliteStoreOpen, ReopeningAFileKeepsDataAndMigratesNothingTwice) {
     EXPECT_EQ(store.all_bench_runs().size(), 1u);
   }
   EXPECT_EQ(journal_mode(path), "wal");
+}
+
+// Runs SQL behind the store's back.
+void raw_exec(const std::string& path, const std::string& sql) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(raw);
+  sqlite3_close(raw);
+}
+
+// A database of schema 1 (no close cause, restart state in memory) upgrades: operator destroys
+// keep their cooldown, recorded production windows and the benchmark clock are found again.
+TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
+  TempDir dir;
+  const std::string path = dir.file("fleet.db");
+  std::int64_t by_operator = 0, dropped = 0;
+  {
+    SqliteStore store(path);
+    auto a = full_record("by-operator");
+    a.state = core::InstanceState::Destroyed;
+    a.destroy_reason = "operator request";
+    by_operator = store.insert_instance(a);
+    auto b = full_record("dropped");
+    b.state = core::InstanceState::Proving;
+    b.destroy_reason = "";
+    dropped = store.insert_instance(b);
+    core::ProofSample warm;
+    warm.instance_id = dropped;
+    warm.seq = 1;
+    warm.at = 1234;
+    warm.phase = core::ProofPhase::Warmup;
+    store.insert_proof_sample(warm);
+    auto run = bench({1, "A100", 1}, 5, 10);
+    run.instance_id = dropped;
+    run.kind = "production";
+    store.insert_bench_run(run);
+    store.insert_bench_run(run);
+  }
+  // What schema 1 looked like.
+  raw_exec(path,
+           "ALTER TABLE instances DROP COLUMN close_cause;"
+           "ALTER TABLE instances DROP COLUMN bench_since;"
+           "ALTER TABLE instances DROP COLUMN gpu_throttled;"
+           "ALTER TABLE instances DROP COLUMN production_windows;"
+           "PRAGMA user_version = 1;");
+  SqliteStore store(path);
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
+  EXPECT_EQ(store.instance(by_operator)->close_cause, core::CloseCause::Operator);
+  const auto proving = *store.instance(dropped);
+  EXPECT_FALSE(proving.close_cause);
+  EXPECT_EQ(proving.bench_since, 1234);
+  EXPECT_EQ(proving.production_windows, 2);
+  EXPECT_FALSE(proving.gpu_throttled);
 }
 
 TEST(SqliteStoreOpen, NewerSchemaVersionIsRefused) {

@@ -1,0 +1,89 @@
+// An upper bound on the profit any policy can expect on a scenario (`sim --compare`'s yardstick:
+// every policy is reported as a share of it).
+//
+// The relaxation, each step of which can only raise the optimum:
+//  - every offer is scheduled on its own, as if alone on its machine (no contention between our
+//    instances, no fleet caps), at the largest partition count the truth's memory holds;
+//  - each rental is billed and paid by the truth's timeline (boot unbilled, download billed
+//    with its bandwidth, warm-up, then the sustained rate; throttle and crash counted from the
+//    end of warm-up, the later of the readings the engine and the spec allow; offline from
+//    boot), proofs counted as a fluid plus Lorden's renewal slack (cv²) per rental, so the
+//    expected count is never under-stated;
+//  - an offer may be rented again and again inside its listing window (each rental repeats its
+//    failure), its rentals' lengths chosen freely: the best is found exactly through the
+//    rental curve's concavity after its break-even point (Jensen: equal cycles);
+//  - demand is one total over the horizon, not a cap per hour; it is priced by Lagrange
+//    duality: bound = min over λ ∈ [0, revenue] of λ·demand + Σ_offers best(revenue − λ), which
+//    is ≥ the relaxed optimum for every λ and equals the fractional "fill demand greedily by
+//    $/proof" optimum at the minimising λ.
+// Pure and deterministic; milliseconds on the bundled scenarios.
+#pragma once
+
+#include <vector>
+
+#include "sim/scenario_vocabulary.h"
+
+namespace pf::sim {
+
+// Partitions at which the truth's instance reaches its best rate without running out of memory
+// (70 + 14·p GiB ≤ the truth's visible RAM, no gain beyond partitions_full). 0: none fits.
+int best_partitions(const Truth& truth);
+
+// One rental of an offer under the truth, as a function of how long it is kept (hours from
+// the rent): profit(ℓ) = value·proofs(ℓ) − cost(ℓ), piecewise linear with the knots below.
+class RentalCurve {
+ public:
+  RentalCurve(const Scenario& scenario, const ScenarioOffer& offer);
+
+  bool can_prove() const { return rate_ > 0; }
+  double rate() const { return rate_; }  // unthrottled, alone, at best_partitions
+  double proving_from_h() const { return prover_h_ + warmup_h_; }
+
+  // The truth's rate ℓ hours after the rent (0 before proving and after a failure).
+  double rate_at(double hours) const;
+  // Expected proofs and cost (compute + bandwidth) of a rental kept ℓ hours.
+  double proofs(double hours) const;
+  double cost_usd(double hours) const;
+  double profit_usd(double hours, double value_per_proof) const {
+    return value_per_proof * proofs(hours) - cost_usd(hours);
+  }
+  // The knots of profit(ℓ) (sorted, ≥ 0): where the rate or the billing changes.
+  const std::vector<double>& knots() const { return knots_; }
+  // The best length to keep a rental within `limit_h` hours, and its profit (0 and 0 when no
+  // length earns anything).
+  struct Best {
+    double hours = 0;
+    double profit_usd = 0;
+  };
+  Best best(double limit_h, double value_per_proof) const;
+
+ private:
+  double boot_h_ = 0;
+  double prover_h_ = 0;  // boot + download
+  double warmup_h_ = 0;
+  double rate_ = 0;
+  double throttle_at_h_ = -1;  // -1: none
+  double throttle_factor_ = 1;
+  double stop_at_h_ = -1;     // crash (still billed) or -1
+  double offline_at_h_ = -1;  // offline (billing stops) or -1
+  double dph_ = 0;
+  double bandwidth_usd_ = 0;
+  double renewal_slack_ = 0;  // cv²: Lorden's bound on expected completions beyond the fluid
+  std::vector<double> knots_;
+};
+
+// The best an offer can earn over the scenario's horizon with rentals that start inside its
+// listing window, at `value_per_proof` per proof (see the file comment).
+double best_offer_profit(const Scenario& scenario, const ScenarioOffer& offer,
+                         double value_per_proof);
+
+struct ProfitBound {
+  double profit_usd = 0;
+  double demand_price_usd = 0;  // λ at the optimum: what one proof of demand is worth at most
+  double demand_proofs = -1;    // the demand total the relaxation used (-1: unlimited)
+  int offers_used = 0;          // offers with a paying schedule at the optimum
+};
+
+ProfitBound profit_bound(const Scenario& scenario);
+
+}  // namespace pf::sim
