@@ -4,13 +4,18 @@
 #include <cmath>
 
 #include "core/memory_model.h"
+#include "scenario/truth_model.h"
 
 namespace pf::sim {
 namespace {
 
-// The memory the truth's prover peaks at with p partitions (the spec's 70 + 14·p).
-double truth_peak_gib(int partitions) {
-  return core::peak_memory_gib(partitions, core::MemoryModel{});
+// Every job that arrives over the horizon, in expectation (/2): no schedule serves more.
+double expected_jobs(const scenario::Demand& demand, double hours) {
+  double jobs = 0;
+  for (const auto& segment : demand.arrivals) {
+    jobs += segment.proofs_per_hour * std::max(0.0, std::min(segment.to_h, hours) - segment.from_h);
+  }
+  return jobs;
 }
 
 }  // namespace
@@ -19,14 +24,17 @@ int best_partitions(const Truth& truth) {
   const int full = std::max(1, truth.partitions_full);
   int best = 0;
   for (int p = 1; p <= full; ++p) {
-    if (truth_peak_gib(p) <= truth.ram_visible_gib) best = p;
+    // The machine's real peak (truth_model.h; /1: the spec's 70 + 14·p).
+    if (!scenario::out_of_memory(truth, p)) best = p;
   }
   return best;
 }
 
 RentalCurve::RentalCurve(const Scenario& scenario, const ScenarioOffer& offer) {
   const Truth& t = offer.truth;
+  // The cheapest price the offer is ever listed at (/2 dph_changes): a relaxation.
   dph_ = offer.offer.dph_total;
+  for (const auto& change : offer.dph_changes) dph_ = std::min(dph_, change.dph_total);
   const int partitions = best_partitions(t);
   if (t.failure.kind == FailureKind::NeverBoots || t.download_mbps <= 0 || partitions == 0) {
     return;
@@ -180,14 +188,19 @@ ProfitBound profit_bound(const Scenario& scenario) {
     return sum;
   };
   ProfitBound out;
-  const auto& demand = scenario.economics.demand_proofs_per_hour;
-  if (!demand) {
+  // /1: a rate cap per hour; /2: the jobs that arrive (late and unserved ones only lower it).
+  const std::optional<double> total =
+      scenario.demand ? std::optional(expected_jobs(*scenario.demand, scenario.hours))
+      : scenario.economics.demand_proofs_per_hour
+          ? std::optional(*scenario.economics.demand_proofs_per_hour * scenario.hours)
+          : std::nullopt;
+  if (!total) {
     out.profit_usd = offers_at(revenue, &out.offers_used);
     return out;
   }
   // Weak duality: every λ gives an upper bound; the dual is convex in λ, so a golden-section
   // search finds the tightest one.
-  const double total_demand = *demand * scenario.hours;
+  const double total_demand = *total;
   out.demand_proofs = total_demand;
   auto dual = [&](double lambda) {
     return lambda * total_demand + offers_at(revenue - lambda, nullptr);
