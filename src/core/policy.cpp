@@ -151,11 +151,13 @@ std::optional<SwapPlan> best_swap(const Offer& offer, const Prediction& pred,
     with_room.demand_room = open + plan.displaced_rate;
     plan.score = score_offer(offer, pred, scoring, with_room);
     plan.score.value_usd -= lost_rate * revenue * plan.score.productive_hours;
-    // What the displaced earn now within demand, and what they cost, until the candidate
-    // would replace them.
+    // What the displaced would add without the swap: their paid proofs within demand less
+    // their price, or nothing where that is negative (the surplus step drops them anyway, so
+    // their price is no saving of the swap).
     const double their_paid = std::clamp(open + plan.displaced_rate, 0.0, plan.displaced_rate);
-    plan.value_usd = plan.score.value_usd + plan.score.p_pays * plan.score.productive_hours *
-                                                (displaced_dph - revenue * their_paid);
+    const double their_net = std::max(0.0, revenue * their_paid - displaced_dph);
+    plan.value_usd =
+        plan.score.value_usd - plan.score.p_pays * plan.score.productive_hours * their_net;
     if (!best || plan.value_usd > best->value_usd) best = plan;
   }
   return best;

@@ -140,8 +140,9 @@ struct Displaceable {
   double cost_per_proof() const { return rate > 0 ? dph / rate : 0; }
 };
 // Renting a candidate to replace some proving instances. Value: the candidate's score against
-// the demand room the displaced instances leave, plus — once it is accepted (p_pays), over its
-// productive hours — their price saved less the paid proofs they would have earned.
+// the demand room the displaced instances leave, less — once it is accepted (p_pays), over its
+// productive hours — what they would have added without it (their paid proofs less their
+// price; nothing where that is negative, as the surplus step drops them anyway).
 struct SwapPlan {
   std::vector<Displaceable> displaced;
   double displaced_rate = 0;
