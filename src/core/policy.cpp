@@ -227,7 +227,11 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     const double bench_h = pred.rate > 0 ? cfg.scoring.setup.benchmark_proofs / pred.rate : 0;
     ctx.setup_hours_left = left_h + cfg.scoring.setup.warmup_h + bench_h;
     const Score sc = score_offer(rec->offer, pred, cfg.scoring, ctx);
-    if (sc.value_usd >= 0) continue;
+    // A download that cannot finish before its state's deadline is closed by it anyway: every
+    // minute until then is paid for nothing.
+    const bool misses_deadline =
+        rec->deadline_at > 0 && now + left_h * 3600 > rec->deadline_at;
+    if (sc.value_usd >= 0 && !misses_deadline) continue;
     const double mbps = rec->params_rate_bps * 8 / 1e6;
     Strike strike;
     strike.machine_id = rec->offer.machine_id;
@@ -237,10 +241,12 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     strike.our_others_on_machine = others;
     strike.reason = "parameters at " + fixed(mbps, 0) + " Mb/s (advertised " +
                     fixed(rec->offer.inet_down_mbps, 0) + ")";
-    drop(*rec,
-         "download at " + fixed(mbps, 0) + " Mb/s leaves " + fixed(left_h, 1) +
-             " h: finishing is expected to lose " + money(-sc.value_usd) + " (" +
-             sc.reasons.front() + ")",
+    const std::string why =
+        sc.value_usd < 0 ? "finishing is expected to lose " + money(-sc.value_usd) + " (" +
+                               sc.reasons.front() + ")"
+                         : "it cannot finish before the download deadline in " +
+                               fixed(std::max(0.0, rec->deadline_at - now) / 60, 0) + " min";
+    drop(*rec, "download at " + fixed(mbps, 0) + " Mb/s leaves " + fixed(left_h, 1) + " h: " + why,
          strike);
   }
 
