@@ -53,8 +53,10 @@ struct PolicyConfig {
   std::optional<double> demand_proofs_per_hour;  // nullopt: unlimited
   double demand_headroom = 1.0;  // rent until expected capacity reaches demand × this
   // Drop the dearest proving instance when the proofs it adds within demand earn less than
-  // this share of its price (hysteresis against rent/drop flapping on noisy rates).
-  double surplus_keep_share = 0.8;
+  // this share of its price (hysteresis against rent/drop flapping on noisy rates: at 0.8 a
+  // small instance filling the last few proofs/hour was rented and dropped again up to six
+  // times in 72 h as measured rates moved, each rental paying its setup again).
+  double surplus_keep_share = 0.5;
   // Swap: when demand is covered, a candidate may still be rented to replace the proving
   // instances that cost the most per proof (make before break: they keep proving until the
   // candidate is accepted, then the surplus step drops them). Only instances whose measured
