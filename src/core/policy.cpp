@@ -45,8 +45,8 @@ std::string swap_reason(const SwapPlan& swap, const Offer& offer, double revenue
     ids += (ids.empty() ? "#" : ", #") + std::to_string(d.instance_id) + " (" + fixed(d.rate, 1) +
            "/hr, " + money(d.cost_per_proof() * 1000) + " per 1000 proofs)";
   }
-  const double own = swap.score.rate_if_accepted > 0 ? offer.dph_total / swap.score.rate_if_accepted
-                                                     : 0;
+  const double own =
+      swap.score.rate_if_accepted > 0 ? offer.dph_total / swap.score.rate_if_accepted : 0;
   return "to replace " + ids + " at ~" + money(own * 1000) +
          " per 1000 proofs once accepted (expected gain " + money(swap.value_usd) +
          "; the surplus step drops them; revenue $" + fixed(revenue, 4) + "/proof)";
@@ -229,8 +229,7 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     const Score sc = score_offer(rec->offer, pred, cfg.scoring, ctx);
     // A download that cannot finish before its state's deadline is closed by it anyway: every
     // minute until then is paid for nothing.
-    const bool misses_deadline =
-        rec->deadline_at > 0 && now + left_h * 3600 > rec->deadline_at;
+    const bool misses_deadline = rec->deadline_at > 0 && now + left_h * 3600 > rec->deadline_at;
     if (sc.value_usd >= 0 && !misses_deadline) continue;
     const double mbps = rec->params_rate_bps * 8 / 1e6;
     Strike strike;
@@ -241,11 +240,11 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     strike.our_others_on_machine = others;
     strike.reason = "parameters at " + fixed(mbps, 0) + " Mb/s (advertised " +
                     fixed(rec->offer.inet_down_mbps, 0) + ")";
-    const std::string why =
-        sc.value_usd < 0 ? "finishing is expected to lose " + money(-sc.value_usd) + " (" +
-                               sc.reasons.front() + ")"
-                         : "it cannot finish before the download deadline in " +
-                               fixed(std::max(0.0, rec->deadline_at - now) / 60, 0) + " min";
+    const std::string why = sc.value_usd < 0
+                                ? "finishing is expected to lose " + money(-sc.value_usd) + " (" +
+                                      sc.reasons.front() + ")"
+                                : "it cannot finish before the download deadline in " +
+                                      fixed(std::max(0.0, rec->deadline_at - now) / 60, 0) + " min";
     drop(*rec, "download at " + fixed(mbps, 0) + " Mb/s leaves " + fixed(left_h, 1) + " h: " + why,
          strike);
   }
@@ -395,12 +394,12 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     a.exploratory = exploratory;
     a.partitions = c.prediction.partitions;
     std::string why =
-        swap ? swap_reason(*swap, c.offer, revenue)
+        swap          ? swap_reason(*swap, c.offer, revenue)
         : exploratory ? "to find out: the point estimate does not pay but the band might (" +
-                          money(c.score.exploration_cost_usd) + " at risk of the " +
-                          money(cfg.exploration_budget_usd) + " exploration budget, " +
-                          money(history.exploration_spent_usd + pending_exploration) + " used)"
-                    : "expected to pay";
+                            money(c.score.exploration_cost_usd) + " at risk of the " +
+                            money(cfg.exploration_budget_usd) + " exploration budget, " +
+                            money(history.exploration_spent_usd + pending_exploration) + " used)"
+                      : "expected to pay";
     a.reason = "rent offer " + std::to_string(c.offer.id) + " (" +
                std::to_string(c.offer.num_gpus) + "x " + c.offer.gpu_name + ", machine " +
                std::to_string(c.offer.machine_id) + ", $" + fixed(c.offer.dph_total, 3) + "/hr) " +

@@ -11,7 +11,8 @@
 //     pays → drop (with a strike against the host);
 //  4. demand: proving capacity beyond demand whose proofs would earn nothing → drop the most
 //     expensive per proof;
-//  5. rent (and swap): score every listed candidate (scoring.h), skip live blocks (blocklist.h), machines
+//  5. rent (and swap): score every listed candidate (scoring.h), skip live blocks (blocklist.h),
+//  machines
 //     where one of our instances is still being set up or benchmarked, and offers not worth
 //     it; rent the best per proof first while the caps allow (max $/hour, max instances,
 //     max concurrent benchmarks, demand, exploration budget for offers rented to find out).
