@@ -39,6 +39,19 @@ struct Candidate {
   std::string sharing;       // contention note when the machine already hosts ours
 };
 
+std::string swap_reason(const SwapPlan& swap, const Offer& offer, double revenue) {
+  std::string ids;
+  for (const auto& d : swap.displaced) {
+    ids += (ids.empty() ? "#" : ", #") + std::to_string(d.instance_id) + " (" + fixed(d.rate, 1) +
+           "/hr, " + money(d.cost_per_proof() * 1000) + " per 1000 proofs)";
+  }
+  const double own =
+      swap.score.rate_if_accepted > 0 ? offer.dph_total / swap.score.rate_if_accepted : 0;
+  return "to replace " + ids + " at ~" + money(own * 1000) +
+         " per 1000 proofs once accepted (expected gain " + money(swap.value_usd) +
+         "; the surplus step drops them; revenue $" + fixed(revenue, 4) + "/proof)";
+}
+
 }  // namespace
 
 const char* to_string(Action::Kind kind) {
@@ -110,6 +123,46 @@ WatchResult watch_production(const InstanceRecord& rec, const std::vector<BenchR
   return out;
 }
 
+std::optional<SwapPlan> best_swap(const Offer& offer, const Prediction& pred,
+                                  const ScoringConfig& scoring, const ScoreContext& ctx,
+                                  std::vector<Displaceable> proving, double lost_rate,
+                                  double margin, int max_displaced) {
+  if (pred.rate <= 0 || !ctx.demand_room) return std::nullopt;
+  const double revenue = scoring.economics.revenue_per_proof_usd;
+  const double own_cost = offer.dph_total / pred.rate;
+  std::erase_if(proving, [&](const Displaceable& d) {
+    return d.rate <= 0 || d.machine_id == offer.machine_id ||
+           d.cost_per_proof() <= own_cost * (1 + margin);
+  });
+  std::sort(proving.begin(), proving.end(), [](const Displaceable& a, const Displaceable& b) {
+    if (a.cost_per_proof() != b.cost_per_proof()) return a.cost_per_proof() > b.cost_per_proof();
+    return a.instance_id < b.instance_id;
+  });
+  const double open = *ctx.demand_room;
+  std::optional<SwapPlan> best;
+  SwapPlan plan;
+  double displaced_dph = 0;
+  for (const auto& d : proving) {
+    if (static_cast<int>(plan.displaced.size()) >= max_displaced) break;
+    plan.displaced.push_back(d);
+    plan.displaced_rate += d.rate;
+    displaced_dph += d.dph;
+    ScoreContext with_room = ctx;
+    with_room.demand_room = open + plan.displaced_rate;
+    plan.score = score_offer(offer, pred, scoring, with_room);
+    plan.score.value_usd -= lost_rate * revenue * plan.score.productive_hours;
+    // What the displaced would add without the swap: their paid proofs within demand less
+    // their price, or nothing where that is negative (the surplus step drops them anyway, so
+    // their price is no saving of the swap).
+    const double their_paid = std::clamp(open + plan.displaced_rate, 0.0, plan.displaced_rate);
+    const double their_net = std::max(0.0, revenue * their_paid - displaced_dph);
+    plan.value_usd =
+        plan.score.value_usd - plan.score.p_pays * plan.score.productive_hours * their_net;
+    if (!best || plan.value_usd > best->value_usd) best = plan;
+  }
+  return best;
+}
+
 std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
                            const std::vector<Offer>& offers, const PolicyHistory& history,
                            const std::vector<BadHost>& bad_hosts, double now,
@@ -174,7 +227,10 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     const double bench_h = pred.rate > 0 ? cfg.scoring.setup.benchmark_proofs / pred.rate : 0;
     ctx.setup_hours_left = left_h + cfg.scoring.setup.warmup_h + bench_h;
     const Score sc = score_offer(rec->offer, pred, cfg.scoring, ctx);
-    if (sc.value_usd >= 0) continue;
+    // A download that cannot finish before its state's deadline is closed by it anyway: every
+    // minute until then is paid for nothing.
+    const bool misses_deadline = rec->deadline_at > 0 && now + left_h * 3600 > rec->deadline_at;
+    if (sc.value_usd >= 0 && !misses_deadline) continue;
     const double mbps = rec->params_rate_bps * 8 / 1e6;
     Strike strike;
     strike.machine_id = rec->offer.machine_id;
@@ -184,10 +240,12 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     strike.our_others_on_machine = others;
     strike.reason = "parameters at " + fixed(mbps, 0) + " Mb/s (advertised " +
                     fixed(rec->offer.inet_down_mbps, 0) + ")";
-    drop(*rec,
-         "download at " + fixed(mbps, 0) + " Mb/s leaves " + fixed(left_h, 1) +
-             " h: finishing is expected to lose " + money(-sc.value_usd) + " (" +
-             sc.reasons.front() + ")",
+    const std::string why = sc.value_usd < 0
+                                ? "finishing is expected to lose " + money(-sc.value_usd) + " (" +
+                                      sc.reasons.front() + ")"
+                                : "it cannot finish before the download deadline in " +
+                                      fixed(std::max(0.0, rec->deadline_at - now) / 60, 0) + " min";
+    drop(*rec, "download at " + fixed(mbps, 0) + " Mb/s leaves " + fixed(left_h, 1) + " h: " + why,
          strike);
   }
 
@@ -285,8 +343,10 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
                   std::to_string(others) + " of ours, costing them ~" + fixed(lost, 1) + "/hr (" +
                   money(lost_usd) + ")";
     }
-    if (c.score.value_usd < cfg.min_value_usd) continue;
     c.expected_rate = c.score.p_pays * c.score.rate_if_accepted;
+    // With demand, one that does not fit the room may still pay as a swap (decided below).
+    if (c.score.value_usd < cfg.min_value_usd && !(cfg.demand_proofs_per_hour && !measured.empty()))
+      continue;
     candidates.push_back(std::move(c));
   }
   const bool per_proof = cfg.demand_proofs_per_hour.has_value();
@@ -297,23 +357,36 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     return a.offer.id < b.offer.id;
   });
 
+  // Proving instances a swap may displace (each at most once per decision).
+  std::vector<Displaceable> displaceable;
+  for (const auto* rec : alive) {
+    auto it = measured.find(rec->id);
+    if (it == measured.end() || dropped.count(rec->id) || it->second <= 0) continue;
+    displaceable.push_back({rec->id, rec->offer.machine_id, it->second, rec->offer.dph_total});
+  }
+
   int rents = 0;
   std::set<std::int64_t> machines_taken;
   for (auto& c : candidates) {
     if (rents >= cfg.max_rents_per_decision) break;
     if (n_live >= cfg.max_instances) break;
     if (n_setup >= cfg.max_concurrent_benchmarks) break;
-    if (cfg.demand_proofs_per_hour &&
-        committed >= *cfg.demand_proofs_per_hour * cfg.demand_headroom)
-      break;
     if (machines_taken.count(c.offer.machine_id)) continue;
     if (dph + c.offer.dph_total > cfg.max_dollars_per_hour) continue;
+    std::optional<SwapPlan> swap;
     if (cfg.demand_proofs_per_hour) {
       // Re-value against the demand still open after the rentals chosen above.
       c.context.demand_room = *cfg.demand_proofs_per_hour * cfg.demand_headroom - committed;
       c.score = score_offer(c.offer, c.prediction, cfg.scoring, c.context);
       c.score.value_usd -= c.lost_rate * revenue * c.score.productive_hours;
-      if (c.score.value_usd < cfg.min_value_usd) continue;
+      swap = best_swap(c.offer, c.prediction, cfg.scoring, c.context, displaceable, c.lost_rate,
+                       cfg.swap_margin, cfg.swap_max_displaced);
+      const bool fills = c.score.value_usd >= cfg.min_value_usd;
+      if (swap && (swap->value_usd < std::max(cfg.swap_min_gain_usd, cfg.min_value_usd) ||
+                   (fills && swap->value_usd <= c.score.value_usd)))
+        swap.reset();
+      if (!fills && !swap) continue;
+      if (swap) c.score = swap->score;
     }
     const bool exploratory = c.score.exploratory();
     if (exploratory &&
@@ -326,11 +399,12 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     a.exploratory = exploratory;
     a.partitions = c.prediction.partitions;
     std::string why =
-        exploratory ? "to find out: the point estimate does not pay but the band might (" +
-                          money(c.score.exploration_cost_usd) + " at risk of the " +
-                          money(cfg.exploration_budget_usd) + " exploration budget, " +
-                          money(history.exploration_spent_usd + pending_exploration) + " used)"
-                    : "expected to pay";
+        swap          ? swap_reason(*swap, c.offer, revenue)
+        : exploratory ? "to find out: the point estimate does not pay but the band might (" +
+                            money(c.score.exploration_cost_usd) + " at risk of the " +
+                            money(cfg.exploration_budget_usd) + " exploration budget, " +
+                            money(history.exploration_spent_usd + pending_exploration) + " used)"
+                      : "expected to pay";
     a.reason = "rent offer " + std::to_string(c.offer.id) + " (" +
                std::to_string(c.offer.num_gpus) + "x " + c.offer.gpu_name + ", machine " +
                std::to_string(c.offer.machine_id) + ", $" + fixed(c.offer.dph_total, 3) + "/hr) " +
@@ -349,6 +423,12 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     a.score = std::move(c.score);
     if (exploratory) pending_exploration += a.score.exploration_cost_usd;
     committed += c.expected_rate;
+    if (swap) {
+      for (const auto& d : swap->displaced) {
+        std::erase_if(displaceable,
+                      [&](const Displaceable& x) { return x.instance_id == d.instance_id; });
+      }
+    }
     dph += c.offer.dph_total;
     ++n_live;
     ++n_setup;

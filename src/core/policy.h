@@ -11,10 +11,13 @@
 //     pays → drop (with a strike against the host);
 //  4. demand: proving capacity beyond demand whose proofs would earn nothing → drop the most
 //     expensive per proof;
-//  5. rent: score every listed candidate (scoring.h), skip live blocks (blocklist.h), machines
+//  5. rent (and swap): score every listed candidate (scoring.h), skip live blocks (blocklist.h),
+//  machines
 //     where one of our instances is still being set up or benchmarked, and offers not worth
 //     it; rent the best per proof first while the caps allow (max $/hour, max instances,
 //     max concurrent benchmarks, demand, exploration budget for offers rented to find out).
+//     Where demand leaves too little room for a candidate, it is valued as a swap: renting it
+//     to replace the proving instances that cost the most per proof (swap_value below).
 // Every action carries a human-readable reason.
 #pragma once
 
@@ -52,8 +55,20 @@ struct PolicyConfig {
   std::optional<double> demand_proofs_per_hour;  // nullopt: unlimited
   double demand_headroom = 1.0;  // rent until expected capacity reaches demand × this
   // Drop the dearest proving instance when the proofs it adds within demand earn less than
-  // this share of its price (hysteresis against rent/drop flapping on noisy rates).
-  double surplus_keep_share = 0.8;
+  // this share of its price (hysteresis against rent/drop flapping on noisy rates: at 0.8 a
+  // small instance filling the last few proofs/hour was rented and dropped again up to six
+  // times in 72 h as measured rates moved, each rental paying its setup again).
+  double surplus_keep_share = 0.5;
+  // Swap: when demand is covered, a candidate may still be rented to replace the proving
+  // instances that cost the most per proof (make before break: they keep proving until the
+  // candidate is accepted, then the surplus step drops them). Only instances whose measured
+  // $/proof is above the candidate's predicted one by this share are displaced, at most
+  // swap_max_displaced of them per candidate, and the swap must be expected to gain at least
+  // swap_min_gain_usd over the candidate's lifetime, its setup and the risk of a rejection
+  // counted (hysteresis against swapping back and forth on noise).
+  double swap_margin = 0.1;
+  int swap_max_displaced = 3;
+  double swap_min_gain_usd = 0.5;
   double exploration_budget_usd = 15;  // what rentals made to find out may lose per window
   double exploration_window_s = 24 * 3600;
   // When the operator stops the fleet (the simulator's horizon); caps every lifetime.
@@ -127,6 +142,34 @@ struct ProductionWindow {
 // restarted manager finds the same windows again.
 std::vector<ProductionWindow> complete_production_windows(const std::vector<ProofSample>& samples,
                                                           double window_s);
+
+// A proving instance a swap could replace: its measured rate and price.
+struct Displaceable {
+  std::int64_t instance_id = 0;
+  std::int64_t machine_id = 0;
+  double rate = 0;  // measured proofs/hour
+  double dph = 0;
+  double cost_per_proof() const { return rate > 0 ? dph / rate : 0; }
+};
+// Renting a candidate to replace some proving instances. Value: the candidate's score against
+// the demand room the displaced instances leave, less — once it is accepted (p_pays), over its
+// productive hours — what they would have added without it (their paid proofs less their
+// price; nothing where that is negative, as the surplus step drops them anyway).
+struct SwapPlan {
+  std::vector<Displaceable> displaced;
+  double displaced_rate = 0;
+  Score score;  // the candidate against the room with the displaced gone
+  double value_usd = 0;
+};
+// The best swap for the candidate among `proving` (any order): the costliest per proof first,
+// only those above the candidate's predicted $/proof by `margin`, none on the candidate's
+// machine, at most `max_displaced`. `context.demand_room` is the room open now (may be
+// negative); `lost_rate` is what ours on the candidate's machine would lose to contention.
+// nullopt when nothing qualifies.
+std::optional<SwapPlan> best_swap(const Offer& offer, const Prediction& prediction,
+                                  const ScoringConfig& scoring, const ScoreContext& context,
+                                  std::vector<Displaceable> proving, double lost_rate,
+                                  double margin, int max_displaced);
 
 // States between rent and verdict: what counts against max_concurrent_benchmarks.
 bool in_setup(InstanceState state);

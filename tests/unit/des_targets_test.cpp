@@ -4,11 +4,13 @@
 // included; default makes no more acceptance mistakes than classic and never OOMs twice on a
 // host. The figures are printed (`sim --compare` prints the same).
 //
-// The target is default ≥ 90% of the bound. It is NOT met yet (measured with serve's
-// settings: demo-small 85%, market-72h 87%, tight-margins 78%; see the H3 report: the misses
-// are offers the predictor under-rates — multi-GPU boxes — and the setup of instances a
-// benchmark then rejects). Until it is, each scenario holds its measured share as a floor, so a
-// regression fails, and the gap to the target is printed on every run.
+// The target is default ≥ 90% of the bound. market-72h meets it (90.9% with serve's
+// settings) and asserts it. demo-small (87.2%) and tight-margins (88.9%) do NOT yet: on
+// demo-small the gap is the cost of finding out (four benchmark rejections of offers the
+// predictor rated well, ~$2.7, where clairvoyant rents none) with demand never binding; on
+// tight-margins it is the first two hours (a host that never boots, an RTX PRO 4000 proving
+// far below its prior that is swapped out only once measured). Those two hold their measured
+// share as a floor, so a regression fails, and the gap to the target is printed on every run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,13 +27,12 @@ namespace {
 
 constexpr double kTargetShareOfBound = 0.90;
 
-// What default earns of the bound today, per scenario (rounded down): the floor a change may
-// not go below. Raise these as the default improves; at kTargetShareOfBound the floor is the
-// target.
+// What default earns of the bound today where the target is not met (rounded down): the
+// floor a change may not go below. Raise these as the default improves; every other
+// scenario is held to kTargetShareOfBound.
 double measured_floor(const std::string& scenario) {
-  if (scenario == "demo-small.json") return 0.84;
-  if (scenario == "market-72h.json") return 0.86;
-  if (scenario == "tight-margins.json") return 0.77;
+  if (scenario == "demo-small.json") return 0.87;
+  if (scenario == "tight-margins.json") return 0.88;
   return kTargetShareOfBound;
 }
 

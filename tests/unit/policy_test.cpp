@@ -199,6 +199,70 @@ TEST(Policy, DropsADownloadTooSlowToPayWithAStrike) {
   EXPECT_TRUE(of_kind(decide({rec}, {}, {}, {}, kNow, config()), Kind::Drop).empty());
 }
 
+TEST(Policy, DropsADownloadThatCannotFinishBeforeItsDeadline) {
+  // 80 Mb/s leaves ~1.3 h: paying on its own, but the state's deadline closes it in 30 min,
+  // so waiting for it only pays for nothing.
+  InstanceRecord rec = instance(1, good_offer(1, 1), InstanceState::FetchingParams, kNow - 1800);
+  rec.params_total_bytes = 47e9;
+  rec.params_done_bytes = 1e9;
+  rec.params_rate_bps = 10e6;
+  rec.deadline_at = kNow + 1800;
+  const auto drops = of_kind(decide({rec}, {}, {}, {}, kNow, config()), Kind::Drop);
+  ASSERT_EQ(drops.size(), 1u);
+  EXPECT_THAT(drops[0].reason, HasSubstr("cannot finish before the download deadline"));
+  ASSERT_TRUE(drops[0].strike);
+  EXPECT_EQ(drops[0].strike->kind, StrikeKind::SlowDownload);
+  // With time to finish it is left alone.
+  rec.deadline_at = kNow + 3 * 3600;
+  EXPECT_TRUE(of_kind(decide({rec}, {}, {}, {}, kNow, config()), Kind::Drop).empty());
+}
+
+TEST(Policy, SwapsADearProvingInstanceForACheaperCandidateMakeBeforeBreak) {
+  // Demand is covered by one instance at $9 per 1000 proofs; a 4090 predicted at ~$5 per 1000
+  // is rented to replace it, which keeps proving until the replacement is accepted.
+  PolicyConfig c = config();
+  c.demand_proofs_per_hour = 100;
+  InstanceRecord dear = instance(1, good_offer(1, 1, 0.9), InstanceState::Proving, kNow - 9000);
+  std::vector<Measurement> history{window(dear, 100, 110, kNow)};
+  PolicyHistory h;
+  h.measurements = history;
+  const auto actions = decide({dear}, many_good_offers(3), h, {}, kNow, c);
+  EXPECT_TRUE(of_kind(actions, Kind::Drop).empty());
+  const auto rents = of_kind(actions, Kind::Rent);
+  ASSERT_EQ(rents.size(), 1u);
+  EXPECT_THAT(rents[0].reason, HasSubstr("to replace #1"));
+  // Hysteresis: an instance within swap_margin of the candidates' $/proof is kept as it is.
+  InstanceRecord fair = instance(1, good_offer(1, 1, 0.55), InstanceState::Proving, kNow - 9000);
+  std::vector<Measurement> fair_history{window(fair, 100, 110, kNow)};
+  h.measurements = fair_history;
+  EXPECT_TRUE(of_kind(decide({fair}, many_good_offers(3), h, {}, kNow, c), Kind::Rent).empty());
+}
+
+TEST(Swap, DisplacedThatWouldBeDroppedAnywayAreNoGain) {
+  // The displaced instance earns nothing within demand (the fleet is already over it): its
+  // price would be saved by the surplus step without the swap, so the swap gains nothing
+  // from it and the candidate is valued on the room alone.
+  const PolicyConfig c = config();
+  const Offer candidate = good_offer(9, 9, 0.3);
+  Prediction pred;
+  pred.rate = 58;
+  pred.low = 50;
+  pred.high = 66;
+  ScoreContext ctx;
+  ctx.lifetime_h = 24;
+  ctx.demand_room = -100;  // over demand by the whole displaced rate
+  const auto over = best_swap(candidate, pred, c.scoring, ctx, {{1, 1, 100, 0.9}}, 0, 0.1, 3);
+  ASSERT_TRUE(over);
+  EXPECT_LE(over->value_usd, 0);
+  ctx.demand_room = 0;  // the displaced fill demand exactly: replacing them gains
+  const auto full = best_swap(candidate, pred, c.scoring, ctx, {{1, 1, 100, 0.9}}, 0, 0.1, 3);
+  ASSERT_TRUE(full);
+  EXPECT_GT(full->value_usd, 1);
+  // Never an instance on the candidate's own machine, nor one cheaper per proof.
+  EXPECT_FALSE(best_swap(candidate, pred, c.scoring, ctx, {{1, 9, 100, 0.9}}, 0, 0.1, 3));
+  EXPECT_FALSE(best_swap(candidate, pred, c.scoring, ctx, {{1, 1, 100, 0.4}}, 0, 0.1, 3));
+}
+
 TEST(Policy, DropsTheDearestInstanceWhoseProofsDemandDoesNotBuy) {
   PolicyConfig c = config();
   c.demand_proofs_per_hour = 100;
