@@ -6,7 +6,7 @@
 //
 // The target is default ≥ 90% of the bound. market-72h (90.9% with serve's settings)
 // and tight-margins (90.7%; 90.4-90.7% on seeds 101/202/303) meet it and assert it.
-// demo-small (87.5%; 87.2-88.5% on seeds 101/202/303) does NOT yet: demand never binds there and
+// demo-small (87.5%; 87.1-88.3% on seeds 101/202/303) does NOT yet: demand never binds there and
 // the gap is the cost of finding out (four benchmark rejections of offers the predictor rated well,
 // ~$2.7, where clairvoyant rents none; a 2x RTX 3090 with 16 cores per GPU that the predictor's
 // linear core penalty rates at 22/hr, truly 67, is never rented). It holds its measured share as a
