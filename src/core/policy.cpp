@@ -54,6 +54,19 @@ std::string swap_reason(const SwapPlan& swap, const Offer& offer, double revenue
 
 }  // namespace
 
+std::map<std::int64_t, double> measured_download_mbps(const std::vector<InstanceRecord>& fleet) {
+  std::map<std::int64_t, std::pair<double, double>> latest;  // machine → (rented at, Mb/s)
+  for (const auto& r : fleet) {
+    if (r.params_rate_bps <= 0) continue;
+    auto [it, fresh] = latest.try_emplace(r.offer.machine_id, r.created_at, 0.0);
+    if (!fresh && it->second.first > r.created_at) continue;
+    it->second = {r.created_at, r.params_rate_bps * 8 / 1e6};
+  }
+  std::map<std::int64_t, double> out;
+  for (const auto& [machine, seen] : latest) out[machine] = seen.second;
+  return out;
+}
+
 const char* to_string(Action::Kind kind) {
   switch (kind) {
     case Action::Kind::Rent:
@@ -312,6 +325,7 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
   for (const auto& offer : offers)
     if (!cooled.count(offer.machine_id)) open_offers.push_back(offer);
   const Exclusion excluded = excluded_machines(bad_hosts, open_offers, now, cfg.blocklist);
+  const std::map<std::int64_t, double> downloads = measured_download_mbps(fleet);
   std::vector<Candidate> candidates;
   for (const auto& offer : open_offers) {
     if (excluded.machines.count(offer.machine_id)) continue;
@@ -323,6 +337,8 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     c.prediction = predict_offer(offer, knowledge, cfg.predictor, others);
     c.context.lifetime_h = lifetime;
     c.context.failure_strikes = auto_strikes(bad_hosts, offer.machine_id);
+    if (auto it = downloads.find(offer.machine_id); it != downloads.end())
+      c.context.measured_download_mbps = it->second;
     if (cfg.demand_proofs_per_hour) {
       c.context.demand_room = *cfg.demand_proofs_per_hour * cfg.demand_headroom - committed;
     }

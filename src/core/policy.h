@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <span>
@@ -170,6 +171,11 @@ std::optional<SwapPlan> best_swap(const Offer& offer, const Prediction& predicti
                                   const ScoringConfig& scoring, const ScoreContext& context,
                                   std::vector<Displaceable> proving, double lost_rate,
                                   double margin, int max_displaced);
+
+// The parameter download rate (Mb/s) each machine last delivered to one of ours (the latest
+// rental with a measured rate, any state): candidates on it are scored with it instead of the
+// advertised speed, so a host that downloaded slowly is not rented again on its advertisement.
+std::map<std::int64_t, double> measured_download_mbps(const std::vector<InstanceRecord>& fleet);
 
 // States between rent and verdict: what counts against max_concurrent_benchmarks.
 bool in_setup(InstanceState state);

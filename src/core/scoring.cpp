@@ -26,7 +26,13 @@ Score score_offer(const Offer& offer, const Prediction& pred, const ScoringConfi
   SetupConfig setup = cfg.setup;
   const double lifetime = std::max(0.0, ctx.lifetime_h);
   setup.expected_lifetime_h = lifetime;
-  const Valuation v = value_offer(offer, pred, econ, setup);
+  Offer as_measured = offer;
+  if (ctx.measured_download_mbps && *ctx.measured_download_mbps > 0 &&
+      setup.download_speed_fraction > 0) {
+    // download_hours() derates the advertised speed; the measured one needs no derating.
+    as_measured.inet_down_mbps = *ctx.measured_download_mbps / setup.download_speed_fraction;
+  }
+  const Valuation v = value_offer(as_measured, pred, econ, setup);
   const double dph = offer.dph_total;
   const double revenue = cfg.economics.revenue_per_proof_usd;
 

@@ -42,6 +42,10 @@ struct ScoreContext {
   std::optional<double> setup_hours_left;
   // Proofs/hour of demand still unserved: revenue beyond it earns nothing. nullopt: unlimited.
   std::optional<double> demand_room;
+  // Parameter download rate this machine delivered to one of ours before (Mb/s, actual): it
+  // replaces the estimate from the advertised speed, which the machine measures itself and
+  // shares with its other tenants. nullopt: never measured.
+  std::optional<double> measured_download_mbps;
 };
 
 struct Score {

@@ -129,6 +129,20 @@ TEST(LearnedPredictor, HostSeenOnlyWhileContendedIsCorrectedForIt) {
   EXPECT_NEAR(h->rate, 30 / k.contention_factor, 1e-6);
 }
 
+TEST(LearnedPredictor, OneMeasuredMultiGpuHostMovesTheScalingPriorHalfway) {
+  // The 0.7 prior is a guess; one 2-GPU host scaling x1.8 (n^0.85) next to single-GPU hosts
+  // of the same model should already carry as much weight as the guess.
+  const auto cfg = config_with_prior("A40", 30);
+  std::vector<Measurement> history;
+  for (int machine = 500; machine < 503; ++machine)
+    history.push_back(measured(offer(machine, "A40", 1), 30, machine));
+  history.push_back(measured(offer(510, "A40", 2), 30 * std::pow(2, 0.85), 510));
+  const FleetKnowledge k = learn_fleet(history, cfg);
+  EXPECT_EQ(k.multi_gpu_hosts, 1);
+  EXPECT_GT(k.multi_gpu_exponent, 0.76);
+  EXPECT_LT(k.multi_gpu_exponent, 0.85);
+}
+
 TEST(LearnedPredictor, LearnsSublinearMultiGpuScaling) {
   const auto cfg = config_with_prior("A40", 30);
   std::vector<Measurement> history;

@@ -217,6 +217,41 @@ TEST(Policy, DropsADownloadThatCannotFinishBeforeItsDeadline) {
   EXPECT_TRUE(of_kind(decide({rec}, {}, {}, {}, kNow, config()), Kind::Drop).empty());
 }
 
+TEST(Policy, RemembersAMachinesMeasuredDownloadRateWhenItIsOfferedAgain) {
+  // Machine 7 advertises 2000 Mb/s, but our last rental there downloaded at 0.5 Mb/s and was
+  // dropped: offered again, it is scored at the measured rate (a ~9 day download) and left
+  // alone, while the same offer on a machine never measured is rented on its advertisement.
+  const Offer slow_host = good_offer(10, 7);
+  InstanceRecord before = instance(1, slow_host, InstanceState::Destroyed, kNow - 7200);
+  before.destroyed_at = kNow - 3600;
+  before.params_total_bytes = 47e9;
+  before.params_done_bytes = 2e9;
+  before.params_rate_bps = 62.5e3;
+  const auto downloads = measured_download_mbps({before});
+  ASSERT_EQ(downloads.count(7), 1u);
+  EXPECT_NEAR(downloads.at(7), 0.5, 1e-9);
+
+  const auto rents =
+      of_kind(decide({before}, {slow_host, good_offer(11, 8)}, {}, {}, kNow, config()), Kind::Rent);
+  ASSERT_EQ(rents.size(), 1u);
+  EXPECT_EQ(rents[0].offer.id, 11);
+  // Without the record, both are rented.
+  EXPECT_EQ(of_kind(decide({}, {slow_host, good_offer(11, 8)}, {}, {}, kNow, config()), Kind::Rent)
+                .size(),
+            2u);
+}
+
+TEST(Policy, TheLatestRentalOnAMachineSetsItsRememberedDownloadRate) {
+  InstanceRecord older = instance(1, good_offer(10, 7), InstanceState::Destroyed, kNow - 9000);
+  older.params_rate_bps = 1e6;
+  InstanceRecord newer = instance(2, good_offer(10, 7), InstanceState::Proving, kNow - 3000);
+  newer.params_rate_bps = 50e6;
+  InstanceRecord unmeasured = instance(3, good_offer(12, 9), InstanceState::Booting, kNow);
+  const auto downloads = measured_download_mbps({newer, older, unmeasured});
+  EXPECT_EQ(downloads.size(), 1u);
+  EXPECT_NEAR(downloads.at(7), 400.0, 1e-9);
+}
+
 TEST(Policy, SwapsADearProvingInstanceForACheaperCandidateMakeBeforeBreak) {
   // Demand is covered by one instance at $9 per 1000 proofs; a 4090 predicted at ~$5 per 1000
   // is rented to replace it, which keeps proving until the replacement is accepted.

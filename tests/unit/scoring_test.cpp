@@ -122,5 +122,19 @@ TEST(Scoring, ReevaluationUsesTheSetupStillAhead) {
   EXPECT_DOUBLE_EQ(s.setup_cost_usd, 9);
 }
 
+TEST(Scoring, AMeasuredDownloadRateReplacesTheAdvertisedEstimate) {
+  Offer o = offer(0.3);
+  o.inet_down_mbps = 2000;  // advertised: ~0.5 h for 47 GB at the conservative fraction
+  const Score advertised = score_offer(o, prediction(60, 0.1), config(), {});
+  ScoreContext ctx;
+  ctx.measured_download_mbps = 50;  // what it delivered to us: ~2.1 h, no derating
+  const Score measured = score_offer(o, prediction(60, 0.1), config(), ctx);
+  const SetupConfig setup = config().setup;
+  const double expected_download_h = setup.params_bytes * 8 / 50e6 / 3600;
+  EXPECT_NEAR(measured.setup_hours - advertised.setup_hours,
+              expected_download_h - download_hours(o, setup), 1e-9);
+  EXPECT_LT(measured.value_usd, advertised.value_usd);
+}
+
 }  // namespace
 }  // namespace pf::core
