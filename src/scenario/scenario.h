@@ -51,7 +51,7 @@ struct Failure {
   double after_h = 0;
 };
 
-// Hidden ground truth of one offer; only the simulators and the oracle may read it.
+// Hidden ground truth of one offer; only the simulators, clairvoyant and the bound may read it.
 struct Truth {
   double rate_full = 0;
   int partitions_full = 1;
