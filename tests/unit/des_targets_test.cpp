@@ -10,7 +10,7 @@
 // the gap (~$0.86) is the cost of finding out: benchmark rejections of offers whose wide priors
 // left an upside (a 1x 4090 with 28 cores, 4x 4090, 2x RTX A6000, a 1x RTX 6000Ada; ~$2.5 where
 // clairvoyant rents none). The 2x RTX 3090 with 32 cores that default never rents is worth little:
-// truly 37/hr at full memory, ~30/hr with its 192 GiB, and it nets clairvoyant $0.58 over 18 h.
+// truly 37/hr at full memory, ~30/hr with its 192 GiB, and it nets clairvoyant $0.58 over its 20 h.
 // A gentler core prior (rate = min(GPU rate, cores x 1.8/hr) instead of the proportional cut) was
 // tried in round 3 and lost on every scenario (demo-small 86.6%, tight-margins 88.2%): it rents the
 // 2x 3090 but also core-starved hosts that are as slow as the proportional rule says (a 28-core
