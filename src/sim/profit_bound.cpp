@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/memory_model.h"
 #include "scenario/truth_model.h"
@@ -18,6 +19,90 @@ double expected_jobs(const scenario::Demand& demand, double hours) {
   return jobs;
 }
 
+// The /2 per-bucket relaxation's grid: rental starts, value cells and arrival buckets.
+constexpr double kCellH = 0.25;
+
+// One offer on the grid: what its rentals can deliver per age cell and cost per length.
+struct GridOffer {
+  const ScenarioOffer* offer = nullptr;
+  std::size_t first_start = 0;  // start cells [first_start, end_start)
+  std::size_t end_start = 0;
+  std::size_t max_cells = 0;     // longer rentals only cost more (failed by then)
+  std::vector<double> proofs;    // fluid proofs in age cell k
+  std::vector<double> cost;      // cost of a rental kept k cells
+  double slack = 0;              // Lorden's cv²
+  std::size_t proving_cell = 0;  // first age cell that can end in a proof
+};
+
+GridOffer grid_offer(const Scenario& sc, const ScenarioOffer& o, const RentalCurve& curve,
+                     std::size_t cells) {
+  GridOffer g;
+  g.offer = &o;
+  const double from = std::max(0.0, o.listed_from_h);
+  const double until = std::min(o.listed_until_h, sc.hours);
+  g.first_start = static_cast<std::size_t>(std::floor(from / kCellH));
+  g.end_start = std::min(cells, static_cast<std::size_t>(std::ceil(until / kCellH)));
+  g.slack = curve.renewal_slack();
+  const auto fluid = [&](double h) {
+    return h < curve.proving_from_h() ? 0.0 : std::max(0.0, curve.proofs(h) - g.slack);
+  };
+  double last_proof_h = sc.hours;
+  for (double k : curve.knots()) {
+    if (curve.rate_at(k) <= 0 && k >= curve.proving_from_h())
+      last_proof_h = std::min(last_proof_h, k);
+  }
+  g.max_cells = std::min(cells, static_cast<std::size_t>(std::ceil(last_proof_h / kCellH)) + 1);
+  g.proving_cell = static_cast<std::size_t>(std::floor(curve.proving_from_h() / kCellH));
+  for (std::size_t k = 0; k <= cells; ++k) {
+    g.proofs.push_back(fluid((k + 1) * kCellH) - fluid(k * kCellH));
+    g.cost.push_back(curve.cost_usd(k * kCellH));
+  }
+  return g;
+}
+
+// The best schedule of one offer when a proof delivered in cell c is worth at most
+// `cell_value[c]` (already the larger of c and c + 1), as an over-statement (profit_bound.h).
+// `delivered` (optional) receives the fluid proofs of the chosen schedule per cell.
+double grid_schedule(const GridOffer& g, const std::vector<double>& cell_value,
+                     std::vector<double>* delivered) {
+  const std::size_t n = cell_value.size();
+  std::vector<double> best(n + 1, 0);
+  std::vector<std::size_t> choice(n + 1, 0);
+  for (std::size_t i = n; i-- > 0;) {
+    best[i] = best[i + 1];
+    if (i < g.first_start || i >= g.end_start) continue;
+    double value = cell_value[i] * g.proofs[0];
+    double rises = cell_value[i];
+    double prev = cell_value[i];
+    const std::size_t longest = std::min(n - i, g.max_cells);
+    for (std::size_t m = 1; m <= longest; ++m) {
+      // Kept between m and m + 1 cells: proofs of age cells 0..m, the cost of m cells.
+      const double w = i + m < n ? cell_value[i + m] : 0;
+      value += w * g.proofs[m];
+      rises += std::max(0.0, w - prev);
+      prev = w;
+      const double slack = m + 1 > g.proving_cell ? (1 + g.slack) * rises : 0;
+      const double total = value + slack - g.cost[m] + best[i + m];
+      if (total > best[i]) {
+        best[i] = total;
+        choice[i] = m;
+      }
+    }
+  }
+  if (delivered) {
+    for (std::size_t i = 0; i < n;) {
+      const std::size_t m = choice[i];
+      if (m == 0) {
+        ++i;
+        continue;
+      }
+      for (std::size_t k = 0; k <= m && i + k < n; ++k) (*delivered)[i + k] += g.proofs[k];
+      i += m;
+    }
+  }
+  return best[0];
+}
+
 }  // namespace
 
 int best_partitions(const Truth& truth) {
@@ -30,11 +115,13 @@ int best_partitions(const Truth& truth) {
   return best;
 }
 
-RentalCurve::RentalCurve(const Scenario& scenario, const ScenarioOffer& offer) {
+RentalCurve::RentalCurve(const Scenario& scenario, const ScenarioOffer& offer,
+                         std::optional<double> dph) {
   const Truth& t = offer.truth;
-  // The cheapest price the offer is ever listed at (/2 dph_changes): a relaxation.
+  // Unless given: the cheapest price the offer is ever listed at (/2 dph_changes), a relaxation.
   dph_ = offer.offer.dph_total;
   for (const auto& change : offer.dph_changes) dph_ = std::min(dph_, change.dph_total);
+  if (dph) dph_ = *dph;
   const int partitions = best_partitions(t);
   if (t.failure.kind == FailureKind::NeverBoots || t.download_mbps <= 0 || partitions == 0) {
     return;
@@ -242,6 +329,88 @@ ProfitBound profit_bound(const Scenario& scenario) {
   out.profit_usd = best_value;
   out.demand_price_usd = best_lambda;
   offers_at(revenue - best_lambda, &out.offers_used);
+  return scenario.demand ? bucketed_profit_bound(scenario, out) : out;
+}
+
+}  // namespace pf::sim
+
+namespace pf::sim {
+
+ProfitBound bucketed_profit_bound(const Scenario& sc, const ProfitBound& uniform, int iterations) {
+  if (!sc.demand || sc.hours <= 0) return uniform;
+  const double v = sc.economics.revenue_per_proof_usd;
+  const std::size_t n = static_cast<std::size_t>(std::ceil(sc.hours / kCellH));
+  // Expected arrivals per bucket (bucket j = cell j).
+  std::vector<double> arrivals(n, 0);
+  for (const auto& seg : sc.demand->arrivals) {
+    for (std::size_t j = 0; j < n; ++j) {
+      const double a = std::max(seg.from_h, j * kCellH);
+      const double b = std::min({seg.to_h, (j + 1) * kCellH, sc.hours});
+      if (b > a) arrivals[j] += seg.proofs_per_hour * (b - a);
+    }
+  }
+  // A proof delivered in cell c may serve a job that arrived in buckets [c − reach, c].
+  const auto reach =
+      static_cast<std::size_t>(std::floor(sc.demand->deadline_min / 60 / kCellH + 1e-9));
+  // Offers that can earn anything; one whose prover may start within a cell is scheduled at
+  // the constant best value instead (the grid would not bound its sub-cell rentals).
+  std::vector<GridOffer> grid;
+  std::vector<const ScenarioOffer*> fallback;
+  for (const auto& o : sc.offers) {
+    if (best_offer_profit(sc, o, v) <= 0) continue;
+    const RentalCurve curve(sc, o);
+    if (curve.proving_from_h() < kCellH) {
+      fallback.push_back(&o);
+    } else {
+      grid.push_back(grid_offer(sc, o, curve, n));
+    }
+  }
+  std::vector<double> lambda(n, std::clamp(uniform.demand_price_usd, 0.0, v));
+  std::vector<std::size_t> cheapest(n, 0);  // the bucket whose λ sets each cell's value
+  std::vector<double> value(n, 0);
+  std::vector<double> cell_value(n, 0);
+  std::vector<double> delivered(n, 0);
+  ProfitBound out = uniform;
+  double best = std::numeric_limits<double>::infinity();
+  for (int it = 0; it < iterations; ++it) {
+    for (std::size_t c = 0; c < n; ++c) {
+      std::size_t j_best = c;
+      for (std::size_t j = c >= reach ? c - reach : 0; j <= c; ++j)
+        if (lambda[j] < lambda[j_best]) j_best = j;
+      cheapest[c] = j_best;
+      value[c] = std::max(0.0, v - lambda[j_best]);
+    }
+    for (std::size_t c = 0; c < n; ++c) {
+      cell_value[c] = std::max(value[c], c + 1 < n ? value[c + 1] : 0.0);
+    }
+    std::fill(delivered.begin(), delivered.end(), 0.0);
+    double dual = 0;
+    for (std::size_t j = 0; j < n; ++j) dual += lambda[j] * arrivals[j];
+    for (const auto& g : grid) dual += grid_schedule(g, cell_value, &delivered);
+    const double top = *std::max_element(cell_value.begin(), cell_value.end());
+    for (const auto* o : fallback) dual += best_offer_profit(sc, *o, top);
+    if (dual < best) best = dual;
+    // Subgradient: arrivals the schedules leave unused lower their bucket's price, arrivals
+    // they over-claim raise it.
+    std::vector<double> claimed(n, 0);
+    for (std::size_t c = 0; c < n; ++c)
+      if (value[c] > 0) claimed[cheapest[c]] += delivered[c];
+    double largest = 0;
+    std::vector<double> gradient(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      gradient[j] = arrivals[j] - claimed[j];
+      largest = std::max(largest, std::abs(gradient[j]));
+    }
+    if (largest <= 0) break;
+    const double step = 0.5 * v / std::sqrt(it + 1.0);
+    for (std::size_t j = 0; j < n; ++j) {
+      lambda[j] = std::clamp(lambda[j] - step * gradient[j] / largest, 0.0, v);
+    }
+  }
+  if (best < out.profit_usd) {
+    out.profit_usd = best;
+    out.demand_buckets = static_cast<int>(n);
+  }
   return out;
 }
 
