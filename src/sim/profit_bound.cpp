@@ -27,9 +27,13 @@ struct GridOffer {
   const ScenarioOffer* offer = nullptr;
   std::size_t first_start = 0;  // start cells [first_start, end_start)
   std::size_t end_start = 0;
-  std::size_t max_cells = 0;     // longer rentals only cost more (failed by then)
-  std::vector<double> proofs;    // fluid proofs in age cell k
-  std::vector<double> cost;      // cost of a rental kept k cells
+  std::size_t max_cells = 0;   // longer rentals only cost more (failed by then)
+  std::vector<double> proofs;  // fluid proofs in age cell k
+  // A rental kept ℓ ∈ [kδ, (k+1)δ): profit is linear in ℓ between the curve's knots, so its
+  // best is at kδ, (k+1)δ or a knot inside; per candidate ℓ, the fluid proofs of age cell k
+  // up to ℓ and the rental's cost. Age cell k's candidates: [cand_begin[k], cand_begin[k+1]).
+  std::vector<std::pair<double, double>> candidates;
+  std::vector<std::size_t> cand_begin;
   double slack = 0;              // Lorden's cv²
   std::size_t proving_cell = 0;  // first age cell that can end in a proof
 };
@@ -54,50 +58,46 @@ GridOffer grid_offer(const Scenario& sc, const ScenarioOffer& o, const RentalCur
   g.max_cells = std::min(cells, static_cast<std::size_t>(std::ceil(last_proof_h / kCellH)) + 1);
   g.proving_cell = static_cast<std::size_t>(std::floor(curve.proving_from_h() / kCellH));
   for (std::size_t k = 0; k <= cells; ++k) {
-    g.proofs.push_back(fluid((k + 1) * kCellH) - fluid(k * kCellH));
-    g.cost.push_back(curve.cost_usd(k * kCellH));
+    const double from_h = k * kCellH;
+    const double to_h = (k + 1) * kCellH;
+    g.proofs.push_back(fluid(to_h) - fluid(from_h));
+    g.cand_begin.push_back(g.candidates.size());
+    const auto add = [&](double h) {
+      g.candidates.emplace_back(fluid(h) - fluid(from_h), curve.cost_usd(h));
+    };
+    add(from_h);
+    for (double knot : curve.knots())
+      if (knot > from_h && knot < to_h) add(knot);
+    add(to_h);
   }
+  g.cand_begin.push_back(g.candidates.size());
   return g;
 }
 
 // The best schedule of one offer when a proof delivered in cell c is worth at most
 // `cell_value[c]` (already the larger of c and c + 1), as an over-statement (profit_bound.h).
-// `delivered` (optional) receives the fluid proofs of the chosen schedule per cell.
-double grid_schedule(const GridOffer& g, const std::vector<double>& cell_value,
-                     std::vector<double>* delivered) {
+double grid_schedule(const GridOffer& g, const std::vector<double>& cell_value) {
   const std::size_t n = cell_value.size();
   std::vector<double> best(n + 1, 0);
-  std::vector<std::size_t> choice(n + 1, 0);
   for (std::size_t i = n; i-- > 0;) {
     best[i] = best[i + 1];
     if (i < g.first_start || i >= g.end_start) continue;
-    double value = cell_value[i] * g.proofs[0];
+    double value = cell_value[i] * g.proofs[0];  // age cells before m
     double rises = cell_value[i];
     double prev = cell_value[i];
     const std::size_t longest = std::min(n - i, g.max_cells);
     for (std::size_t m = 1; m <= longest; ++m) {
-      // Kept between m and m + 1 cells: proofs of age cells 0..m, the cost of m cells.
+      // Kept ℓ ∈ [m, m + 1) cells: the next rental starts in cell i + m or later.
       const double w = i + m < n ? cell_value[i + m] : 0;
-      value += w * g.proofs[m];
       rises += std::max(0.0, w - prev);
       prev = w;
       const double slack = m + 1 > g.proving_cell ? (1 + g.slack) * rises : 0;
-      const double total = value + slack - g.cost[m] + best[i + m];
-      if (total > best[i]) {
-        best[i] = total;
-        choice[i] = m;
+      double most = -std::numeric_limits<double>::infinity();
+      for (std::size_t c = g.cand_begin[m]; c < g.cand_begin[m + 1]; ++c) {
+        most = std::max(most, w * g.candidates[c].first - g.candidates[c].second);
       }
-    }
-  }
-  if (delivered) {
-    for (std::size_t i = 0; i < n;) {
-      const std::size_t m = choice[i];
-      if (m == 0) {
-        ++i;
-        continue;
-      }
-      for (std::size_t k = 0; k <= m && i + k < n; ++k) (*delivered)[i + k] += g.proofs[k];
-      i += m;
+      best[i] = std::max(best[i], value + most + slack + best[i + m]);
+      value += w * g.proofs[m];
     }
   }
   return best[0];
@@ -336,7 +336,8 @@ ProfitBound profit_bound(const Scenario& scenario) {
 
 namespace pf::sim {
 
-ProfitBound bucketed_profit_bound(const Scenario& sc, const ProfitBound& uniform, int iterations) {
+ProfitBound bucketed_profit_bound(const Scenario& sc, const ProfitBound& uniform, int sweeps,
+                                  int max_evaluations) {
   if (!sc.demand || sc.hours <= 0) return uniform;
   const double v = sc.economics.revenue_per_proof_usd;
   const std::size_t n = static_cast<std::size_t>(std::ceil(sc.hours / kCellH));
@@ -366,46 +367,92 @@ ProfitBound bucketed_profit_bound(const Scenario& sc, const ProfitBound& uniform
     }
   }
   std::vector<double> lambda(n, std::clamp(uniform.demand_price_usd, 0.0, v));
-  std::vector<std::size_t> cheapest(n, 0);  // the bucket whose λ sets each cell's value
-  std::vector<double> value(n, 0);
   std::vector<double> cell_value(n, 0);
-  std::vector<double> delivered(n, 0);
-  ProfitBound out = uniform;
-  double best = std::numeric_limits<double>::infinity();
-  for (int it = 0; it < iterations; ++it) {
+  const auto dual = [&] {
     for (std::size_t c = 0; c < n; ++c) {
-      std::size_t j_best = c;
-      for (std::size_t j = c >= reach ? c - reach : 0; j <= c; ++j)
-        if (lambda[j] < lambda[j_best]) j_best = j;
-      cheapest[c] = j_best;
-      value[c] = std::max(0.0, v - lambda[j_best]);
+      double cheapest = lambda[c];
+      for (std::size_t j = c >= reach ? c - reach : 0; j < c; ++j)
+        cheapest = std::min(cheapest, lambda[j]);
+      cell_value[c] = std::max(0.0, v - cheapest);
     }
-    for (std::size_t c = 0; c < n; ++c) {
-      cell_value[c] = std::max(value[c], c + 1 < n ? value[c + 1] : 0.0);
+    for (std::size_t c = 0; c + 1 < n; ++c) {
+      cell_value[c] = std::max(cell_value[c], cell_value[c + 1]);
     }
-    std::fill(delivered.begin(), delivered.end(), 0.0);
-    double dual = 0;
-    for (std::size_t j = 0; j < n; ++j) dual += lambda[j] * arrivals[j];
-    for (const auto& g : grid) dual += grid_schedule(g, cell_value, &delivered);
+    double total = 0;
+    for (std::size_t j = 0; j < n; ++j) total += lambda[j] * arrivals[j];
+    for (const auto& g : grid) total += grid_schedule(g, cell_value);
     const double top = *std::max_element(cell_value.begin(), cell_value.end());
-    for (const auto* o : fallback) dual += best_offer_profit(sc, *o, top);
-    if (dual < best) best = dual;
-    // Subgradient: arrivals the schedules leave unused lower their bucket's price, arrivals
-    // they over-claim raise it.
-    std::vector<double> claimed(n, 0);
-    for (std::size_t c = 0; c < n; ++c)
-      if (value[c] > 0) claimed[cheapest[c]] += delivered[c];
-    double largest = 0;
-    std::vector<double> gradient(n);
-    for (std::size_t j = 0; j < n; ++j) {
-      gradient[j] = arrivals[j] - claimed[j];
-      largest = std::max(largest, std::abs(gradient[j]));
+    for (const auto* o : fallback) total += best_offer_profit(sc, *o, top);
+    return total;
+  };
+  // Blocks of buckets priced together: between the demand's segment edges, at most 2 h each
+  // (a single bucket's price hardly moves the dual, since each proof may serve several buckets).
+  std::vector<std::size_t> edges = {0, n};
+  for (const auto& seg : sc.demand->arrivals) {
+    for (double h : {seg.from_h, seg.to_h}) {
+      edges.push_back(std::min(n, static_cast<std::size_t>(std::llround(h / kCellH))));
     }
-    if (largest <= 0) break;
-    const double step = 0.5 * v / std::sqrt(it + 1.0);
-    for (std::size_t j = 0; j < n; ++j) {
-      lambda[j] = std::clamp(lambda[j] - step * gradient[j] / largest, 0.0, v);
+  }
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  constexpr std::size_t kBlockCells = 8;
+  std::vector<std::pair<std::size_t, std::size_t>> blocks;  // [first, end) buckets
+  for (std::size_t e = 0; e + 1 < edges.size(); ++e) {
+    for (std::size_t first = edges[e]; first < edges[e + 1]; first += kBlockCells) {
+      blocks.emplace_back(first, std::min(edges[e + 1], first + kBlockCells));
     }
+  }
+  ProfitBound out = uniform;
+  double best = dual();
+  // Block coordinate descent: the dual is convex in each block's price, so a golden-section
+  // search on [0, revenue] finds its best for the others fixed; sweeps until the budget ends.
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  int evaluations = 0;
+  const auto set_block = [&](std::pair<std::size_t, std::size_t> block, double price) {
+    for (std::size_t j = block.first; j < block.second; ++j) lambda[j] = price;
+  };
+  for (int sweep = 0; sweep < sweeps && evaluations < max_evaluations; ++sweep) {
+    const double before = best;
+    for (const auto& block : blocks) {
+      if (evaluations >= max_evaluations) break;
+      const double current = lambda[block.first];
+      double lo = 0;
+      double hi = v;
+      double x1 = hi - phi * (hi - lo);
+      double x2 = lo + phi * (hi - lo);
+      set_block(block, x1);
+      double f1 = dual();
+      set_block(block, x2);
+      double f2 = dual();
+      evaluations += 2;
+      double best_x = current;
+      double best_f = best;
+      for (int it = 0; it < 10; ++it) {
+        if (f1 < best_f) best_f = f1, best_x = x1;
+        if (f2 < best_f) best_f = f2, best_x = x2;
+        if (f1 <= f2) {
+          hi = x2;
+          x2 = x1;
+          f2 = f1;
+          x1 = hi - phi * (hi - lo);
+          set_block(block, x1);
+          f1 = dual();
+        } else {
+          lo = x1;
+          x1 = x2;
+          f1 = f2;
+          x2 = lo + phi * (hi - lo);
+          set_block(block, x2);
+          f2 = dual();
+        }
+        ++evaluations;
+      }
+      if (f1 < best_f) best_f = f1, best_x = x1;
+      if (f2 < best_f) best_f = f2, best_x = x2;
+      set_block(block, best_x);
+      best = best_f;
+    }
+    if (before - best < 1e-3) break;
   }
   if (best < out.profit_usd) {
     out.profit_usd = best;
