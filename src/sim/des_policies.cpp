@@ -307,9 +307,12 @@ void ClassicPolicy::on_closed(const ClosedInstance& closed, std::vector<core::Ba
 
 namespace {
 
-// /2: the capacity the clairvoyant keeps per job arriving per hour. Poisson arrivals over a
-// 45-minute deadline leave little to buffer, a little headroom keeps the queue short.
-constexpr double kArrivalHeadroom = 1.05;
+// /2: a new rental must be wanted over its first half hour of proving; an instance is kept
+// while the arrivals until a replacement could be proving, plus half an hour, need it. (Tried
+// on the bundled /2 scenarios: headroom above the arrival rate, longer windows or keeping
+// through dips as long as a re-rent's setup costs all earned less.)
+constexpr double kRentWindowH = 0.5;
+constexpr double kKeepExtraH = 0.5;
 // How far ahead (hours) a /2 rental is valued against the arrivals it would serve.
 constexpr double kValueLookaheadH = 12;
 constexpr double kValueStepH = 1.0 / 12;
@@ -353,7 +356,7 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
       sc.economics.demand_proofs_per_hour.value_or(std::numeric_limits<double>::infinity());
   // Proofs per hour worth having at hour h (/1: the rate cap; /2: the arrival rate).
   const auto needed_at = [&](double h) {
-    return sc.demand ? scenario::arrival_rate(*sc.demand, h) * kArrivalHeadroom : fixed_demand;
+    return sc.demand ? scenario::arrival_rate(*sc.demand, h) : fixed_demand;
   };
   // Its largest value over [from_h, to_h].
   const auto needed_over = [&](double from_h, double to_h) {
@@ -361,7 +364,7 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
     if (sc.demand) {
       for (const auto& seg : sc.demand->arrivals) {
         if (seg.from_h > from_h && seg.from_h < to_h) {
-          most = std::max(most, seg.proofs_per_hour * kArrivalHeadroom);
+          most = std::max(most, seg.proofs_per_hour);
         }
       }
     }
@@ -428,7 +431,8 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
   for (const Live& l : lives) {
     if (!l.proving) continue;
     const bool loses = l.rate * v < l.rec->offer.dph_total;
-    const bool surplus = proving_capacity - l.rate >= needed_over(now_h, now_h + l.setup_h + 0.25);
+    const bool surplus =
+        proving_capacity - l.rate >= needed_over(now_h, now_h + l.setup_h + kKeepExtraH);
     if (!loses && !surplus) continue;
     drop(*l.rec, loses ? "proves " + fixed(l.rate, 1) + "/hr, below break-even"
                        : "surplus: demand is covered without its " + fixed(l.rate, 1) + "/hr");
@@ -480,7 +484,7 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
     double best = 0;
     for (double age = p.curve.proving_from_h(); age < until; age += kValueStepH) {
       const double step = std::min(kValueStepH, until - age);
-      const double room = std::max(0.0, needed_at(now_h + age) / kArrivalHeadroom - cap);
+      const double room = std::max(0.0, needed_at(now_h + age) - cap);
       paid += std::min(p.curve.rate_at(age) * share, room) * step;
       best = std::max(best, v * paid - p.curve.cost_usd(age + step));
     }
@@ -503,7 +507,7 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
     }
     // The demand when it would be proving (its setup counted).
     const double ready_h = now_h + p.curve.proving_from_h();
-    const double room = needed_over(ready_h, ready_h + 1) - capacity;
+    const double room = needed_over(ready_h, ready_h + kRentWindowH) - capacity;
     const bool swap = room <= 0 && !swapped && p.cost_per_proof / share < 0.8 * dearest;
     if (room <= 0 && !swap) continue;
     double value = 0;
