@@ -469,8 +469,14 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
     const double proofs = curve.proofs(best.hours);
     const double cost = curve.cost_usd(best.hours);
     const double rate = curve.rate();
+    // /2: rentals last as long as the arrivals need them, so an offer's setup is spread over
+    // the lookahead at most, not over the rest of the run.
+    const double spread_h = sc.demand ? std::min(best.hours, kValueLookaheadH) : best.hours;
+    const double spread_proofs = curve.proofs(spread_h);
+    const double cost_per_proof =
+        spread_proofs > 0 ? curve.cost_usd(spread_h) / spread_proofs : cost / proofs;
     picks.push_back(
-        {&view.offers[i], k, std::move(curve), rate, best.hours, proofs, cost, cost / proofs});
+        {&view.offers[i], k, std::move(curve), rate, best.hours, proofs, cost, cost_per_proof});
   }
   std::sort(picks.begin(), picks.end(), [](const Pick& a, const Pick& b) {
     if (a.cost_per_proof != b.cost_per_proof) return a.cost_per_proof < b.cost_per_proof;
