@@ -10,6 +10,7 @@
 #include "core/text.h"
 #include "market/query.h"
 #include "scenario/offer_query.h"
+#include "scenario/truth_model.h"
 #include "sim/profit_bound.h"
 
 namespace pf::sim {
@@ -136,6 +137,15 @@ ClassicPolicy::ClassicPolicy(const Scenario& s, ClassicConfig config, FleetCaps 
       target_(s.economics.target_cost_per_proof_usd),
       demand_(s.economics.demand_proofs_per_hour),
       acceptance_(config_.benchmark_proofs, config_.restart_preload_s) {
+  // /2: the tool had no demand signal; its operator sized the fleet by hand from what Curio's
+  // queue showed on average: the mean arrival rate over the run, held fixed.
+  if (s.demand && s.hours > 0) {
+    double jobs = 0;
+    for (const auto& seg : s.demand->arrivals) {
+      jobs += seg.proofs_per_hour * std::max(0.0, std::min(seg.to_h, s.hours) - seg.from_h);
+    }
+    demand_ = jobs / s.hours;
+  }
   auto query = market::parse_query(config_.filter, false);
   if (!query) throw std::invalid_argument("classic filter: " + query.error());
   nlohmann::json body = query->filters;
@@ -295,8 +305,24 @@ void ClassicPolicy::on_closed(const ClosedInstance& closed, std::vector<core::Ba
 
 // --- clairvoyant ---------------------------------------------------------------------------
 
+namespace {
+
+// /2: a new rental must be wanted over its first half hour of proving; an instance is kept
+// while the arrivals until a replacement could be proving, plus half an hour, need it. (Tried
+// on the bundled /2 scenarios: headroom above the arrival rate, longer windows or keeping
+// through dips as long as a re-rent's setup costs all earned less.)
+constexpr double kRentWindowH = 0.5;
+constexpr double kKeepExtraH = 0.5;
+// How far ahead (hours) a /2 rental is valued against the arrivals it would serve.
+constexpr double kValueLookaheadH = 12;
+constexpr double kValueStepH = 1.0 / 12;
+
+}  // namespace
+
 ClairvoyantPolicy::ClairvoyantPolicy(const Scenario& s, FleetCaps caps)
-    : caps_(caps), revenue_(s.economics.revenue_per_proof_usd) {}
+    : caps_(caps), revenue_(s.economics.revenue_per_proof_usd) {
+  for (const auto& o : s.offers) partitions_[o.offer.id] = best_partitions(o.truth);
+}
 
 core::LifecycleConfig ClairvoyantPolicy::lifecycle() const {
   // It rents only what finishes in time by the truth, so no deadline may cut a rental short
@@ -314,22 +340,36 @@ double ClairvoyantPolicy::break_even_rate(const core::Offer& offer) const {
   return core::break_even_rate(offer.dph_total, revenue_);
 }
 
-int ClairvoyantPolicy::plan_partitions(const core::Offer&, const AgentProbe& probe,
+int ClairvoyantPolicy::plan_partitions(const core::Offer& offer, const AgentProbe&,
                                        int after_oom) const {
-  if (after_oom > 0) return 0;  // its plan fits the truth's memory by construction
-  const core::MemoryModel model;
-  const double room = probe.ram_gib - model.base_gib;
-  return room < model.per_partition_gib
-             ? 0
-             : std::min(64, static_cast<int>(std::floor(room / model.per_partition_gib)));
+  if (after_oom > 0) return 0;  // its plan fits the machine's real memory by construction
+  const auto it = partitions_.find(offer.id);
+  return it == partitions_.end() ? 0 : it->second;
 }
 
 std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
   const Scenario& sc = view.scenario;
   const double end = kDesEpoch + sc.hours * 3600;
+  const double now_h = (view.now - kDesEpoch) / 3600;
   const double v = revenue_;
-  const double demand =
+  const double fixed_demand =
       sc.economics.demand_proofs_per_hour.value_or(std::numeric_limits<double>::infinity());
+  // Proofs per hour worth having at hour h (/1: the rate cap; /2: the arrival rate).
+  const auto needed_at = [&](double h) {
+    return sc.demand ? scenario::arrival_rate(*sc.demand, h) : fixed_demand;
+  };
+  // Its largest value over [from_h, to_h].
+  const auto needed_over = [&](double from_h, double to_h) {
+    double most = needed_at(from_h);
+    if (sc.demand) {
+      for (const auto& seg : sc.demand->arrivals) {
+        if (seg.from_h > from_h && seg.from_h < to_h) {
+          most = std::max(most, seg.proofs_per_hour);
+        }
+      }
+    }
+    return most;
+  };
   std::vector<core::Action> actions;
   auto drop = [&](const core::InstanceRecord& r, std::string reason) {
     core::Action a;
@@ -352,6 +392,7 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
     double rate;  // now, or once proving
     bool proving;
     double cost_per_proof;
+    double setup_h;  // how long a replacement of it takes to prove
   };
   std::vector<Live> lives;
   double capacity = 0;  // proving and setting up
@@ -361,7 +402,7 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
     const auto& r = view.fleet[j];
     if (!live(r)) continue;
     const std::size_t k = view.fleet_offer_index[j];
-    const RentalCurve curve(sc, sc.offers[k]);
+    const RentalCurve curve(sc, sc.offers[k], r.offer.dph_total);
     const double age_h = (view.now - r.created_at) / 3600;
     const double planned = curve.best((end - r.created_at) / 3600, v).hours;
     if (age_h >= planned && planned < (end - r.created_at) / 3600) {
@@ -372,13 +413,15 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
     const bool proving = age_h >= curve.proving_from_h();
     const double shared = std::pow(contention_of(k), ours_on[r.offer.machine_id] - 1);
     const double rate = (proving ? curve.rate_at(age_h) : curve.rate()) * shared;
-    lives.push_back({&r, rate, proving, rate > 0 ? r.offer.dph_total / rate : 1e9});
+    lives.push_back(
+        {&r, rate, proving, rate > 0 ? r.offer.dph_total / rate : 1e9, curve.proving_from_h()});
     capacity += rate;
     dph += r.offer.dph_total;
     ++n_live;
   }
 
-  // Surplus: the dearest proving instances whose proofs demand no longer needs.
+  // Surplus: the dearest proving instances whose proofs demand no longer needs, until a
+  // replacement could be proving (so a dip shorter than a setup keeps them).
   std::sort(lives.begin(), lives.end(),
             [](const Live& a, const Live& b) { return a.cost_per_proof > b.cost_per_proof; });
   double proving_capacity = 0;
@@ -388,7 +431,8 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
   for (const Live& l : lives) {
     if (!l.proving) continue;
     const bool loses = l.rate * v < l.rec->offer.dph_total;
-    const bool surplus = proving_capacity - l.rate >= demand;
+    const bool surplus =
+        proving_capacity - l.rate >= needed_over(now_h, now_h + l.setup_h + kKeepExtraH);
     if (!loses && !surplus) continue;
     drop(*l.rec, loses ? "proves " + fixed(l.rate, 1) + "/hr, below break-even"
                        : "surplus: demand is covered without its " + fixed(l.rate, 1) + "/hr");
@@ -406,6 +450,7 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
   struct Pick {
     const core::Offer* offer;
     std::size_t index;
+    RentalCurve curve;
     double rate;
     double hours;
     double proofs;
@@ -416,18 +461,41 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
   const double left_h = (end - view.now) / 3600;
   for (std::size_t i = 0; i < view.offers.size(); ++i) {
     const std::size_t k = view.offer_index[i];
-    const RentalCurve curve(sc, sc.offers[k]);
+    // Priced as listed now: the rental pays this for its whole life.
+    RentalCurve curve(sc, sc.offers[k], view.offers[i].dph_total);
     if (!curve.can_prove()) continue;
     const auto best = curve.best(left_h, v);
     if (best.profit_usd <= 0) continue;
     const double proofs = curve.proofs(best.hours);
     const double cost = curve.cost_usd(best.hours);
-    picks.push_back({&view.offers[i], k, curve.rate(), best.hours, proofs, cost, cost / proofs});
+    const double rate = curve.rate();
+    // /2: rentals last as long as the arrivals need them, so an offer's setup is spread over
+    // the lookahead at most, not over the rest of the run.
+    const double spread_h = sc.demand ? std::min(best.hours, kValueLookaheadH) : best.hours;
+    const double spread_proofs = curve.proofs(spread_h);
+    const double cost_per_proof =
+        spread_proofs > 0 ? curve.cost_usd(spread_h) / spread_proofs : cost / proofs;
+    picks.push_back(
+        {&view.offers[i], k, std::move(curve), rate, best.hours, proofs, cost, cost_per_proof});
   }
   std::sort(picks.begin(), picks.end(), [](const Pick& a, const Pick& b) {
     if (a.cost_per_proof != b.cost_per_proof) return a.cost_per_proof < b.cost_per_proof;
     return a.offer->id < b.offer->id;
   });
+  // /2: what a rental earns over its first hours from the arrivals the fleet leaves to it
+  // (capacity `cap` ahead of it), kept for the best length up to the lookahead.
+  const auto arrivals_value = [&](const Pick& p, double share, double cap) {
+    const double until = std::min({p.hours, left_h, kValueLookaheadH});
+    double paid = 0;
+    double best = 0;
+    for (double age = p.curve.proving_from_h(); age < until; age += kValueStepH) {
+      const double step = std::min(kValueStepH, until - age);
+      const double room = std::max(0.0, needed_at(now_h + age) - cap);
+      paid += std::min(p.curve.rate_at(age) * share, room) * step;
+      best = std::max(best, v * paid - p.curve.cost_usd(age + step));
+    }
+    return best;
+  };
   bool swapped = false;
   for (const Pick& p : picks) {
     if (n_live >= caps_.max_instances) break;
@@ -443,12 +511,19 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
         loss += l.rate * (1 - c) * v * std::min(p.hours, left_h);
       }
     }
-    const double room = demand - capacity;
+    // The demand when it would be proving (its setup counted).
+    const double ready_h = now_h + p.curve.proving_from_h();
+    const double room = needed_over(ready_h, ready_h + kRentWindowH) - capacity;
     const bool swap = room <= 0 && !swapped && p.cost_per_proof / share < 0.8 * dearest;
     if (room <= 0 && !swap) continue;
-    const double paid =
-        swap ? p.proofs * share : p.proofs * share * std::min(1.0, room / (p.rate * share));
-    const double value = v * paid - p.cost - loss;
+    double value = 0;
+    if (sc.demand && !swap) {
+      value = arrivals_value(p, share, capacity) - loss;
+    } else {
+      const double paid =
+          swap ? p.proofs * share : p.proofs * share * std::min(1.0, room / (p.rate * share));
+      value = v * paid - p.cost - loss;
+    }
     if (value <= 0) continue;
     actions.push_back(
         rent_action(*p.offer, "clairvoyant: the truth says " + fixed(p.rate * share, 1) +

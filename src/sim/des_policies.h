@@ -81,7 +81,8 @@ class DefaultPolicy final : public DesPolicy {
 //    min_rate; a host that failed once goes on the bad list for good. Instances still loading
 //    are the operator's to notice (`operator_loading_s`).
 // It stops renting once the MAX rates of its proving instances cover demand; proving
-// instances are never re-evaluated.
+// instances are never re-evaluated. /2 gives it no rate cap: its operator set the fleet size
+// from Curio's queue, modelled as the mean job arrival rate over the run, held fixed.
 struct ClassicConfig {
   std::string filter =
       "disk_space>=250 dph<=0.9 gpu_ram>12.5 cpu_ram>=240 cpu_cores>25 inet_down>100 "
@@ -152,7 +153,12 @@ class ClassicPolicy final : public DesPolicy {
 // rents what would not finish). It rents the cheapest proofs first until demand is covered,
 // drops surplus, swaps a dear instance for a clearly cheaper offer, re-rents an offer whose
 // rental ended when another pays, puts a second instance on a machine when the contention
-// still pays, never benchmarks, and proves for money from the first proof.
+// still pays, never benchmarks, and proves for money from the first proof. Its plan is the
+// largest partition count the machine's real memory holds (no OOM), a rental is valued at the
+// price listed when it is rented, and on /2 it reads the job arrival rate over time: it rents
+// so that capacity is ready (setup counted) before the rate rises, values a rental by the jobs
+// the arrival rate leaves for it, and drops an instance once the arrivals until a replacement
+// could be ready are covered without it.
 class ClairvoyantPolicy final : public DesPolicy {
  public:
   ClairvoyantPolicy(const Scenario& scenario, FleetCaps caps = {});
@@ -168,7 +174,7 @@ class ClairvoyantPolicy final : public DesPolicy {
  private:
   FleetCaps caps_;
   double revenue_;
-  std::map<std::int64_t, double> keep_until_;  // instance id → planned end (epoch s)
+  std::map<std::int64_t, int> partitions_;  // offer id → the most its machine's memory holds
 };
 
 // "default", "classic", "clairvoyant".

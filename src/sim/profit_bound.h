@@ -16,9 +16,21 @@
 //    duality: bound = min over λ ∈ [0, revenue] of λ·demand + Σ_offers best(revenue − λ), which
 //    is ≥ the relaxed optimum for every λ and equals the fractional "fill demand greedily by
 //    $/proof" optimum at the minimising λ.
-// Pure and deterministic; milliseconds on the bundled scenarios.
+//  - /2, tighter: a job arriving at a can only pay for a proof delivered in [a, a + deadline].
+//    Expected arrivals per time bucket (15 min) each get a multiplier λ_j ≥ 0; a proof delivered
+//    at t is worth w(t) = revenue − min λ_j over the buckets it may serve, and
+//    Σ_j λ_j·arrivals_j + Σ_offers best schedule under w(t) bounds the expected profit for
+//    every λ (weak duality of the transportation relaxation). Each offer's best schedule is a
+//    DP over 15-min start cells that only over-states it (a start rounded down to its cell with
+//    the best value of the next cell, the length's cost rounded down, its value rounded up,
+//    Lorden's slack plus one proof per rise of w valued at the rise). Block coordinate descent
+//    over the demand segments' prices, from the single-λ optimum, lowers it within a fixed
+//    number of evaluations; the lower of the two bounds is reported.
+// Pure and deterministic; milliseconds on /1 scenarios, about a second on market-72h-v2 (the
+// per-bucket descent is capped at 400 evaluations of its dual).
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "sim/scenario_vocabulary.h"
@@ -33,11 +45,16 @@ int best_partitions(const Truth& truth);
 // the rent): profit(ℓ) = value·proofs(ℓ) − cost(ℓ), piecewise linear with the knots below.
 class RentalCurve {
  public:
-  RentalCurve(const Scenario& scenario, const ScenarioOffer& offer);
+  // `dph`: the price the rental pays (the price listed when it is created); by default the
+  // cheapest the offer is ever listed at (/2 dph_changes), a relaxation for the bound.
+  RentalCurve(const Scenario& scenario, const ScenarioOffer& offer,
+              std::optional<double> dph = std::nullopt);
 
   bool can_prove() const { return rate_ > 0; }
   double rate() const { return rate_; }  // unthrottled, alone, at best_partitions
   double proving_from_h() const { return prover_h_ + warmup_h_; }
+  // Lorden's slack (cv²): expected completions beyond the fluid, counted once per rental.
+  double renewal_slack() const { return renewal_slack_; }
 
   // The truth's rate ℓ hours after the rent (0 before proving and after a failure).
   double rate_at(double hours) const;
@@ -82,7 +99,15 @@ struct ProfitBound {
   double demand_price_usd = 0;  // λ at the optimum: what one proof of demand is worth at most
   double demand_proofs = -1;    // the demand total the relaxation used (-1: unlimited)
   int offers_used = 0;          // offers with a paying schedule at the optimum
+  int demand_buckets = 0;       // /2: buckets priced apart (0: one total)
 };
+
+// The /2 bound with per-bucket multipliers (see the file comment), from the single-λ bound
+// `uniform`: block coordinate descent over the demand segments' prices, at most `sweeps`
+// sweeps and about `max_evaluations` evaluations of the dual (~3 ms each on market-72h-v2).
+// Never above `uniform.profit_usd`.
+ProfitBound bucketed_profit_bound(const Scenario& scenario, const ProfitBound& uniform,
+                                  int sweeps = 4, int max_evaluations = 400);
 
 ProfitBound profit_bound(const Scenario& scenario);
 

@@ -118,5 +118,59 @@ TEST(ProfitBound, NoPolicyEarnsMoreOnTheHandScenario) {
   }
 }
 
+// /2: jobs arrive only in the second half (100/hr over [5, 10) h, deadline 15 min).
+Scenario late_demand_scenario() {
+  Scenario s = hand_scenario();
+  s.format_version = 2;
+  s.economics.target_cost_per_proof_usd = 0.015;
+  scenario::Demand d;
+  d.arrivals = {{5, 10, 100}};
+  d.deadline_min = 15;
+  s.demand = d;
+  s.offers.push_back(hand_offer(1));
+  return s;
+}
+
+TEST(ProfitBound, JobsArrivingLateAreServedOnlyByALateRental) {
+  const Scenario s = late_demand_scenario();
+  // One total over the horizon (500 jobs) lets the whole rental's cheapest proofs serve them:
+  // 500 × ($0.02 − $10.35 / 970) = $4.665.
+  ProfitBound one_total;
+  one_total.demand_price_usd = 0.02 - 10.35 / 970;
+  one_total.profit_usd = 500 * one_total.demand_price_usd;
+  // Per bucket, the jobs of [5, 10) can only be served then: the best is a rental at 4.7 h
+  // (proving from 5 h) kept to 10 h: 500 proofs = $10 for 5.2 h billed + $0.45 = $4.35. The
+  // grid over-states it by less than a cell (15 min) of proofs and billing at each end.
+  const ProfitBound b = profit_bound(s);
+  EXPECT_GE(b.profit_usd, 4.35 - 1e-9);
+  EXPECT_LT(b.profit_usd, 4.35 + 0.6);
+  EXPECT_LT(b.profit_usd, one_total.profit_usd);
+  EXPECT_GT(b.demand_buckets, 0);
+  // bucketed_profit_bound never reports more than the single-λ bound it starts from.
+  EXPECT_LE(bucketed_profit_bound(s, one_total).profit_usd, one_total.profit_usd);
+}
+
+TEST(ProfitBound, JobsBeyondWhatTheFleetCanProveAddNothing) {
+  Scenario s = late_demand_scenario();
+  s.demand->arrivals = {{0, 10, 1000}};  // ten times what the one offer proves
+  // Demand never binds: the offer's whole-horizon rental, $9.05 (as with unlimited demand).
+  const ProfitBound b = profit_bound(s);
+  EXPECT_NEAR(b.profit_usd, 9.05, 1e-6);
+}
+
+TEST(ProfitBound, NoPolicyEarnsMoreWhenJobsArriveLate) {
+  Scenario s = late_demand_scenario();
+  s.offers.push_back(hand_offer(2));
+  s.offers[1].truth.failure = {FailureKind::Crash, 1.0};
+  s.offers[0].truth.proof_time_cv = 0.15;
+  const double bound = profit_bound(s).profit_usd;
+  for (const std::string name : {"default", "clairvoyant"}) {
+    auto policy = make_policy(name, s);
+    ASSERT_TRUE(policy);
+    const DesReport r = run_des(s, *policy);
+    EXPECT_LE(r.profit_usd, bound) << name;
+  }
+}
+
 }  // namespace
 }  // namespace pf::sim
