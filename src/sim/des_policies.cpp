@@ -87,7 +87,16 @@ std::vector<core::Action> DefaultPolicy::decide(const DesView& view) {
   history.measurements = view.history;
   history.exploration_spent_usd =
       core::exploration_spend(view.fleet, view.now, config_.policy.exploration_window_s);
-  return core::decide(view.fleet, view.offers, history, view.bad_hosts, view.now, config_.policy);
+  if (!view.jobs) {
+    return core::decide(view.fleet, view.offers, history, view.bad_hosts, view.now, config_.policy);
+  }
+  // /2: size the fleet for the demand the job queue shows (none seen yet: rent nothing).
+  if (auto estimate = core::estimate_demand(*view.jobs, demand_, config_.demand)) {
+    demand_ = estimate->proofs_per_hour;
+  }
+  core::PolicyConfig policy = config_.policy;
+  policy.demand_proofs_per_hour = demand_.value_or(0);
+  return core::decide(view.fleet, view.offers, history, view.bad_hosts, view.now, policy);
 }
 
 void DefaultPolicy::on_closed(const ClosedInstance& closed, std::vector<core::BadHost>& bad_hosts) {

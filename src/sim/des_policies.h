@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/demand_estimate.h"
 #include "core/memory_model.h"
 #include "core/planner.h"
 #include "core/policy.h"
@@ -33,6 +34,8 @@ struct DefaultPolicyConfig {
   core::SprtConfig sprt;  // tuning with the [acceptance] caps applied (core::with_caps)
   core::LifecycleConfig lifecycle;
   core::PlanLimits planner;
+  // Where jobs arrive (/2), the demand decide() sizes the fleet for comes from the queue.
+  core::DemandEstimateConfig demand;
 };
 
 // What `serve` runs when proverfleet.toml sets nothing: core's defaults with the [acceptance]
@@ -62,6 +65,7 @@ class DefaultPolicy final : public DesPolicy {
  private:
   DefaultPolicyConfig config_;
   core::SprtAcceptance sprt_;
+  std::optional<double> demand_;  // /2: the demand the fleet was last sized for
 };
 
 // The earlier tool as it ran (field-notes.md "How the earlier system worked", cuzk.md §7):
