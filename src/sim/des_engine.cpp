@@ -510,6 +510,9 @@ class Engine {
     ++report_.ooms;
     if (!oomed_machines_.insert(in.rec.offer.machine_id).second) ++report_.ooms_after_first_on_host;
     const int failed_plan = in.partitions;
+    if (in.rec.oom_partitions == 0 || failed_plan < in.rec.oom_partitions) {
+      in.rec.oom_partitions = failed_plan;
+    }
     stop_prover(i);
     start_prover(i, failed_plan);
   }

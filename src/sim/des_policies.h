@@ -16,6 +16,7 @@
 
 #include "core/demand_estimate.h"
 #include "core/memory_model.h"
+#include "core/oom_memory.h"
 #include "core/planner.h"
 #include "core/policy.h"
 #include "core/sprt_acceptance.h"
@@ -66,6 +67,9 @@ class DefaultPolicy final : public DesPolicy {
   DefaultPolicyConfig config_;
   core::SprtAcceptance sprt_;
   std::optional<double> demand_;  // /2: the demand the fleet was last sized for
+  // Per machine, the smallest plan ours were killed for memory at (from the fleet at the last
+  // decision; a rental is planned after the decision that rented it).
+  std::map<std::int64_t, int> oom_partitions_;
 };
 
 // The earlier tool as it ran (field-notes.md "How the earlier system worked", cuzk.md §7):
