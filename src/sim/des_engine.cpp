@@ -805,8 +805,8 @@ class Engine {
   std::vector<double> jobs_;  // /2: arrival times, ascending; a job is its index
   std::size_t next_job_ = 0;
   std::deque<std::size_t> waiting_;
-  std::vector<double>
-      arrivals_seen_;  // epoch seconds of the jobs arrived so far (the policy's view)
+  // Epoch seconds of the jobs arrived so far: the arrivals the policy is shown.
+  std::vector<double> arrivals_seen_;
   std::vector<double> queue_waits_s_;
   std::set<std::int64_t> oomed_machines_;
   std::vector<core::Measurement> history_;
