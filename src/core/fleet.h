@@ -80,6 +80,10 @@ struct InstanceRecord {
   double params_rate_bps = 0;
   int prover_crashes = 0;
   int ooms = 0;
+  // The smallest plan (partitions) the prover was killed for memory at on this rental; 0: none.
+  // The machine's real peak can exceed the planner's model, so a later rental of the machine
+  // plans below it (core/oom_memory.h).
+  int oom_partitions = 0;
   int proofs_benchmark = 0;
   int proofs_production = 0;
   double gpu_util = 0;

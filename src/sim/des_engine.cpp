@@ -510,6 +510,9 @@ class Engine {
     ++report_.ooms;
     if (!oomed_machines_.insert(in.rec.offer.machine_id).second) ++report_.ooms_after_first_on_host;
     const int failed_plan = in.partitions;
+    if (in.rec.oom_partitions == 0 || failed_plan < in.rec.oom_partitions) {
+      in.rec.oom_partitions = failed_plan;
+    }
     stop_prover(i);
     start_prover(i, failed_plan);
   }
@@ -610,8 +613,21 @@ class Engine {
       offers.push_back(listed_offer(so));
       index.push_back(k);
     }
-    const DesView view{epoch(now_), fleet,      offers, index,
-                       history_,    bad_hosts_, sc_,    fleet_offer_index_};
+    // /2: the arrivals so far (epoch seconds) and the queue, as a gateway would show them.
+    std::optional<core::QueueObservation> jobs;
+    if (sc_.demand) {
+      while (arrivals_seen_.size() < next_job_) {
+        arrivals_seen_.push_back(epoch(jobs_[arrivals_seen_.size()]));
+      }
+      const double deadline_s = sc_.demand->deadline_min * 60;
+      const auto queued = std::count_if(waiting_.begin(), waiting_.end(), [&](std::size_t j) {
+        return now_ - jobs_[j] < deadline_s;
+      });
+      jobs =
+          core::QueueObservation{epoch(now_), epoch(0), arrivals_seen_, static_cast<int>(queued)};
+    }
+    const DesView view{epoch(now_),        fleet, offers, index, history_, bad_hosts_, sc_,
+                       fleet_offer_index_, jobs};
     const std::vector<core::Action> actions = policy_.decide(view);
     for (const auto& a : actions) {
       if (a.kind == core::Action::Kind::Rent) {
@@ -789,6 +805,8 @@ class Engine {
   std::vector<double> jobs_;  // /2: arrival times, ascending; a job is its index
   std::size_t next_job_ = 0;
   std::deque<std::size_t> waiting_;
+  // Epoch seconds of the jobs arrived so far: the arrivals the policy is shown.
+  std::vector<double> arrivals_seen_;
   std::vector<double> queue_waits_s_;
   std::set<std::int64_t> oomed_machines_;
   std::vector<core::Measurement> history_;

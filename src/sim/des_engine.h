@@ -38,6 +38,7 @@
 
 #include "core/acceptance.h"
 #include "core/blocklist.h"
+#include "core/demand_estimate.h"
 #include "core/fleet.h"
 #include "core/learned_predictor.h"
 #include "core/lifecycle.h"
@@ -75,6 +76,9 @@ struct DesView {
   const Scenario& scenario;
   // For the oracle: scenario offer index of each fleet record (same order as `fleet`).
   const std::vector<std::size_t>& fleet_offer_index;
+  // /2: the job queue as a gateway would show it (recent arrivals, jobs waiting); nullopt in
+  // /1, where demand is the scenario's fixed rate.
+  std::optional<core::QueueObservation> jobs = std::nullopt;
 };
 
 // What the agent's probe finds on a rented instance: the truth's cgroup memory and usable cores.

@@ -72,14 +72,18 @@ double DefaultPolicy::break_even_rate(const core::Offer& offer) const {
   return core::objective_break_even(offer.dph_total, config_.policy.scoring);
 }
 
-int DefaultPolicy::plan_partitions(const core::Offer&, const AgentProbe& probe,
+int DefaultPolicy::plan_partitions(const core::Offer& offer, const AgentProbe& probe,
                                    int after_oom) const {
   core::PlanInput in;
   in.ram_gib = probe.ram_gib;
   in.cores = probe.cores;
   in.gpus = probe.gpus;
-  auto plan = after_oom > 0 ? core::plan_after_oom(in, config_.planner, after_oom)
-                            : core::plan_prover(in, config_.planner);
+  // A machine one of ours was killed for memory on starts below that plan.
+  const auto known = oom_partitions_.find(offer.machine_id);
+  auto plan = after_oom > 0
+                  ? core::plan_after_oom(in, config_.planner, after_oom)
+                  : core::plan_for_machine(in, config_.planner,
+                                           known != oom_partitions_.end() ? known->second : 0);
   return plan ? plan->partitions : 0;
 }
 
@@ -88,7 +92,17 @@ std::vector<core::Action> DefaultPolicy::decide(const DesView& view) {
   history.measurements = view.history;
   history.exploration_spent_usd =
       core::exploration_spend(view.fleet, view.now, config_.policy.exploration_window_s);
-  return core::decide(view.fleet, view.offers, history, view.bad_hosts, view.now, config_.policy);
+  oom_partitions_ = core::oom_partitions_by_machine(view.fleet);
+  if (!view.jobs) {
+    return core::decide(view.fleet, view.offers, history, view.bad_hosts, view.now, config_.policy);
+  }
+  // /2: size the fleet for the demand the job queue shows (none seen yet: rent nothing).
+  if (auto estimate = core::estimate_demand(*view.jobs, demand_, config_.demand)) {
+    demand_ = estimate->proofs_per_hour;
+  }
+  core::PolicyConfig policy = config_.policy;
+  policy.demand_proofs_per_hour = demand_.value_or(0);
+  return core::decide(view.fleet, view.offers, history, view.bad_hosts, view.now, policy);
 }
 
 void DefaultPolicy::on_closed(const ClosedInstance& closed, std::vector<core::BadHost>& bad_hosts) {

@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "core/demand_estimate.h"
 #include "core/memory_model.h"
+#include "core/oom_memory.h"
 #include "core/planner.h"
 #include "core/policy.h"
 #include "core/sprt_acceptance.h"
@@ -33,6 +35,8 @@ struct DefaultPolicyConfig {
   core::SprtConfig sprt;  // tuning with the [acceptance] caps applied (core::with_caps)
   core::LifecycleConfig lifecycle;
   core::PlanLimits planner;
+  // Where jobs arrive (/2), the demand decide() sizes the fleet for comes from the queue.
+  core::DemandEstimateConfig demand;
 };
 
 // What `serve` runs when proverfleet.toml sets nothing: core's defaults with the [acceptance]
@@ -62,6 +66,10 @@ class DefaultPolicy final : public DesPolicy {
  private:
   DefaultPolicyConfig config_;
   core::SprtAcceptance sprt_;
+  std::optional<double> demand_;  // /2: the demand the fleet was last sized for
+  // Per machine, the smallest plan ours were killed for memory at (from the fleet at the last
+  // decision; a rental is planned after the decision that rented it).
+  std::map<std::int64_t, int> oom_partitions_;
 };
 
 // The earlier tool as it ran (field-notes.md "How the earlier system worked", cuzk.md §7):
