@@ -64,8 +64,8 @@ struct ClosedInstance {
   double now = 0;
 };
 
-// What a policy sees each decision. Only the oracle may look at `scenario` truth and
-// `offer_index`; the engine passes them to everyone so the oracle needs no back door.
+// What a policy sees each decision. Only clairvoyant may look at `scenario` truth and
+// `offer_index`; the engine passes them to everyone so clairvoyant needs no back door.
 struct DesView {
   double now = 0;                                  // epoch seconds
   const std::vector<core::InstanceRecord>& fleet;  // every rental so far, destroyed included
@@ -74,7 +74,7 @@ struct DesView {
   const std::vector<core::Measurement>& history;
   const std::vector<core::BadHost>& bad_hosts;
   const Scenario& scenario;
-  // For the oracle: scenario offer index of each fleet record (same order as `fleet`).
+  // For clairvoyant: scenario offer index of each fleet record (same order as `fleet`).
   const std::vector<std::size_t>& fleet_offer_index;
   // /2: the job queue as a gateway would show it (recent arrivals, jobs waiting); nullopt in
   // /1, where demand is the scenario's fixed rate.
@@ -127,7 +127,7 @@ DesReport run_des(const Scenario& scenario, DesPolicy& policy, const DesOptions&
 AgentProbe probe_of(const ScenarioOffer& offer);
 
 // Partitions the real planner (core/planner.h) runs with that probe: what a probing agent runs,
-// the "best plan" the oracle and the report's truth use. 0 when no plan fits.
+// the "best plan" clairvoyant and the report's truth use. 0 when no plan fits.
 int planned_partitions(const AgentProbe& probe);
 
 }  // namespace pf::sim

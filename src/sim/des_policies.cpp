@@ -340,7 +340,7 @@ ClairvoyantPolicy::ClairvoyantPolicy(const Scenario& s, FleetCaps caps)
 
 core::LifecycleConfig ClairvoyantPolicy::lifecycle() const {
   // It rents only what finishes in time by the truth, so no deadline may cut a rental short
-  // (the greedy oracle's deadlines killed a slow download it then rented again, five times).
+  // (the old greedy "oracle"'s deadlines killed a slow download it then rented again, five times).
   constexpr double kNoDeadline = 1e9;
   core::LifecycleConfig c;
   c.renting_max_s = c.boot_loading_max_s = c.boot_register_grace_s = kNoDeadline;

@@ -16,8 +16,11 @@
 // 2x 3090 but also core-starved hosts that are as slow as the proportional rule says (a 28-core
 // 4090 at 22-24/hr, a 2x 5080 with 32 cores at 27/hr). The floor is the measured share rounded
 // down, so a regression fails; the gap to the target is printed on every run.
-// /2 (demo-small-v2, market-72h-v2): default is far below the target (−3% and 30% of the bound)
-// and held to floors that only catch a collapse; on every scenario clairvoyant beats classic.
+// /2 (demo-small-v2, market-72h-v2): default sizes the fleet from the job queue it observes
+// (core/demand_estimate.h) and reaches 61.7% and 70.7% of the bound, short of the target and held
+// to measured floors; clairvoyant reaches 64% and 82%. The /2 bound relaxes demand per 15-minute
+// bucket with deadline slack but still lets capacity serve any bucket it can reach, so it may be
+// the loose side. On every scenario clairvoyant beats classic.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,10 +42,11 @@ constexpr double kTargetShareOfBound = 0.90;
 // scenario is held to kTargetShareOfBound.
 double measured_floor(const std::string& scenario) {
   if (scenario == "demo-small.json") return 0.87;
-  // /2 (jobs arriving with deadlines): default is far from the target; its shares today are
-  // −3% (demo-small-v2) and 30% (market-72h-v2). The floors only catch a collapse.
-  if (scenario == "demo-small-v2.json") return -0.10;
-  if (scenario == "market-72h-v2.json") return 0.25;
+  // /2 (jobs arriving with deadlines, demand estimated from the queue): default is short of
+  // the target; its shares today are 61.7% (demo-small-v2) and 70.7% (market-72h-v2), with
+  // clairvoyant itself at 64% and 82% (the /2 bound may be the loose one: see the header).
+  if (scenario == "demo-small-v2.json") return 0.61;
+  if (scenario == "market-72h-v2.json") return 0.70;
   return kTargetShareOfBound;
 }
 
@@ -74,17 +78,17 @@ TEST_P(DesTargets, DefaultNearsTheBoundAndBeatsClassic) {
   std::cout << "default earns " << share * 100 << "% of the bound on " << GetParam()
             << (share >= kTargetShareOfBound ? " (target 90% met)\n" : " (target 90% NOT met)\n");
   EXPECT_GE(share, std::min(kTargetShareOfBound, measured_floor(GetParam())));
-  // Not met yet on /2 (default's /2 behaviour is being worked on): demo-small-v2 accepts 6
-  // unprofitable (classic 0) and OOMs again on 1 host; market-72h-v2 63 and 6. Printed, not
-  // asserted, until default is fixed there.
+  // A machine's OOM informs its next rental's plan (core/oom_memory.h), /2's memory truth included.
+  EXPECT_EQ(def.ooms_after_first_on_host, 0);
+  // On /2 classic's fixed filter passes few offers, so it accepts a handful (2 and 6) and none
+  // loses; default on market-72h-v2 accepts 3 that idle below break-even as demand falls.
+  // Printed there, asserted on /1.
   if (scenario->format_version >= 2) {
     std::cout << "default on /2: " << def.accepted_unprofitable
-              << " accepted unprofitable (classic " << classic.accepted_unprofitable << "), "
-              << def.ooms_after_first_on_host << " OOMs after the first on a host\n";
+              << " accepted unprofitable (classic " << classic.accepted_unprofitable << ")\n";
     return;
   }
   EXPECT_LE(def.accepted_unprofitable, classic.accepted_unprofitable);
-  EXPECT_EQ(def.ooms_after_first_on_host, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(BundledScenarios, DesTargets,
