@@ -31,6 +31,7 @@
 #include "agent/prover_cuzk.h"
 #include "agent/prover_sim.h"
 #include "core/hearing.h"
+#include "core/oom_memory.h"
 #include "core/planner.h"
 #include "core/text.h"
 #include "market/backoff.h"
@@ -171,6 +172,7 @@ struct Agent::Impl {
   json register_body;
   json params_manifest = json::array();
   json prover_settings = json::object();
+  int machine_oom_partitions = 0;  // the manager's word: plan below this (0: no OOM known)
   double heartbeat_s = 10;
   int max_samples = 0;
   std::unique_ptr<Prover> prover;
@@ -338,6 +340,11 @@ struct Agent::Impl {
           prover_settings = reply["prover"];
         params_manifest = reply.contains("params") && !reply["params"].is_null() ? reply["params"]
                                                                                  : json::array();
+        machine_oom_partitions = 0;
+        if (reply.contains("machine") && reply["machine"].is_object()) {
+          const int known = setting<int>(reply["machine"], "oom_partitions").value_or(0);
+          if (known > 0 && known <= core::kMaxPlanPartitions) machine_oom_partitions = known;
+        }
         if (reply.contains("benchmark")) {
           max_samples = setting<int>(reply["benchmark"], "max_samples").value_or(0);
         }
@@ -958,7 +965,12 @@ struct Agent::Impl {
     prover = std::move(*made);
     prover_ptr = prover.get();
     if (probe.gpus.empty()) log("no GPU found by the probe; planning for one");
-    auto first = core::plan_prover(plan_input(), plan_limits(load_partition_cap()));
+    // This instance's own lesson (its state dir) first, else what the manager knows of the
+    // machine's earlier rentals.
+    const auto cap = load_partition_cap();
+    auto first = cap ? core::plan_prover(plan_input(), plan_limits(cap))
+                     : core::plan_for_machine(plan_input(), plan_limits(std::nullopt),
+                                              machine_oom_partitions);
     if (!first) return tl::unexpected("no prover plan fits this machine: " + first.error());
     {
       std::lock_guard lock(mu);

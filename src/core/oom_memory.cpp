@@ -2,6 +2,12 @@
 
 namespace pf::core {
 
+bool record_oom(InstanceRecord& rec, int partitions) {
+  if (partitions <= 0) return false;
+  if (rec.oom_partitions == 0 || partitions < rec.oom_partitions) rec.oom_partitions = partitions;
+  return true;
+}
+
 std::map<std::int64_t, int> oom_partitions_by_machine(const std::vector<InstanceRecord>& fleet) {
   std::map<std::int64_t, int> out;
   for (const auto& rec : fleet) {

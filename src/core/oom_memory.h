@@ -14,6 +14,10 @@
 
 namespace pf::core {
 
+// Records that `rec`'s prover was killed for memory at `partitions` (keeps the smallest such
+// plan). False, record unchanged, for a plan that is not a positive count.
+bool record_oom(InstanceRecord& rec, int partitions);
+
 // Per machine: the smallest plan (partitions) any of our rentals there was killed for memory at
 // (records with oom_partitions > 0; destroyed ones included). Machines without an OOM are absent.
 std::map<std::int64_t, int> oom_partitions_by_machine(const std::vector<InstanceRecord>& fleet);

@@ -21,6 +21,9 @@ namespace pf::core {
 inline constexpr int kMaxPlanGpus = 64;
 inline constexpr double kMaxPlanRamGib = 64 * 1024;  // 64 TiB
 inline constexpr double kMaxPlanCores = 4096;
+// More concurrent partitions than any plan for such a machine makes (a reported plan beyond it
+// is garbage).
+inline constexpr int kMaxPlanPartitions = kMaxPlanGpus * 64;
 
 struct PlanInput {
   double ram_gib = 0;      // usable memory: the smallest real limit the probe found

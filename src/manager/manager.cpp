@@ -11,6 +11,7 @@
 #include "core/benchmark_step.h"
 #include "core/break_even.h"
 #include "core/close.h"
+#include "core/oom_memory.h"
 #include "core/production.h"
 #include "core/proof_flow.h"
 #include "core/reconcile.h"
@@ -451,8 +452,17 @@ ApiResult<RegisterReply> Manager::agent_register(const RegisterRequest& req) {
         {"num_gpus", rec->offer.num_gpus},
         {"usable_ram_gib", rec->offer.usable_ram_gib},
         {"usable_cores", rec->offer.usable_cores}}},
+      // What earlier rentals of this machine taught: the agent's first plan starts below the
+      // smallest plan one of them was killed for memory at (0: none), as the simulator plans.
+      {"machine", {{"oom_partitions", machine_oom_partitions(rec->offer.machine_id)}}},
   };
   return out;
+}
+
+int Manager::machine_oom_partitions(std::int64_t machine_id) {
+  const auto known = core::oom_partitions_by_machine(store_.instances(true));
+  const auto it = known.find(machine_id);
+  return it == known.end() ? 0 : it->second;
 }
 
 std::optional<std::int64_t> Manager::authenticate_agent(const std::string& token) {
@@ -584,6 +594,13 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
         }
       } else if (ev.type == "oom") {
         rec.ooms++;
+        // The plan it was killed at: the machine's next rental starts below it.
+        const json& ran = ev.data.contains("partitions") ? ev.data["partitions"] : json();
+        if (ran.is_number_integer() && ran.get<std::int64_t>() > 0 &&
+            ran.get<std::int64_t>() <= core::kMaxPlanPartitions &&
+            core::record_oom(rec, static_cast<int>(ran.get<std::int64_t>()))) {
+          row_changed = true;
+        }
         event(id, "agent",
               "prover killed for memory (OOM)" + (ev.message.empty() ? "" : ": " + ev.message),
               ev.data);

@@ -11,6 +11,7 @@
 
 #include "core/bench_run.h"
 #include "core/memory_model.h"
+#include "core/oom_memory.h"
 #include "core/planner.h"
 #include "core/text.h"
 #include "scenario/draws.h"
@@ -510,9 +511,7 @@ class Engine {
     ++report_.ooms;
     if (!oomed_machines_.insert(in.rec.offer.machine_id).second) ++report_.ooms_after_first_on_host;
     const int failed_plan = in.partitions;
-    if (in.rec.oom_partitions == 0 || failed_plan < in.rec.oom_partitions) {
-      in.rec.oom_partitions = failed_plan;
-    }
+    core::record_oom(in.rec, failed_plan);
     stop_prover(i);
     start_prover(i, failed_plan);
   }

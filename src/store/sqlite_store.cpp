@@ -157,6 +157,8 @@ ALTER TABLE instances ADD COLUMN bench_since REAL NOT NULL DEFAULT 0;
 ALTER TABLE instances ADD COLUMN gpu_throttled INTEGER NOT NULL DEFAULT 0
   CHECK (gpu_throttled IN (0, 1));
 ALTER TABLE instances ADD COLUMN production_windows INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE instances ADD COLUMN oom_partitions INTEGER NOT NULL DEFAULT 0
+  CHECK (oom_partitions >= 0);
 UPDATE instances SET close_cause = 'operator'
   WHERE destroy_reason = 'operator request' AND state IN ('destroying', 'destroyed');
 UPDATE instances SET production_windows =
@@ -524,7 +526,7 @@ constexpr const char* kInstanceColumns =
     "params_rate_bps, prover_crashes, ooms, proofs_benchmark, proofs_production, gpu_util, "
     "peak_memory_gib, spend_usd, billed_until, verdict_decision, verdict_rate, verdict_low, "
     "verdict_high, verdict_samples, verdict_break_even_rate, verdict_reason, plan_json, origin, "
-    "close_cause, bench_since, gpu_throttled, production_windows";
+    "close_cause, bench_since, gpu_throttled, production_windows, oom_partitions";
 
 void bind_instance(Statement& s, const core::InstanceRecord& r) {
   s.bind_text(":deployment_id", r.deployment_id);
@@ -573,6 +575,7 @@ void bind_instance(Statement& s, const core::InstanceRecord& r) {
   s.bind_real(":bench_since", r.bench_since);
   s.bind_int(":gpu_throttled", r.gpu_throttled ? 1 : 0);
   s.bind_int(":production_windows", r.production_windows);
+  s.bind_int(":oom_partitions", r.oom_partitions);
 }
 
 core::InstanceRecord read_instance(const Statement& s, OfferCache& offers) {
@@ -633,6 +636,7 @@ core::InstanceRecord read_instance(const Statement& s, OfferCache& offers) {
   r.bench_since = s.real("bench_since");
   r.gpu_throttled = s.int32("gpu_throttled") != 0;
   r.production_windows = s.int32("production_windows");
+  r.oom_partitions = s.int32("oom_partitions");
   return r;
 }
 
@@ -935,7 +939,8 @@ std::int64_t SqliteStore::insert_instance(const core::InstanceRecord& record) {
                   ":proofs_production, :gpu_util, :peak_memory_gib, :spend_usd, :billed_until, "
                   ":verdict_decision, :verdict_rate, :verdict_low, :verdict_high, "
                   ":verdict_samples, :verdict_break_even_rate, :verdict_reason, :plan_json, "
-                  ":origin, :close_cause, :bench_since, :gpu_throttled, :production_windows)",
+                  ":origin, :close_cause, :bench_since, :gpu_throttled, :production_windows, "
+                  ":oom_partitions)",
               "inserting instance with deployment_id '" + record.deployment_id + "'");
   bind_instance(s, record);
   s.run();
@@ -964,8 +969,8 @@ void SqliteStore::update_instance(const core::InstanceRecord& record) {
               "verdict_break_even_rate = :verdict_break_even_rate, "
               "verdict_reason = :verdict_reason, plan_json = :plan_json, origin = :origin, "
               "close_cause = :close_cause, bench_since = :bench_since, "
-              "gpu_throttled = :gpu_throttled, production_windows = :production_windows "
-              "WHERE id = :id",
+              "gpu_throttled = :gpu_throttled, production_windows = :production_windows, "
+              "oom_partitions = :oom_partitions WHERE id = :id",
               doing);
   bind_instance(s, record);
   s.bind_int(":id", record.id);

@@ -540,6 +540,46 @@ TEST_F(ManagerTest, ThrottledBenchmarkIsMarked) {
   EXPECT_TRUE(runs[0].throttled);
 }
 
+// An OOM is a lesson about the machine, kept on the row: the next rental of that machine is told
+// the smallest plan it was killed at, so its agent starts below it (as the simulator plans);
+// another machine is told nothing, and a report without a sane plan changes nothing.
+TEST_F(ManagerTest, AnOomTeachesTheMachinesNextRental) {
+  auto [id, token] = deploy_and_register(101);  // machine 11
+  AgentEvent garbage;
+  garbage.seq = 1;
+  garbage.type = "oom";
+  garbage.data = {{"partitions", "many"}};
+  AgentEvent oom;
+  oom.seq = 2;
+  oom.type = "oom";
+  oom.data = {{"partitions", 14}, {"next_partitions", 12}};
+  AgentEvent again;
+  again.seq = 3;
+  again.type = "oom";
+  again.data = {{"partitions", 16}};  // a larger plan teaches nothing new
+  ASSERT_TRUE(manager_->agent_events(id, {garbage}));
+  EXPECT_EQ(get(id).oom_partitions, 0);
+  ASSERT_TRUE(manager_->agent_events(id, {oom, again}));
+  EXPECT_EQ(get(id).oom_partitions, 14);
+  ASSERT_TRUE(manager_->request_destroy(id, "operator request"));
+
+  auto next = manager_->deploy(103, "test");  // machine 11 again
+  ASSERT_TRUE(next) << next.error().message;
+  const auto& env = market_.create_requests.back().env;
+  auto reg = manager_->agent_register(
+      {env.at("PROVERFLEET_DEPLOYMENT"), env.at("PROVERFLEET_SECRET"), {}, "t"});
+  ASSERT_TRUE(reg) << reg.error().message;
+  EXPECT_EQ(reg->body["machine"]["oom_partitions"], 14);
+
+  auto other = manager_->deploy(102, "test");  // machine 12
+  ASSERT_TRUE(other) << other.error().message;
+  const auto& env2 = market_.create_requests.back().env;
+  auto reg2 = manager_->agent_register(
+      {env2.at("PROVERFLEET_DEPLOYMENT"), env2.at("PROVERFLEET_SECRET"), {}, "t"});
+  ASSERT_TRUE(reg2) << reg2.error().message;
+  EXPECT_EQ(reg2->body["machine"]["oom_partitions"], 0);
+}
+
 // A batch is applied whole: every event of it, one commit, and a retry of it changes nothing.
 TEST_F(ManagerTest, EventBatchIsAppliedOnceAndKeepsEveryEvent) {
   auto [id, token] = deploy_and_register(101);

@@ -53,6 +53,19 @@ TEST(OomMemory, PlansBelowTheOomedPlanOnTheNextRental) {
   EXPECT_THAT(plan->reasons.front(), HasSubstr("killed for memory"));
 }
 
+// The manager (from the agent's oom event) and the simulator (its prover) record through this.
+TEST(OomMemory, RecordKeepsTheSmallestKillingPlan) {
+  InstanceRecord rec;
+  EXPECT_FALSE(record_oom(rec, 0));
+  EXPECT_FALSE(record_oom(rec, -3));
+  EXPECT_EQ(rec.oom_partitions, 0);
+  EXPECT_TRUE(record_oom(rec, 12));
+  EXPECT_TRUE(record_oom(rec, 16));
+  EXPECT_EQ(rec.oom_partitions, 12);
+  EXPECT_TRUE(record_oom(rec, 9));
+  EXPECT_EQ(rec.oom_partitions, 9);
+}
+
 TEST(OomMemory, KilledAtOnePartitionCannotRunAgain) {
   EXPECT_FALSE(plan_for_machine(big_machine(), PlanLimits{}, 1));
 }

@@ -133,6 +133,7 @@ core::InstanceRecord full_record(const std::string& deployment_id) {
   r.bench_since = 4321.5;
   r.gpu_throttled = true;
   r.production_windows = 3;
+  r.oom_partitions = 12;
   return r;
 }
 
@@ -211,6 +212,7 @@ void expect_same(const core::InstanceRecord& a, const core::InstanceRecord& b) {
   EXPECT_EQ(a.bench_since, b.bench_since);
   EXPECT_EQ(a.gpu_throttled, b.gpu_throttled);
   EXPECT_EQ(a.production_windows, b.production_windows);
+  EXPECT_EQ(a.oom_partitions, b.oom_partitions);
 }
 
 core::InstanceEvent event(std::int64_t instance_id, double at, std::string message) {
@@ -815,6 +817,7 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
            "ALTER TABLE instances DROP COLUMN bench_since;"
            "ALTER TABLE instances DROP COLUMN gpu_throttled;"
            "ALTER TABLE instances DROP COLUMN production_windows;"
+           "ALTER TABLE instances DROP COLUMN oom_partitions;"
            "PRAGMA user_version = 1;");
   SqliteStore store(path);
   EXPECT_EQ(store.schema_version(), latest_schema_version());
