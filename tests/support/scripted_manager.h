@@ -50,6 +50,7 @@ class ScriptedManager {
   json prover = json::object();
   json benchmark = {
       {"min_samples", 3}, {"max_samples", 6}, {"max_seconds", 3600}, {"break_even_rate", 10}};
+  json machine = json::object();         // e.g. {"oom_partitions": 12}: what earlier rentals taught
   std::atomic<bool> events_down{false};  // 503 to every events POST
 
   void push_command(json command) {
@@ -185,6 +186,7 @@ class ScriptedManager {
              {"params", params},
              {"prover", prover},
              {"benchmark", benchmark},
+             {"machine", machine},
              {"offer", {{"id", 1}}}});
     });
     s.Post("/api/v1/agent/heartbeat", [this](const httplib::Request& req, httplib::Response& res) {

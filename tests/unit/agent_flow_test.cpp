@@ -229,6 +229,21 @@ TEST_F(AgentFlow, OomReplansSmallerAndRemembersItAcrossRestarts) {
   EXPECT_EQ(manager_.duplicates(), 0);
 }
 
+// The manager says an earlier rental of this machine was killed for memory at 12 partitions: a
+// fresh agent (no state of its own) starts below it and is never killed.
+TEST_F(AgentFlow, AMachinesOomLessonFromTheManagerStartsTheFirstPlanBelowIt) {
+  manager_.machine = {{"oom_partitions", 12}};
+  auto run = start(options(fixture("cgroup-v2"), fast_truth(200)));
+  ASSERT_TRUE(manager_.wait_for([&] { return manager_.measured_proofs() >= 2; })) << log_text();
+  manager_.push_command("stop");
+  EXPECT_EQ(run->join(), kAgentStopped) << log_text();
+  EXPECT_TRUE(manager_.events_of("oom").empty());
+  const auto started = manager_.events_of("prover_started");
+  ASSERT_FALSE(started.empty());
+  EXPECT_EQ(started.front()["data"]["partitions"], 9);
+  EXPECT_TRUE(logged("killed for memory there")) << log_text();
+}
+
 TEST_F(AgentFlow, OomAtTheFloorIsAClearFailure) {
   const fs::path root = dir_ / "probe";
   fs::create_directories(root / "proc");
