@@ -77,6 +77,8 @@ json to_json(const core::InstanceRecord& r) {
       {"state_since", r.state_since},
       {"deadline_at", r.deadline_at > 0 ? json(r.deadline_at) : json(nullptr)},
       {"destroy_reason", r.destroy_reason},
+      // Typed, for scripts: why it closed without parsing the reason text (null while live).
+      {"close_cause", r.close_cause ? json(core::to_string(*r.close_cause)) : json(nullptr)},
       {"destroyed_at", optional_number(r.destroyed_at)},
       {"last_heartbeat_at", r.last_heartbeat_at},
       {"market_status", r.market_status},
@@ -86,6 +88,8 @@ json to_json(const core::InstanceRecord& r) {
       {"params_rate_bps", r.params_rate_bps},
       {"prover_crashes", r.prover_crashes},
       {"ooms", r.ooms},
+      {"oom_partitions", r.oom_partitions},  // smallest plan killed for memory (0: none)
+      {"gpu_throttled", r.gpu_throttled},    // the agent ever reported a throttle
       {"proofs_benchmark", r.proofs_benchmark},
       {"proofs_production", r.proofs_production},
       {"gpu_util", r.gpu_util},

@@ -518,6 +518,9 @@ TEST_F(HttpApiTest, DeployRegisterHeartbeatEventsLogsShowUpInTheInstance) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0]["id"], id);
   EXPECT_EQ(rows[0]["state"], "benchmarking");
+  EXPECT_TRUE(rows[0]["close_cause"].is_null());
+  EXPECT_EQ(rows[0]["gpu_throttled"], false);
+  EXPECT_EQ(rows[0]["oom_partitions"], 0);
 }
 
 TEST_F(HttpApiTest, DestroyIs202AndDestroyingUntilTheMarketConfirms) {
@@ -529,6 +532,7 @@ TEST_F(HttpApiTest, DestroyIs202AndDestroyingUntilTheMarketConfirms) {
   const json body = parse(r->body);
   EXPECT_EQ(body["state"], "destroying");
   EXPECT_EQ(body["destroy_reason"], "operator request");
+  EXPECT_EQ(body["close_cause"], "operator");
   EXPECT_EQ(store_->instance(agent.instance_id)->state, core::InstanceState::Destroying);
 
   // The agent learns it on its next heartbeat.
