@@ -2,9 +2,11 @@
 
 namespace pf::core {
 
-bool record_oom(InstanceRecord& rec, int partitions) {
-  if (partitions <= 0) return false;
-  if (rec.oom_partitions == 0 || partitions < rec.oom_partitions) rec.oom_partitions = partitions;
+bool record_oom(InstanceRecord& rec, std::int64_t partitions) {
+  if (partitions <= 0 || partitions > kMaxPlanPartitions) return false;
+  if (rec.oom_partitions == 0 || partitions < rec.oom_partitions) {
+    rec.oom_partitions = static_cast<int>(partitions);
+  }
   return true;
 }
 

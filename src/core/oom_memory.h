@@ -15,8 +15,9 @@
 namespace pf::core {
 
 // Records that `rec`'s prover was killed for memory at `partitions` (keeps the smallest such
-// plan). False, record unchanged, for a plan that is not a positive count.
-bool record_oom(InstanceRecord& rec, int partitions);
+// plan). False, record unchanged, for a count no plan makes (not in 1..kMaxPlanPartitions): the
+// agent's report is outside input.
+bool record_oom(InstanceRecord& rec, std::int64_t partitions);
 
 // Per machine: the smallest plan (partitions) any of our rentals there was killed for memory at
 // (records with oom_partitions > 0; destroyed ones included). Machines without an OOM are absent.

@@ -595,10 +595,9 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
       } else if (ev.type == "oom") {
         rec.ooms++;
         // The plan it was killed at: the machine's next rental starts below it.
-        const json& ran = ev.data.contains("partitions") ? ev.data["partitions"] : json();
-        if (ran.is_number_integer() && ran.get<std::int64_t>() > 0 &&
-            ran.get<std::int64_t>() <= core::kMaxPlanPartitions &&
-            core::record_oom(rec, static_cast<int>(ran.get<std::int64_t>()))) {
+        const auto ran = ev.data.find("partitions");
+        if (ran != ev.data.end() && ran->is_number_integer() &&
+            core::record_oom(rec, ran->get<std::int64_t>())) {
           row_changed = true;
         }
         event(id, "agent",

@@ -58,6 +58,7 @@ TEST(OomMemory, RecordKeepsTheSmallestKillingPlan) {
   InstanceRecord rec;
   EXPECT_FALSE(record_oom(rec, 0));
   EXPECT_FALSE(record_oom(rec, -3));
+  EXPECT_FALSE(record_oom(rec, std::int64_t{kMaxPlanPartitions} + 1));
   EXPECT_EQ(rec.oom_partitions, 0);
   EXPECT_TRUE(record_oom(rec, 12));
   EXPECT_TRUE(record_oom(rec, 16));
