@@ -150,6 +150,11 @@ class JobQueue {
   QueueStatus status();
   std::optional<core::Job> job(std::int64_t job_id);
   std::optional<core::Job> job_by_request(const std::string& request_id);
+  // Submission times (epoch s) of jobs submitted at or after `since`, any order: the arrivals
+  // the demand estimate (core/demand_estimate.h) reads. And when this queue's record begins (the
+  // first job ever submitted, or when the queue was first opened on this store).
+  std::vector<double> arrivals_since(double since);
+  double observed_since();
   // Newest first; state filter empty = all.
   std::vector<core::Job> list(const std::vector<core::JobState>& states, std::size_t limit);
 
