@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 namespace pf::agent {
 
@@ -37,24 +36,6 @@ tl::expected<void, std::string> write_private_file(const std::string& path,
     return tl::unexpected("cannot save " + path + ": " + why);
   }
   return {};
-}
-
-tl::expected<std::string, std::string> read_bounded_file(const std::string& path,
-                                                         std::size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return tl::unexpected("cannot read " + path + ": " + std::strerror(errno));
-  std::string out;
-  std::string buffer(64u << 10, '\0');
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    const auto n = static_cast<std::size_t>(in.gcount());
-    if (out.size() + n > max_bytes) {
-      return tl::unexpected(path + " is larger than " + std::to_string(max_bytes) + " bytes");
-    }
-    out.append(buffer.data(), n);
-  }
-  if (in.bad()) return tl::unexpected("cannot read " + path + ": " + std::strerror(errno));
-  return out;
 }
 
 }  // namespace pf::agent

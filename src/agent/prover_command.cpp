@@ -171,7 +171,7 @@ ProofOutcome CommandProver::prove(const ProofJob& job) {
   out.kind = ProofOutcome::Kind::Completed;
   out.seconds = std::max(seconds, 1e-3);
   if (files) {
-    auto proof = read_bounded_file(files->proof(), options_.max_proof_bytes);
+    auto proof = util::read_bounded_file(files->proof(), options_.max_proof_bytes);
     if (!proof) {
       return {ProofOutcome::Kind::Failed, 0, 0, 0,
               "proof command exited 0 without a proof in PF_JOB_PROOF: " + proof.error()};

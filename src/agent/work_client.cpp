@@ -11,6 +11,7 @@
 #include "market/backoff.h"
 #include "market/http_client.h"
 #include "util/base64.h"
+#include "util/bounded_json.h"
 
 namespace pf::agent {
 namespace {
@@ -253,7 +254,7 @@ tl::expected<std::shared_ptr<const std::string>, InputError> WorkClient::fetch_i
   };
   // A cached copy is checked again: a disk can rot, and a bad input would fail a client's job.
   if (fs::exists(path, ec)) {
-    auto bytes = read_bounded_file(path, max);
+    auto bytes = util::read_bounded_file(path, max);
     if (bytes && sha256_hex(*bytes) == job.input_digest) {
       fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // recently used
       release();
@@ -268,10 +269,10 @@ tl::expected<std::shared_ptr<const std::string>, InputError> WorkClient::fetch_i
       release();
       return tl::unexpected(r.error());
     }
-    auto bytes = read_bounded_file(part, max);
+    auto bytes = util::read_bounded_file(part, max);
     if (!bytes) {
       release();
-      return tl::unexpected(InputError{InputError::Kind::Failed, bytes.error()});
+      return tl::unexpected(InputError{InputError::Kind::Failed, part + ": " + bytes.error()});
     }
     const std::string got = sha256_hex(*bytes);
     if (got == job.input_digest) {
