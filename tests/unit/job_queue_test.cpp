@@ -341,6 +341,40 @@ TEST_F(JobQueueTest, AClosedInstanceReturnsItsJobsAtOnce) {
   EXPECT_EQ(lease(8).size(), 2u);
 }
 
+// The Manager closes instances under its own lock and, at times, inside a store transaction
+// (holding the store's lock), while other threads hold the queue's lock and wait for the
+// store's. instance_closed must not wait for the queue's lock: no deadlock, and the jobs still
+// come back (at once, or at the next queue call).
+TEST_F(JobQueueTest, ClosingInsideAStoreTransactionNeverDeadlocks) {
+  fleet_.set_workers({7}, 64);
+  for (int i = 0; i < 20; ++i) submit("req-" + std::to_string(i), "input " + std::to_string(i));
+  std::atomic<bool> stop{false};
+  std::thread agent([&] {
+    while (!stop) {
+      auto leased = queue_->lease(7, 8, 0ms);
+      for (const auto& l : leased ? *leased : std::vector<Lease>{})
+        queue_->started(7, l.job.id, l.job.attempts);
+      queue_->tick();
+    }
+  });
+  std::atomic<bool> closed_all{false};
+  std::thread manager([&] {
+    for (int i = 0; i < 200; ++i) {
+      store_->transaction([&] { queue_->instance_closed(7, "test close"); });
+    }
+    closed_all = true;
+  });
+  const auto until = std::chrono::steady_clock::now() + 120s;
+  while (!closed_all && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  stop = true;
+  agent.join();
+  ASSERT_TRUE(closed_all) << "deadlock: instance_closed waited for the queue's lock";
+  manager.join();
+  queue_->instance_closed(7, "final close");
+  queue_->tick();
+  for (const auto& job : queue_->list({}, 0)) EXPECT_EQ(job.state, core::JobState::Queued);
+}
+
 TEST_F(JobQueueTest, CancelQueuedAndLeasedJobs) {
   fleet_.set_workers({7});
   const auto a = submit("req-a", "input a");
@@ -577,6 +611,54 @@ TEST(JobStoreMigration, SchemaTwoUpgradesKeepingRows) {
   const auto id = store.insert_job(job);
   EXPECT_THAT(store.job(id)->avoid_instances, ::testing::ElementsAre(3, 4));
   EXPECT_THROW(store.insert_job(job), store::StoreError);  // request_id is unique
+}
+
+// The store's job queries: listings by state, counts, arrivals, proofs with their rows and
+// what retention keeps.
+TEST(JobStore, QueriesAndRetention) {
+  TempDir dir;
+  store::SqliteStore store(dir.file("fleet.db"));
+  const auto make = [&](const std::string& rid, core::JobState state, double submitted,
+                        double finished, double delivered) {
+    core::Job j;
+    j.request_id = rid;
+    j.state = state;
+    j.input_digest = sha256_hex(rid);
+    j.submitted_at = submitted;
+    j.finished_at = finished;
+    j.delivered_at = delivered;
+    return store.insert_job(j);
+  };
+  const auto open = make("open", core::JobState::Queued, 100, 0, 0);
+  const auto old_done = make("old", core::JobState::Done, 200, 300, 400);
+  const auto new_done = make("new", core::JobState::Done, 300, 900, 0);
+  make("failed", core::JobState::Failed, 400, 500, 0);
+  store.put_job_proof(old_done, std::string("p\0roof", 6));
+  store.put_job_proof(new_done, "proof2");
+
+  EXPECT_EQ(store.open_jobs().size(), 1u);
+  EXPECT_EQ(store.open_jobs()[0].id, open);
+  const auto done = store.jobs({core::JobState::Done}, 0);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].id, new_done);  // newest first
+  EXPECT_EQ(store.jobs({}, 3).size(), 3u);
+  EXPECT_EQ(store.jobs({core::JobState::Done, core::JobState::Failed}, 0).size(), 3u);
+  EXPECT_EQ(store.job_counts()[core::JobState::Done], 2);
+  EXPECT_EQ(store.job_arrivals_since(250).size(), 2u);
+  EXPECT_EQ(store.job_proof(old_done), std::string("p\0roof", 6));  // bytes, not text
+  EXPECT_FALSE(store.job_proof(open));
+
+  // Kept since 450: the open job, and the job finished at 900; delivered at 400 is too old.
+  auto in_use = store.job_inputs_in_use(450);
+  std::sort(in_use.begin(), in_use.end());
+  std::vector<std::string> expected{sha256_hex("open"), sha256_hex("new"), sha256_hex("failed")};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(in_use, expected);
+  EXPECT_EQ(store.drop_job_proofs(450), 1);
+  EXPECT_FALSE(store.job_proof(old_done));
+  EXPECT_EQ(store.job_proof(new_done), "proof2");
+  EXPECT_EQ(store.job_by_request("new")->id, new_done);
+  EXPECT_FALSE(store.job_by_request("none"));
 }
 
 }  // namespace
