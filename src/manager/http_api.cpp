@@ -576,11 +576,12 @@ struct HttpApi::Impl {
     };
   }
 
+  // The queue agents lease from: the one given in the options, else the Manager's own.
+  jobs::JobQueue* job_queue_or_null() const { return options.jobs ? options.jobs : manager.jobs(); }
   jobs::JobQueue& job_queue() const {
-    if (!options.jobs) {
-      fail(503, "this manager runs without a job queue: it has no jobs for agents");
-    }
-    return *options.jobs;
+    jobs::JobQueue* queue = job_queue_or_null();
+    if (!queue) fail(503, "this manager runs without a job queue: it has no jobs for agents");
+    return *queue;
   }
 
   // The agent's side of the job protocol (issue 12 contract).
@@ -721,11 +722,12 @@ struct HttpApi::Impl {
           const HeartbeatReply reply = unwrap(manager.agent_heartbeat(instance, hb));
           // Leases ride on heartbeats: naming a job renews it; the queue says what to drop.
           json drop = json::array();
-          if (options.jobs) {
-            for (const std::int64_t id : options.jobs->renew(instance, held)) drop.push_back(id);
+          jobs::JobQueue* queue = job_queue_or_null();
+          if (queue) {
+            for (const std::int64_t id : queue->renew(instance, held)) drop.push_back(id);
           }
           return json_reply(200, {{"commands", reply.commands},
-                                  {"work", reply.work && options.jobs != nullptr},
+                                  {"work", reply.work && queue != nullptr},
                                   {"drop_jobs", std::move(drop)}});
         });
     add_job_routes();

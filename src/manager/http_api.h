@@ -57,8 +57,9 @@ struct ApiOptions {
   std::size_t lease_lane_threads = 32;
   std::size_t lease_lane_queue = 1024;
   // --- jobs (issue 12) ---------------------------------------------------------------------
-  // The job queue agents lease from; not owned. Null: the manager runs without one, job routes
-  // answer 503 and heartbeats never say "work".
+  // The job queue agents lease from; not owned. Null: the Manager's attached queue
+  // (Manager::attach_jobs), if any; with neither, job routes answer 503 and heartbeats never say
+  // "work".
   jobs::JobQueue* jobs = nullptr;
   std::int64_t max_lease_wait_ms = 25'000;
   int max_jobs_per_lease = 64;

@@ -83,28 +83,24 @@ class AgentJobs : public ::testing::Test {
     jobs::JobQueueConfig qc;
     qc.data_dir = (dir_ / "data").string();
     qc.lease_s = kLeaseS;
-    jobs::JobQueueHooks hooks;
-    // Proving instances that heartbeat: a silent one (killed) takes no new work.
+    // The Manager's hooks, except that a proving instance must also be heard from: the queue
+    // places each job on the earliest finisher among the workers, and a killed instance stays
+    // "proving" until heartbeat_timeout_s (minutes), holding its share of placements.
+    jobs::JobQueueHooks hooks = manager_->job_hooks();
     hooks.workers = [this] {
-      std::vector<core::WorkerView> workers;
+      std::vector<core::WorkerView> heard;
       const double now = epoch_now();
-      for (const auto& rec : store_->instances(false)) {
-        if (rec.state != core::InstanceState::Proving || now - rec.last_heartbeat_at > 3) continue;
-        core::WorkerView w;
-        w.instance_id = rec.id;
-        w.seconds_per_proof = 1;
-        w.slots = 2;
-        workers.push_back(w);
+      for (const auto& w : manager_->job_workers()) {
+        auto rec = store_->instance(w.instance_id);
+        if (rec && now - rec->last_heartbeat_at <= 3) heard.push_back(w);
       }
-      return workers;
+      return heard;
     };
-    hooks.strike = [](std::int64_t, const core::Strike&) {};
-    hooks.event = [](std::int64_t, const std::string&) {};
     queue_ = std::make_unique<jobs::JobQueue>(*store_, qc, hooks, epoch_now);
+    manager_->attach_jobs(*queue_);  // the Manager ticks it and returns closed instances' jobs
 
     manager::ApiOptions options;
     options.operator_token_hash = manager::hash_token(kOperatorToken);
-    options.jobs = queue_.get();
     options.max_input_chunk_bytes = 64u << 10;  // inputs come in several 206 replies
     options.lease_lane_threads = 16;
     options.lease_lane_queue = 64;
@@ -116,7 +112,6 @@ class AgentJobs : public ::testing::Test {
     ticker_ = std::thread([this] {
       while (!stop_ticker_) {
         manager_->tick();
-        queue_->tick();
         std::this_thread::sleep_for(200ms);
       }
     });
