@@ -2,9 +2,9 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -69,8 +69,8 @@ constexpr std::size_t kMaxAllowEntries = 1024;
 constexpr int kMaxPendingWindow = 10'000;
 
 // Sections whose keys may be overridden by PROVERFLEET_<SECTION>_<KEY> variables.
-const char* const kSections[] = {"economics", "setup",     "predictor", "market",
-                                 "lifecycle", "acceptance", "deploy",   "autopilot",
+const char* const kSections[] = {"economics", "setup",      "predictor", "market",
+                                 "lifecycle", "acceptance", "deploy",    "autopilot",
                                  "http",      "gateway",    "jobs"};
 
 std::string env_name(const std::string& path, const char* key) {
@@ -549,8 +549,10 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   gateway.count("max_pending_window", g.max_pending_window, 1, kMaxPendingWindow);
   gateway.finish();
   if (g.listen != "" && g.listen != "off" && !gateway::listen_host(g.listen)) {
-    throw ConfigError{"'gateway.listen' must be HOST:PORT (e.g. 127.0.0.1:9820), \"\" or \"off\", "
-                      "got \"" + g.listen.substr(0, 100) + "\""};
+    throw ConfigError{
+        "'gateway.listen' must be HOST:PORT (e.g. 127.0.0.1:9820), \"\" or \"off\", "
+        "got \"" +
+        g.listen.substr(0, 100) + "\""};
   }
   if (g.tls_cert.empty() != g.tls_key.empty()) {
     throw ConfigError{"'gateway.tls_cert' and 'gateway.tls_key' go together: give both or neither"};
