@@ -566,9 +566,12 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   // gRPC caps one message below 2 GiB; the request envelope needs a few MiB beside the input.
   jobs.count("max_input_mib", j.max_input_mib, 1, 2000);
   jobs.number("default_deadline_min", j.default_deadline_min, Range{1, 7 * 24 * 60});
-  jobs.number("lease_s", j.lease_s, Range{5, 86400});
+  jobs.number("lease_s", j.lease_s, Range{5, 3600});
   jobs.count("max_attempts", j.max_attempts, 1, 100);
-  jobs.number("retention_h", j.retention_h, positive_up_to(kMaxHours));
+  jobs.count("strike_after_failures", j.strike_after_failures, 1, 100);
+  jobs.count("max_open_jobs", j.max_open_jobs, 1, 1'000'000);
+  jobs.number("retention_h", j.retention_h, Range{0, kMaxHours});
+  jobs.string("data_dir", j.data_dir);
   jobs.finish();
 
   auto& ap = cfg.autopilot;

@@ -28,15 +28,4 @@ std::optional<gateway::GatewayConfig> gateway_config(const AppConfig& config,
   return out;
 }
 
-jobs::JobQueueConfig job_queue_config(const AppConfig& config, std::string data_dir) {
-  jobs::JobQueueConfig out;
-  out.data_dir = std::move(data_dir);
-  out.max_input_bytes = static_cast<std::int64_t>(config.jobs.max_input_mib) << 20;
-  out.default_deadline_s = config.jobs.default_deadline_min * 60;
-  out.lease_s = config.jobs.lease_s;
-  out.max_attempts = config.jobs.max_attempts;
-  out.retention_s = config.jobs.retention_h * 3600;
-  return out;
-}
-
 }  // namespace pf::cli

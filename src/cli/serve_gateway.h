@@ -1,6 +1,5 @@
 // `serve`'s gateway settings: --grpc-listen and --grpc-allow-any over [gateway] and [jobs], as
-// the config the gRPC endpoint starts with (gateway/gateway_server.h), and [jobs] as the job
-// queue's config.
+// the config the gRPC endpoint starts with (gateway/gateway_server.h).
 #pragma once
 
 #include <optional>
@@ -8,7 +7,6 @@
 
 #include "cli/config.h"
 #include "gateway/gateway_server.h"
-#include "jobs/job_queue.h"
 
 namespace pf::cli {
 
@@ -18,8 +16,5 @@ namespace pf::cli {
 std::optional<gateway::GatewayConfig> gateway_config(const AppConfig& config,
                                                      const std::optional<std::string>& listen_flag,
                                                      bool allow_any);
-
-// [jobs] as the queue's settings; inputs go under `data_dir`.
-jobs::JobQueueConfig job_queue_config(const AppConfig& config, std::string data_dir);
 
 }  // namespace pf::cli

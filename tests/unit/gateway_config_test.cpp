@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/config.h"
+#include "cli/jobs_settings.h"
 #include "cli/serve_gateway.h"
 
 namespace pf::cli {
@@ -34,23 +35,16 @@ allow = ["10.0.0.0/8", "fd00::1"]
 max_pending_window = 200
 [jobs]
 max_input_mib = 128
-default_deadline_min = 45
-lease_s = 30
-max_attempts = 5
-retention_h = 2
 )",
                           "t.toml");
   ASSERT_TRUE(cfg) << cfg.error();
   EXPECT_EQ(cfg->gateway.listen, "[::]:9900");
   EXPECT_EQ(cfg->gateway.allow, (std::vector<std::string>{"10.0.0.0/8", "fd00::1"}));
   EXPECT_EQ(cfg->gateway.max_pending_window, 200);
-  const auto queue = job_queue_config(*cfg, "/var/lib/pf");
-  EXPECT_EQ(queue.data_dir, "/var/lib/pf");
-  EXPECT_EQ(queue.max_input_bytes, 128LL << 20);
-  EXPECT_DOUBLE_EQ(queue.default_deadline_s, 45 * 60);
-  EXPECT_DOUBLE_EQ(queue.lease_s, 30);
-  EXPECT_EQ(queue.max_attempts, 5);
-  EXPECT_DOUBLE_EQ(queue.retention_s, 2 * 3600);
+  // The gateway and the queue refuse inputs at the same size.
+  EXPECT_EQ(job_queue_config(cfg->jobs, "/var/lib/pf/pf.db").max_input_bytes,
+            gateway_config(*cfg, std::string("127.0.0.1:0"), false)->max_input_bytes);
+  EXPECT_EQ(gateway_config(*cfg, std::string("127.0.0.1:0"), false)->max_input_bytes, 128LL << 20);
 }
 
 TEST(GatewayConfig, BadValuesAreNamed) {
@@ -68,8 +62,6 @@ TEST(GatewayConfig, BadValuesAreNamed) {
               HasSubstr("gateway.max_pending_window"));
   EXPECT_THAT(error("[gateway]\nlisen = \"x\"\n"), HasSubstr("gateway.lisen"));
   EXPECT_THAT(error("[jobs]\nmax_input_mib = 5000\n"), HasSubstr("jobs.max_input_mib"));
-  EXPECT_THAT(error("[jobs]\nmax_attempts = 0\n"), HasSubstr("jobs.max_attempts"));
-  EXPECT_THAT(error("[jobs]\nlease_s = 1\n"), HasSubstr("jobs.lease_s"));
   std::string many = "[gateway]\nallow = [";
   for (int i = 0; i < 1100; ++i) many += "\"10.0.0.1\",";
   many += "]\n";
