@@ -25,7 +25,7 @@ struct ProofJob {
   // A client's job (issue 12): its input as the manager serves it (the client's
   // cuzk.v1.SubmitProofRequest, serialized, request_id cleared), its kind and the manager's
   // job id. Null input: the benchmark input, which earns nothing.
-  std::shared_ptr<const std::string> input;
+  std::shared_ptr<const std::string> input = nullptr;
   core::JobKind kind = core::JobKind::PorepC2;
   std::int64_t job_id = 0;
 };
