@@ -72,11 +72,15 @@ std::optional<DemandDecision> demand_to_serve(const QueueObservation& jobs,
 
   double arrivals = recent->arrival_rate;
   if (cfg.use_forecast) {
+    DemandForecastConfig forecast = cfg.forecast;
+    forecast.trailing_window_s = cfg.estimate.window_s;
     out.forecast = forecast_demand(jobs.arrivals, jobs.observed_since, jobs.now,
-                                   jobs.now + cfg.lead_s, recent->arrival_rate, cfg.forecast);
+                                   jobs.now + cfg.lead_s, recent->arrival_rate, forecast);
     if (out.forecast) {
       why.push_back(out.forecast->reason);
-      arrivals = std::max(arrivals, out.forecast->proofs_per_hour);
+      // Both ways: a pattern that predicted well lowers the figure ahead of a lull too (measured
+      // on market-72h-v2: raising only kept idle capacity through the day's dips).
+      arrivals = out.forecast->proofs_per_hour;
     }
   }
   double fresh = arrivals + recent->backlog_rate;

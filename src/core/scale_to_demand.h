@@ -4,11 +4,12 @@
 // simulated queue). Each passes its own observation and `now`; neither re-implements a step.
 //
 // The demand (proofs/hour) is the largest of:
-//  - arrivals: the trailing-window rate (demand_estimate.h) and, where the daily pattern of
-//    history forecasts more for when a rental rented now would be proving (`lead_s` ahead:
-//    boot, parameters, warm-up, benchmark), that forecast (demand_forecast.h) — so capacity is
-//    ready when the day's peak comes and is not dropped an hour before it returns — plus the
-//    rate that drains the backlog within drain_within_s;
+//  - arrivals: what the daily pattern of history forecasts for when a rental rented now would
+//    be proving (`lead_s` ahead: boot, parameters, warm-up, benchmark), blended with the
+//    trailing-window rate by how well each predicted lately (demand_forecast.h; the trailing
+//    rate alone until a pattern has been seen and tested) — so capacity is ready when the
+//    day's peak comes and is let go ahead of the day's lull — plus the rate that drains the
+//    backlog within drain_within_s (demand_estimate.h);
 //  - deadlines: the capacity the queued jobs need to be done before their deadlines when
 //    served earliest-deadline first (max over k of k jobs ÷ time to the k-th deadline; jobs due
 //    within deadline_floor_s are the present fleet's to serve or miss — nothing rented now can

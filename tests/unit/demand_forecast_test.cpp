@@ -1,5 +1,5 @@
 // The daily-pattern forecast (core/demand_forecast.h): the same time of day on the previous
-// days, blended with the trailing rate by how many days were watched.
+// days, blended with the trailing rate by how well each predicted the last hours.
 #include "core/demand_forecast.h"
 
 #include <gmock/gmock.h>
@@ -43,25 +43,62 @@ TEST(DemandForecast, NothingBeforeADayOfHistory) {
 
 TEST(DemandForecast, YesterdaysPeakIsForecastAnHourBeforeIt) {
   const auto arrivals = business_days(2);
-  // Day 2, 08:00, trailing 100/hr: at 09:30 yesterday the rate was 600/hr.
+  // Day 2, 08:00, trailing 100/hr: at 09:30 yesterday the rate was 600/hr. The last hours were
+  // as flat today as yesterday: pattern and trailing rate predicted them equally well (no
+  // error either), so each counts half.
   const double now = kStart + kDay + 8 * kHour;
   const auto f = forecast_demand(arrivals, kStart, now, now + 1.5 * kHour, 100, {});
   ASSERT_TRUE(f);
   EXPECT_EQ(f->days, 1);
   EXPECT_NEAR(f->pattern_rate, 600, 1);
-  EXPECT_DOUBLE_EQ(f->weight, 0.5);  // one day counts half
+  EXPECT_GT(f->checks, 0);
+  EXPECT_DOUBLE_EQ(f->weight, 0.5);
   EXPECT_NEAR(f->proofs_per_hour, 350, 1);
   EXPECT_THAT(f->reason, HasSubstr("1 day"));
 }
 
-TEST(DemandForecast, MoreDaysWeighThePatternMore) {
-  const auto arrivals = business_days(5);
-  const double now = kStart + 4 * kDay + 8 * kHour;
+TEST(DemandForecast, APatternThatPredictedTheLastHoursOutweighsTheTrailingRate) {
+  // Day 3, 11:45: the trailing hour ran at 600/hr; at 12:45 the last two days ran at 100/hr.
+  // Through this morning's rise the pattern foresaw every hour, the trailing rate lagged.
+  const auto arrivals = business_days(3);
+  const double now = kStart + 2 * kDay + 11.75 * kHour;
+  const auto f = forecast_demand(arrivals, kStart, now, now + kHour, 600, {});
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->days, 2);
+  EXPECT_EQ(f->checks, 6);
+  EXPECT_NEAR(f->pattern_error, 0, 1);
+  EXPECT_GT(f->trailing_error, 50);
+  EXPECT_GT(f->weight, 0.99);
+  // The lull is forecast: the fleet may let capacity go before it comes.
+  EXPECT_NEAR(f->proofs_per_hour, 100, 6);
+  EXPECT_THAT(f->reason, HasSubstr("over the last 6 h"));
+}
+
+TEST(DemandForecast, APatternThatMissedLatelyHasNoWeight) {
+  // Yesterday was quiet all day; today has run at 500/hr since midnight: the pattern missed
+  // every recent hour by 450/hr, the trailing rate none.
+  std::vector<double> arrivals;
+  add_steady(arrivals, kStart, kStart + kDay, 50);
+  const double now = kStart + kDay + 8 * kHour;
+  add_steady(arrivals, kStart + kDay, now, 500);
+  const auto f = forecast_demand(arrivals, kStart, now, now + kHour, 500, {});
+  ASSERT_TRUE(f);
+  EXPECT_NEAR(f->pattern_rate, 50, 1);
+  EXPECT_LT(f->weight, 0.01);
+  EXPECT_NEAR(f->proofs_per_hour, 500, 5);
+}
+
+TEST(DemandForecast, AnUntestedPatternHasNoWeight) {
+  // 24.5 h watched: yesterday's 01:30 is there to forecast from, but no past hour can yet be
+  // checked against a forecast from a day before it.
+  const auto arrivals = business_days(2);
+  const double now = kStart + 24.5 * kHour;
   const auto f = forecast_demand(arrivals, kStart, now, now + 1.5 * kHour, 100, {});
   ASSERT_TRUE(f);
-  EXPECT_EQ(f->days, 4);
-  EXPECT_DOUBLE_EQ(f->weight, 0.8);
-  EXPECT_NEAR(f->proofs_per_hour, 0.8 * 600 + 0.2 * 100, 1);
+  EXPECT_EQ(f->checks, 0);
+  EXPECT_DOUBLE_EQ(f->weight, 0);
+  EXPECT_DOUBLE_EQ(f->proofs_per_hour, 100);
+  EXPECT_THAT(f->reason, HasSubstr("not yet tested"));
 }
 
 TEST(DemandForecast, HistoryBeyondHistoryDaysIsIgnored) {
@@ -91,26 +128,6 @@ TEST(DemandForecast, ArrivalsAfterNowAreNotSeen) {
   const auto f = forecast_demand(arrivals, kStart, now, now + 1.5 * kHour, 100, {});
   ASSERT_TRUE(f);
   EXPECT_NEAR(f->pattern_rate, 600, 1);
-}
-
-TEST(DemandForecast, PatternOnlyWhenHalfWeightIsZero) {
-  const auto arrivals = business_days(2);
-  DemandForecastConfig cfg;
-  cfg.days_for_half_weight = 0;
-  const double now = kStart + kDay + 8 * kHour;
-  const auto f = forecast_demand(arrivals, kStart, now, now + 1.5 * kHour, 100, cfg);
-  ASSERT_TRUE(f);
-  EXPECT_NEAR(f->proofs_per_hour, 600, 1);
-}
-
-TEST(DemandForecast, AQuietTimeOfDayForecastsLess) {
-  const auto arrivals = business_days(3);
-  // Day 3, 11:30, trailing 600/hr: at 12:30 the last two days ran at 100/hr.
-  const double now = kStart + 2 * kDay + 11.5 * kHour;
-  const auto f = forecast_demand(arrivals, kStart, now, now + kHour, 600, {});
-  ASSERT_TRUE(f);
-  EXPECT_NEAR(f->pattern_rate, 100, 1);
-  EXPECT_LT(f->proofs_per_hour, 600);
 }
 
 }  // namespace

@@ -156,8 +156,9 @@ TEST(ScaleToDemand, TheDailyPatternRaisesTheDemandBeforeThePeak) {
   EXPECT_DOUBLE_EQ(plain->proofs_per_hour, 100);
 }
 
-TEST(ScaleToDemand, AQuietForecastDoesNotLowerTheDemandBelowWhatArrives) {
-  // Yesterday was quiet at this hour; today runs at 500/hr: the forecast only ever raises.
+TEST(ScaleToDemand, AForecastThatMissedLatelyLeavesTheTrailingRate) {
+  // Yesterday was quiet at this hour; today runs at 500/hr: the pattern missed the last hours,
+  // so the demand is what arrives.
   Seen s;
   s.now = kStart + kDay + 8 * kHour;
   add_steady(s.arrivals, kStart, kStart + kDay, 50);
@@ -165,7 +166,26 @@ TEST(ScaleToDemand, AQuietForecastDoesNotLowerTheDemandBelowWhatArrives) {
   const auto d = demand_to_serve(s.view(), std::nullopt, 500, config());
   ASSERT_TRUE(d);
   ASSERT_TRUE(d->forecast);
-  EXPECT_NEAR(d->proofs_per_hour, 500, 3);
+  EXPECT_NEAR(d->proofs_per_hour, 500, 5);
+}
+
+TEST(ScaleToDemand, AForecastThatPredictedWellLowersTheDemandBeforeALull) {
+  // Every day 100/hr, and 600/hr from 06:00 to 12:00; day 3, 11:30: a rental rented now would
+  // prove into the lull. The pattern foresaw this morning's rise, the trailing rate lagged it.
+  Seen s;
+  s.now = kStart + 2 * kDay + 11.5 * kHour;
+  for (int d = 0; d < 3; ++d) {
+    const double day = kStart + d * kDay;
+    add_steady(s.arrivals, day, day + 6 * kHour, 100);
+    add_steady(s.arrivals, day + 6 * kHour, day + 12 * kHour, 600);
+    add_steady(s.arrivals, day + 12 * kHour, day + kDay, 100);
+  }
+  std::erase_if(s.arrivals, [&](double t) { return t > s.now; });
+  const auto d = demand_to_serve(s.view(), 600, 600, config());
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->forecast);
+  EXPECT_LT(d->proofs_per_hour, 300);
+  EXPECT_FALSE(d->held);
 }
 
 TEST(ScaleToDemand, HysteresisHoldsTheFigureWithinTheNoise) {
