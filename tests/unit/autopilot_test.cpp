@@ -9,9 +9,12 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
+#include "jobs/job_queue.h"
 #include "manager/http_api.h"
+#include "manager/job_signal.h"
 #include "support/fake_market.h"
 #include "support/front_serving.h"
 
@@ -369,6 +372,39 @@ TEST_F(AutopilotTest, AnIdleFleetMakesItDropTheLeastEfficient) {
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0].action, "drop");
   EXPECT_EQ(next[0].instance_id, ids[1]);
+}
+
+TEST_F(AutopilotTest, TheGatewaysJobQueueIsItsDemand) {
+  // A real job queue on the manager's store: before any job the configured demand (0: rent
+  // nothing); once jobs arrive and wait, the queue is the demand and the autopilot rents.
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("pf_autopilot_jobs_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  jobs::JobQueueConfig qcfg;
+  qcfg.data_dir = dir.string();
+  jobs::JobQueue queue(*store_, qcfg, jobs::JobQueueHooks{}, [this] { return now_; });
+  pilot_config_.policy.demand_proofs_per_hour = 0;
+  auto pilot = make_pilot(job_signal(queue, 64));
+  EXPECT_TRUE(pilot->run_once().empty());
+  EXPECT_EQ(pilot->status().demand_reason, "configured");
+  // An hour of jobs, one a minute, none taken (no instance proves yet).
+  for (int i = 0; i < 60; ++i) {
+    now_ += 60;
+    jobs::SubmitRequest r;
+    r.request_id = "req-" + std::to_string(i);
+    r.input = "input " + std::to_string(i);
+    ASSERT_TRUE(queue.submit(r));
+  }
+  const auto taken = pilot->run_once();
+  ASSERT_FALSE(taken.empty());
+  for (const auto& d : taken) EXPECT_EQ(d.action, "rent") << d.reason;
+  const auto st = pilot->status();
+  ASSERT_TRUE(st.demand_proofs_per_hour);
+  EXPECT_GT(*st.demand_proofs_per_hour, 60);
+  EXPECT_THAT(st.demand_reason, HasSubstr("60 queued"));
+  queue.shutdown();
+  fs::remove_all(dir);
 }
 
 }  // namespace
