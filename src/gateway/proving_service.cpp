@@ -143,6 +143,18 @@ ProvingService::WaitResult ProvingService::wait_for(
       return result;
     }
     if (*waited) {
+      if (ctx->IsCancelled()) {
+        // The client left while its proof arrived: what we answer now reaches nobody.
+        if ((*waited)->job.state == core::JobState::Done) {
+          if (auto undone = queue_.undeliver(job_id); !undone) {
+            spdlog::warn("gateway: job {} stays delivered although its client left: {}", job_id,
+                         undone.error().message);
+          }
+        }
+        result.end = ctx->deadline() <= std::chrono::system_clock::now() ? WaitEnd::DeadlineExceeded
+                                                                         : WaitEnd::ClientGone;
+        return result;
+      }
       result.end = WaitEnd::Finished;
       result.finished = std::move(**waited);
       return result;
