@@ -38,6 +38,7 @@
 #include "jobs/job_queue.h"
 #include "manager/autopilot.h"
 #include "manager/http_api.h"
+#include "manager/job_signal.h"
 #include "manager/manager.h"
 #include "market/http_client.h"
 #include "market/query.h"
@@ -365,7 +366,11 @@ void run_serve(const ServeOptions& o) {
   }
   spdlog::info("jobs: inputs under {}/job-inputs (at most {} MiB each), leases of {:.0f} s",
                jobs_config.data_dir, cfg->jobs.max_input_mib, jobs_config.lease_s);
-  manager::Autopilot autopilot(fleet, vast, autopilot_config, epoch_now);
+  // Once jobs come through the gateway, the autopilot sizes the fleet for its queue; a full
+  // admission window (the gateway's max_pending_window) means demand is at least what it sees.
+  manager::Autopilot autopilot(
+      fleet, vast, autopilot_config, epoch_now,
+      manager::job_signal(*job_queue, gateway_cfg ? gateway_cfg->max_pending_window : 0));
   if (autopilot_config.enabled) {
     const auto st = autopilot.status();
     if (st.paused) {
