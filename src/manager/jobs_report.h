@@ -24,7 +24,7 @@ namespace pf::manager {
 struct JobsReportOptions {
   core::PriceConfig prices;
   double window_s = 3600;  // latency, on-time share, revenue, spend and idle hours
-  std::size_t max_scanned = 20000;
+  std::size_t max_scanned = 5000;
 };
 
 struct JobsReport {
