@@ -477,7 +477,8 @@ struct HttpApi::Impl {
   ApiOptions options;
   Metrics metrics;
   std::vector<Route> routes;
-  JobCounters job_counters{options.clock()};
+  // Built before the constructor's body defaults the clock: counts only what happens from now.
+  JobCounters job_counters{options.clock ? options.clock() : system_clock_now()};
   Dashboard dashboard{manager, DashboardOptions{.clock = [this] { return options.clock(); },
                                                 .autopilot = [this] { return autopilot_json(); },
                                                 .summary = [this] { return fleet_json(); }}};
