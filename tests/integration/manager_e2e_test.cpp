@@ -2,17 +2,16 @@
 // `proverfleet serve` with a file SQLite store, the fleet CLI, and a scripted agent speaking
 // the agent API. Covers deploy → register → params → warm-up → samples → accept → proving,
 // the reject and operator-destroy paths, and a SIGKILL of the manager mid-flight.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <thread>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "market/http_client.h"
 #include "support/proverfleet_cli.h"
@@ -199,13 +198,21 @@ max_samples = 12
     double t = 1.7e9;
     events(a, json::array({{{"seq", ++a.seq}, {"type", "params_done"}},
                            {{"seq", ++a.seq}, {"type", "prover_started"}},
-                           {{"seq", ++a.seq}, {"type", "proof_done"}, {"phase", "warmup"},
-                            {"at", t}, {"seconds", 300}}}));
+                           {{"seq", ++a.seq},
+                            {"type", "proof_done"},
+                            {"phase", "warmup"},
+                            {"at", t},
+                            {"seconds", 300}}}));
     json batch = json::array();
     for (int i = 0; i < n; ++i) {
       t += gap_s * (1 + 0.03 * (i % 3));
-      batch.push_back({{"seq", ++a.seq}, {"type", "proof_done"}, {"phase", "measured"},
-                       {"at", t}, {"seconds", gap_s}, {"gpu_ms", 20000}, {"queue_ms", 5}});
+      batch.push_back({{"seq", ++a.seq},
+                       {"type", "proof_done"},
+                       {"phase", "measured"},
+                       {"at", t},
+                       {"seconds", gap_s},
+                       {"gpu_ms", 20000},
+                       {"queue_ms", 5}});
     }
     events(a, batch);
   }
@@ -239,7 +246,8 @@ TEST_F(ManagerE2E, InstanceWalksToProvingAndIsDestroyedOnRequest) {
   ASSERT_EQ(dcode, 0) << dout;
   ASSERT_TRUE(wait_state(id, "destroyed", 20s));
   auto mid = instance(id);
-  auto market_id = (mid.contains("instance") ? mid["instance"] : mid)["market_id"].get<std::int64_t>();
+  auto market_id =
+      (mid.contains("instance") ? mid["instance"] : mid)["market_id"].get<std::int64_t>();
   EXPECT_TRUE(market_instance(market_id).is_null());  // the market confirms it is gone
 }
 
@@ -283,6 +291,27 @@ TEST_F(ManagerE2E, ManagerKilledMidFlightLosesNothingAndRentsNothingTwice) {
   }
   EXPECT_EQ(live, 2);
   EXPECT_EQ(market_instances_with_our_label(), 2);
+}
+
+// The operator's jobs command against the real serve (issue 12 item 6): an empty gateway lists no
+// jobs, a bad state is named, and status says which revenue its profit counts.
+TEST_F(ManagerE2E, JobsCommandListsTheGatewaysJobsAndNamesABadState) {
+  auto [code, out] = cli({"jobs"});
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("no jobs"));
+  auto [jcode, jout] = cli({"jobs", "--json", "--state", "queued,done", "--limit", "5"});
+  ASSERT_EQ(jcode, 0) << jout;
+  EXPECT_THAT(jout, ::testing::HasSubstr("[]"));
+  auto [bcode, bout] = cli({"jobs", "--state", "finished"});
+  EXPECT_EQ(bcode, 1);
+  EXPECT_THAT(bout, ::testing::HasSubstr("'state'"));
+  auto [scode, sout] = cli({"status"});
+  ASSERT_EQ(scode, 0) << sout;
+  EXPECT_THAT(sout, ::testing::HasSubstr("no gateway jobs yet"));
+  EXPECT_THAT(sout, ::testing::HasSubstr("jobs:       0 queued"));
+  const json fleet = api("GET", "/api/v1/fleet");
+  EXPECT_EQ(fleet["profit_basis"], "proofs_measured");
+  EXPECT_EQ(fleet["jobs"]["has_jobs"], false);
 }
 
 }  // namespace
