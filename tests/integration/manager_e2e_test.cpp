@@ -2,16 +2,17 @@
 // `proverfleet serve` with a file SQLite store, the fleet CLI, and a scripted agent speaking
 // the agent API. Covers deploy → register → params → warm-up → samples → accept → proving,
 // the reject and operator-destroy paths, and a SIGKILL of the manager mid-flight.
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <httplib.h>
 #include <signal.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
 
 #include "market/http_client.h"
 #include "support/proverfleet_cli.h"
@@ -198,21 +199,13 @@ max_samples = 12
     double t = 1.7e9;
     events(a, json::array({{{"seq", ++a.seq}, {"type", "params_done"}},
                            {{"seq", ++a.seq}, {"type", "prover_started"}},
-                           {{"seq", ++a.seq},
-                            {"type", "proof_done"},
-                            {"phase", "warmup"},
-                            {"at", t},
-                            {"seconds", 300}}}));
+                           {{"seq", ++a.seq}, {"type", "proof_done"}, {"phase", "warmup"},
+                            {"at", t}, {"seconds", 300}}}));
     json batch = json::array();
     for (int i = 0; i < n; ++i) {
       t += gap_s * (1 + 0.03 * (i % 3));
-      batch.push_back({{"seq", ++a.seq},
-                       {"type", "proof_done"},
-                       {"phase", "measured"},
-                       {"at", t},
-                       {"seconds", gap_s},
-                       {"gpu_ms", 20000},
-                       {"queue_ms", 5}});
+      batch.push_back({{"seq", ++a.seq}, {"type", "proof_done"}, {"phase", "measured"},
+                       {"at", t}, {"seconds", gap_s}, {"gpu_ms", 20000}, {"queue_ms", 5}});
     }
     events(a, batch);
   }
@@ -246,8 +239,7 @@ TEST_F(ManagerE2E, InstanceWalksToProvingAndIsDestroyedOnRequest) {
   ASSERT_EQ(dcode, 0) << dout;
   ASSERT_TRUE(wait_state(id, "destroyed", 20s));
   auto mid = instance(id);
-  auto market_id =
-      (mid.contains("instance") ? mid["instance"] : mid)["market_id"].get<std::int64_t>();
+  auto market_id = (mid.contains("instance") ? mid["instance"] : mid)["market_id"].get<std::int64_t>();
   EXPECT_TRUE(market_instance(market_id).is_null());  // the market confirms it is gone
 }
 
