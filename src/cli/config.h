@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <tl/expected.hpp>
+#include <vector>
 
 #include "core/acceptance.h"
 #include "core/hearing.h"
@@ -57,6 +58,17 @@ struct HttpSettings {
   int operator_lane_queue = 64;
 };
 
+// [gateway]: the cuzk-compatible gRPC endpoint Curio calls (serve --grpc-listen).
+struct GatewaySettings {
+  std::string listen = "127.0.0.1:9820";  // HOST:PORT; "" or "off": no gateway
+  std::string tls_cert;                   // PEM files, both or neither
+  std::string tls_key;
+  std::vector<std::string> allow;  // client IPs / CIDR blocks; empty: any that reaches it
+  // Curio's [Cuzk] MaxPending to set: the jobs the fleet holds in flight plus the backlog it
+  // should see. Waiting calls beyond it (plus headroom) are refused.
+  int max_pending_window = 64;
+};
+
 // [jobs]: the gateway's job queue (jobs::JobQueueConfig, design §11).
 struct JobsSettings {
   int max_input_mib = 256;           // larger inputs are refused (RESOURCE_EXHAUSTED)
@@ -79,6 +91,7 @@ struct AppConfig {
   MarketSettings market;
   AutopilotSettings autopilot;
   HttpSettings http;
+  GatewaySettings gateway;
   JobsSettings jobs;
   // [prices]: what a delivered job earns per proof kind (porep-c2 defaults to
   // economics.revenue_per_proof_usd, the figure the autopilot scores with).
