@@ -389,6 +389,7 @@ void run_serve(const ServeOptions& o) {
   api_options.operator_token_hash = manager::hash_token(operator_token);
   api_options.clock = epoch_now;
   api_options.autopilot = &autopilot;
+  api_options.jobs_report.prices = cfg->prices;  // revenue of delivered jobs ([prices])
   api_options.http = cfg->http.limits;
   api_options.agent_lane_threads = static_cast<std::size_t>(cfg->http.agent_lane_threads);
   api_options.agent_lane_queue = static_cast<std::size_t>(cfg->http.agent_lane_queue);
