@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import threading

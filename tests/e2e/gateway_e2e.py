@@ -38,7 +38,6 @@ import urllib.error
 import urllib.request
 
 PR_SET_PDEATHSIG = 1
-LIVE_STATES_DONE = ("destroyed",)
 
 
 def log(msg):
@@ -241,7 +240,7 @@ class Run:
         raise RunError("GET %s kept failing: %s" % (path, str(last)[:300]))
 
     def jobs(self):
-        body = self.api_get("/api/v1/jobs?limit=%d" % (self.o.jobs * 4 + 100))
+        body = self.api_get("/api/v1/jobs?limit=%d" % min(1000, self.o.jobs * 4 + 100))
         if isinstance(body, dict):
             body = body.get("jobs", [])
         if not isinstance(body, list):
@@ -346,6 +345,10 @@ class Run:
         if not proving:
             return None
         job = proving[0]
+        # Every job the instance holds: proofs there finish one after another, so the one seen
+        # proving may finish before the signal lands, but not all it holds.
+        held = [j.get("request_id") for j in jobs if j.get("instance_id") == job["instance_id"]
+                and j.get("state") in ("assigned", "proving")]
         rows = {r.get("id"): r for r in self.instances()}
         row = rows.get(job["instance_id"])
         if not row or row.get("market_id") is None:
@@ -358,8 +361,8 @@ class Run:
         log("SIGKILL agent pid %s of instance %s (market %s), proving job %s (%s)" %
             (pids, row["id"], row["market_id"], job.get("id"), job.get("request_id")))
         self.facts["killed_agent_instance"] = row["id"]
-        self.facts["killed_agent_job"] = job.get("request_id")
-        return job
+        self.facts["killed_agent_jobs"] = held
+        return held
 
     def restart_serve(self):
         log("SIGKILL serve (pid %d)" % self.serve.proc.pid)
@@ -411,12 +414,15 @@ class Run:
         self.check(not no_digest, "done jobs without a proof digest: %s" % no_digest[:20])
         attempts = collections.Counter(int(v[0].get("attempts", 0)) for v in by_request.values())
         self.facts["attempts_histogram"] = dict(sorted(attempts.items()))
+        undelivered = [r for r, v in by_request.items() if not v[0].get("delivered_at")]
+        self.check(not undelivered, "jobs done but never delivered: %s" % undelivered[:20])
         if killed_job is not None:
-            after = by_request.get(killed_job.get("request_id"), [{}])[0]
-            self.facts["killed_job_after"] = {k: after.get(k) for k in
-                                              ("state", "attempts", "instance_id")}
-            self.check(after.get("state") == "done" and int(after.get("attempts", 0)) >= 2,
-                       "the killed agent's job was not leased again and finished: %s" % after)
+            after = {r: {k: by_request.get(r, [{}])[0].get(k)
+                         for k in ("state", "attempts", "instance_id")} for r in killed_job}
+            self.facts["killed_agent_jobs_after"] = after
+            self.check(any(int(a.get("attempts") or 0) >= 2 and a.get("state") == "done"
+                           for a in after.values()),
+                       "no job of the killed agent was leased again and finished: %s" % after)
 
     def teardown(self):
         log("pausing the autopilot and destroying every instance through the manager")
