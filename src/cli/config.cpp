@@ -65,7 +65,7 @@ constexpr std::size_t kMaxConfigBytes = 1u << 20;
 
 // Sections whose keys may be overridden by PROVERFLEET_<SECTION>_<KEY> variables.
 const char* const kSections[] = {"economics",  "setup",  "predictor", "market", "lifecycle",
-                                 "acceptance", "deploy", "autopilot", "http"};
+                                 "acceptance", "deploy", "autopilot", "http",   "jobs"};
 
 std::string env_name(const std::string& path, const char* key) {
   std::string name = "PROVERFLEET_" + path + "_" + key;
@@ -353,6 +353,7 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   top.raw("deploy");
   top.raw("autopilot");
   top.raw("http");
+  top.raw("jobs");
   top.finish();
 
   TableReader econ(subtable(root, "economics"), "economics", &env);
@@ -492,6 +493,18 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   if (h.limits.max_connections_per_address > h.limits.max_connections) {
     throw ConfigError{"'http.max_connections_per_address' must not exceed 'http.max_connections'"};
   }
+
+  auto& j = cfg.jobs;
+  TableReader jobs(subtable(root, "jobs"), "jobs", &env);
+  jobs.count("max_input_mib", j.max_input_mib, 1, 64 * 1024);
+  jobs.number("default_deadline_min", j.default_deadline_min, Range{1, 7 * 24 * 60});
+  jobs.number("lease_s", j.lease_s, Range{5, 3600});
+  jobs.count("max_attempts", j.max_attempts, 1, 100);
+  jobs.count("strike_after_failures", j.strike_after_failures, 1, 100);
+  jobs.count("max_open_jobs", j.max_open_jobs, 1, 1'000'000);
+  jobs.number("retention_h", j.retention_h, Range{0, kMaxHours});
+  jobs.string("data_dir", j.data_dir);
+  jobs.finish();
 
   auto& ap = cfg.autopilot;
   auto& pol = ap.policy;

@@ -56,6 +56,18 @@ struct HttpSettings {
   int operator_lane_queue = 64;
 };
 
+// [jobs]: the gateway's job queue (jobs::JobQueueConfig, design §11).
+struct JobsSettings {
+  int max_input_mib = 256;           // larger inputs are refused (RESOURCE_EXHAUSTED)
+  double default_deadline_min = 30;  // a client's ProveTimeout when it names none (Curio: 30)
+  double lease_s = 60;               // a lease no heartbeat renews returns to the queue
+  int max_attempts = 3;              // failed proofs before a job fails
+  int strike_after_failures = 2;     // failed proofs in a row on one host → a strike
+  int max_open_jobs = 10000;         // queued + running; beyond, submissions are refused
+  double retention_h = 24;           // inputs and proofs kept after a job finished/delivered
+  std::string data_dir;              // "" = the database file's directory
+};
+
 struct AppConfig {
   core::RankConfig rank;  // predictor priors, economics, setup assumptions
   core::LifecycleConfig lifecycle;
@@ -66,6 +78,7 @@ struct AppConfig {
   MarketSettings market;
   AutopilotSettings autopilot;
   HttpSettings http;
+  JobsSettings jobs;
   // Break-even means "a proof earns what it costs" (true) or "a proof costs the classic
   // target" (false): for benchmark verdicts and the autopilot's scoring alike.
   bool profit_objective = true;

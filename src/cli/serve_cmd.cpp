@@ -31,8 +31,10 @@
 #include "agent/params.h"
 #include "cli/commands.h"
 #include "cli/config.h"
+#include "cli/jobs_settings.h"
 #include "cli/serving.h"
 #include "core/http_limits.h"
+#include "jobs/job_queue.h"
 #include "manager/autopilot.h"
 #include "manager/http_api.h"
 #include "manager/manager.h"
@@ -339,6 +341,17 @@ void run_serve(const ServeOptions& o) {
   }
   spdlog::info("agents call {}", manager_config.public_url);
   manager::Manager fleet(*store, vast, manager_config, epoch_now);
+  // The gateway's job queue: its rows in the same store, inputs beside the database.
+  const jobs::JobQueueConfig jobs_config = job_queue_config(cfg->jobs, o.db);
+  std::unique_ptr<jobs::JobQueue> job_queue;
+  try {
+    job_queue = std::make_unique<jobs::JobQueue>(*store, jobs_config, fleet.job_hooks(), epoch_now);
+  } catch (const std::exception& e) {
+    throw CommandFailed(std::string("cannot open the job queue: ") + e.what());
+  }
+  fleet.attach_jobs(*job_queue);
+  spdlog::info("jobs: inputs under {}/job-inputs (at most {} MiB each), leases of {:.0f} s",
+               jobs_config.data_dir, cfg->jobs.max_input_mib, jobs_config.lease_s);
   manager::Autopilot autopilot(fleet, vast, autopilot_config, epoch_now);
   if (autopilot_config.enabled) {
     const auto st = autopilot.status();
@@ -451,6 +464,8 @@ void run_serve(const ServeOptions& o) {
     signal_received = stop_signals.wait(std::chrono::milliseconds(200));
   }
   if (signal_received != 0) spdlog::info("signal {}: stopping", signal_received);
+  // First: wakes long-polls and awaits, so the server's workers are free to stop.
+  job_queue->shutdown();
   (*server)->stop();
   serving.join();
   autopilot_loop.stop();

@@ -78,6 +78,10 @@ const char* to_string(StrikeKind kind) {
       return "offline";
     case StrikeKind::SlowDownload:
       return "slow_download";
+    case StrikeKind::FailedProofs:
+      return "failed_proofs";
+    case StrikeKind::RejectedProof:
+      return "rejected_proof";
   }
   return "unknown";
 }

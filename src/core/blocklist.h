@@ -30,6 +30,8 @@ enum class StrikeKind {
   Crashed,        // prover died / instance exited
   Offline,        // host disconnected / heartbeat lost
   SlowDownload,   // parameters arrived far slower than needed to pay
+  FailedProofs,   // its prover failed real jobs several times in a row (issue 12)
+  RejectedProof,  // a client rejected a proof it made (the request came back after delivery)
 };
 const char* to_string(StrikeKind kind);
 

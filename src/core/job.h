@@ -44,7 +44,8 @@ struct Job {
   std::string input_digest;  // SHA-256 hex of the input bytes (content address)
   std::int64_t input_bytes = 0;
 
-  int attempts = 0;                         // leases handed out so far (the current one included)
+  int attempts = 0;  // leases handed out so far (the current one included)
+  int failures = 0;  // failed proofs reported (not lost leases, not OOMs): max_attempts bounds it
   std::optional<std::int64_t> instance_id;  // holder of the current lease, or the last one
   double lease_expires_at = 0;              // epoch s; meaningful while is_leased(state)
 

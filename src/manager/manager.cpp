@@ -11,11 +11,13 @@
 #include "core/benchmark_step.h"
 #include "core/break_even.h"
 #include "core/close.h"
+#include "core/job_worker.h"
 #include "core/oom_memory.h"
 #include "core/production.h"
 #include "core/proof_flow.h"
 #include "core/reconcile.h"
 #include "core/text.h"
+#include "util/bounded_json.h"
 
 namespace pf::manager {
 namespace {
@@ -162,6 +164,8 @@ bool Manager::close(InstanceRecord& rec, const core::Closing& closing,
            {"cause", core::to_string(closing.cause)}});
   });
   if (step->strike) record_strike(rec.id, *step->strike);
+  // Its jobs go back to the queue now rather than when their leases run out.
+  if (auto* queue = jobs_.load()) queue->instance_closed(rec.id, closing.reason);
   return true;
 }
 
@@ -859,6 +863,57 @@ void Manager::tick() {
       event(d.id, "market", outcome);
     }
   }
+  // Lost leases back to the queue, retention (outside mu_: the queue calls back into us).
+  if (auto* queue = jobs_.load()) queue->tick();
+}
+
+// --- proof jobs ----------------------------------------------------------------------------------
+
+namespace {
+
+// The proofs the agent's prover plan keeps in flight (agent/plan_json.cpp "proofs_in_flight");
+// 1 when the plan is missing or says nothing usable.
+int plan_slots(const std::string& plan_json) {
+  constexpr int kMaxSlots = 64;  // the heartbeat names at most 64 held jobs
+  if (plan_json.empty()) return 1;
+  const auto plan = util::parse_json(plan_json);
+  if (!plan || !plan->is_object()) return 1;
+  const auto it = plan->find("proofs_in_flight");
+  if (it == plan->end() || !it->is_number_integer()) return 1;
+  return static_cast<int>(std::clamp<std::int64_t>(it->get<std::int64_t>(), 1, kMaxSlots));
+}
+
+}  // namespace
+
+void Manager::attach_jobs(jobs::JobQueue& queue) {
+  jobs_.store(&queue);
+}
+
+std::vector<core::WorkerView> Manager::job_workers() {
+  std::vector<core::WorkerView> out;
+  for (const auto& rec : store_.instances(false)) {
+    if (auto w = core::job_worker(rec, plan_slots(rec.plan_json))) out.push_back(*w);
+  }
+  return out;
+}
+
+jobs::JobQueueHooks Manager::job_hooks() {
+  jobs::JobQueueHooks hooks;
+  hooks.workers = [this] { return job_workers(); };
+  hooks.strike = [this](std::int64_t instance_id, const core::Strike& asked) {
+    std::lock_guard lock(mu_);
+    const auto rec = store_.instance(instance_id);
+    if (!rec) return;
+    core::Strike strike = asked;
+    strike.instance_id = instance_id;
+    strike.machine_id = rec->offer.machine_id;
+    strike.our_others_on_machine = others_on_machine(*rec);
+    record_strike(instance_id, strike);
+  };
+  hooks.event = [this](std::int64_t instance_id, const std::string& message) {
+    event(instance_id, "job", message);
+  };
+  return hooks;
 }
 
 }  // namespace pf::manager

@@ -4,6 +4,7 @@
 // served while the market is slow.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -25,6 +26,7 @@
 #include "core/ranking.h"
 #include "core/reconcile.h"
 #include "core/sprt_acceptance.h"
+#include "jobs/job_queue.h"
 #include "market/market.h"
 #include "store/store.h"
 
@@ -201,6 +203,17 @@ class Manager {
   // Whether silence verdicts may fire now, and why not (core::judge_hearing on the live fleet).
   core::Hearing hearing();
 
+  // --- proof jobs (issue 12) ----------------------------------------------------------------
+  // The job queue the gateway and the agent API use. The Manager returns a closing instance's
+  // jobs to it and ticks it; call once before serving (the queue outlives the Manager's use).
+  void attach_jobs(jobs::JobQueue& queue);
+  jobs::JobQueue* jobs() { return jobs_.load(); }
+  // What the queue needs from the fleet (jobs::JobQueueHooks): workers() = job_workers(),
+  // strikes against the instance's machine, events on its row.
+  jobs::JobQueueHooks job_hooks();
+  // Instances that take jobs now (core::job_worker), with their plan's proofs in flight.
+  std::vector<core::WorkerView> job_workers();
+
   store::Store& store() { return store_; }
   // Empty when the last reconcile saw a complete market list.
   std::string last_reconcile_error() {
@@ -257,6 +270,7 @@ class Manager {
   core::HearingCause last_hearing_cause_ = core::HearingCause::Listening;
   // Rows whose create call is running: reconcile must not close them for missing from a list.
   std::set<std::int64_t> creates_in_flight_;
+  std::atomic<jobs::JobQueue*> jobs_{nullptr};  // attach_jobs; none: no gateway
 };
 
 // Random token (hex of 32 bytes from the OS) and its SHA-256 hex.

@@ -63,6 +63,20 @@ class SqliteStore final : public Store {
   std::optional<std::string> setting(const std::string& key) override;
   void put_setting(const std::string& key, const std::string& value) override;
 
+  std::int64_t insert_job(const core::Job& job) override;
+  void update_job(const core::Job& job) override;
+  std::optional<core::Job> job(std::int64_t id) override;
+  std::optional<core::Job> job_by_request(const std::string& request_id) override;
+  std::vector<core::Job> open_jobs() override;
+  std::vector<core::Job> jobs(const std::vector<core::JobState>& states,
+                              std::size_t limit) override;
+  std::vector<double> job_arrivals_since(double since) override;
+  std::map<core::JobState, std::int64_t> job_counts() override;
+  void put_job_proof(std::int64_t id, const std::string& proof) override;
+  std::optional<std::string> job_proof(std::int64_t id) override;
+  int drop_job_proofs(double before) override;
+  std::vector<std::string> job_inputs_in_use(double since) override;
+
  private:
   struct DbCloser {
     void operator()(sqlite3* db) const;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/fleet.h"
+#include "core/job.h"
 
 namespace pf::store {
 
@@ -74,6 +76,32 @@ class Store {
   // --- settings (small key/value: operator token hash, autopilot pause, ...) -----------------
   virtual std::optional<std::string> setting(const std::string& key) = 0;
   virtual void put_setting(const std::string& key, const std::string& value) = 0;
+
+  // --- proof jobs (the gateway's queue, src/jobs) ---------------------------------------------
+  // Inserts and returns the new id (job.id is ignored). request_id must be unique.
+  virtual std::int64_t insert_job(const core::Job& job) = 0;
+  // Replaces the row with job.id (its proof bytes stay). Throws StoreError if it does not exist.
+  virtual void update_job(const core::Job& job) = 0;
+  virtual std::optional<core::Job> job(std::int64_t id) = 0;
+  virtual std::optional<core::Job> job_by_request(const std::string& request_id) = 0;
+  // Queued, assigned and proving jobs, by id.
+  virtual std::vector<core::Job> open_jobs() = 0;
+  // Newest first (by id), at most `limit` (0 = all); `states` empty = every state.
+  virtual std::vector<core::Job> jobs(const std::vector<core::JobState>& states,
+                                      std::size_t limit) = 0;
+  // submitted_at of every job submitted at or after `since`.
+  virtual std::vector<double> job_arrivals_since(double since) = 0;
+  virtual std::map<core::JobState, std::int64_t> job_counts() = 0;
+  // The proof bytes of a done job (kept with its row, so "done" and its proof land together).
+  // nullopt: none stored, or removed by retention.
+  virtual void put_job_proof(std::int64_t id, const std::string& proof) = 0;
+  virtual std::optional<std::string> job_proof(std::int64_t id) = 0;
+  // Removes the proofs of jobs finished (and delivered, if they were) before `before`; returns
+  // how many.
+  virtual int drop_job_proofs(double before) = 0;
+  // Input digests some job still needs: open jobs, and finished ones whose last news (finish
+  // or delivery) is at or after `since`.
+  virtual std::vector<std::string> job_inputs_in_use(double since) = 0;
 };
 
 // Opens the store named by `url`: a file path or "sqlite:PATH" (":memory:" for tests).

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "cli/jobs_settings.h"
+
 namespace pf::cli {
 namespace {
 
@@ -310,6 +312,28 @@ TEST(Config, HttpFrontAndHearingAreTunableWithinRange) {
               HasSubstr("must not exceed 'http.max_connections'"));
   EXPECT_THAT(error_of("[lifecycle]\nsilent_fleet_fraction = nan\n"),
               HasSubstr("lifecycle.silent_fleet_fraction"));
+}
+
+TEST(Config, JobsSectionFeedsTheJobQueue) {
+  auto cfg = parse_config(
+      "[jobs]\nmax_input_mib = 8\ndefault_deadline_min = 20\nlease_s = 30\nmax_attempts = 2\n"
+      "retention_h = 1\n",
+      "test.toml");
+  ASSERT_TRUE(cfg) << cfg.error();
+  const auto q = job_queue_config(cfg->jobs, "sqlite:/var/lib/pf/fleet.db");
+  EXPECT_EQ(q.data_dir, "/var/lib/pf");
+  EXPECT_EQ(q.max_input_bytes, 8 * 1024 * 1024);
+  EXPECT_EQ(q.default_deadline_s, 1200);
+  EXPECT_EQ(q.lease_s, 30);
+  EXPECT_EQ(q.max_attempts, 2);
+  EXPECT_EQ(q.retention_s, 3600);
+  EXPECT_EQ(job_queue_config(cfg->jobs, "fleet.db").data_dir, ".");
+  auto bad = parse_config("[jobs]\nlease_s = 0\n", "test.toml");
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error(), HasSubstr("jobs.lease_s"));
+  auto unknown = parse_config("[jobs]\nleases = 3\n", "test.toml");
+  ASSERT_FALSE(unknown);
+  EXPECT_THAT(unknown.error(), HasSubstr("leases"));
 }
 
 }  // namespace

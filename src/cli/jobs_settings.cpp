@@ -1,0 +1,36 @@
+#include "cli/jobs_settings.h"
+
+#include <filesystem>
+#include <string_view>
+
+namespace pf::cli {
+namespace {
+
+// The database file's directory, from a store URL as store::open_store reads it.
+std::string database_directory(std::string_view db) {
+  constexpr std::string_view kScheme = "sqlite:";
+  if (db.starts_with(kScheme)) {
+    db.remove_prefix(kScheme.size());
+    if (db.starts_with("//")) db.remove_prefix(2);
+  }
+  if (db.empty() || db == ":memory:") return ".";
+  const auto dir = std::filesystem::path(db).parent_path();
+  return dir.empty() ? "." : dir.string();
+}
+
+}  // namespace
+
+jobs::JobQueueConfig job_queue_config(const JobsSettings& s, const std::string& db) {
+  jobs::JobQueueConfig c;
+  c.data_dir = s.data_dir.empty() ? database_directory(db) : s.data_dir;
+  c.max_input_bytes = static_cast<std::int64_t>(s.max_input_mib) * 1024 * 1024;
+  c.max_open_jobs = s.max_open_jobs;
+  c.default_deadline_s = s.default_deadline_min * 60;
+  c.lease_s = s.lease_s;
+  c.max_attempts = s.max_attempts;
+  c.strike_after_failures = s.strike_after_failures;
+  c.retention_s = s.retention_h * 3600;
+  return c;
+}
+
+}  // namespace pf::cli

@@ -1,0 +1,19 @@
+#include "core/job_worker.h"
+
+#include <algorithm>
+
+namespace pf::core {
+
+std::optional<WorkerView> job_worker(const InstanceRecord& rec, int plan_slots) {
+  if (rec.state != InstanceState::Proving) return std::nullopt;
+  if (!rec.verdict || !(rec.verdict->rate > 0)) return std::nullopt;
+  WorkerView w;
+  w.instance_id = rec.id;
+  w.slots = std::max(1, plan_slots);
+  // The verdict's rate is the instance's throughput with `slots` proofs in flight; one proof's
+  // wall time (what WorkerView asks for) is that many intervals.
+  w.seconds_per_proof = w.slots * 3600 / rec.verdict->rate;
+  return w;
+}
+
+}  // namespace pf::core

@@ -1,0 +1,18 @@
+// Which instances take proof jobs, and how fast the placement rule (core/job_schedule.h)
+// should expect them to be (issue 12 item 3): only accepted instances (state proving: not
+// benchmarking, not closing), at the rate their acceptance measured.
+#pragma once
+
+#include <optional>
+
+#include "core/fleet.h"
+#include "core/job_schedule.h"
+
+namespace pf::core {
+
+// `plan_slots`: the proofs its prover plan keeps in flight (< 1 counts as 1). seconds_per_proof
+// is one proof's wall time: slots × 3600 / the measured proofs per hour. nullopt: the instance
+// takes no jobs (not proving, or no measured rate to place work by).
+std::optional<WorkerView> job_worker(const InstanceRecord& rec, int plan_slots);
+
+}  // namespace pf::core

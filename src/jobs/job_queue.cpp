@@ -1,0 +1,513 @@
+// JobQueue: construction, the clients' side (submit, await, cancel, status, listings) and the
+// manager's (instance closed, tick, shutdown). Agents' side: job_queue_agents.cpp.
+#include "jobs/job_queue.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "core/job_outcome.h"
+#include "jobs/job_queue_impl.h"
+
+namespace pf::jobs {
+namespace {
+
+using Code = JobError::Code;
+
+constexpr std::size_t kMaxRequestIdBytes = 256;
+// The retention sweep lists the input directory: often enough that disk is freed within a
+// minute of a job's retention ending, rarely enough to cost nothing.
+constexpr double kSweepEveryS = 60;
+constexpr const char* kObservedSinceKey = "jobs.observed_since";
+
+std::optional<JobError> check_request(const SubmitRequest& r, const JobQueueConfig& config) {
+  if (r.request_id.empty()) return job_error(Code::InvalidArgument, "request_id: empty");
+  if (r.request_id.size() > kMaxRequestIdBytes) {
+    return job_error(Code::InvalidArgument, "request_id: " + std::to_string(r.request_id.size()) +
+                                                " bytes, longer than " +
+                                                std::to_string(kMaxRequestIdBytes));
+  }
+  for (unsigned char c : r.request_id) {
+    if (c < 0x20 || c > 0x7e) {
+      return job_error(Code::InvalidArgument, "request_id: not printable ASCII");
+    }
+  }
+  if (r.input.empty()) return job_error(Code::InvalidArgument, "input: empty");
+  if (static_cast<std::int64_t>(r.input.size()) > config.max_input_bytes) {
+    return job_error(Code::ResourceExhausted,
+                     "input: " + std::to_string(r.input.size()) + " bytes is over the limit of " +
+                         std::to_string(config.max_input_bytes) + " bytes ([jobs] max_input_mib)");
+  }
+  if (r.deadline_s && !(std::isfinite(*r.deadline_s) && *r.deadline_s > 0)) {
+    return job_error(Code::InvalidArgument, "deadline: must be a positive number of seconds");
+  }
+  return std::nullopt;
+}
+
+JobError unavailable(const std::exception& e) {
+  return job_error(Code::Unavailable, e.what());
+}
+
+// What a re-submission changes in the row: a fresh run of the job with the request as sent now.
+void restart(core::Job& job, const SubmitRequest& r, const InputStore::Stored& input, double now,
+             double deadline_s) {
+  job.kind = r.kind;
+  job.priority = r.priority;
+  job.state = core::JobState::Queued;
+  job.input_digest = input.digest;
+  job.input_bytes = input.bytes;
+  job.failures = 0;
+  job.lease_expires_at = 0;
+  job.submitted_at = now;
+  job.deadline_at = now + deadline_s;
+  job.assigned_at = job.started_at = job.finished_at = job.delivered_at = 0;
+  job.proof_digest.clear();
+  job.prove_ms = job.gpu_ms = job.queue_ms = 0;
+}
+
+}  // namespace
+
+void Effects::run(const JobQueueHooks& hooks) const {
+  if (hooks.event) {
+    for (const auto& [instance_id, message] : events) hooks.event(instance_id, message);
+  }
+  if (hooks.strike) {
+    for (const auto& [instance_id, strike] : strikes) hooks.strike(instance_id, strike);
+  }
+}
+
+std::string describe(const core::Job& job) {
+  return "job " + std::to_string(job.id) + " (request " + job.request_id + ", " +
+         core::to_string(job.kind) + ")";
+}
+
+JobQueue::Impl::Impl(store::Store& store_in, JobQueueConfig config_in, JobQueueHooks hooks_in,
+                     Clock clock_in)
+    : store(store_in),
+      config(std::move(config_in)),
+      hooks(std::move(hooks_in)),
+      clock(std::move(clock_in)),
+      inputs(config.data_dir) {
+  const double now = clock();
+  // Leases held when the manager stopped are given a fresh lease_s: their agents name them on
+  // their next heartbeat, and those lost meanwhile return within lease_s of this start.
+  for (auto& job : store.open_jobs()) {
+    if (core::is_leased(job.state))
+      job.lease_expires_at = std::max(job.lease_expires_at, now + config.lease_s);
+    open.emplace(job.id, std::move(job));
+  }
+  if (auto since = store.setting(kObservedSinceKey)) {
+    try {
+      observed_since = std::stod(*since);
+    } catch (const std::exception&) {
+      throw store::StoreError(std::string("setting ") + kObservedSinceKey + " is not a number: '" +
+                              *since + "'");
+    }
+  } else {
+    observed_since = now;
+    store.put_setting(kObservedSinceKey, std::to_string(now));
+  }
+}
+
+void JobQueue::Impl::commit(const std::vector<core::Job>& jobs, const std::function<void()>& also) {
+  store.transaction([&] {
+    if (also) also();
+    for (const auto& job : jobs) store.update_job(job);
+  });
+  for (const auto& job : jobs) {
+    if (core::is_terminal(job.state)) {
+      open.erase(job.id);
+    } else {
+      open[job.id] = job;
+    }
+  }
+}
+
+void JobQueue::Impl::requeue(core::Job& job) {
+  job.state = core::JobState::Queued;
+  job.lease_expires_at = 0;
+  job.assigned_at = 0;
+  job.started_at = 0;
+}
+
+void JobQueue::Impl::wake_workers() {
+  ++work_generation;
+  work_cv.notify_all();
+}
+
+std::optional<core::Job> JobQueue::Impl::find(std::int64_t job_id) {
+  if (auto it = open.find(job_id); it != open.end()) return it->second;
+  return store.job(job_id);
+}
+
+JobQueue::JobQueue(store::Store& store, JobQueueConfig config, JobQueueHooks hooks, Clock clock)
+    : impl_(std::make_unique<Impl>(store, std::move(config), std::move(hooks), std::move(clock))) {}
+
+JobQueue::~JobQueue() {
+  shutdown();
+}
+
+// --- clients -------------------------------------------------------------------------------
+
+JobResult<Submitted> JobQueue::submit(const SubmitRequest& request) {
+  Impl& q = *impl_;
+  if (auto bad = check_request(request, q.config)) return tl::unexpected(*bad);
+  const double deadline_s = request.deadline_s.value_or(q.config.default_deadline_s);
+  // A known request_id that needs no new input joins without touching the disk.
+  {
+    std::lock_guard lock(q.mu);
+    q.enter(nullptr);
+    if (q.stopping) return tl::unexpected(job_error(Code::Unavailable, "shutting down"));
+    try {
+      if (auto existing = q.store.job_by_request(request.request_id)) {
+        const bool kept =
+            existing->state != core::JobState::Done || q.store.job_proof(existing->id).has_value();
+        if (core::resubmission_outcome(*existing, kept).action == core::Resubmission::Join) {
+          return Submitted{*q.find(existing->id), true, false};
+        }
+      } else if (static_cast<int>(q.open.size()) >= q.config.max_open_jobs) {
+        return tl::unexpected(job_error(
+            Code::ResourceExhausted,
+            "queue full: " + std::to_string(q.open.size()) + " open jobs ([jobs] max_open_jobs)"));
+      }
+    } catch (const store::StoreError& e) {
+      return tl::unexpected(unavailable(e));
+    }
+  }
+
+  // The input is written (fsynced, renamed) before the row that names it; pinned until then.
+  InputStore::Stored input;
+  try {
+    input = q.inputs.put(request.input);
+  } catch (const std::exception& e) {
+    return tl::unexpected(unavailable(e));
+  }
+
+  Effects effects;
+  Submitted out;
+  {
+    std::lock_guard lock(q.mu);
+    q.enter(nullptr);
+    if (q.stopping) return tl::unexpected(job_error(Code::Unavailable, "shutting down"));
+    const double now = q.clock();
+    try {
+      // Looked up again: a concurrent submit of the same request_id may have won meanwhile.
+      if (auto existing = q.store.job_by_request(request.request_id)) {
+        const bool kept =
+            existing->state != core::JobState::Done || q.store.job_proof(existing->id).has_value();
+        const auto outcome = core::resubmission_outcome(*existing, kept);
+        core::Job job = *q.find(existing->id);
+        if (outcome.action == core::Resubmission::Join) return Submitted{job, true, false};
+        if (static_cast<int>(q.open.size()) >= q.config.max_open_jobs) {
+          return tl::unexpected(job_error(Code::ResourceExhausted, "queue full"));
+        }
+        if (outcome.action == core::Resubmission::Redo && job.instance_id) {
+          const std::int64_t maker = *job.instance_id;
+          ++job.rejections;
+          if (std::find(job.avoid_instances.begin(), job.avoid_instances.end(), maker) ==
+              job.avoid_instances.end()) {
+            job.avoid_instances.push_back(maker);
+          }
+          core::Strike strike;
+          strike.kind = core::StrikeKind::RejectedProof;
+          strike.instance_id = maker;
+          strike.at = now;
+          strike.reason = describe(job) + ": " + outcome.reason;
+          effects.strikes.emplace_back(maker, strike);
+          effects.events.emplace_back(maker, describe(job) + ": " + outcome.reason +
+                                                 "; proving it again on another instance");
+        }
+        restart(job, request, input, now, deadline_s);
+        job.error = outcome.reason;
+        q.commit({job});
+        out = Submitted{job, false, true};
+      } else {
+        core::Job job;
+        job.request_id = request.request_id;
+        job.kind = request.kind;
+        job.priority = request.priority;
+        job.state = core::JobState::Queued;
+        job.input_digest = input.digest;
+        job.input_bytes = input.bytes;
+        job.submitted_at = now;
+        job.deadline_at = now + deadline_s;
+        q.store.transaction([&] { job.id = q.store.insert_job(job); });
+        q.open.emplace(job.id, job);
+        out = Submitted{job, false, false};
+      }
+    } catch (const store::StoreError& e) {
+      return tl::unexpected(unavailable(e));
+    }
+    q.wake_workers();
+    q.enter(&effects);
+  }
+  effects.run(q.hooks);
+  return out;
+}
+
+JobResult<std::optional<Finished>> JobQueue::await(std::int64_t job_id,
+                                                   std::chrono::milliseconds timeout) {
+  Impl& q = *impl_;
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock lock(q.mu);
+  q.enter(nullptr);
+  for (;;) {
+    if (q.stopping) return tl::unexpected(job_error(Code::Unavailable, "shutting down"));
+    try {
+      if (!q.open.contains(job_id)) {
+        auto job = q.store.job(job_id);
+        if (!job) {
+          return tl::unexpected(job_error(Code::NotFound, "no job " + std::to_string(job_id)));
+        }
+        Finished done{*job, {}};
+        if (job->state == core::JobState::Done) {
+          auto proof = q.store.job_proof(job_id);
+          if (!proof) {
+            return tl::unexpected(job_error(
+                Code::FailedPrecondition,
+                describe(*job) + ": its proof is no longer kept (retention); submit it again"));
+          }
+          done.proof = std::move(*proof);
+          if (done.job.delivered_at == 0) {
+            done.job.delivered_at = q.clock();
+            q.store.update_job(done.job);
+          }
+        }
+        return std::optional<Finished>(std::move(done));
+      }
+    } catch (const store::StoreError& e) {
+      return tl::unexpected(unavailable(e));
+    }
+    if (q.finished_cv.wait_until(lock, until) == std::cv_status::timeout &&
+        q.open.contains(job_id) && !q.stopping) {
+      return std::optional<Finished>();
+    }
+  }
+}
+
+JobResult<bool> JobQueue::cancel(std::int64_t job_id) {
+  Impl& q = *impl_;
+  Effects effects;
+  bool was_leased = false;
+  {
+    std::lock_guard lock(q.mu);
+    q.enter(nullptr);
+    if (q.stopping) return tl::unexpected(job_error(Code::Unavailable, "shutting down"));
+    try {
+      auto it = q.open.find(job_id);
+      if (it == q.open.end()) {
+        if (!q.store.job(job_id)) {
+          return tl::unexpected(job_error(Code::NotFound, "no job " + std::to_string(job_id)));
+        }
+        return false;
+      }
+      core::Job job = it->second;
+      was_leased = core::is_leased(job.state);
+      job.state = core::JobState::Cancelled;
+      job.finished_at = q.clock();
+      job.lease_expires_at = 0;
+      job.error = "cancelled by the client";
+      q.commit({job});
+      if (was_leased && job.instance_id) {
+        effects.events.emplace_back(*job.instance_id,
+                                    describe(job) + " cancelled by the client while leased here");
+      }
+    } catch (const store::StoreError& e) {
+      return tl::unexpected(unavailable(e));
+    }
+    q.finished_cv.notify_all();
+    q.wake_workers();
+    q.enter(&effects);
+  }
+  effects.run(q.hooks);
+  return was_leased;
+}
+
+QueueStatus JobQueue::status() {
+  Impl& q = *impl_;
+  const auto workers = q.hooks.workers ? q.hooks.workers() : std::vector<core::WorkerView>{};
+  QueueStatus out;
+  std::lock_guard lock(q.mu);
+  q.enter(nullptr);
+  std::map<std::int64_t, int> held;
+  int queued_total = 0;
+  for (const auto& [id, job] : q.open) {
+    auto& counts = out.by_kind[job.kind];
+    if (job.state == core::JobState::Queued) {
+      ++counts.pending;
+      ++queued_total;
+    } else {
+      ++counts.in_progress;
+      if (job.instance_id) ++held[*job.instance_id];
+    }
+  }
+  for (const auto& w : workers) {
+    const auto it = held.find(w.instance_id);
+    out.free_slots += std::max(0, w.slots - (it == held.end() ? 0 : it->second));
+  }
+  // Censoring for Curio's backpressure: queued jobs that free slots will take at once are not
+  // "pending"; only the backlog beyond them is.
+  int absorb = std::min(out.free_slots, queued_total);
+  for (auto& [kind, counts] : out.by_kind) {
+    const int taken = std::min(absorb, counts.pending);
+    counts.pending -= taken;
+    absorb -= taken;
+  }
+  try {
+    const auto counts = q.store.job_counts();
+    const auto count = [&](core::JobState s) {
+      const auto it = counts.find(s);
+      return it == counts.end() ? std::int64_t{0} : it->second;
+    };
+    out.completed = count(core::JobState::Done);
+    out.failed = count(core::JobState::Failed);
+  } catch (const store::StoreError&) {
+    // The live counts above are what backpressure needs; totals come back with the store.
+  }
+  return out;
+}
+
+std::optional<core::Job> JobQueue::job(std::int64_t job_id) {
+  std::lock_guard lock(impl_->mu);
+  impl_->enter(nullptr);
+  return impl_->find(job_id);
+}
+
+std::optional<core::Job> JobQueue::job_by_request(const std::string& request_id) {
+  std::lock_guard lock(impl_->mu);
+  impl_->enter(nullptr);
+  auto job = impl_->store.job_by_request(request_id);
+  if (!job) return std::nullopt;
+  return impl_->find(job->id);
+}
+
+std::vector<double> JobQueue::arrivals_since(double since) {
+  return impl_->store.job_arrivals_since(since);
+}
+
+double JobQueue::observed_since() {
+  std::lock_guard lock(impl_->mu);
+  impl_->enter(nullptr);
+  return impl_->observed_since;
+}
+
+std::vector<core::Job> JobQueue::list(const std::vector<core::JobState>& states,
+                                      std::size_t limit) {
+  std::lock_guard lock(impl_->mu);
+  impl_->enter(nullptr);
+  auto jobs = impl_->store.jobs(states, limit);
+  for (auto& job : jobs) {
+    if (auto it = impl_->open.find(job.id); it != impl_->open.end()) job = it->second;
+  }
+  return jobs;
+}
+
+// --- manager -------------------------------------------------------------------------------
+
+void JobQueue::Impl::drain_closed(Effects& effects) {
+  std::vector<std::pair<std::int64_t, std::string>> closed;
+  {
+    std::lock_guard guard(closed_mu);
+    closed.swap(closed_pending);
+  }
+  for (std::size_t i = 0; i < closed.size(); ++i) {
+    const auto& [instance_id, why] = closed[i];
+    std::vector<core::Job> returned;
+    for (const auto& [id, job] : open) {
+      if (core::is_leased(job.state) && job.instance_id == instance_id) returned.push_back(job);
+    }
+    if (returned.empty()) continue;
+    for (auto& job : returned) requeue(job);
+    try {
+      commit(returned);
+    } catch (const store::StoreError&) {
+      // Tried again by the next caller; the leases also expire on their own meanwhile.
+      std::lock_guard guard(closed_mu);
+      closed_pending.insert(closed_pending.begin(), closed.begin() + static_cast<long>(i),
+                            closed.end());
+      return;
+    }
+    std::string ids;
+    for (const auto& job : returned) ids += (ids.empty() ? "" : ", ") + std::to_string(job.id);
+    effects.events.emplace_back(instance_id, std::to_string(returned.size()) +
+                                                 " job(s) returned to the queue (" + ids +
+                                                 "): the instance closed: " + why);
+    wake_workers();
+  }
+}
+
+void JobQueue::Impl::enter(Effects* effects) {
+  drain_closed(deferred);
+  if (effects == nullptr) return;
+  for (auto& e : deferred.events) effects->events.push_back(std::move(e));
+  for (auto& st : deferred.strikes) effects->strikes.push_back(std::move(st));
+  deferred = Effects{};
+}
+
+void JobQueue::instance_closed(std::int64_t instance_id, const std::string& why) {
+  Impl& q = *impl_;
+  {
+    std::lock_guard guard(q.closed_mu);
+    q.closed_pending.emplace_back(instance_id, why);
+  }
+  Effects effects;
+  {
+    std::unique_lock lock(q.mu, std::try_to_lock);
+    if (!lock.owns_lock()) return;  // the holder or the next caller applies it
+    q.enter(&effects);
+  }
+  effects.run(q.hooks);
+}
+
+void JobQueue::tick() {
+  Impl& q = *impl_;
+  Effects effects;
+  std::string sweep_errors;
+  {
+    std::lock_guard lock(q.mu);
+    q.enter(nullptr);
+    if (q.stopping) return;
+    const double now = q.clock();
+    std::vector<core::Job> expired;
+    for (const auto& [id, job] : q.open) {
+      if (core::is_leased(job.state) && job.lease_expires_at <= now) expired.push_back(job);
+    }
+    if (!expired.empty()) {
+      for (auto& job : expired) {
+        if (job.instance_id) {
+          effects.events.emplace_back(
+              *job.instance_id, describe(job) + " returned to the queue: attempt " +
+                                    std::to_string(job.attempts) + "'s lease was not renewed");
+        }
+        Impl::requeue(job);
+      }
+      q.commit(expired);
+      q.wake_workers();
+    }
+    if (now >= q.next_sweep_at) {
+      q.next_sweep_at = now + kSweepEveryS;
+      const double keep_since = now - q.config.retention_s;
+      q.store.drop_job_proofs(keep_since);
+      const auto in_use = q.store.job_inputs_in_use(keep_since);
+      const auto swept = q.inputs.sweep(std::set<std::string>(in_use.begin(), in_use.end()));
+      for (const auto& e : swept.errors) sweep_errors += (sweep_errors.empty() ? "" : "; ") + e;
+    }
+    q.enter(&effects);
+  }
+  effects.run(q.hooks);
+  if (!sweep_errors.empty()) {
+    throw InputStoreError("job inputs: the retention sweep could not remove: " + sweep_errors);
+  }
+}
+
+void JobQueue::shutdown() {
+  Impl& q = *impl_;
+  std::lock_guard lock(q.mu);
+  q.enter(nullptr);
+  q.stopping = true;
+  q.finished_cv.notify_all();
+  q.wake_workers();
+}
+
+}  // namespace pf::jobs

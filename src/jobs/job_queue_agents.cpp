@@ -1,0 +1,285 @@
+// JobQueue, the agents' side: leases (placed by core::place_jobs), input downloads, started and
+// result reports (fenced by attempt and instance), lease renewal from heartbeats.
+#include <algorithm>
+
+#include "core/job_outcome.h"
+#include "jobs/job_queue.h"
+#include "jobs/job_queue_impl.h"
+#include "jobs/sha256.h"
+
+namespace pf::jobs {
+namespace {
+
+using Code = JobError::Code;
+
+constexpr int kMaxJobsPerLease = 64;  // the heartbeat names at most 64 held jobs
+constexpr std::int64_t kMaxInputChunk = 16LL * 1024 * 1024;
+// A long-poll re-reads the fleet this often even when nothing is submitted: an instance that
+// was just accepted starts taking the backlog without waiting for the next arrival.
+constexpr auto kLeaseRecheck = std::chrono::seconds(2);
+
+std::string fixed1(double v) {
+  const auto tenths = static_cast<long long>(v * 10 + (v < 0 ? -0.5 : 0.5));
+  return std::to_string(tenths / 10) + "." + std::to_string(std::abs(tenths % 10));
+}
+
+}  // namespace
+
+std::optional<std::string> JobQueue::Impl::not_held(const core::Job& job, std::int64_t instance_id,
+                                                    int attempt) {
+  if (core::is_terminal(job.state)) {
+    return describe(job) + " is already " + core::to_string(job.state);
+  }
+  if (!core::is_leased(job.state)) return describe(job) + " was returned to the queue";
+  if (job.instance_id != instance_id) return describe(job) + " is leased to another instance";
+  if (job.attempts != attempt) {
+    return "attempt " + std::to_string(attempt) + " of " + describe(job) +
+           " is not the current one (" + std::to_string(job.attempts) + ")";
+  }
+  return std::nullopt;
+}
+
+JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_jobs,
+                                              std::chrono::milliseconds wait) {
+  Impl& q = *impl_;
+  if (max_jobs < 1 || max_jobs > kMaxJobsPerLease) {
+    return tl::unexpected(job_error(Code::InvalidArgument,
+                                    "max_jobs: must be 1.." + std::to_string(kMaxJobsPerLease)));
+  }
+  const auto until =
+      std::chrono::steady_clock::now() + std::max(wait, std::chrono::milliseconds(0));
+  for (;;) {
+    // The hook reads the Manager's state under the Manager's lock: never under ours.
+    auto workers = q.hooks.workers ? q.hooks.workers() : std::vector<core::WorkerView>{};
+    Effects effects;
+    std::vector<Lease> out;
+    {
+      std::unique_lock lock(q.mu);
+      q.enter(nullptr);
+      if (q.stopping) return tl::unexpected(job_error(Code::Unavailable, "shutting down"));
+      const std::uint64_t generation = q.work_generation;
+      const bool is_worker =
+          std::any_of(workers.begin(), workers.end(),
+                      [&](const core::WorkerView& w) { return w.instance_id == instance_id; });
+      if (is_worker) {
+        const double now = q.clock();
+        std::map<std::int64_t, int> held;
+        std::vector<core::JobToPlace> queued;
+        for (const auto& [id, job] : q.open) {
+          if (core::is_leased(job.state)) {
+            if (job.instance_id) ++held[*job.instance_id];
+          } else {
+            queued.push_back({job.id, job.kind, job.priority, job.submitted_at, job.deadline_at,
+                              job.avoid_instances});
+          }
+        }
+        for (auto& w : workers) w.held = held[w.instance_id];
+        std::vector<core::Job> leased;
+        for (const auto& p : core::place_jobs(now, queued, workers)) {
+          if (p.instance_id != instance_id) continue;
+          core::Job job = q.open.at(p.job_id);
+          job.state = core::JobState::Assigned;
+          ++job.attempts;
+          job.instance_id = instance_id;
+          job.assigned_at = now;
+          job.started_at = 0;
+          job.lease_expires_at = now + q.config.lease_s;
+          leased.push_back(std::move(job));
+          effects.events.emplace_back(instance_id, describe(leased.back()) + " leased, attempt " +
+                                                       std::to_string(leased.back().attempts) +
+                                                       (p.late ? " (expected late)" : "") + ": " +
+                                                       p.reason);
+          if (static_cast<int>(leased.size()) >= max_jobs) break;
+        }
+        if (!leased.empty()) {
+          try {
+            q.commit(leased);
+          } catch (const store::StoreError& e) {
+            return tl::unexpected(job_error(Code::Unavailable, e.what()));
+          }
+          for (const auto& job : leased) out.push_back(Lease{job, q.config.lease_s});
+        }
+      }
+      if (out.empty()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= until) return out;
+        q.work_cv.wait_until(lock, std::min(until, now + kLeaseRecheck),
+                             [&] { return q.stopping || q.work_generation != generation; });
+        continue;
+      }
+      q.enter(&effects);
+    }
+    effects.run(q.hooks);
+    return out;
+  }
+}
+
+JobResult<InputChunk> JobQueue::read_input(std::int64_t instance_id, std::int64_t job_id,
+                                           int attempt, std::int64_t offset,
+                                           std::int64_t max_bytes) {
+  Impl& q = *impl_;
+  if (offset < 0) return tl::unexpected(job_error(Code::InvalidArgument, "offset: negative"));
+  if (max_bytes < 1) return tl::unexpected(job_error(Code::InvalidArgument, "max_bytes: < 1"));
+  std::string digest;
+  {
+    std::lock_guard lock(q.mu);
+    q.enter(nullptr);
+    if (q.stopping) return tl::unexpected(job_error(Code::Unavailable, "shutting down"));
+    std::optional<core::Job> job;
+    try {
+      job = q.find(job_id);
+    } catch (const store::StoreError& e) {
+      return tl::unexpected(job_error(Code::Unavailable, e.what()));
+    }
+    if (!job) return tl::unexpected(job_error(Code::NotFound, "no job " + std::to_string(job_id)));
+    if (auto why = Impl::not_held(*job, instance_id, attempt)) {
+      return tl::unexpected(job_error(Code::FailedPrecondition, *why));
+    }
+    digest = job->input_digest;
+  }
+  // The file is read without the lock: it cannot go away while the job is open (the sweep
+  // keeps inputs of open jobs) and its content never changes (its name is its digest).
+  auto range = q.inputs.read(digest, offset, std::min(max_bytes, kMaxInputChunk));
+  if (!range) return tl::unexpected(job_error(Code::Unavailable, range.error()));
+  return InputChunk{std::move(range->bytes), offset, range->total, digest};
+}
+
+JobResult<ReportAck> JobQueue::started(std::int64_t instance_id, std::int64_t job_id, int attempt) {
+  Impl& q = *impl_;
+  Effects effects;
+  ReportAck ack;
+  {
+    std::lock_guard lock(q.mu);
+    q.enter(nullptr);
+    if (q.stopping) return tl::unexpected(job_error(Code::Unavailable, "shutting down"));
+    try {
+      auto job = q.find(job_id);
+      if (!job) {
+        return tl::unexpected(job_error(Code::NotFound, "no job " + std::to_string(job_id)));
+      }
+      if (auto why = Impl::not_held(*job, instance_id, attempt)) return ReportAck{false, *why};
+      if (job->state == core::JobState::Proving) return ReportAck{false, "already proving"};
+      job->state = core::JobState::Proving;
+      job->started_at = q.clock();
+      q.commit({*job});
+      effects.events.emplace_back(instance_id,
+                                  describe(*job) + " proving, attempt " + std::to_string(attempt));
+      ack = ReportAck{true, "proving"};
+    } catch (const store::StoreError& e) {
+      return tl::unexpected(job_error(Code::Unavailable, e.what()));
+    }
+    q.enter(&effects);
+  }
+  effects.run(q.hooks);
+  return ack;
+}
+
+JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofReport& r) {
+  Impl& q = *impl_;
+  if (r.ok && r.proof.empty()) {
+    return tl::unexpected(job_error(Code::InvalidArgument, "proof: empty"));
+  }
+  const std::string proof_digest = r.ok ? sha256_hex(r.proof) : std::string();
+  Effects effects;
+  ReportAck ack;
+  {
+    std::lock_guard lock(q.mu);
+    q.enter(nullptr);
+    if (q.stopping) return tl::unexpected(job_error(Code::Unavailable, "shutting down"));
+    try {
+      auto found = q.find(r.job_id);
+      if (!found) {
+        return tl::unexpected(job_error(Code::NotFound, "no job " + std::to_string(r.job_id)));
+      }
+      core::Job job = std::move(*found);
+      if (auto why = Impl::not_held(job, instance_id, r.attempt)) {
+        effects.events.emplace_back(instance_id, "late result ignored: " + *why);
+        ack = ReportAck{false, *why};
+      } else if (r.ok) {
+        const double now = q.clock();
+        job.state = core::JobState::Done;
+        job.finished_at = now;
+        job.lease_expires_at = 0;
+        job.proof_digest = proof_digest;
+        job.error.clear();
+        job.prove_ms = r.prove_ms;
+        job.gpu_ms = r.gpu_ms;
+        job.queue_ms = r.queue_ms;
+        // The row says done only together with its proof.
+        q.commit({job}, [&] { q.store.put_job_proof(job.id, r.proof); });
+        q.host_failures_in_a_row.erase(instance_id);
+        effects.events.emplace_back(
+            instance_id, describe(job) + " done, attempt " + std::to_string(r.attempt) + ", " +
+                             fixed1(r.prove_ms / 1000) + " s proving, " +
+                             fixed1(now - job.submitted_at) + " s since submitted");
+        ack = ReportAck{true, "done"};
+      } else {
+        core::JobFailure failure;
+        failure.failures_before = job.failures;
+        failure.max_attempts = q.config.max_attempts;
+        failure.host_failures_in_a_row = q.host_failures_in_a_row[instance_id];
+        failure.strike_after_failures = q.config.strike_after_failures;
+        failure.oom = r.oom;
+        const auto outcome = core::job_failure_outcome(failure);
+        const double now = q.clock();
+        if (outcome.count_failure) ++job.failures;
+        if (outcome.avoid_instance &&
+            std::find(job.avoid_instances.begin(), job.avoid_instances.end(), instance_id) ==
+                job.avoid_instances.end()) {
+          job.avoid_instances.push_back(instance_id);
+        }
+        job.error = r.message;
+        if (outcome.fail_job) {
+          job.state = core::JobState::Failed;
+          job.finished_at = now;
+          job.lease_expires_at = 0;
+        } else {
+          Impl::requeue(job);
+        }
+        q.commit({job});
+        q.host_failures_in_a_row[instance_id] = outcome.host_failures_in_a_row;
+        effects.events.emplace_back(instance_id, describe(job) + " failed, attempt " +
+                                                     std::to_string(r.attempt) + ": " + r.message +
+                                                     " (" + outcome.reason + ")");
+        if (outcome.strike_host) {
+          core::Strike strike;
+          strike.kind = core::StrikeKind::FailedProofs;
+          strike.instance_id = instance_id;
+          strike.at = now;
+          strike.reason = outcome.reason + "; last: " + describe(job) + ": " + r.message;
+          effects.strikes.emplace_back(instance_id, strike);
+        }
+        ack = ReportAck{true, outcome.fail_job ? "failed" : "requeued"};
+      }
+    } catch (const store::StoreError& e) {
+      return tl::unexpected(job_error(Code::Unavailable, e.what()));
+    }
+    if (ack.applied) {
+      q.finished_cv.notify_all();
+      q.wake_workers();
+    }
+    q.enter(&effects);
+  }
+  effects.run(q.hooks);
+  return ack;
+}
+
+std::vector<std::int64_t> JobQueue::renew(std::int64_t instance_id,
+                                          const std::vector<std::pair<std::int64_t, int>>& held) {
+  Impl& q = *impl_;
+  std::vector<std::int64_t> drop;
+  std::lock_guard lock(q.mu);
+  q.enter(nullptr);
+  const double expires = q.clock() + q.config.lease_s;
+  for (const auto& [job_id, attempt] : held) {
+    auto it = q.open.find(job_id);
+    if (it == q.open.end() || Impl::not_held(it->second, instance_id, attempt)) {
+      drop.push_back(job_id);
+      continue;
+    }
+    it->second.lease_expires_at = expires;
+  }
+  return drop;
+}
+
+}  // namespace pf::jobs

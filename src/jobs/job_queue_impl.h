@@ -1,0 +1,93 @@
+// JobQueue's state, shared by its two source files (job_queue.cpp: clients and the manager;
+// job_queue_agents.cpp: leases and results). Not part of the interface.
+//
+// Locking: `mu` guards everything here and is held across each store write, so the in-memory
+// view of open jobs and the store never disagree. Hooks (which call into the Manager, itself
+// calling the queue under its own lock) run only after `mu` is released: every method gathers
+// them in an Effects and runs it last. Order: mu → the store's lock → the input store's lock.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jobs/input_store.h"
+#include "jobs/job_queue.h"
+
+namespace pf::jobs {
+
+// Hook calls gathered under the lock, run after it.
+struct Effects {
+  std::vector<std::pair<std::int64_t, std::string>> events;
+  std::vector<std::pair<std::int64_t, core::Strike>> strikes;
+  void run(const JobQueueHooks& hooks) const;
+};
+
+inline JobError job_error(JobError::Code code, std::string message) {
+  return JobError{code, std::move(message)};
+}
+
+// "job 12 (request r-1)": how events and errors name a job.
+std::string describe(const core::Job& job);
+
+struct JobQueue::Impl {
+  Impl(store::Store& store_in, JobQueueConfig config_in, JobQueueHooks hooks_in, Clock clock_in);
+
+  store::Store& store;
+  const JobQueueConfig config;
+  const JobQueueHooks hooks;
+  const Clock clock;
+  InputStore inputs;
+
+  std::mutex mu;
+  std::condition_variable finished_cv;  // a job reached a terminal state (await)
+  std::condition_variable work_cv;      // jobs became placeable or slots freed (lease)
+  std::uint64_t work_generation = 0;    // bumped with every work_cv notification
+  bool stopping = false;
+  // Queued, assigned and proving jobs: a write-through copy of their rows. Lease renewals
+  // (every heartbeat) change only this copy: after a restart every lease is given a fresh
+  // lease_s, so the stored expiry need not follow each renewal.
+  std::map<std::int64_t, core::Job> open;
+  // Failed proofs in a row per instance (any job); reset by a proof. Memory only: a restart
+  // forgives a streak, which costs at most strike_after_failures - 1 more failures.
+  std::map<std::int64_t, int> host_failures_in_a_row;
+  double next_sweep_at = 0;
+  double observed_since = 0;
+
+  // Instances closed, whose jobs are not yet back in the queue. instance_closed() is called by
+  // the Manager under its own lock and at times inside a store transaction (holding the
+  // store's lock): it must never wait for `mu`, whose holders wait for the store. So it only
+  // records the close here (closed_mu is never held while taking another lock) and applies it
+  // at once if `mu` is free; otherwise the holder of `mu`, or the next caller, applies it.
+  std::mutex closed_mu;
+  std::vector<std::pair<std::int64_t, std::string>> closed_pending;
+  // Applies closed_pending (caller holds mu). A store failure leaves the rest pending.
+  void drain_closed(Effects& effects);
+  // Hook calls gathered by a caller that had none to run (see enter()).
+  Effects deferred;
+  // Every method calls this first under mu: applies pending closes; hands the hook calls
+  // gathered so far to `effects` (the caller runs them after releasing mu), or keeps them for
+  // the next caller that has an Effects when `effects` is null.
+  void enter(Effects* effects);
+
+  // Writes the jobs' rows (and whatever `also` writes) in one transaction, then updates `open`
+  // to match (caller holds mu). Throws StoreError, with `open` unchanged.
+  void commit(const std::vector<core::Job>& jobs, const std::function<void()>& also = {});
+  // A leased job back to queued (not a failure): lost lease, closed instance.
+  static void requeue(core::Job& job);
+  // Wakes lease waiters (caller holds mu).
+  void wake_workers();
+  // Finds an open job or the stored row (caller holds mu). Throws StoreError.
+  std::optional<core::Job> find(std::int64_t job_id);
+  // Why `instance_id` may not act on attempt `attempt` of `job`, or nullopt if it holds it.
+  static std::optional<std::string> not_held(const core::Job& job, std::int64_t instance_id,
+                                             int attempt);
+};
+
+}  // namespace pf::jobs

@@ -1,0 +1,665 @@
+// The gateway's job queue over a real SQLite store and a real input directory: durability
+// across restarts, idempotent request_ids, leases and their fencing, failures and strikes.
+#include "jobs/job_queue.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "jobs/sha256.h"
+#include "store/sqlite_store.h"
+
+namespace pf::jobs {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "pf_jobs_test_XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// What the sim prover does (issue 12 contract): a proof derived from its input, so every
+// client can be checked to get the proof of its own input.
+std::string proof_of(const std::string& input) {
+  return sha256_hex("pf-sim-proof:" + input);
+}
+
+// The manager's side of the hooks: a settable fleet, recorded strikes and events.
+struct FakeManager {
+  std::mutex mu;
+  std::vector<core::WorkerView> workers;
+  std::vector<std::pair<std::int64_t, core::Strike>> strikes;
+  std::vector<std::pair<std::int64_t, std::string>> events;
+
+  void set_workers(std::vector<std::int64_t> ids, int slots = 1) {
+    std::lock_guard lock(mu);
+    workers.clear();
+    for (auto id : ids) workers.push_back(core::WorkerView{id, 100, slots, 0, -1});
+  }
+  JobQueueHooks hooks() {
+    JobQueueHooks h;
+    h.workers = [this] {
+      std::lock_guard lock(mu);
+      return workers;
+    };
+    h.strike = [this](std::int64_t id, const core::Strike& s) {
+      std::lock_guard lock(mu);
+      strikes.emplace_back(id, s);
+    };
+    h.event = [this](std::int64_t id, const std::string& m) {
+      std::lock_guard lock(mu);
+      events.emplace_back(id, m);
+    };
+    return h;
+  }
+  bool has_event(std::int64_t id, const std::string& part) {
+    std::lock_guard lock(mu);
+    for (const auto& [i, m] : events)
+      if (i == id && m.find(part) != std::string::npos) return true;
+    return false;
+  }
+};
+
+class JobQueueTest : public ::testing::Test {
+ protected:
+  JobQueueTest() {
+    config_.data_dir = dir_.file("data");
+    config_.lease_s = 60;
+    open();
+  }
+  void open() {
+    queue_.reset();
+    store_.reset();
+    store_ = std::make_unique<store::SqliteStore>(dir_.file("fleet.db"));
+    queue_ = std::make_unique<JobQueue>(*store_, config_, fleet_.hooks(),
+                                        [this] { return now_.load(); });
+  }
+  Submitted submit(const std::string& request_id, const std::string& input) {
+    SubmitRequest r;
+    r.request_id = request_id;
+    r.input = input;
+    auto s = queue_->submit(r);
+    if (!s) throw std::runtime_error("submit failed: " + s.error().message);
+    return *s;
+  }
+  std::vector<Lease> lease(std::int64_t instance, int max_jobs = 8) {
+    auto l = queue_->lease(instance, max_jobs, 0ms);
+    if (!l) throw std::runtime_error("lease failed: " + l.error().message);
+    return *l;
+  }
+  // The agent's round: download the input, prove it, upload the proof.
+  ReportAck prove(std::int64_t instance, const Lease& l) {
+    auto chunk = queue_->read_input(instance, l.job.id, l.job.attempts, 0, 1 << 20);
+    if (!chunk) throw std::runtime_error("read_input failed: " + chunk.error().message);
+    EXPECT_EQ(chunk->total, l.job.input_bytes);
+    EXPECT_EQ(sha256_hex(chunk->bytes), l.job.input_digest);
+    ProofReport r;
+    r.job_id = l.job.id;
+    r.attempt = l.job.attempts;
+    r.ok = true;
+    r.proof = proof_of(chunk->bytes);
+    r.prove_ms = 1000;
+    auto ack = queue_->report(instance, r);
+    if (!ack) throw std::runtime_error("report failed: " + ack.error().message);
+    return *ack;
+  }
+  // An upload without the download (an agent that held the input already).
+  ReportAck upload(std::int64_t instance, const Lease& l, const std::string& proof) {
+    ProofReport r;
+    r.job_id = l.job.id;
+    r.attempt = l.job.attempts;
+    r.ok = true;
+    r.proof = proof;
+    auto ack = queue_->report(instance, r);
+    if (!ack) throw std::runtime_error("report failed: " + ack.error().message);
+    return *ack;
+  }
+  ReportAck fail(std::int64_t instance, const Lease& l, bool oom = false) {
+    ProofReport r;
+    r.job_id = l.job.id;
+    r.attempt = l.job.attempts;
+    r.ok = false;
+    r.oom = oom;
+    r.message = oom ? "out of memory" : "prover exited 1";
+    auto ack = queue_->report(instance, r);
+    if (!ack) throw std::runtime_error("report failed: " + ack.error().message);
+    return *ack;
+  }
+  Finished await_now(std::int64_t job_id) {
+    auto f = queue_->await(job_id, 5s);
+    if (!f) throw std::runtime_error("await failed: " + f.error().message);
+    if (!*f) throw std::runtime_error("await timed out");
+    return **f;
+  }
+  std::vector<std::string> input_files() {
+    std::vector<std::string> out;
+    const fs::path dir = fs::path(config_.data_dir) / "job-inputs";
+    if (!fs::exists(dir)) return out;
+    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+    return out;
+  }
+
+  TempDir dir_;
+  JobQueueConfig config_;
+  FakeManager fleet_;
+  std::atomic<double> now_{1'000'000};
+  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<JobQueue> queue_;
+};
+
+TEST_F(JobQueueTest, EveryClientGetsTheProofOfItsOwnInput) {
+  fleet_.set_workers({7, 8});
+  const auto a = submit("req-a", "input of a");
+  const auto b = submit("req-b", "input of b");
+  EXPECT_FALSE(a.joined);
+  EXPECT_EQ(a.job.state, core::JobState::Queued);
+  auto on7 = lease(7);
+  auto on8 = lease(8);
+  ASSERT_EQ(on7.size(), 1u);
+  ASSERT_EQ(on8.size(), 1u);
+  EXPECT_EQ(on7[0].job.state, core::JobState::Assigned);
+  EXPECT_EQ(on7[0].job.attempts, 1);
+  EXPECT_EQ(on7[0].lease_s, 60);
+  ASSERT_TRUE(queue_->started(7, on7[0].job.id, 1)->applied);
+  EXPECT_EQ(queue_->job(on7[0].job.id)->state, core::JobState::Proving);
+  EXPECT_TRUE(prove(8, on8[0]).applied);
+  EXPECT_TRUE(prove(7, on7[0]).applied);
+
+  const auto done_a = await_now(a.job.id);
+  const auto done_b = await_now(b.job.id);
+  EXPECT_EQ(done_a.job.state, core::JobState::Done);
+  EXPECT_EQ(done_a.proof, proof_of("input of a"));
+  EXPECT_EQ(done_b.proof, proof_of("input of b"));
+  EXPECT_EQ(done_a.job.proof_digest, sha256_hex(proof_of("input of a")));
+  EXPECT_GT(queue_->job(a.job.id)->delivered_at, 0);
+  EXPECT_EQ(queue_->status().completed, 2);
+  EXPECT_TRUE(fleet_.has_event(7, "done"));
+}
+
+TEST_F(JobQueueTest, InputFilesArePrivateAndContentAddressed) {
+  const auto a = submit("req-a", "some input");
+  const fs::path dir = fs::path(config_.data_dir) / "job-inputs";
+  EXPECT_EQ(fs::status(dir).permissions() & fs::perms::all, fs::perms::owner_all);
+  const fs::path file = dir / a.job.input_digest;
+  EXPECT_EQ(a.job.input_digest, sha256_hex("some input"));
+  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::file_size(file), 10u);
+}
+
+TEST_F(JobQueueTest, RestartLosesNoJobAndAReturningRequestGetsItsResult) {
+  fleet_.set_workers({7}, 2);
+  const auto a = submit("req-a", "input a");
+  const auto b = submit("req-b", "input b");
+  const auto c = submit("req-c", "input c");
+  auto leased = lease(7);
+  ASSERT_EQ(leased.size(), 2u);
+  ASSERT_TRUE(prove(7, leased[0]).applied);  // done, never delivered
+
+  now_ = now_ + 3600;  // the manager was down for an hour
+  open();
+  EXPECT_EQ(queue_->list({}, 0).size(), 3u);
+  // The lease still held survives with a fresh lease_s: its agent renews it.
+  const auto held = *queue_->job(leased[1].job.id);
+  EXPECT_EQ(held.state, core::JobState::Assigned);
+  EXPECT_GE(held.lease_expires_at, now_.load() + 60);
+  queue_->tick();
+  EXPECT_EQ(queue_->job(leased[1].job.id)->state, core::JobState::Assigned);
+  EXPECT_TRUE(queue_->renew(7, {{leased[1].job.id, 1}}).empty());
+  EXPECT_TRUE(prove(7, leased[1]).applied);
+
+  // The client whose proof was done before the restart comes back with its request_id.
+  const std::string first_input = leased[0].job.id == a.job.id ? "input a" : "input b";
+  const auto again = submit(leased[0].job.request_id, first_input);
+  EXPECT_TRUE(again.joined);
+  EXPECT_EQ(again.job.id, leased[0].job.id);
+  EXPECT_EQ(await_now(again.job.id).proof, proof_of(first_input));
+
+  // The job nobody took yet is still queued and still provable.
+  auto rest = lease(7);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].job.id, c.job.id);
+  EXPECT_TRUE(prove(7, rest[0]).applied);
+  EXPECT_EQ(await_now(c.job.id).proof, proof_of("input c"));
+  (void)b;
+}
+
+TEST_F(JobQueueTest, DuplicateRequestIdsJoinTheOpenJob) {
+  fleet_.set_workers({7});
+  const auto first = submit("req-a", "input a");
+  const auto second = submit("req-a", "input a");
+  EXPECT_TRUE(second.joined);
+  EXPECT_FALSE(second.redo);
+  EXPECT_EQ(second.job.id, first.job.id);
+  auto leased = lease(7);
+  ASSERT_EQ(leased.size(), 1u);
+  const auto third = submit("req-a", "input a");  // while it is being proved
+  EXPECT_TRUE(third.joined);
+  EXPECT_EQ(third.job.state, core::JobState::Assigned);
+  EXPECT_EQ(queue_->list({}, 0).size(), 1u);
+  EXPECT_EQ(input_files().size(), 1u);
+}
+
+TEST_F(JobQueueTest, ARequestBackAfterDeliveryIsProvedElsewhereAndStrikesTheMaker) {
+  fleet_.set_workers({7, 8});
+  const auto a = submit("req-a", "input a");
+  auto leased = lease(7);
+  ASSERT_EQ(leased.size(), 1u);
+  ASSERT_TRUE(prove(7, leased[0]).applied);
+  ASSERT_EQ(await_now(a.job.id).proof, proof_of("input a"));
+
+  const auto redo = submit("req-a", "input a");  // Curio rejected the proof
+  EXPECT_TRUE(redo.redo);
+  EXPECT_FALSE(redo.joined);
+  EXPECT_EQ(redo.job.id, a.job.id);
+  EXPECT_EQ(redo.job.state, core::JobState::Queued);
+  EXPECT_EQ(redo.job.rejections, 1);
+  EXPECT_THAT(redo.job.avoid_instances, ::testing::ElementsAre(7));
+  {
+    std::lock_guard lock(fleet_.mu);
+    ASSERT_EQ(fleet_.strikes.size(), 1u);
+    EXPECT_EQ(fleet_.strikes[0].first, 7);
+    EXPECT_EQ(fleet_.strikes[0].second.kind, core::StrikeKind::RejectedProof);
+  }
+  EXPECT_TRUE(lease(7).empty());  // 8 can take it: the maker of the rejected proof does not
+  auto elsewhere = lease(8);
+  ASSERT_EQ(elsewhere.size(), 1u);
+  EXPECT_EQ(elsewhere[0].job.attempts, 2);
+  ASSERT_TRUE(prove(8, elsewhere[0]).applied);
+  const auto again = await_now(a.job.id);
+  EXPECT_EQ(again.job.instance_id, 8);
+  EXPECT_EQ(again.proof, proof_of("input a"));
+}
+
+TEST_F(JobQueueTest, AnUnrenewedLeaseReturnsTheJobAndItsLateResultIsIgnored) {
+  fleet_.set_workers({7, 8});
+  const auto a = submit("req-a", "input a");
+  auto first = lease(7);
+  ASSERT_EQ(first.size(), 1u);
+  now_ = now_ + 30;
+  EXPECT_TRUE(queue_->renew(7, {{a.job.id, 1}}).empty());
+  now_ = now_ + 59;
+  queue_->tick();
+  EXPECT_EQ(queue_->job(a.job.id)->state, core::JobState::Assigned);  // renewed 59 s ago
+  now_ = now_ + 2;
+  queue_->tick();
+  EXPECT_EQ(queue_->job(a.job.id)->state, core::JobState::Queued);
+  EXPECT_TRUE(fleet_.has_event(7, "lease was not renewed"));
+
+  fleet_.set_workers({8});
+  auto second = lease(8);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].job.attempts, 2);
+  // Instance 7 comes back: told to drop the job; its result changes nothing.
+  EXPECT_THAT(queue_->renew(7, {{a.job.id, 1}}), ::testing::ElementsAre(a.job.id));
+  const auto late = upload(7, first[0], proof_of("input a"));
+  EXPECT_FALSE(late.applied);
+  EXPECT_THAT(late.reason, HasSubstr("leased to another instance"));
+  EXPECT_FALSE(queue_->read_input(7, a.job.id, 1, 0, 100));
+  EXPECT_TRUE(prove(8, second[0]).applied);
+  EXPECT_FALSE(upload(8, second[0], proof_of("input a")).applied);  // a duplicate upload
+  EXPECT_EQ(await_now(a.job.id).job.instance_id, 8);
+}
+
+TEST_F(JobQueueTest, AClosedInstanceReturnsItsJobsAtOnce) {
+  fleet_.set_workers({7}, 2);
+  submit("req-a", "input a");
+  submit("req-b", "input b");
+  ASSERT_EQ(lease(7).size(), 2u);
+  queue_->instance_closed(7, "destroyed by the operator");
+  for (const auto& job : queue_->list({}, 0)) {
+    EXPECT_EQ(job.state, core::JobState::Queued);
+    EXPECT_EQ(job.failures, 0);
+  }
+  EXPECT_TRUE(fleet_.has_event(7, "destroyed by the operator"));
+  fleet_.set_workers({8}, 2);
+  EXPECT_EQ(lease(8).size(), 2u);
+}
+
+// The Manager closes instances under its own lock and, at times, inside a store transaction
+// (holding the store's lock), while other threads hold the queue's lock and wait for the
+// store's. instance_closed must not wait for the queue's lock: no deadlock, and the jobs still
+// come back (at once, or at the next queue call).
+TEST_F(JobQueueTest, ClosingInsideAStoreTransactionNeverDeadlocks) {
+  fleet_.set_workers({7}, 64);
+  for (int i = 0; i < 20; ++i) submit("req-" + std::to_string(i), "input " + std::to_string(i));
+  std::atomic<bool> stop{false};
+  std::thread agent([&] {
+    while (!stop) {
+      auto leased = queue_->lease(7, 8, 0ms);
+      for (const auto& l : leased ? *leased : std::vector<Lease>{})
+        queue_->started(7, l.job.id, l.job.attempts);
+      queue_->tick();
+    }
+  });
+  std::atomic<bool> closed_all{false};
+  std::thread manager([&] {
+    for (int i = 0; i < 200; ++i) {
+      store_->transaction([&] { queue_->instance_closed(7, "test close"); });
+    }
+    closed_all = true;
+  });
+  const auto until = std::chrono::steady_clock::now() + 120s;
+  while (!closed_all && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  stop = true;
+  agent.join();
+  ASSERT_TRUE(closed_all) << "deadlock: instance_closed waited for the queue's lock";
+  manager.join();
+  queue_->instance_closed(7, "final close");
+  queue_->tick();
+  for (const auto& job : queue_->list({}, 0)) EXPECT_EQ(job.state, core::JobState::Queued);
+}
+
+TEST_F(JobQueueTest, CancelQueuedAndLeasedJobs) {
+  fleet_.set_workers({7});
+  const auto a = submit("req-a", "input a");
+  const auto b = submit("req-b", "input b");
+  auto leased = lease(7);
+  ASSERT_EQ(leased.size(), 1u);
+  const auto running = leased[0].job.id;
+  const auto waiting = running == a.job.id ? b.job.id : a.job.id;
+  EXPECT_EQ(queue_->cancel(waiting), false);
+  EXPECT_EQ(queue_->cancel(running), true);
+  EXPECT_EQ(await_now(running).job.state, core::JobState::Cancelled);
+  EXPECT_EQ(await_now(waiting).job.state, core::JobState::Cancelled);
+  EXPECT_THAT(queue_->renew(7, {{running, 1}}), ::testing::ElementsAre(running));
+  EXPECT_FALSE(upload(7, leased[0], "late proof").applied);
+  EXPECT_EQ(queue_->cancel(running), false);  // finished: left as it is
+  EXPECT_EQ(queue_->cancel(12345).error().code, JobError::Code::NotFound);
+}
+
+TEST_F(JobQueueTest, BadRequestsAreRefusedNamingTheFieldAndWriteNothing) {
+  config_.max_input_bytes = 10;
+  open();
+  SubmitRequest r;
+  r.request_id = "req-a";
+  r.input = std::string(11, 'x');
+  auto big = queue_->submit(r);
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error().code, JobError::Code::ResourceExhausted);
+  EXPECT_THAT(big.error().message, HasSubstr("11 bytes"));
+  r.input = "";
+  EXPECT_THAT(queue_->submit(r).error().message, HasSubstr("input"));
+  r.input = "ok";
+  r.request_id = "";
+  EXPECT_THAT(queue_->submit(r).error().message, HasSubstr("request_id"));
+  r.request_id = std::string(257, 'r');
+  EXPECT_EQ(queue_->submit(r).error().code, JobError::Code::InvalidArgument);
+  r.request_id = "bad\nid";
+  EXPECT_THAT(queue_->submit(r).error().message, HasSubstr("request_id"));
+  EXPECT_TRUE(input_files().empty());
+  EXPECT_TRUE(queue_->list({}, 0).empty());
+}
+
+TEST_F(JobQueueTest, TheOpenJobsCapRefusesMore) {
+  config_.max_open_jobs = 2;
+  open();
+  submit("a", "1");
+  submit("b", "2");
+  SubmitRequest r;
+  r.request_id = "c";
+  r.input = "3";
+  EXPECT_EQ(queue_->submit(r).error().code, JobError::Code::ResourceExhausted);
+  EXPECT_TRUE(submit("a", "1").joined);  // joining needs no room
+}
+
+TEST_F(JobQueueTest, AHalfWrittenInputIsNeverServedAndIsSwept) {
+  fleet_.set_workers({7});
+  const auto a = submit("req-a", "input a");
+  const fs::path dir = fs::path(config_.data_dir) / "job-inputs";
+  // What a crash mid-write leaves: a temporary file; and a whole input no row names (crash
+  // between the rename and the row).
+  std::ofstream(dir / ".tmp-0123456789abcdef-1-0") << "half";
+  const std::string orphan = sha256_hex("orphan");
+  std::ofstream(dir / orphan) << "orphan";
+  std::ofstream(dir / "README") << "not ours";
+
+  open();  // the restart after the crash
+  queue_->tick();
+  EXPECT_THAT(input_files(), ::testing::UnorderedElementsAre("README", a.job.input_digest));
+  auto leased = lease(7);
+  ASSERT_EQ(leased.size(), 1u);
+  EXPECT_TRUE(prove(7, leased[0]).applied);
+}
+
+TEST_F(JobQueueTest, RetentionRemovesInputsAndProofsOfOldFinishedJobs) {
+  config_.retention_s = 3600;
+  open();
+  fleet_.set_workers({7});
+  const auto a = submit("req-a", "input a");
+  ASSERT_TRUE(prove(7, lease(7)[0]).applied);
+  ASSERT_EQ(await_now(a.job.id).proof, proof_of("input a"));
+  queue_->tick();
+  EXPECT_EQ(input_files().size(), 1u);  // within retention
+  now_ = now_ + 3601;
+  queue_->tick();
+  EXPECT_TRUE(input_files().empty());
+  EXPECT_FALSE(store_->job_proof(a.job.id));
+  EXPECT_EQ(queue_->job(a.job.id)->state, core::JobState::Done);
+}
+
+TEST_F(JobQueueTest, FailuresRetryElsewhereUntilMaxAttemptsThenFail) {
+  config_.max_attempts = 2;
+  config_.strike_after_failures = 5;
+  open();
+  fleet_.set_workers({7, 8, 9});
+  const auto a = submit("req-a", "input a");
+  auto first = lease(7);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(fail(7, first[0]).reason, "requeued");
+  auto job = *queue_->job(a.job.id);
+  EXPECT_EQ(job.state, core::JobState::Queued);
+  EXPECT_EQ(job.failures, 1);
+  EXPECT_THAT(job.avoid_instances, ::testing::ElementsAre(7));
+  EXPECT_TRUE(lease(7).empty());
+  auto second = lease(8);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(fail(8, second[0]).reason, "failed");
+  const auto finished = await_now(a.job.id);
+  EXPECT_EQ(finished.job.state, core::JobState::Failed);
+  EXPECT_EQ(finished.job.error, "prover exited 1");
+  EXPECT_TRUE(lease(9).empty());
+  std::lock_guard lock(fleet_.mu);
+  EXPECT_TRUE(fleet_.strikes.empty());
+}
+
+TEST_F(JobQueueTest, AnOutOfMemoryIsNotTheJobsFault) {
+  config_.max_attempts = 1;
+  open();
+  fleet_.set_workers({7});
+  const auto a = submit("req-a", "input a");
+  auto first = lease(7);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(fail(7, first[0], /*oom=*/true).reason, "requeued");
+  const auto job = *queue_->job(a.job.id);
+  EXPECT_EQ(job.failures, 0);
+  EXPECT_TRUE(job.avoid_instances.empty());
+  EXPECT_EQ(lease(7).size(), 1u);
+}
+
+TEST_F(JobQueueTest, FailedProofsInARowStrikeTheHost) {
+  config_.strike_after_failures = 2;
+  open();
+  fleet_.set_workers({7}, 2);
+  submit("req-a", "input a");
+  submit("req-b", "input b");
+  auto leased = lease(7);
+  ASSERT_EQ(leased.size(), 2u);
+  fail(7, leased[0]);
+  {
+    std::lock_guard lock(fleet_.mu);
+    EXPECT_TRUE(fleet_.strikes.empty());
+  }
+  fail(7, leased[1]);
+  std::lock_guard lock(fleet_.mu);
+  ASSERT_EQ(fleet_.strikes.size(), 1u);
+  EXPECT_EQ(fleet_.strikes[0].first, 7);
+  EXPECT_EQ(fleet_.strikes[0].second.kind, core::StrikeKind::FailedProofs);
+}
+
+TEST_F(JobQueueTest, ALongPollWakesWhenAJobArrives) {
+  fleet_.set_workers({7});
+  std::atomic<bool> done{false};
+  JobResult<std::vector<Lease>> got;
+  std::thread agent([&] {
+    got = queue_->lease(7, 1, 60s);
+    done = true;
+  });
+  std::this_thread::sleep_for(100ms);
+  submit("req-a", "input a");
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (!done && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(done) << "the long-poll did not wake for the new job";
+  agent.join();
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].job.request_id, "req-a");
+}
+
+TEST_F(JobQueueTest, AwaitTimesOutThenShutdownWakesWaiters) {
+  const auto a = submit("req-a", "input a");
+  auto waited = queue_->await(a.job.id, 10ms);
+  ASSERT_TRUE(waited);
+  EXPECT_FALSE(*waited);
+  JobResult<std::optional<Finished>> late;
+  std::thread client([&] { late = queue_->await(a.job.id, 60s); });
+  std::this_thread::sleep_for(50ms);
+  queue_->shutdown();
+  client.join();
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code, JobError::Code::Unavailable);
+  EXPECT_EQ(queue_->lease(7, 1, 10s).error().code, JobError::Code::Unavailable);
+}
+
+TEST_F(JobQueueTest, StatusReportsOnlyTheBacklogBeyondFreeSlotsAsPending) {
+  fleet_.set_workers({7}, 3);
+  for (int i = 0; i < 5; ++i) submit("req-" + std::to_string(i), "input " + std::to_string(i));
+  auto s = queue_->status();
+  EXPECT_EQ(s.free_slots, 3);
+  EXPECT_EQ(s.by_kind[core::JobKind::PorepC2].pending, 2);
+  ASSERT_EQ(lease(7).size(), 3u);
+  s = queue_->status();
+  EXPECT_EQ(s.free_slots, 0);
+  EXPECT_EQ(s.by_kind[core::JobKind::PorepC2].pending, 2);
+  EXPECT_EQ(s.by_kind[core::JobKind::PorepC2].in_progress, 3);
+}
+
+TEST_F(JobQueueTest, ArrivalsAndObservedSince) {
+  const double opened = now_.load();
+  submit("a", "1");
+  now_ = now_ + 100;
+  submit("b", "2");
+  EXPECT_EQ(queue_->arrivals_since(opened + 50).size(), 1u);
+  EXPECT_EQ(queue_->arrivals_since(0).size(), 2u);
+  open();  // the record's start survives a restart
+  EXPECT_EQ(queue_->observed_since(), opened);
+}
+
+// A schema-2 database (before jobs) upgrades and keeps its rows.
+TEST(JobStoreMigration, SchemaTwoUpgradesKeepingRows) {
+  TempDir dir;
+  const std::string path = dir.file("fleet.db");
+  {
+    store::SqliteStore store(path);
+    store.put_setting("operator_token_hash", "abc");
+    core::BenchRun run;
+    run.host = {42, "RTX 4090", 1};
+    run.rate = 12;
+    store.insert_bench_run(run);
+  }
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(raw, "DROP TABLE jobs; PRAGMA user_version = 2;", nullptr, nullptr, nullptr),
+      SQLITE_OK);
+  sqlite3_close(raw);
+
+  store::SqliteStore store(path);
+  EXPECT_EQ(store.schema_version(), store::latest_schema_version());
+  EXPECT_EQ(store.setting("operator_token_hash"), "abc");
+  ASSERT_EQ(store.all_bench_runs().size(), 1u);
+  EXPECT_EQ(store.all_bench_runs()[0].rate, 12);
+  core::Job job;
+  job.request_id = "r";
+  job.input_digest = sha256_hex("x");
+  job.avoid_instances = {3, 4};
+  const auto id = store.insert_job(job);
+  EXPECT_THAT(store.job(id)->avoid_instances, ::testing::ElementsAre(3, 4));
+  EXPECT_THROW(store.insert_job(job), store::StoreError);  // request_id is unique
+}
+
+// The store's job queries: listings by state, counts, arrivals, proofs with their rows and
+// what retention keeps.
+TEST(JobStore, QueriesAndRetention) {
+  TempDir dir;
+  store::SqliteStore store(dir.file("fleet.db"));
+  const auto make = [&](const std::string& rid, core::JobState state, double submitted,
+                        double finished, double delivered) {
+    core::Job j;
+    j.request_id = rid;
+    j.state = state;
+    j.input_digest = sha256_hex(rid);
+    j.submitted_at = submitted;
+    j.finished_at = finished;
+    j.delivered_at = delivered;
+    return store.insert_job(j);
+  };
+  const auto open = make("open", core::JobState::Queued, 100, 0, 0);
+  const auto old_done = make("old", core::JobState::Done, 200, 300, 400);
+  const auto new_done = make("new", core::JobState::Done, 300, 900, 0);
+  make("failed", core::JobState::Failed, 400, 500, 0);
+  store.put_job_proof(old_done, std::string("p\0roof", 6));
+  store.put_job_proof(new_done, "proof2");
+
+  EXPECT_EQ(store.open_jobs().size(), 1u);
+  EXPECT_EQ(store.open_jobs()[0].id, open);
+  const auto done = store.jobs({core::JobState::Done}, 0);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].id, new_done);  // newest first
+  EXPECT_EQ(store.jobs({}, 3).size(), 3u);
+  EXPECT_EQ(store.jobs({core::JobState::Done, core::JobState::Failed}, 0).size(), 3u);
+  EXPECT_EQ(store.job_counts()[core::JobState::Done], 2);
+  EXPECT_EQ(store.job_arrivals_since(250).size(), 2u);
+  EXPECT_EQ(store.job_proof(old_done), std::string("p\0roof", 6));  // bytes, not text
+  EXPECT_FALSE(store.job_proof(open));
+
+  // Kept since 450: the open job, and the job finished at 900; delivered at 400 is too old.
+  auto in_use = store.job_inputs_in_use(450);
+  std::sort(in_use.begin(), in_use.end());
+  std::vector<std::string> expected{sha256_hex("open"), sha256_hex("new"), sha256_hex("failed")};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(in_use, expected);
+  EXPECT_EQ(store.drop_job_proofs(450), 1);
+  EXPECT_FALSE(store.job_proof(old_done));
+  EXPECT_EQ(store.job_proof(new_done), "proof2");
+  EXPECT_EQ(store.job_by_request("new")->id, new_done);
+  EXPECT_FALSE(store.job_by_request("none"));
+}
+
+}  // namespace
+}  // namespace pf::jobs

@@ -1,0 +1,165 @@
+// The Manager and the job queue together: which instances take jobs, a closed instance's jobs
+// returning to the queue at once, the tick returning lost leases, strikes reaching the
+// bad-host list.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "jobs/job_queue.h"
+#include "manager/manager.h"
+#include "support/fake_market.h"
+
+namespace pf::manager {
+namespace {
+
+using namespace std::chrono_literals;
+using S = core::InstanceState;
+namespace fs = std::filesystem;
+
+class ManagerJobsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "pf_manager_jobs_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    store_ = store::open_store(":memory:");
+    market_.add_offer(101, 11, 0.40);
+    market_.add_offer(102, 12, 0.20);
+    ManagerConfig cfg;
+    cfg.rank.predictor = core::default_predictor_config();
+    cfg.lifecycle.destroy_retry_s = 0;
+    manager_ = std::make_unique<Manager>(*store_, market_, cfg, [this] { return now_; });
+    jobs::JobQueueConfig jc;
+    jc.data_dir = dir_.string();
+    jc.lease_s = 60;
+    queue_ = std::make_unique<jobs::JobQueue>(*store_, jc, manager_->job_hooks(),
+                                              [this] { return now_; });
+    manager_->attach_jobs(*queue_);
+  }
+  void TearDown() override {
+    queue_.reset();
+    manager_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // A rented instance the acceptance test accepted at `rate` proofs/hour with `in_flight`
+  // proofs in its plan.
+  std::int64_t accepted(std::int64_t offer, double rate, int in_flight) {
+    auto rec = manager_->deploy(offer, "test");
+    EXPECT_TRUE(rec) << rec.error().message;
+    auto row = *store_->instance(rec->id);
+    row.state = S::Proving;
+    core::Verdict v;
+    v.decision = core::Verdict::Decision::Accept;
+    v.rate = rate;
+    row.verdict = v;
+    row.plan_json = nlohmann::json{{"partitions", 12}, {"proofs_in_flight", in_flight}}.dump();
+    store_->update_instance(row);
+    return rec->id;
+  }
+  std::int64_t submit(const std::string& id) {
+    jobs::SubmitRequest r;
+    r.request_id = id;
+    r.input = "input of " + id;
+    auto s = queue_->submit(r);
+    EXPECT_TRUE(s) << s.error().message;
+    return s->job.id;
+  }
+  bool has_event(std::int64_t id, const std::string& kind, const std::string& part) {
+    for (const auto& e : store_->events(id, 0))
+      if (e.kind == kind && e.message.find(part) != std::string::npos) return true;
+    return false;
+  }
+
+  fs::path dir_;
+  double now_ = 1'000'000;
+  std::unique_ptr<store::Store> store_;
+  testing::FakeMarket market_;
+  std::unique_ptr<Manager> manager_;
+  std::unique_ptr<jobs::JobQueue> queue_;
+};
+
+TEST_F(ManagerJobsTest, OnlyAcceptedInstancesTakeJobsAtTheirMeasuredRate) {
+  const auto proving = accepted(101, 90, 2);
+  auto booting = manager_->deploy(102, "test");
+  ASSERT_TRUE(booting);
+  const auto workers = manager_->job_workers();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].instance_id, proving);
+  EXPECT_EQ(workers[0].slots, 2);
+  EXPECT_DOUBLE_EQ(workers[0].seconds_per_proof, 2 * 3600.0 / 90);
+  submit("a");
+  auto none = queue_->lease(booting->id, 4, 0ms);
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+  auto some = queue_->lease(proving, 4, 0ms);
+  ASSERT_TRUE(some);
+  EXPECT_EQ(some->size(), 1u);
+  EXPECT_TRUE(has_event(proving, "job", "leased"));
+}
+
+TEST_F(ManagerJobsTest, AClosedInstancesJobsReturnToTheQueueAtOnce) {
+  const auto a = accepted(101, 90, 2);
+  const auto j1 = submit("j1");
+  const auto j2 = submit("j2");
+  auto leased = queue_->lease(a, 4, 0ms);
+  ASSERT_TRUE(leased);
+  ASSERT_EQ(leased->size(), 2u);
+
+  ASSERT_TRUE(manager_->request_destroy(a, "operator request"));
+  EXPECT_NE(store_->instance(a)->state, S::Proving);
+  EXPECT_EQ(queue_->job(j1)->state, core::JobState::Queued);
+  EXPECT_EQ(queue_->job(j2)->state, core::JobState::Queued);
+  EXPECT_TRUE(has_event(a, "job", "returned to the queue"));
+  EXPECT_TRUE(manager_->job_workers().empty());
+
+  // Another accepted instance takes them, as new attempts; the closed one's results are late.
+  const auto b = accepted(102, 60, 2);
+  auto again = queue_->lease(b, 4, 0ms);
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->size(), 2u);
+  EXPECT_EQ((*again)[0].job.attempts, 2);
+  jobs::ProofReport late;
+  late.job_id = (*leased)[0].job.id;
+  late.attempt = 1;
+  late.ok = true;
+  late.proof = "p";
+  EXPECT_FALSE(queue_->report(a, late)->applied);
+}
+
+TEST_F(ManagerJobsTest, TheManagersTickReturnsLostLeases) {
+  const auto a = accepted(101, 90, 1);
+  const auto j = submit("j");
+  ASSERT_EQ(queue_->lease(a, 1, 0ms)->size(), 1u);
+  now_ += 61;  // no heartbeat named it
+  manager_->tick();
+  EXPECT_EQ(queue_->job(j)->state, core::JobState::Queued);
+  EXPECT_TRUE(has_event(a, "job", "lease was not renewed"));
+}
+
+TEST_F(ManagerJobsTest, FailedProofsStrikeTheMachine) {
+  const auto a = accepted(101, 90, 2);
+  submit("j1");
+  submit("j2");
+  auto leased = queue_->lease(a, 4, 0ms);
+  ASSERT_TRUE(leased);
+  ASSERT_EQ(leased->size(), 2u);
+  for (const auto& l : *leased) {
+    jobs::ProofReport r;
+    r.job_id = l.job.id;
+    r.attempt = l.job.attempts;
+    r.message = "prover exited 1";
+    ASSERT_TRUE(queue_->report(a, r));
+  }
+  const auto bad = store_->bad_hosts();
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].machine_id, 11);
+  EXPECT_THAT(bad[0].reason, ::testing::HasSubstr("failed_proofs"));
+  EXPECT_TRUE(has_event(a, "blame", "failed_proofs"));
+}
+
+}  // namespace
+}  // namespace pf::manager
