@@ -26,10 +26,13 @@
 #include "agent/outbox.h"
 #include "agent/params.h"
 #include "agent/plan_json.h"
+#include "agent/private_file.h"
 #include "agent/probe.h"
 #include "agent/prover_command.h"
 #include "agent/prover_cuzk.h"
 #include "agent/prover_sim.h"
+#include "agent/work_client.h"
+#include "agent/work_loop.h"
 #include "core/hearing.h"
 #include "core/oom_memory.h"
 #include "core/planner.h"
@@ -123,38 +126,6 @@ bool is_token_hex(const std::string& text) {
          });
 }
 
-// Writes `text` to `path` atomically with mode 0600: a fresh temporary file (never one another
-// user could have prepared), synced, then renamed over the old one.
-tl::expected<void, std::string> write_private_file(const std::string& path,
-                                                   const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  ::unlink(tmp.c_str());  // a leftover of a crash mid-write
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return tl::unexpected("cannot create " + tmp + ": " + std::strerror(errno));
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return tl::unexpected("cannot write " + tmp + ": " + why);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return tl::unexpected("cannot write " + tmp + ": " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return tl::unexpected("cannot save " + path + ": " + why);
-  }
-  return {};
-}
-
 }  // namespace
 
 struct Agent::Impl {
@@ -167,6 +138,9 @@ struct Agent::Impl {
   LogBuffer logs;
   std::unique_ptr<EventOutbox> outbox;
   std::unique_ptr<ManagerClient> manager;
+  // Jobs from the manager (issue 12); made with the manager client, before anything proves.
+  std::unique_ptr<WorkClient> work_client;
+  std::unique_ptr<WorkLoop> work;
   ProbeResult probe;  // main thread only; the reporter reads probe_has_gpus
   std::atomic<bool> probe_has_gpus{false};
   json register_body;
@@ -398,6 +372,10 @@ struct Agent::Impl {
                         {"files_total", s.files_total}};
       if (s.eta_s) body["params"]["eta_s"] = *s.eta_s;
     }
+    if (work) {
+      body["phase"] = work->phase_for(body["phase"].get<std::string>());
+      body["jobs"] = work->held_json();
+    }
     std::optional<std::vector<GpuInfo>> gpus;
     if (current) {
       gpus = current->gpu_samples();
@@ -478,7 +456,8 @@ struct Agent::Impl {
   bool send_heartbeat() {
     auto r = manager->heartbeat(heartbeat_body());
     if (r) {
-      handle_commands(*r);
+      handle_commands(r->commands);
+      if (work) work->on_heartbeat(r->work, r->drop_jobs);
       return true;
     }
     if (r.error().kind == CallError::Kind::Unauthorized) on_unauthorized(r.error());
@@ -606,6 +585,26 @@ struct Agent::Impl {
     for (int i = 0; i < 4 && logs.size() > 0 && steady_seconds() < end; ++i) {
       if (!push_logs()) break;
     }
+  }
+
+  // --- jobs ----------------------------------------------------------------------------------
+
+  void start_work() {
+    WorkClientOptions wo;
+    wo.cache_dir = o.state_dir + "/job-inputs";
+    wo.retry_max_s = core::kAgentRetryMaxS;
+    wo.log = [this](const std::string& line) { log(line); };
+    wo.on_unauthorized = [this](const CallError& e) { on_unauthorized(e); };
+    wo.wait = [this](double seconds) {
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return stop_requested; });
+      return !stop_requested;
+    };
+    work_client = std::make_unique<WorkClient>(*manager, std::move(wo));
+    WorkLoopOptions lo;
+    lo.lease_retry_max_s = core::kAgentRetryMaxS;
+    lo.log = [this](const std::string& line) { log(line); };
+    work = std::make_unique<WorkLoop>(*work_client, std::move(lo));
   }
 
   // --- parameters --------------------------------------------------------------------------
@@ -806,12 +805,13 @@ struct Agent::Impl {
     return streak >= kFailedProofsBeforeRestart;
   }
 
-  ProofOutcome run_proof(bool warmup) {
+  ProofOutcome run_proof(ProofJob job) {
     {
       std::lock_guard lock(mu);
       in_flight++;
     }
-    ProofOutcome out = prover->prove({next_proof_index.fetch_add(1), warmup});
+    job.index = next_proof_index.fetch_add(1);
+    ProofOutcome out = prover->prove(job);
     std::lock_guard lock(mu);
     in_flight--;
     return out;
@@ -845,7 +845,20 @@ struct Agent::Impl {
           cv.wait(lock, [&] { return end.has_value() || stop_requested || id < target; });
           if (end || stop_requested) return;
         }
-        ProofOutcome out = run_proof(false);
+        // Once the manager has work for us, the slots take its jobs instead of the benchmark.
+        ProofOutcome out;
+        if (work && work->wants_workers()) {
+          auto job_out = work->prove_next(
+              std::chrono::milliseconds(250), [this](ProofJob job) { return run_proof(job); },
+              [this, &end] {
+                std::lock_guard lock(mu);
+                return end.has_value() || stop_requested;
+              });
+          if (!job_out) continue;
+          out = std::move(*job_out);
+        } else {
+          out = run_proof(ProofJob{});
+        }
         switch (out.kind) {
           case ProofOutcome::Kind::Completed:
             record_completed(out, false);
@@ -877,6 +890,7 @@ struct Agent::Impl {
       }
     };
     for (int i = 0; i < target; ++i) workers.emplace_back(worker, i);
+    if (work) work->set_slots(target);
     log("proving with " + std::to_string(target) + " proofs in flight");
     SessionEnd result;
     {
@@ -902,6 +916,7 @@ struct Agent::Impl {
           break;
         }
         target = *concurrency_command;
+        if (work) work->set_slots(target);
         while (static_cast<int>(workers.size()) < target) {
           workers.emplace_back(worker, static_cast<int>(workers.size()));
         }
@@ -909,6 +924,7 @@ struct Agent::Impl {
       }
     }
     cv.notify_all();
+    if (work) work->set_slots(0);  // held jobs keep their leases until the prover is back
     if (result.why == SessionEnd::Why::Died) result.health = settled_health();
     note_peak();
     prover->stop();
@@ -1008,7 +1024,9 @@ struct Agent::Impl {
                    {"partitions", warm ? p.warmup_partitions : p.partitions}};
       emit_simple("prover_started", *started, data);
 
-      ProofOutcome warmup = run_proof(true);
+      ProofJob warmup_job;
+      warmup_job.warmup = true;
+      ProofOutcome warmup = run_proof(warmup_job);
       if (warmup.kind == ProofOutcome::Kind::Stopped || stopping()) break;
       if (warmup.kind == ProofOutcome::Kind::Failed) {
         // The prover is alive but could not prove: start it again, within the same limit.
@@ -1087,6 +1105,8 @@ struct Agent::Impl {
   int shutdown(int code) {
     set_phase("exiting");
     if (prover) prover->stop();
+    // Proofs already made are worth delivering; unfinished jobs' leases end with this agent.
+    if (work) work->stop(std::chrono::milliseconds(static_cast<std::int64_t>(o.drain_s * 1000)));
     std::string reason;
     {
       std::lock_guard lock(mu);
@@ -1148,6 +1168,7 @@ struct Agent::Impl {
     http.connect_timeout_s = 10;
     http.request_timeout_s = 30;  // a hung manager must not stall heartbeats for long
     manager = std::make_unique<ManagerClient>(o.manager_url, http);
+    start_work();
 
     probe = probe_machine({o.probe_root, o.nvidia_smi, o.param_dir});
     probe_has_gpus = !probe.gpus.empty();
@@ -1196,6 +1217,7 @@ struct Agent::Impl {
 Agent::Agent(AgentOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 Agent::~Agent() {
   impl_->stop_reporter();
+  if (impl_->work) impl_->work->stop(std::chrono::milliseconds(0));
 }
 
 int Agent::run() {

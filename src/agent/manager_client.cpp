@@ -21,19 +21,24 @@ bool ManagerClient::has_token() const {
   return !token_.empty();
 }
 
+std::string ManagerClient::authorization_header() const {
+  std::lock_guard lock(mu_);
+  return "Authorization: Bearer " + token_;
+}
+
 CallResult<json> ManagerClient::post(const std::string& path, const std::string& body,
-                                     const std::string& content_type, bool authorized) {
+                                     const std::string& content_type, bool authorized,
+                                     std::optional<double> timeout_s) {
   market::HttpRequest req;
   req.method = "POST";
   req.url = base_url_ + path;
   req.headers.push_back("Content-Type: " + content_type);
   req.headers.push_back("Accept: application/json");
-  if (authorized) {
-    std::lock_guard lock(mu_);
-    req.headers.push_back("Authorization: Bearer " + token_);
-  }
+  if (authorized) req.headers.push_back(authorization_header());
   req.body = body;
-  auto res = market::http_perform(http_, req);
+  market::HttpOptions http = http_;
+  if (timeout_s) http.request_timeout_s = *timeout_s;
+  auto res = market::http_perform(http, req);
   if (!res) {
     return tl::unexpected(CallError{
         CallError::Kind::Unreachable, res.error().status,
@@ -72,28 +77,45 @@ CallResult<json> ManagerClient::register_agent(const json& body) {
   return r;
 }
 
-CallResult<json> ManagerClient::heartbeat(const json& body) {
+CallResult<HeartbeatReply> ManagerClient::heartbeat(const json& body) {
   auto r =
       post("/api/v1/agent/heartbeat", body.dump(-1, ' ', false, json::error_handler_t::replace),
            "application/json", true);
-  if (!r) return r;
-  if (!r->is_object()) {
-    return tl::unexpected(
-        CallError{CallError::Kind::BadReply, 200, "heartbeat reply is not an object"});
+  if (!r) return tl::unexpected(r.error());
+  auto bad = [](const std::string& why) {
+    return tl::unexpected(CallError{CallError::Kind::BadReply, 200, "heartbeat reply: " + why});
+  };
+  if (!r->is_object()) return bad("not an object");
+  HeartbeatReply reply;
+  if (auto it = r->find("commands"); it != r->end() && !it->is_null()) {
+    if (!it->is_array()) return bad("'commands' is not an array");
+    reply.commands = *it;
   }
-  auto it = r->find("commands");
-  if (it == r->end() || it->is_null()) return json::array();
-  if (!it->is_array()) {
-    return tl::unexpected(
-        CallError{CallError::Kind::BadReply, 200, "heartbeat commands is not an array"});
+  if (auto it = r->find("work"); it != r->end() && !it->is_null()) {
+    if (!it->is_boolean()) return bad("'work' is not a boolean");
+    reply.work = it->get<bool>();
   }
-  return *it;
+  if (auto it = r->find("drop_jobs"); it != r->end() && !it->is_null()) {
+    if (!it->is_array()) return bad("'drop_jobs' is not an array");
+    for (const auto& id : *it) {
+      if (reply.drop_jobs.size() >= kMaxDropJobsRead) break;
+      if (!id.is_number_integer()) return bad("'drop_jobs' holds a non-integer");
+      reply.drop_jobs.push_back(id.get<std::int64_t>());
+    }
+  }
+  return reply;
 }
 
 CallResult<json> ManagerClient::send_events(const json& events) {
   return post("/api/v1/agent/events",
               json{{"events", events}}.dump(-1, ' ', false, json::error_handler_t::replace),
               "application/json", true);
+}
+
+CallResult<json> ManagerClient::post_json(const std::string& path, const json& body,
+                                          std::optional<double> timeout_s) {
+  return post(path, body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json",
+              true, timeout_s);
 }
 
 CallResult<void> ManagerClient::send_logs(const std::string& text) {

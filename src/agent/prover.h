@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "agent/probe.h"
 #include "agent/process.h"
+#include "core/job.h"
 #include "core/planner.h"
 
 namespace pf::agent {
@@ -20,6 +22,12 @@ namespace pf::agent {
 struct ProofJob {
   std::int64_t index = 0;  // unique per agent run; part of request ids
   bool warmup = false;
+  // A client's job (issue 12): its input as the manager serves it (the client's
+  // cuzk.v1.SubmitProofRequest, serialized, request_id cleared), its kind and the manager's
+  // job id. Null input: the benchmark input, which earns nothing.
+  std::shared_ptr<const std::string> input = nullptr;
+  core::JobKind kind = core::JobKind::PorepC2;
+  std::int64_t job_id = 0;
 };
 
 struct ProofOutcome {
@@ -35,6 +43,7 @@ struct ProofOutcome {
   double gpu_ms = 0;
   double queue_ms = 0;
   std::string message;
+  std::string proof = {};  // Completed job (input set): the proof bytes for the client
 };
 
 const char* to_string(ProofOutcome::Kind kind);

@@ -1,8 +1,15 @@
 #include "agent/prover_command.h"
 
-#include <algorithm>
-#include <cmath>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+#include <utility>
+
+#include "agent/private_file.h"
 #include "core/text.h"
 #include "util/bounded_json.h"
 
@@ -16,6 +23,50 @@ std::string last_line(const std::string& text) {
   return text.substr(begin == std::string::npos ? 0 : begin + 1,
                      end - (begin == std::string::npos ? 0 : begin + 1) + 1);
 }
+
+// A job's input and proof files for one proof; both removed when it goes.
+class JobFiles {
+ public:
+  static tl::expected<JobFiles, std::string> create(const std::string& work_dir,
+                                                    const ProofJob& job) {
+    namespace fs = std::filesystem;
+    static std::atomic<std::uint64_t> counter{0};
+    std::error_code ec;
+    const fs::path dir = work_dir.empty() ? fs::temp_directory_path(ec) : fs::path(work_dir);
+    if (ec) return tl::unexpected("no temporary directory: " + ec.message());
+    fs::create_directories(dir, ec);
+    if (ec) return tl::unexpected("cannot create " + dir.string() + ": " + ec.message());
+    const std::string stem =
+        (dir / ("pf-job-" + std::to_string(::getpid()) + "-" + std::to_string(job.job_id) + "-" +
+                std::to_string(counter.fetch_add(1))))
+            .string();
+    JobFiles files;
+    files.input_ = stem + ".input";
+    files.proof_ = stem + ".proof";
+    fs::remove(files.proof_, ec);  // a leftover of an earlier run with the same pid
+    if (auto w = write_private_file(files.input_, *job.input); !w) {
+      files.input_.clear();
+      return tl::unexpected(w.error());
+    }
+    return files;
+  }
+  JobFiles() = default;
+  JobFiles(JobFiles&& other) noexcept
+      : input_(std::exchange(other.input_, {})), proof_(std::exchange(other.proof_, {})) {}
+  JobFiles& operator=(JobFiles&&) = delete;
+  JobFiles(const JobFiles&) = delete;
+  JobFiles& operator=(const JobFiles&) = delete;
+  ~JobFiles() {
+    std::error_code ec;
+    if (!input_.empty()) std::filesystem::remove(input_, ec);
+    if (!proof_.empty()) std::filesystem::remove(proof_, ec);
+  }
+  const std::string& input() const { return input_; }
+  const std::string& proof() const { return proof_; }
+
+ private:
+  std::string input_, proof_;
+};
 
 }  // namespace
 
@@ -52,6 +103,16 @@ ProofOutcome CommandProver::prove(const ProofJob& job) {
     env["PF_PARTITIONS"] = std::to_string(partitions_);
     env["PF_GPUS"] = std::to_string(gpus_);
     env["PF_TOTAL_BUDGET_GIB"] = core::fixed(budget_gib_, 0);
+  }
+  std::optional<JobFiles> files;
+  if (job.input) {
+    auto made = JobFiles::create(options_.work_dir, job);
+    if (!made) return {ProofOutcome::Kind::Failed, 0, 0, 0, "job input: " + made.error()};
+    files.emplace(std::move(*made));
+    env["PF_JOB_INPUT"] = files->input();
+    env["PF_JOB_PROOF"] = files->proof();
+    env["PF_JOB_ID"] = std::to_string(job.job_id);
+    env["PF_JOB_KIND"] = core::to_string(job.kind);
   }
   const auto oom_before = read_oom_kills(options_.probe_root);
   auto output = std::make_shared<std::pair<std::string, std::string>>();
@@ -109,6 +170,14 @@ ProofOutcome CommandProver::prove(const ProofJob& job) {
   ProofOutcome out;
   out.kind = ProofOutcome::Kind::Completed;
   out.seconds = std::max(seconds, 1e-3);
+  if (files) {
+    auto proof = util::read_bounded_file(files->proof(), options_.max_proof_bytes);
+    if (!proof) {
+      return {ProofOutcome::Kind::Failed, 0, 0, 0,
+              "proof command exited 0 without a proof in PF_JOB_PROOF: " + proof.error()};
+    }
+    out.proof = std::move(*proof);
+  }
   std::lock_guard out_lock(*out_mu);
   // The report line is the command's to write, so it is parsed with limits like any input.
   const auto parsed = util::parse_json(last_line(output->first));

@@ -3,6 +3,13 @@
 // line may be a JSON object with "seconds", "gpu_ms" and "queue_ms" to report the prover's own
 // timings. The child sees PF_PROOF_INDEX, PF_PROOF_WARMUP (1/0), PF_PARTITIONS, PF_GPUS and
 // PF_TOTAL_BUDGET_GIB, plus the extra environment given.
+//
+// A client's job (ProofJob::input set, issue 12): the input bytes (the client's serialized
+// cuzk.v1.SubmitProofRequest) are written to a fresh 0600 file whose path is in PF_JOB_INPUT;
+// the command must write the proof bytes to the path in PF_JOB_PROOF (a file that does not
+// exist yet) and exit 0. PF_JOB_ID and PF_JOB_KIND ("porep-c2", ...) name the job. Exit 0
+// without a proof file, or with one over max_proof_bytes, is a failed proof. Both files are
+// removed after the proof. For the benchmark input PF_JOB_INPUT and PF_JOB_PROOF are unset.
 #pragma once
 
 #include <atomic>
@@ -20,6 +27,8 @@ struct CommandProverOptions {
   std::string probe_root = "/";  // where the cgroup oom_kill count is read
   std::map<std::string, std::string> env;
   double proof_timeout_s = 4 * 3600;  // simulated seconds
+  std::string work_dir;               // job input/proof files; empty: the system temp dir
+  std::size_t max_proof_bytes = 16u << 20;
 };
 
 class CommandProver final : public Prover {

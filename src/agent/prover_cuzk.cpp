@@ -103,6 +103,18 @@ std::shared_ptr<const CuzkPreparedProof> CuzkClient::prepare(const CuzkProofInpu
   return prepared;
 }
 
+tl::expected<std::shared_ptr<const CuzkPreparedProof>, std::string> CuzkClient::prepare_request(
+    const std::string& submit_request) {
+  cuzk::v1::ProveRequest req;
+  if (!req.mutable_submit()->ParseFromString(submit_request)) {
+    return tl::unexpected(std::string("the job input is not a cuzk.v1.SubmitProofRequest"));
+  }
+  req.mutable_submit()->clear_request_id();
+  auto prepared = std::make_shared<CuzkPreparedProof>();
+  req.SerializeToString(&prepared->serialized);
+  return prepared;
+}
+
 tl::expected<CuzkProofResult, RpcError> CuzkClient::prove(
     std::shared_ptr<const CuzkPreparedProof> proof, const std::string& request_id,
     double timeout_s) {
@@ -166,6 +178,7 @@ tl::expected<CuzkProofResult, RpcError> CuzkClient::prove(
   }
   out.error_message = a.error_message();
   out.proof_bytes = a.proof().size();
+  out.proof = a.proof();
   out.queue_wait_ms = a.queue_wait_ms();
   out.srs_load_ms = a.srs_load_ms();
   out.synthesis_ms = a.synthesis_ms();
@@ -309,9 +322,16 @@ tl::expected<std::string, std::string> CuzkProver::start(const core::ProverPlan&
 ProofOutcome CuzkProver::prove(const ProofJob& job) {
   if (stopping_) return {ProofOutcome::Kind::Stopped, 0, 0, 0, "stopped"};
   if (!prepared_) return {ProofOutcome::Kind::Failed, 0, 0, 0, "cuzk prover not started"};
+  std::shared_ptr<const CuzkPreparedProof> request = prepared_;
+  std::string request_id = "pf-" + nonce_ + "-" + std::to_string(job.index);
+  if (job.input) {
+    auto prepared = CuzkClient::prepare_request(*job.input);
+    if (!prepared) return {ProofOutcome::Kind::Failed, 0, 0, 0, prepared.error()};
+    request = std::move(*prepared);
+    request_id += "-job" + std::to_string(job.job_id);
+  }
   const auto t0 = Clock::now();
-  auto r = client_->prove(prepared_, "pf-" + nonce_ + "-" + std::to_string(job.index),
-                          options_.prove_timeout_s);
+  auto r = client_->prove(request, request_id, options_.prove_timeout_s);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (stopping_) return {ProofOutcome::Kind::Stopped, 0, 0, 0, "stopped"};
   if (!r) {
@@ -335,6 +355,7 @@ ProofOutcome CuzkProver::prove(const ProofJob& job) {
   out.seconds = std::max(seconds, 1e-3);
   out.gpu_ms = static_cast<double>(r->gpu_compute_ms);
   out.queue_ms = static_cast<double>(r->queue_wait_ms);
+  if (job.input) out.proof = std::move(r->proof);
   peak_memory_gib();  // samples VmHWM while the daemon lives
   return out;
 }

@@ -1,7 +1,8 @@
 // The `cuzk` prover: runs cuzk-daemon with the planned configuration and keeps Prove calls in
 // flight through the gRPC contract in proto/cuzk/v1/proving.proto (reference cuzk.md §1),
-// reading HTTP GET /status (§2) for heartbeats. gRPC stays inside prover_cuzk.cpp: the
-// headers are heavy and nothing else needs them.
+// reading HTTP GET /status (§2) for heartbeats. A client's job (ProofJob::input) goes to the
+// daemon as the client's own SubmitProofRequest with our request id; its proof comes back. gRPC
+// stays inside prover_cuzk.cpp: the headers are heavy and nothing else needs them.
 #pragma once
 
 #include <atomic>
@@ -37,6 +38,7 @@ struct CuzkProofResult {
   Status status = Status::Unknown;
   std::string error_message;
   std::size_t proof_bytes = 0;
+  std::string proof;  // the proof bytes (COMPLETED)
   std::uint64_t queue_wait_ms = 0, srs_load_ms = 0, synthesis_ms = 0, gpu_compute_ms = 0,
                 total_ms = 0;
 };
@@ -65,6 +67,11 @@ class CuzkClient {
   CuzkClient& operator=(const CuzkClient&) = delete;
 
   static std::shared_ptr<const CuzkPreparedProof> prepare(const CuzkProofInput& input);
+  // A client's job: `submit_request` is its serialized cuzk.v1.SubmitProofRequest (issue 12
+  // contract). Every field reaches the daemon as the client sent it; only the request id is
+  // ours (prove() sets it). An error when the bytes are not such a request.
+  static tl::expected<std::shared_ptr<const CuzkPreparedProof>, std::string> prepare_request(
+      const std::string& submit_request);
   // `request_id` must be unique: the daemon does not deduplicate.
   tl::expected<CuzkProofResult, RpcError> prove(std::shared_ptr<const CuzkPreparedProof> proof,
                                                 const std::string& request_id, double timeout_s);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 
+#include "agent/sha256.h"
 #include "core/text.h"
 #include "scenario/truth_model.h"
 #include "util/bounded_json.h"
@@ -35,6 +36,10 @@ tl::expected<double, std::string> number(const json& t, const char* key, double 
 }
 
 }  // namespace
+
+std::string sim_proof_of(std::string_view input) {
+  return sha256_hex("pf-sim-proof:", input);
+}
 
 tl::expected<SimTruth, std::string> parse_sim_truth(const json& t) {
   if (!t.is_object()) return tl::unexpected(std::string("sim truth must be a JSON object"));
@@ -217,7 +222,7 @@ tl::expected<std::string, std::string> SimProver::start(const core::ProverPlan& 
          " GiB visible, " + core::fixed(rate_at(partitions_, now), 1) + " proofs/h";
 }
 
-ProofOutcome SimProver::prove(const ProofJob&) {
+ProofOutcome SimProver::prove(const ProofJob& job) {
   std::unique_lock lock(mu_);
   if (!running_) {
     if (stopping_) return {ProofOutcome::Kind::Stopped, 0, 0, 0, "stopped"};
@@ -270,6 +275,10 @@ ProofOutcome SimProver::prove(const ProofJob&) {
   out.seconds = done_at - submit;
   out.gpu_ms = gap * 1000 * 0.9;
   out.queue_ms = (begin - submit) * 1000;
+  if (job.input) {
+    lock.unlock();  // hashing a large input must not hold up the other proofs
+    out.proof = sim_proof_of(*job.input);
+  }
   return out;
 }
 

@@ -12,6 +12,8 @@
 // - failure "crash": after failure.after_h hours of proving time (summed over starts) every
 //   proof and every restart fails as a crash. ("never_boots" and "offline" are market-sim's
 //   to act out: it does not start, or stops, the agent.)
+// A job's proof (ProofJob::input set) is sim_proof_of(input); the timing is the truth's as for
+// the benchmark input: the simulated machine's speed does not depend on what it proves.
 #pragma once
 
 #include <condition_variable>
@@ -20,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tl/expected.hpp>
 
 #include "agent/clock.h"
@@ -36,6 +39,10 @@ struct SimTruth {
   double rate_multiplier = 1;   // an extra factor, for tests and manual runs
   std::uint64_t seed = 1;
 };
+
+// The proof the sim prover returns for a job: hex SHA-256 of ("pf-sim-proof:" + input bytes)
+// (issue 12 contract), so tests check that every client got the proof of its own input.
+std::string sim_proof_of(std::string_view input);
 
 // The scenario's `truth` object (same keys, /2's included; the scenario's required keys
 // default here to no effect when absent), plus optional "co_tenants", "co_tenants_file",

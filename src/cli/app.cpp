@@ -20,6 +20,7 @@ int run(int argc, char** argv) {
   register_plan(app);
   register_fleet_commands(app);
   register_demo(app);
+  register_prove(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -25,5 +25,7 @@ void register_plan(CLI::App& app);
 void register_fleet_commands(CLI::App& app);
 // market-sim + serve with the autopilot, for trying the system locally.
 void register_demo(CLI::App& app);
+// One proof through the gateway's gRPC API, like Curio.
+void register_prove(CLI::App& app);
 
 }  // namespace pf::cli

@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/client_allow.h"
+#include "gateway/listen_exposure.h"
 #include "util/bounded_json.h"
 
 extern char** environ;
@@ -62,10 +65,13 @@ constexpr double kMaxMbps = 1e6;                   // 1 Tbit/s
 constexpr double kMaxFactor = 1000;                // slacks, multipliers, standard deviations
 constexpr int kMaxCount = 10'000;                  // samples, instances, crashes
 constexpr std::size_t kMaxConfigBytes = 1u << 20;
+constexpr std::size_t kMaxAllowEntries = 1024;
+constexpr int kMaxPendingWindow = 10'000;
 
 // Sections whose keys may be overridden by PROVERFLEET_<SECTION>_<KEY> variables.
-const char* const kSections[] = {"economics",  "setup",  "predictor", "market", "lifecycle",
-                                 "acceptance", "deploy", "autopilot", "http",   "jobs"};
+const char* const kSections[] = {"economics", "setup",      "predictor", "market",
+                                 "lifecycle", "acceptance", "deploy",    "autopilot",
+                                 "http",      "gateway",    "jobs"};
 
 std::string env_name(const std::string& path, const char* key) {
   std::string name = "PROVERFLEET_" + path + "_" + key;
@@ -193,6 +199,45 @@ class TableReader {
     double v = range.min_open ? range.max : range.min;
     number(key, v, range);
     out = v;
+  }
+  // An array of at most `max_items` strings of at most `max_bytes` each; in the environment,
+  // comma-separated.
+  void string_list(const char* key, std::vector<std::string>& out, std::size_t max_items,
+                   std::size_t max_bytes) {
+    const toml::node* n = get(key);
+    std::vector<std::string> items;
+    const std::optional<std::string> text = from_env(key);
+    if (text) {
+      std::istringstream parts(*text);
+      std::string item;
+      while (std::getline(parts, item, ',')) {
+        const auto first = item.find_first_not_of(' ');
+        if (first == std::string::npos) continue;
+        items.push_back(item.substr(first, item.find_last_not_of(' ') - first + 1));
+      }
+    } else if (!n) {
+      return;
+    } else if (const toml::array* array = n->as_array()) {
+      for (const auto& element : *array) {
+        const auto value = element.value<std::string>();
+        if (!value) fail(key, "an array of strings");
+        items.push_back(*value);
+      }
+    } else {
+      fail(key, "an array of strings");
+    }
+    if (items.size() > max_items) {
+      throw ConfigError{origin(key, text.has_value()) + " holds at most " +
+                        std::to_string(max_items) + " entries, got " +
+                        std::to_string(items.size())};
+    }
+    for (const auto& item : items) {
+      if (item.size() > max_bytes) {
+        throw ConfigError{origin(key, text.has_value()) + ": an entry is longer than " +
+                          std::to_string(max_bytes) + " bytes"};
+      }
+    }
+    out = std::move(items);
   }
   const toml::node* raw(const char* key) { return get(key); }
 
@@ -353,6 +398,7 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   top.raw("deploy");
   top.raw("autopilot");
   top.raw("http");
+  top.raw("gateway");
   top.raw("jobs");
   top.finish();
 
@@ -494,9 +540,31 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
     throw ConfigError{"'http.max_connections_per_address' must not exceed 'http.max_connections'"};
   }
 
+  auto& g = cfg.gateway;
+  TableReader gateway(subtable(root, "gateway"), "gateway", &env);
+  gateway.string("listen", g.listen);
+  gateway.string("tls_cert", g.tls_cert);
+  gateway.string("tls_key", g.tls_key);
+  gateway.string_list("allow", g.allow, kMaxAllowEntries, 64);
+  gateway.count("max_pending_window", g.max_pending_window, 1, kMaxPendingWindow);
+  gateway.finish();
+  if (g.listen != "" && g.listen != "off" && !gateway::listen_host(g.listen)) {
+    throw ConfigError{
+        "'gateway.listen' must be HOST:PORT (e.g. 127.0.0.1:9820), \"\" or \"off\", "
+        "got \"" +
+        g.listen.substr(0, 100) + "\""};
+  }
+  if (g.tls_cert.empty() != g.tls_key.empty()) {
+    throw ConfigError{"'gateway.tls_cert' and 'gateway.tls_key' go together: give both or neither"};
+  }
+  if (auto allow = gateway::parse_allow_list(g.allow); !allow) {
+    throw ConfigError{"'gateway.allow': " + allow.error()};
+  }
+
   auto& j = cfg.jobs;
   TableReader jobs(subtable(root, "jobs"), "jobs", &env);
-  jobs.count("max_input_mib", j.max_input_mib, 1, 64 * 1024);
+  // gRPC caps one message below 2 GiB; the request envelope needs a few MiB beside the input.
+  jobs.count("max_input_mib", j.max_input_mib, 1, 2000);
   jobs.number("default_deadline_min", j.default_deadline_min, Range{1, 7 * 24 * 60});
   jobs.number("lease_s", j.lease_s, Range{5, 3600});
   jobs.count("max_attempts", j.max_attempts, 1, 100);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <tl/expected.hpp>
+#include <vector>
 
 #include "core/acceptance.h"
 #include "core/hearing.h"
@@ -56,6 +57,17 @@ struct HttpSettings {
   int operator_lane_queue = 64;
 };
 
+// [gateway]: the cuzk-compatible gRPC endpoint Curio calls (serve --grpc-listen).
+struct GatewaySettings {
+  std::string listen = "127.0.0.1:9820";  // HOST:PORT; "" or "off": no gateway
+  std::string tls_cert;                   // PEM files, both or neither
+  std::string tls_key;
+  std::vector<std::string> allow;  // client IPs / CIDR blocks; empty: any that reaches it
+  // Curio's [Cuzk] MaxPending to set: the jobs the fleet holds in flight plus the backlog it
+  // should see. Waiting calls beyond it (plus headroom) are refused.
+  int max_pending_window = 64;
+};
+
 // [jobs]: the gateway's job queue (jobs::JobQueueConfig, design §11).
 struct JobsSettings {
   int max_input_mib = 256;           // larger inputs are refused (RESOURCE_EXHAUSTED)
@@ -78,6 +90,7 @@ struct AppConfig {
   MarketSettings market;
   AutopilotSettings autopilot;
   HttpSettings http;
+  GatewaySettings gateway;
   JobsSettings jobs;
   // Break-even means "a proof earns what it costs" (true) or "a proof costs the classic
   // target" (false): for benchmark verdicts and the autopilot's scoring alike.

@@ -32,6 +32,7 @@
 #include "cli/commands.h"
 #include "cli/config.h"
 #include "cli/jobs_settings.h"
+#include "cli/serve_gateway.h"
 #include "cli/serving.h"
 #include "core/http_limits.h"
 #include "jobs/job_queue.h"
@@ -59,6 +60,8 @@ struct ServeOptions {
   std::optional<std::string> params_manifest;
   std::optional<bool> autopilot;
   std::optional<std::size_t> max_connections_per_address;  // overrides http.*
+  std::optional<std::string> grpc_listen;                  // overrides gateway.listen
+  bool grpc_allow_any = false;
   double reconcile_interval_s = 30;
   double tick_interval_s = 5;
 };
@@ -270,6 +273,8 @@ void run_serve(const ServeOptions& o) {
   auto cfg = load_config(o.config_path);
   if (!cfg) throw CommandFailed(cfg.error());
   spdlog::info("config: {}", cfg->source);
+  // Checked here, before anything is created on disk; started once the job queue exists.
+  const auto gateway_cfg = gateway_config(*cfg, o.grpc_listen, o.grpc_allow_any);
 
   auto vast_cfg =
       market::vast_config_from_env(o.vast_url ? o.vast_url : cfg->market.vast_url,
@@ -350,6 +355,14 @@ void run_serve(const ServeOptions& o) {
     throw CommandFailed(std::string("cannot open the job queue: ") + e.what());
   }
   fleet.attach_jobs(*job_queue);
+  std::unique_ptr<gateway::GatewayServer> gateway;
+  if (gateway_cfg) {
+    auto started = gateway::start_gateway(*job_queue, *gateway_cfg);
+    if (!started) throw CommandFailed(started.error());
+    gateway = std::move(*started);
+  } else {
+    spdlog::info("gateway: off ([gateway] listen / --grpc-listen)");
+  }
   spdlog::info("jobs: inputs under {}/job-inputs (at most {} MiB each), leases of {:.0f} s",
                jobs_config.data_dir, cfg->jobs.max_input_mib, jobs_config.lease_s);
   manager::Autopilot autopilot(fleet, vast, autopilot_config, epoch_now);
@@ -464,7 +477,9 @@ void run_serve(const ServeOptions& o) {
     signal_received = stop_signals.wait(std::chrono::milliseconds(200));
   }
   if (signal_received != 0) spdlog::info("signal {}: stopping", signal_received);
-  // First: wakes long-polls and awaits, so the server's workers are free to stop.
+  // First: the gateway's waiting calls end (their jobs stay queued for the clients' retries),
+  // then long-polls and awaits wake, so the server's workers are free to stop.
+  if (gateway) gateway->shutdown();
   job_queue->shutdown();
   (*server)->stop();
   serving.join();
@@ -520,6 +535,14 @@ void register_serve(CLI::App& app) {
                   "Open connections one client address may hold; more are closed at once (rented "
                   "machines behind one NAT address share it)")
       ->envname("PROVERFLEET_MAX_CONNECTIONS_PER_ADDRESS");
+  cmd->add_option("--grpc-listen", o->grpc_listen,
+                  "cuzk-compatible gRPC endpoint for Curio's [Cuzk] Address, HOST:PORT "
+                  "(default: gateway.listen, 127.0.0.1:9820); \"\" or off: none")
+      ->envname("PROVERFLEET_GRPC_LISTEN");
+  cmd->add_flag("--grpc-allow-any", o->grpc_allow_any,
+                "Serve the gateway on a non-loopback address without an allow-list or TLS (the "
+                "cuzk protocol has no credentials: only behind a firewall)")
+      ->envname("PROVERFLEET_GRPC_ALLOW_ANY");
   cmd->add_option("--reconcile-interval", o->reconcile_interval_s,
                   "Seconds between reconciliations with the market's instance list")
       ->envname("PROVERFLEET_RECONCILE_INTERVAL")

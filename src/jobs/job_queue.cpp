@@ -286,6 +286,20 @@ JobResult<std::optional<Finished>> JobQueue::await(std::int64_t job_id,
   }
 }
 
+JobResult<void> JobQueue::undeliver(std::int64_t job_id) {
+  Impl& q = *impl_;
+  std::lock_guard lock(q.mu);
+  try {
+    auto job = q.store.job(job_id);
+    if (!job || job->state != core::JobState::Done || job->delivered_at == 0) return {};
+    job->delivered_at = 0;
+    q.store.update_job(*job);
+    return {};
+  } catch (const store::StoreError& e) {
+    return tl::unexpected(unavailable(e));
+  }
+}
+
 JobResult<bool> JobQueue::cancel(std::int64_t job_id) {
   Impl& q = *impl_;
   Effects effects;

@@ -141,6 +141,10 @@ class JobQueue {
   // Blocks until the job is finished, `timeout` passes (nullopt then) or shutdown() (Unavailable).
   // A Done result returned here counts as delivered.
   JobResult<std::optional<Finished>> await(std::int64_t job_id, std::chrono::milliseconds timeout);
+  // The Done result `await` just returned could not reach its client (it left while the proof
+  // arrived): the job no longer counts as delivered, so the client's return with the same
+  // request_id is a retry that gets the stored proof, not a rejection that blames the host.
+  JobResult<void> undeliver(std::int64_t job_id);
   // Cancels a queued or leased job; returns whether it was running (leased). Finished: NotFound
   // is not returned, the job is left as it is and `false` comes back.
   JobResult<bool> cancel(std::int64_t job_id);

@@ -15,10 +15,12 @@
 #include <vector>
 
 #include "core/host_stats.h"
+#include "jobs/job_queue.h"
 #include "manager/autopilot.h"
 #include "manager/dashboard.h"
 #include "manager/views.h"
 #include "market/query.h"
+#include "util/base64.h"
 #include "util/bounded_json.h"
 #include "util/exception_message.h"
 
@@ -46,6 +48,7 @@ struct Reply {
   int status = 200;
   std::string body;
   std::string content_type = kJson;
+  std::vector<std::pair<std::string, std::string>> headers = {};
 };
 
 // Agent log text and market strings may hold invalid UTF-8; replacing it beats failing a reply.
@@ -62,6 +65,7 @@ Reply error_reply(int status, const std::string& message) {
 }
 
 constexpr std::string_view kAgentLane = "agent";
+constexpr std::string_view kLeaseLane = "agent-lease";
 constexpr std::string_view kOperatorLane = "operator";
 
 double system_clock_now() {
@@ -394,6 +398,98 @@ std::vector<AgentEvent> parse_events(const json& body, std::size_t max_events) {
   return out;
 }
 
+// ---- jobs (issue 12) ------------------------------------------------------------------------
+
+// The heartbeat's "jobs": the (job, attempt) pairs the agent holds.
+std::vector<std::pair<std::int64_t, int>> parse_held_jobs(const json& body, std::size_t max_jobs) {
+  std::vector<std::pair<std::int64_t, int>> held;
+  const json* jobs = Fields(body, "").find("jobs");
+  if (!jobs || jobs->is_null()) return held;
+  if (!jobs->is_array()) fail(400, "field 'jobs' must be an array, got " + describe(*jobs));
+  if (jobs->size() > max_jobs) {
+    fail(400, "field 'jobs' has " + std::to_string(jobs->size()) + " entries (at most " +
+                  std::to_string(max_jobs) + ")");
+  }
+  for (std::size_t i = 0; i < jobs->size(); ++i) {
+    const json& job = (*jobs)[i];
+    const std::string prefix = "jobs[" + std::to_string(i) + "]";
+    if (!job.is_object())
+      fail(400, "field '" + prefix + "' must be an object, got " + describe(job));
+    Fields f(job, prefix + ".");
+    held.emplace_back(f.integer("id", 1, kMaxInt64),
+                      static_cast<int>(f.integer("attempt", 1, kMaxInt)));
+  }
+  return held;
+}
+
+int status_of(const jobs::JobError& e) {
+  switch (e.code) {
+    case jobs::JobError::Code::InvalidArgument:
+      return 400;
+    case jobs::JobError::Code::ResourceExhausted:
+      return 429;
+    case jobs::JobError::Code::NotFound:
+      return 404;
+    case jobs::JobError::Code::FailedPrecondition:
+      return 409;
+    case jobs::JobError::Code::Unavailable:
+      return 503;
+  }
+  return 500;
+}
+
+template <typename T>
+T unwrap_job(jobs::JobResult<T> result) {
+  if (!result) fail(status_of(result.error()), result.error().message);
+  return std::move(*result);
+}
+
+json to_json(const jobs::Lease& lease) {
+  return {{"id", lease.job.id},
+          {"attempt", lease.job.attempts},
+          {"kind", core::to_string(lease.job.kind)},
+          {"input_digest", lease.job.input_digest},
+          {"input_bytes", lease.job.input_bytes},
+          {"deadline_at", lease.job.deadline_at},
+          {"lease_s", lease.lease_s}};
+}
+
+json to_json(const jobs::ReportAck& ack) {
+  return {{"applied", ack.applied}, {"reason", ack.reason}};
+}
+
+// "bytes=O-" or "bytes=O-E" (one range; what the agent sends). nullopt: no Range header.
+struct ByteRange {
+  std::int64_t first = 0;
+  std::optional<std::int64_t> last;
+};
+std::optional<ByteRange> parse_range(const net::HttpRequest& req) {
+  if (!req.has_header("Range")) return std::nullopt;
+  const std::string text = req.get_header_value("Range");
+  auto bad = [&]() -> ByteRange {
+    fail(400,
+         "header 'Range' must be 'bytes=FIRST-' or 'bytes=FIRST-LAST', got " + in_quotes(text));
+  };
+  constexpr std::string_view kUnit = "bytes=";
+  if (text.rfind(kUnit, 0) != 0) bad();
+  const std::string spec = text.substr(kUnit.size());
+  const auto dash = spec.find('-');
+  if (dash == std::string::npos || dash == 0) bad();
+  auto number = [&](const std::string& digits) -> std::int64_t {
+    std::int64_t n = -1;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (ec != std::errc() || end != digits.data() + digits.size() || n < 0) bad();
+    return n;
+  };
+  ByteRange range;
+  range.first = number(spec.substr(0, dash));
+  if (dash + 1 < spec.size()) {
+    range.last = number(spec.substr(dash + 1));
+    if (*range.last < range.first) bad();
+  }
+  return range;
+}
+
 // The value of a Manager call, or its ApiError as the reply.
 template <typename T>
 T unwrap(ApiResult<T> result) {
@@ -475,8 +571,124 @@ struct HttpApi::Impl {
       }
       res.status = reply.status;
       if (reply.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+      for (const auto& [name, value] : reply.headers) res.set_header(name, value);
       res.set_content(std::move(reply.body), reply.content_type);
     };
+  }
+
+  // The queue agents lease from: the one given in the options, else the Manager's own.
+  jobs::JobQueue* job_queue_or_null() const { return options.jobs ? options.jobs : manager.jobs(); }
+  jobs::JobQueue& job_queue() const {
+    jobs::JobQueue* queue = job_queue_or_null();
+    if (!queue) fail(503, "this manager runs without a job queue: it has no jobs for agents");
+    return *queue;
+  }
+
+  // The agent's side of the job protocol (issue 12 contract).
+  void add_job_routes() {
+    add("POST", "/api/v1/agent/jobs/lease", Access::Agent,
+        [this](const net::HttpRequest& req, std::int64_t instance) {
+          const json body = parse_object_body(req);
+          Fields f(body, "");
+          const int max_jobs =
+              static_cast<int>(f.integer("max_jobs", 1, options.max_jobs_per_lease));
+          const std::int64_t wait_ms =
+              f.optional_integer("wait_ms", 0, options.max_lease_wait_ms).value_or(0);
+          auto& queue = job_queue();
+          const auto leases =
+              unwrap_job(queue.lease(instance, max_jobs, std::chrono::milliseconds(wait_ms)));
+          json out = json::array();
+          for (const auto& lease : leases) out.push_back(to_json(lease));
+          return json_reply(200, {{"jobs", std::move(out)}});
+        });
+    add("GET", "/api/v1/agent/jobs/{id}/input", Access::Agent,
+        [this](const net::HttpRequest& req, std::int64_t instance) {
+          reject_unknown_params(req, {"attempt"});
+          const std::int64_t id = path_id(req, "job id");
+          const auto attempt_text = param(req, "attempt");
+          if (!attempt_text) fail(400, "missing query parameter 'attempt'");
+          const auto attempt = parse_positive_id(*attempt_text);
+          if (!attempt || *attempt > kMaxInt) {
+            fail(400, "query parameter 'attempt' must be a positive integer, got " +
+                          in_quotes(*attempt_text));
+          }
+          const auto range = parse_range(req);
+          const std::int64_t offset = range ? range->first : 0;
+          auto max_bytes = static_cast<std::int64_t>(options.max_input_chunk_bytes);
+          if (range && range->last) max_bytes = std::min(max_bytes, *range->last - offset + 1);
+          auto& queue = job_queue();
+          const jobs::InputChunk chunk = unwrap_job(
+              queue.read_input(instance, id, static_cast<int>(*attempt), offset, max_bytes));
+          Reply reply;
+          reply.content_type = "application/octet-stream";
+          reply.headers.emplace_back("ETag", "\"" + chunk.digest + "\"");
+          reply.headers.emplace_back("Accept-Ranges", "bytes");
+          if (chunk.total > 0 && offset >= chunk.total) {
+            reply.status = 416;
+            reply.headers.emplace_back("Content-Range", "bytes */" + std::to_string(chunk.total));
+            reply.content_type = kJson;
+            reply.body =
+                dump(json{{"error", "range starts at byte " + std::to_string(offset) + " of a " +
+                                        std::to_string(chunk.total) + "-byte input"}});
+            return reply;
+          }
+          const auto size = static_cast<std::int64_t>(chunk.bytes.size());
+          // Without a Range the whole input comes back when it fits one reply (200); a longer
+          // one comes a bounded chunk at a time (206), as do ranges.
+          if (range || size < chunk.total) {
+            reply.status = 206;
+            const std::int64_t last = size > 0 ? chunk.offset + size - 1 : chunk.offset;
+            reply.headers.emplace_back("Content-Range", "bytes " + std::to_string(chunk.offset) +
+                                                            "-" + std::to_string(last) + "/" +
+                                                            std::to_string(chunk.total));
+          }
+          reply.body = chunk.bytes;
+          return reply;
+        });
+    add("POST", "/api/v1/agent/jobs/{id}/started", Access::Agent,
+        [this](const net::HttpRequest& req, std::int64_t instance) {
+          const std::int64_t id = path_id(req, "job id");
+          const json body = parse_object_body(req);
+          const int attempt = static_cast<int>(Fields(body, "").integer("attempt", 1, kMaxInt));
+          auto& queue = job_queue();
+          return json_reply(200, to_json(unwrap_job(queue.started(instance, id, attempt))));
+        });
+    add("POST", "/api/v1/agent/jobs/{id}/result", Access::Agent,
+        [this](const net::HttpRequest& req, std::int64_t instance) {
+          const std::int64_t id = path_id(req, "job id");
+          const json body = parse_object_body(req);
+          Fields f(body, "");
+          jobs::ProofReport report;
+          report.job_id = id;
+          report.attempt = static_cast<int>(f.integer("attempt", 1, kMaxInt));
+          const json& ok = f.required("ok");
+          if (!ok.is_boolean()) fail(400, "field 'ok' must be true or false, got " + describe(ok));
+          report.ok = ok.get<bool>();
+          if (report.ok) {
+            const std::string encoded =
+                f.string("proof_b64", util::base64_encoded_size(options.max_proof_bytes), false);
+            auto proof = util::base64_decode(encoded);
+            if (!proof) fail(400, "field 'proof_b64' is not base64: " + proof.error());
+            if (proof->size() > options.max_proof_bytes) {
+              fail(400, "field 'proof_b64' holds " + std::to_string(proof->size()) +
+                            " bytes (at most " + std::to_string(options.max_proof_bytes) + ")");
+            }
+            report.proof = std::move(*proof);
+            report.prove_ms = f.optional_number("prove_ms", 0, kHuge).value_or(0);
+            report.gpu_ms = f.optional_number("gpu_ms", 0, kHuge).value_or(0);
+            report.queue_ms = f.optional_number("queue_ms", 0, kHuge).value_or(0);
+          } else {
+            report.message = f.string("message", 4096, true);
+            if (const json* oom = f.find("oom"); oom && !oom->is_null()) {
+              if (!oom->is_boolean()) {
+                fail(400, "field 'oom' must be true or false, got " + describe(*oom));
+              }
+              report.oom = oom->get<bool>();
+            }
+          }
+          auto& queue = job_queue();
+          return json_reply(200, to_json(unwrap_job(queue.report(instance, report))));
+        });
   }
 
   void build_routes() {
@@ -504,10 +716,21 @@ struct HttpApi::Impl {
         });
     add("POST", "/api/v1/agent/heartbeat", Access::Agent,
         [this](const net::HttpRequest& req, std::int64_t instance) {
-          const Heartbeat hb =
-              parse_heartbeat(parse_object_body(req), options.max_gpus_per_heartbeat);
-          return json_reply(200, {{"commands", unwrap(manager.agent_heartbeat(instance, hb))}});
+          const json body = parse_object_body(req);
+          const Heartbeat hb = parse_heartbeat(body, options.max_gpus_per_heartbeat);
+          const auto held = parse_held_jobs(body, options.max_jobs_per_heartbeat);
+          const HeartbeatReply reply = unwrap(manager.agent_heartbeat(instance, hb));
+          // Leases ride on heartbeats: naming a job renews it; the queue says what to drop.
+          json drop = json::array();
+          jobs::JobQueue* queue = job_queue_or_null();
+          if (queue) {
+            for (const std::int64_t id : queue->renew(instance, held)) drop.push_back(id);
+          }
+          return json_reply(200, {{"commands", reply.commands},
+                                  {"work", reply.work && queue != nullptr},
+                                  {"drop_jobs", std::move(drop)}});
         });
+    add_job_routes();
     add("POST", "/api/v1/agent/events", Access::Agent,
         [this](const net::HttpRequest& req, std::int64_t instance) {
           const auto events = parse_events(parse_object_body(req), options.max_events_per_batch);
@@ -716,6 +939,7 @@ struct HttpApi::Impl {
   // neither can starve the other.
   static std::string_view lane_of(const Route& route) {
     if (route.label == "/healthz") return net::kInlineLane;
+    if (route.label == "/api/v1/agent/jobs/lease") return kLeaseLane;
     if (route.label.rfind("/api/v1/agent/", 0) == 0) return kAgentLane;
     return kOperatorLane;
   }
@@ -728,6 +952,7 @@ struct HttpApi::Impl {
     front.stream_threads = options.stream_threads;
     server.set_options(front);
     server.add_lane(std::string(kAgentLane), options.agent_lane_threads, options.agent_lane_queue);
+    server.add_lane(std::string(kLeaseLane), options.lease_lane_threads, options.lease_lane_queue);
     server.add_lane(std::string(kOperatorLane), options.operator_lane_threads,
                     options.operator_lane_queue);
 

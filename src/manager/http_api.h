@@ -3,12 +3,14 @@
 // ({"error": "..."} with a 4xx/5xx status on failure) except /metrics (Prometheus text). Bodies are
 // validated completely before the Manager is called, so bad input never changes anything.
 //
-// Requests are handled on lanes (worker threads with bounded queues): agents on one, operators,
-// the dashboard and /metrics on another; /healthz on the IO thread itself. Callers that just want
+// Requests are handled on lanes (worker threads with bounded queues): agents on one, their job
+// leases (long-polls) on another, operators, the dashboard and /metrics on a third; /healthz on
+// the IO thread itself. Callers that just want
 // to serve use ApiServer.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -19,6 +21,10 @@
 #include "manager/manager.h"
 #include "manager/metrics.h"
 #include "net/http_server.h"
+
+namespace pf::jobs {
+class JobQueue;
+}
 
 namespace pf::manager {
 
@@ -45,6 +51,21 @@ struct ApiOptions {
   std::size_t agent_lane_queue = 512;
   std::size_t operator_lane_threads = 4;
   std::size_t operator_lane_queue = 64;
+  // Job leases (POST /api/v1/agent/jobs/lease) are long-polls: each holds a worker for up to
+  // max_lease_wait_ms, so they have a lane of their own and never hold up heartbeats,
+  // registrations or /healthz. Long-polls beyond its threads wait in its queue; beyond that 503.
+  std::size_t lease_lane_threads = 32;
+  std::size_t lease_lane_queue = 1024;
+  // --- jobs (issue 12) ---------------------------------------------------------------------
+  // The job queue agents lease from; not owned. Null: the Manager's attached queue
+  // (Manager::attach_jobs), if any; with neither, job routes answer 503 and heartbeats never say
+  // "work".
+  jobs::JobQueue* jobs = nullptr;
+  std::int64_t max_lease_wait_ms = 25'000;
+  int max_jobs_per_lease = 64;
+  std::size_t max_jobs_per_heartbeat = 64;       // the "jobs" list of a heartbeat
+  std::size_t max_input_chunk_bytes = 4u << 20;  // one input reply (206 beyond it)
+  std::size_t max_proof_bytes = 256u << 10;      // a decoded proof_b64
   // Streaming replies (dashboard event streams) open at once, one thread each.
   std::size_t stream_threads = 16;
   // Epoch seconds for bad-host times; empty = the system clock.

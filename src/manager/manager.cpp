@@ -486,9 +486,9 @@ std::optional<std::int64_t> Manager::authenticate_agent(const std::string& token
   return std::nullopt;
 }
 
-ApiResult<std::vector<std::string>> Manager::agent_heartbeat(std::int64_t id, const Heartbeat& hb) {
+ApiResult<HeartbeatReply> Manager::agent_heartbeat(std::int64_t id, const Heartbeat& hb) {
   std::lock_guard lock(mu_);
-  ApiResult<std::vector<std::string>> reply = std::vector<std::string>{};
+  ApiResult<HeartbeatReply> reply = HeartbeatReply{};
   // One transaction for the read and the writes: one commit, and no read transaction of its
   // own for the row (each costs file-locking system calls, and every agent heartbeats).
   store_.transaction([&] {
@@ -502,7 +502,7 @@ ApiResult<std::vector<std::string>> Manager::agent_heartbeat(std::int64_t id, co
       return;
     }
     if (rec->state == S::Destroying) {
-      reply = std::vector<std::string>{"stop"};
+      reply = HeartbeatReply{{"stop"}, false};
       return;
     }
     rec->last_heartbeat_at = clock_();
@@ -517,7 +517,7 @@ ApiResult<std::vector<std::string>> Manager::agent_heartbeat(std::int64_t id, co
       // The test's time rules (the cap, a host gone silent) must fire without a new proof.
       evaluate_benchmark(*rec);
       if (rec->state == S::Destroying) {
-        reply = std::vector<std::string>{"stop"};
+        reply = HeartbeatReply{{"stop"}, false};
         return;
       }
     }
@@ -527,6 +527,7 @@ ApiResult<std::vector<std::string>> Manager::agent_heartbeat(std::int64_t id, co
     } else if (hb.phase == "warming_up" && rec->state < S::WarmingUp) {
       transition(*rec, S::WarmingUp, "agent warming up the prover");
     }
+    reply->work = rec->state == S::Proving;
   });
   return reply;
 }

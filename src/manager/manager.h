@@ -111,6 +111,12 @@ struct Heartbeat {
   nlohmann::json raw = nlohmann::json::object();
 };
 
+// The manager's answer to a heartbeat (design §7, issue 12).
+struct HeartbeatReply {
+  std::vector<std::string> commands;  // e.g. ["stop"] once the instance is being destroyed
+  bool work = false;                  // accepted and proving: the agent may take jobs now
+};
+
 struct AgentEvent {
   std::int64_t seq = 0;
   std::string type;  // params_done | prover_started | oom | proof_done | error | exiting | ...
@@ -177,12 +183,12 @@ class Manager {
   ApiResult<RegisterReply> agent_register(const RegisterRequest& request);
   // The instance a bearer token belongs to, if any (constant-time comparison of hashes).
   std::optional<std::int64_t> authenticate_agent(const std::string& token);
-  // Returns the commands for the agent: e.g. ["stop"] once the instance is being destroyed.
+  // Returns the commands for the agent (e.g. ["stop"] once the instance is being destroyed)
+  // and whether it may take jobs (work: the instance is proving).
   // A destroyed instance is closed: heartbeats, events and logs for it answer 410 and change
   // nothing. While it is being destroyed heartbeats answer ["stop"] and its last events and
   // logs (why the agent exits) are still taken.
-  ApiResult<std::vector<std::string>> agent_heartbeat(std::int64_t instance_id,
-                                                      const Heartbeat& heartbeat);
+  ApiResult<HeartbeatReply> agent_heartbeat(std::int64_t instance_id, const Heartbeat& heartbeat);
   ApiResult<EventsReply> agent_events(std::int64_t instance_id,
                                       const std::vector<AgentEvent>& events);
   ApiResult<void> agent_logs(std::int64_t instance_id, const std::string& text);

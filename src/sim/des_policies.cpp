@@ -458,8 +458,15 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
   }
   // The dearest kept proving instance: what a swap would replace.
   double dearest = 0;
-  for (const Live& l : lives)
-    if (l.proving && !dropped.count(l.rec->id)) dearest = std::max(dearest, l.cost_per_proof);
+  double dearest_rate = 0;
+  double dearest_setup_h = 0;
+  for (const Live& l : lives) {
+    if (l.proving && !dropped.count(l.rec->id) && l.cost_per_proof > dearest) {
+      dearest = l.cost_per_proof;
+      dearest_rate = l.rate;
+      dearest_setup_h = l.setup_h;
+    }
+  }
 
   struct Pick {
     const core::Offer* offer;
@@ -528,7 +535,11 @@ std::vector<core::Action> ClairvoyantPolicy::decide(const DesView& view) {
     // The demand when it would be proving (its setup counted).
     const double ready_h = now_h + p.curve.proving_from_h();
     const double room = needed_over(ready_h, ready_h + kRentWindowH) - capacity;
-    const bool swap = room <= 0 && !swapped && p.cost_per_proof / share < 0.8 * dearest;
+    // A swap must let the dearer instance go once the new one proves (by the surplus rule
+    // above, its window included): otherwise that rule drops the new one and the swap repeats.
+    const bool swap = room <= 0 && !swapped && p.cost_per_proof / share < 0.8 * dearest &&
+                      capacity + p.rate * share - dearest_rate >=
+                          needed_over(ready_h, ready_h + dearest_setup_h + kKeepExtraH);
     if (room <= 0 && !swap) continue;
     double value = 0;
     if (sc.demand && !swap) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "core/memory_model.h"
 #include "scenario/truth_model.h"
@@ -19,51 +20,77 @@ double expected_jobs(const scenario::Demand& demand, double hours) {
   return jobs;
 }
 
-// The /2 per-bucket relaxation's grid: rental starts, value cells and arrival buckets.
+// The per-bucket relaxation's grid: value cells of kCellH; an offer whose prover can start
+// within a cell is scheduled on a finer grid of kCellH / k (k ≤ kMaxSubcells).
 constexpr double kCellH = 0.25;
+constexpr std::size_t kMaxSubcells = 15;
+// The per-bucket dual's search stops once its target is within this share of the best bound.
+constexpr double kDualTolerance = 1e-3;
 
-// One offer on the grid: what its rentals can deliver per age cell and cost per length.
+// One offer on its grid (cells of kCellH / k): what its rentals can deliver per age cell and
+// cost per length.
 struct GridOffer {
   const ScenarioOffer* offer = nullptr;
+  std::size_t k = 1;            // grid cells per value cell
   std::size_t first_start = 0;  // start cells [first_start, end_start)
   std::size_t end_start = 0;
   std::size_t max_cells = 0;   // longer rentals only cost more (failed by then)
-  std::vector<double> proofs;  // fluid proofs in age cell k
-  // A rental kept ℓ ∈ [kδ, (k+1)δ): profit is linear in ℓ between the curve's knots, so its
-  // best is at kδ, (k+1)δ or a knot inside; per candidate ℓ, the fluid proofs of age cell k
-  // up to ℓ and the rental's cost. Age cell k's candidates: [cand_begin[k], cand_begin[k+1]).
-  std::vector<std::pair<double, double>> candidates;
+  std::vector<double> proofs;  // fluid proofs in age cell a
+  // A rental kept ℓ ∈ [aδ, (a+1)δ): profit is linear in ℓ between the curve's knots, so its
+  // best is at aδ, (a+1)δ or a knot inside; per candidate ℓ, the fluid proofs of age cell a
+  // up to ℓ and the rental's cost. Age cell a's candidates: [cand_begin[a], cand_begin[a+1]).
+  struct Candidate {
+    double proofs = 0;     // fluid proofs of the age cell up to ℓ
+    double billed_h = 0;   // hours billed at the rental's price
+    double bandwidth = 0;  // $ of the parameter download
+  };
+  std::vector<Candidate> candidates;
   std::vector<std::size_t> cand_begin;
+  // The price a rental starting in each grid cell pays at least: the lowest listed during the
+  // cell (a rental pays the price listed when it is created; /2 dph_changes).
+  std::vector<double> start_dph;
   double slack = 0;              // Lorden's cv²
   std::size_t proving_cell = 0;  // first age cell that can end in a proof
 };
 
+// The grid factor an offer needs: its rentals must earn nothing before their first cell ends
+// (the DP never starts two rentals in one cell). 0: not even kMaxSubcells is fine enough.
+std::size_t subcells_for(const RentalCurve& curve) {
+  for (std::size_t k = 1; k <= kMaxSubcells; ++k) {
+    if (curve.proving_from_h() >= kCellH / static_cast<double>(k)) return k;
+  }
+  return 0;
+}
+
 GridOffer grid_offer(const Scenario& sc, const ScenarioOffer& o, const RentalCurve& curve,
-                     std::size_t cells) {
+                     std::size_t value_cells, std::size_t k) {
   GridOffer g;
   g.offer = &o;
+  g.k = k;
+  const double cell_h = kCellH / static_cast<double>(k);
+  const std::size_t cells = value_cells * k;
   const double from = std::max(0.0, o.listed_from_h);
   const double until = std::min(o.listed_until_h, sc.hours);
-  g.first_start = static_cast<std::size_t>(std::floor(from / kCellH));
-  g.end_start = std::min(cells, static_cast<std::size_t>(std::ceil(until / kCellH)));
+  g.first_start = static_cast<std::size_t>(std::floor(from / cell_h));
+  g.end_start = std::min(cells, static_cast<std::size_t>(std::ceil(until / cell_h)));
   g.slack = curve.renewal_slack();
   const auto fluid = [&](double h) {
     return h < curve.proving_from_h() ? 0.0 : std::max(0.0, curve.proofs(h) - g.slack);
   };
   double last_proof_h = sc.hours;
-  for (double k : curve.knots()) {
-    if (curve.rate_at(k) <= 0 && k >= curve.proving_from_h())
-      last_proof_h = std::min(last_proof_h, k);
+  for (double knot : curve.knots()) {
+    if (curve.rate_at(knot) <= 0 && knot >= curve.proving_from_h())
+      last_proof_h = std::min(last_proof_h, knot);
   }
-  g.max_cells = std::min(cells, static_cast<std::size_t>(std::ceil(last_proof_h / kCellH)) + 1);
-  g.proving_cell = static_cast<std::size_t>(std::floor(curve.proving_from_h() / kCellH));
-  for (std::size_t k = 0; k <= cells; ++k) {
-    const double from_h = k * kCellH;
-    const double to_h = (k + 1) * kCellH;
+  g.max_cells = std::min(cells, static_cast<std::size_t>(std::ceil(last_proof_h / cell_h)) + 1);
+  g.proving_cell = static_cast<std::size_t>(std::floor(curve.proving_from_h() / cell_h));
+  for (std::size_t a = 0; a <= cells; ++a) {
+    const double from_h = static_cast<double>(a) * cell_h;
+    const double to_h = static_cast<double>(a + 1) * cell_h;
     g.proofs.push_back(fluid(to_h) - fluid(from_h));
     g.cand_begin.push_back(g.candidates.size());
     const auto add = [&](double h) {
-      g.candidates.emplace_back(fluid(h) - fluid(from_h), curve.cost_usd(h));
+      g.candidates.push_back({fluid(h) - fluid(from_h), curve.billed_h(h), curve.bandwidth_usd(h)});
     };
     add(from_h);
     for (double knot : curve.knots())
@@ -71,36 +98,111 @@ GridOffer grid_offer(const Scenario& sc, const ScenarioOffer& o, const RentalCur
     add(to_h);
   }
   g.cand_begin.push_back(g.candidates.size());
+  g.start_dph.resize(cells);
+  for (std::size_t i = 0; i < cells; ++i) {
+    const double from_h = static_cast<double>(i) * cell_h;
+    double lowest = scenario::listed_dph(o, from_h);
+    for (const auto& change : o.dph_changes) {
+      if (change.at_h > from_h && change.at_h < from_h + cell_h) {
+        lowest = std::min(lowest, change.dph_total);
+      }
+    }
+    g.start_dph[i] = lowest;
+  }
   return g;
 }
 
-// The best schedule of one offer when a proof delivered in cell c is worth at most
-// `cell_value[c]` (already the larger of c and c + 1), as an over-statement (profit_bound.h).
-double grid_schedule(const GridOffer& g, const std::vector<double>& cell_value) {
-  const std::size_t n = cell_value.size();
+// The best schedule of one offer when a proof delivered in grid cell c is worth at most
+// `value[c]` (already the larger of c and c + 1: a start is rounded down to its cell), as an
+// over-statement (profit_bound.h). When `delivered` is given, it receives the fluid proofs of
+// that schedule per grid cell (the subgradient's attribution; the slack is left out).
+double grid_schedule(const GridOffer& g, const std::vector<double>& value,
+                     std::vector<double>* delivered = nullptr) {
+  const std::size_t n = value.size();
   std::vector<double> best(n + 1, 0);
+  // The choice at each start cell: kept m cells (0: no rental starts there) and the
+  // candidate length of its last age cell.
+  std::vector<std::size_t> kept(n, 0);
+  std::vector<std::size_t> last(n, 0);
   for (std::size_t i = n; i-- > 0;) {
     best[i] = best[i + 1];
     if (i < g.first_start || i >= g.end_start) continue;
-    double value = cell_value[i] * g.proofs[0];  // age cells before m
-    double rises = cell_value[i];
-    double prev = cell_value[i];
+    const double dph = g.start_dph[i];
+    double earned = value[i] * g.proofs[0];  // age cells before m
+    double rises = value[i];
+    double prev = value[i];
     const std::size_t longest = std::min(n - i, g.max_cells);
     for (std::size_t m = 1; m <= longest; ++m) {
       // Kept ℓ ∈ [m, m + 1) cells: the next rental starts in cell i + m or later.
-      const double w = i + m < n ? cell_value[i + m] : 0;
+      const double w = i + m < n ? value[i + m] : 0;
       rises += std::max(0.0, w - prev);
       prev = w;
       const double slack = m + 1 > g.proving_cell ? (1 + g.slack) * rises : 0;
       double most = -std::numeric_limits<double>::infinity();
+      std::size_t most_at = g.cand_begin[m];
       for (std::size_t c = g.cand_begin[m]; c < g.cand_begin[m + 1]; ++c) {
-        most = std::max(most, w * g.candidates[c].first - g.candidates[c].second);
+        const auto& cand = g.candidates[c];
+        const double p = w * cand.proofs - dph * cand.billed_h - cand.bandwidth;
+        if (p > most) most = p, most_at = c;
       }
-      best[i] = std::max(best[i], value + most + slack + best[i + m]);
-      value += w * g.proofs[m];
+      const double total = earned + most + slack + best[i + m];
+      if (total > best[i]) {
+        best[i] = total;
+        kept[i] = m;
+        last[i] = most_at;
+      }
+      earned += w * g.proofs[m];
+    }
+  }
+  if (delivered) {
+    delivered->assign(n, 0);
+    for (std::size_t i = 0; i < n;) {
+      if (kept[i] == 0 || best[i] <= best[i + 1]) {
+        ++i;
+        continue;
+      }
+      const std::size_t m = kept[i];
+      for (std::size_t a = 0; a < m; ++a) (*delivered)[i + a] += g.proofs[a];
+      if (i + m < n) (*delivered)[i + m] += g.candidates[last[i]].proofs;
+      i += m;
     }
   }
   return best[0];
+}
+
+// The relaxation's demand on the value cells: expected jobs (/2) or the hourly cap (/1) per
+// bucket, and the buckets [first, last] a proof delivered in each cell may serve.
+struct DemandGrid {
+  std::vector<double> amount;
+  std::vector<std::pair<std::size_t, std::size_t>> serves;
+};
+
+DemandGrid demand_grid(const Scenario& sc, std::size_t cells) {
+  DemandGrid d;
+  d.serves.resize(cells);
+  if (sc.demand) {
+    // Bucket j = cell j: the jobs arriving in it; a proof delivered in cell c may serve a job
+    // that arrived in buckets [c − reach, c] (one arriving in bucket j is due before the end
+    // of cell j + reach at the latest; one arriving after its proof is counted all the same).
+    d.amount.assign(cells, 0);
+    for (const auto& seg : sc.demand->arrivals) {
+      for (std::size_t j = 0; j < cells; ++j) {
+        const double a = std::max(seg.from_h, static_cast<double>(j) * kCellH);
+        const double b = std::min({seg.to_h, static_cast<double>(j + 1) * kCellH, sc.hours});
+        if (b > a) d.amount[j] += seg.proofs_per_hour * (b - a);
+      }
+    }
+    const auto reach =
+        static_cast<std::size_t>(std::floor(sc.demand->deadline_min / 60 / kCellH + 1e-9));
+    for (std::size_t c = 0; c < cells; ++c) d.serves[c] = {c >= reach ? c - reach : 0, c};
+    return d;
+  }
+  // /1: the engine pays at most demand_proofs_per_hour proofs delivered in each hour [h, h + 1).
+  const auto per_hour = static_cast<std::size_t>(std::llround(1 / kCellH));
+  const std::size_t hours = (cells + per_hour - 1) / per_hour;
+  d.amount.assign(hours, sc.economics.demand_proofs_per_hour.value_or(0));
+  for (std::size_t c = 0; c < cells; ++c) d.serves[c] = {c / per_hour, c / per_hour};
+  return d;
 }
 
 }  // namespace
@@ -177,12 +279,20 @@ double RentalCurve::proofs(double hours) const {
   return fluid + renewal_slack_;
 }
 
-double RentalCurve::cost_usd(double hours) const {
-  if (hours <= boot_h_) return 0;
+double RentalCurve::billed_h(double hours) const {
   double billed_until = hours;
   if (offline_at_h_ >= 0) billed_until = std::min(billed_until, offline_at_h_);
+  return std::max(0.0, billed_until - boot_h_);
+}
+
+double RentalCurve::bandwidth_usd(double hours) const {
+  if (hours <= boot_h_) return 0;
   const bool download_started = offline_at_h_ < 0 || offline_at_h_ > boot_h_;
-  return dph_ * std::max(0.0, billed_until - boot_h_) + (download_started ? bandwidth_usd_ : 0);
+  return download_started ? bandwidth_usd_ : 0;
+}
+
+double RentalCurve::cost_usd(double hours) const {
+  return dph_ * billed_h(hours) + bandwidth_usd(hours);
 }
 
 RentalCurve::Best RentalCurve::best(double limit_h, double value_per_proof) const {
@@ -329,134 +439,116 @@ ProfitBound profit_bound(const Scenario& scenario) {
   out.profit_usd = best_value;
   out.demand_price_usd = best_lambda;
   offers_at(revenue - best_lambda, &out.offers_used);
-  return scenario.demand ? bucketed_profit_bound(scenario, out) : out;
+  return bucketed_profit_bound(scenario, out);
 }
 
 }  // namespace pf::sim
 
 namespace pf::sim {
 
-ProfitBound bucketed_profit_bound(const Scenario& sc, const ProfitBound& uniform, int sweeps,
-                                  int max_evaluations) {
-  if (!sc.demand || sc.hours <= 0) return uniform;
+ProfitBound bucketed_profit_bound(const Scenario& sc, const ProfitBound& uniform, int iterations) {
+  const bool capped = sc.demand || sc.economics.demand_proofs_per_hour;
+  if (!capped || sc.hours <= 0 || iterations <= 0) return uniform;
   const double v = sc.economics.revenue_per_proof_usd;
-  const std::size_t n = static_cast<std::size_t>(std::ceil(sc.hours / kCellH));
-  // Expected arrivals per bucket (bucket j = cell j).
-  std::vector<double> arrivals(n, 0);
-  for (const auto& seg : sc.demand->arrivals) {
-    for (std::size_t j = 0; j < n; ++j) {
-      const double a = std::max(seg.from_h, j * kCellH);
-      const double b = std::min({seg.to_h, (j + 1) * kCellH, sc.hours});
-      if (b > a) arrivals[j] += seg.proofs_per_hour * (b - a);
-    }
-  }
-  // A proof delivered in cell c may serve a job that arrived in buckets [c − reach, c].
-  const auto reach =
-      static_cast<std::size_t>(std::floor(sc.demand->deadline_min / 60 / kCellH + 1e-9));
-  // Offers that can earn anything; one whose prover may start within a cell is scheduled at
-  // the constant best value instead (the grid would not bound its sub-cell rentals).
+  const auto n = static_cast<std::size_t>(std::ceil(sc.hours / kCellH));
+  const DemandGrid demand = demand_grid(sc, n);
+  const std::size_t buckets = demand.amount.size();
+  // Offers that can earn anything, each on a grid fine enough for its setup; one whose prover
+  // starts within a minute is scheduled at the best value anywhere instead (no grid bounds it).
   std::vector<GridOffer> grid;
   std::vector<const ScenarioOffer*> fallback;
   for (const auto& o : sc.offers) {
     if (best_offer_profit(sc, o, v) <= 0) continue;
     const RentalCurve curve(sc, o);
-    if (curve.proving_from_h() < kCellH) {
-      fallback.push_back(&o);
+    if (const std::size_t k = subcells_for(curve); k > 0) {
+      grid.push_back(grid_offer(sc, o, curve, n, k));
     } else {
-      grid.push_back(grid_offer(sc, o, curve, n));
+      fallback.push_back(&o);
     }
   }
-  std::vector<double> lambda(n, std::clamp(uniform.demand_price_usd, 0.0, v));
-  std::vector<double> cell_value(n, 0);
+  std::vector<double> lambda(buckets, std::clamp(uniform.demand_price_usd, 0.0, v));
+  std::vector<double> served(buckets, 0);
+  // The dual at `lambda` and, in `served`, what the offers' best schedules deliver to each
+  // bucket (the bucket whose price sets the value of the cell each proof is valued at).
   const auto dual = [&] {
+    std::vector<double> raw(n + 1, 0);
+    std::vector<std::size_t> priced_by(n + 1, buckets);  // buckets: worth nothing
     for (std::size_t c = 0; c < n; ++c) {
-      double cheapest = lambda[c];
-      for (std::size_t j = c >= reach ? c - reach : 0; j < c; ++j)
-        cheapest = std::min(cheapest, lambda[j]);
-      cell_value[c] = std::max(0.0, v - cheapest);
+      std::size_t cheapest = demand.serves[c].first;
+      for (std::size_t j = demand.serves[c].first; j <= demand.serves[c].second; ++j)
+        if (lambda[j] < lambda[cheapest]) cheapest = j;
+      raw[c] = std::max(0.0, v - lambda[cheapest]);
+      if (raw[c] > 0) priced_by[c] = cheapest;
     }
-    for (std::size_t c = 0; c + 1 < n; ++c) {
-      cell_value[c] = std::max(cell_value[c], cell_value[c + 1]);
-    }
+    std::fill(served.begin(), served.end(), 0.0);
     double total = 0;
-    for (std::size_t j = 0; j < n; ++j) total += lambda[j] * arrivals[j];
-    for (const auto& g : grid) total += grid_schedule(g, cell_value);
-    const double top = *std::max_element(cell_value.begin(), cell_value.end());
+    for (std::size_t j = 0; j < buckets; ++j) total += lambda[j] * demand.amount[j];
+    // Per grid factor: cell values rounded up to the next cell's, and the value cell each
+    // grid cell's value comes from.
+    std::map<std::size_t, std::pair<std::vector<double>, std::vector<std::size_t>>> rounded;
+    std::vector<double> delivered;
+    for (const auto& g : grid) {
+      auto [it, fresh] = rounded.try_emplace(g.k);
+      auto& [value, from] = it->second;
+      if (fresh) {
+        const std::size_t cells = n * g.k;
+        value.resize(cells);
+        from.resize(cells);
+        for (std::size_t c = 0; c < cells; ++c) {
+          const std::size_t here = c / g.k;
+          const std::size_t next = (c + 1) / g.k;
+          const bool next_is_more = raw[next] > raw[here];
+          value[c] = next_is_more ? raw[next] : raw[here];
+          from[c] = next_is_more ? next : here;
+        }
+      }
+      total += grid_schedule(g, value, &delivered);
+      for (std::size_t c = 0; c < delivered.size(); ++c) {
+        const std::size_t j = priced_by[from[c]];
+        if (j < buckets) served[j] += delivered[c];
+      }
+    }
+    const double top = *std::max_element(raw.begin(), raw.end());
     for (const auto* o : fallback) total += best_offer_profit(sc, *o, top);
     return total;
   };
-  // Blocks of buckets priced together: between the demand's segment edges, at most 2 h each
-  // (a single bucket's price hardly moves the dual, since each proof may serve several buckets).
-  std::vector<std::size_t> edges = {0, n};
-  for (const auto& seg : sc.demand->arrivals) {
-    for (double h : {seg.from_h, seg.to_h}) {
-      edges.push_back(std::min(n, static_cast<std::size_t>(std::llround(h / kCellH))));
-    }
-  }
-  std::sort(edges.begin(), edges.end());
-  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
-  constexpr std::size_t kBlockCells = 8;
-  std::vector<std::pair<std::size_t, std::size_t>> blocks;  // [first, end) buckets
-  for (std::size_t e = 0; e + 1 < edges.size(); ++e) {
-    for (std::size_t first = edges[e]; first < edges[e + 1]; first += kBlockCells) {
-      blocks.emplace_back(first, std::min(edges[e + 1], first + kBlockCells));
-    }
-  }
   ProfitBound out = uniform;
   double best = dual();
-  // Block coordinate descent: the dual is convex in each block's price, so a golden-section
-  // search on [0, revenue] finds its best for the others fixed; sweeps until the budget ends.
-  const double phi = (std::sqrt(5.0) - 1) / 2;
-  int evaluations = 0;
-  const auto set_block = [&](std::pair<std::size_t, std::size_t> block, double price) {
-    for (std::size_t j = block.first; j < block.second; ++j) lambda[j] = price;
-  };
-  for (int sweep = 0; sweep < sweeps && evaluations < max_evaluations; ++sweep) {
-    const double before = best;
-    for (const auto& block : blocks) {
-      if (evaluations >= max_evaluations) break;
-      const double current = lambda[block.first];
-      double lo = 0;
-      double hi = v;
-      double x1 = hi - phi * (hi - lo);
-      double x2 = lo + phi * (hi - lo);
-      set_block(block, x1);
-      double f1 = dual();
-      set_block(block, x2);
-      double f2 = dual();
-      evaluations += 2;
-      double best_x = current;
-      double best_f = best;
-      for (int it = 0; it < 10; ++it) {
-        if (f1 < best_f) best_f = f1, best_x = x1;
-        if (f2 < best_f) best_f = f2, best_x = x2;
-        if (f1 <= f2) {
-          hi = x2;
-          x2 = x1;
-          f2 = f1;
-          x1 = hi - phi * (hi - lo);
-          set_block(block, x1);
-          f1 = dual();
-        } else {
-          lo = x1;
-          x1 = x2;
-          f1 = f2;
-          x2 = lo + phi * (hi - lo);
-          set_block(block, x2);
-          f2 = dual();
-        }
-        ++evaluations;
-      }
-      if (f1 < best_f) best_f = f1, best_x = x1;
-      if (f2 < best_f) best_f = f2, best_x = x2;
-      set_block(block, best_x);
-      best = best_f;
+  std::vector<double> best_lambda = lambda;
+  // Subgradient descent on the convex dual: every λ ≥ 0 gives a valid bound, so the search
+  // only decides how tight it gets. Polyak steps towards a target below the best value so far;
+  // the target's distance halves when progress stalls.
+  double gap = 0.1 * std::max(1.0, std::abs(best));
+  int stalled = 0;
+  double value = best;
+  for (int it = 0; it < iterations; ++it) {
+    double norm = 0;
+    for (std::size_t j = 0; j < buckets; ++j) {
+      const double g = demand.amount[j] - served[j];
+      norm += g * g;
     }
-    if (before - best < 1e-3) break;
+    if (norm <= 1e-12) break;  // a stationary point: the optimum
+    const double step = (value - (best - gap)) / norm;
+    for (std::size_t j = 0; j < buckets; ++j) {
+      lambda[j] = std::clamp(lambda[j] - step * (demand.amount[j] - served[j]), 0.0, v);
+    }
+    value = dual();
+    if (value < best - 1e-9) {
+      best = value;
+      best_lambda = lambda;
+      stalled = 0;
+    } else if (++stalled >= 8) {
+      gap /= 2;
+      stalled = 0;
+      lambda = best_lambda;
+      value = dual();
+      ++it;
+    }
+    if (gap < kDualTolerance * std::max(1.0, std::abs(best))) break;
   }
   if (best < out.profit_usd) {
     out.profit_usd = best;
-    out.demand_buckets = static_cast<int>(n);
+    out.demand_buckets = static_cast<int>(buckets);
   }
   return out;
 }

@@ -16,18 +16,33 @@
 //    duality: bound = min over λ ∈ [0, revenue] of λ·demand + Σ_offers best(revenue − λ), which
 //    is ≥ the relaxed optimum for every λ and equals the fractional "fill demand greedily by
 //    $/proof" optimum at the minimising λ.
-//  - /2, tighter: a job arriving at a can only pay for a proof delivered in [a, a + deadline].
-//    Expected arrivals per time bucket (15 min) each get a multiplier λ_j ≥ 0; a proof delivered
-//    at t is worth w(t) = revenue − min λ_j over the buckets it may serve, and
-//    Σ_j λ_j·arrivals_j + Σ_offers best schedule under w(t) bounds the expected profit for
-//    every λ (weak duality of the transportation relaxation). Each offer's best schedule is a
-//    DP over 15-min start cells that only over-states it (a start rounded down to its cell with
-//    the best value of the next cell, the length's cost rounded down, its value rounded up,
-//    Lorden's slack plus one proof per rise of w valued at the rise). Block coordinate descent
-//    over the demand segments' prices, from the single-λ optimum, lowers it within a fixed
-//    number of evaluations; the lower of the two bounds is reported.
-// Pure and deterministic; milliseconds on /1 scenarios, about a second on market-72h-v2 (the
-// per-bucket descent is capped at 400 evaluations of its dual).
+//  - per bucket, tighter (both formats): demand is a cap per bucket that a proof may only
+//    serve from where it is delivered. /2: a job arriving at a pays only for a proof delivered
+//    in [a, a + deadline], so the expected arrivals of each 15-min bucket j can be served by
+//    proofs delivered in cells j .. j + ⌊deadline / 15 min⌋. /1: the engine pays at most
+//    demand_proofs_per_hour of the proofs delivered in each hour [h, h + 1). Each bucket gets
+//    a multiplier λ_j ∈ [0, revenue]; a proof delivered at t is worth w(t) = revenue − min λ_j
+//    over the buckets it may serve; since revenue·min(cap, delivered) ≤ λ·cap +
+//    (revenue − λ)·delivered for every λ in [0, revenue], Σ_j λ_j·cap_j + Σ_offers best
+//    schedule under w(t) bounds the expected profit for every λ (weak duality; the arrivals
+//    are independent of the schedule, so their expectation may stand in for them). Each
+//    offer's best schedule is a DP over start cells that only over-states it: a start is
+//    rounded down to its cell and every proof is valued at the better of its cell and the
+//    next; the length's cost is its exact cost at the lowest price listed during the start
+//    cell (a rental pays the price listed when it is created); Lorden's slack plus one proof
+//    per rise of w is added at the rise's value. The cells are 15 min, or 15/k min for an
+//    offer whose prover can start within 15 min (k ≤ 15: no rental earns before its first
+//    cell ends, so no two rentals of it need one cell); one that starts proving within a
+//    minute is valued at the best w anywhere. Subgradient descent (Polyak steps) over the
+//    λ_j from the single-λ optimum lowers it within a fixed number of evaluations; the lowest
+//    of the bounds met is reported.
+// What the bound still relaxes (why a policy with the truth stays below it, most on /2): an
+// offer may be rented fractionally (the dual prices demand as a linear programme would), the
+// jobs are a fluid of their expected arrivals (no Poisson bunching, no queue order), offers
+// on one machine do not contend, and fleet caps are ignored.
+// Pure and deterministic; about 2 s on market-72h and market-72h-v2 (150 evaluations of the
+// per-bucket dual, fewer once its target is within 0.1%), milliseconds where demand never
+// binds.
 #pragma once
 
 #include <optional>
@@ -60,7 +75,9 @@ class RentalCurve {
   double rate_at(double hours) const;
   // Expected proofs and cost (compute + bandwidth) of a rental kept ℓ hours.
   double proofs(double hours) const;
-  double cost_usd(double hours) const;
+  double cost_usd(double hours) const;  // dph · billed_h + bandwidth_usd
+  double billed_h(double hours) const;  // compute hours billed (from boot until offline)
+  double bandwidth_usd(double hours) const;
   double profit_usd(double hours, double value_per_proof) const {
     return value_per_proof * proofs(hours) - cost_usd(hours);
   }
@@ -102,12 +119,11 @@ struct ProfitBound {
   int demand_buckets = 0;       // /2: buckets priced apart (0: one total)
 };
 
-// The /2 bound with per-bucket multipliers (see the file comment), from the single-λ bound
-// `uniform`: block coordinate descent over the demand segments' prices, at most `sweeps`
-// sweeps and about `max_evaluations` evaluations of the dual (~3 ms each on market-72h-v2).
-// Never above `uniform.profit_usd`.
+// The bound with per-bucket multipliers (see the file comment; /2 arrivals or the /1 hourly
+// cap), from the single-λ bound `uniform`: at most `iterations` subgradient steps (~10 ms each
+// on market-72h-v2). Never above `uniform.profit_usd`; `uniform` itself without a demand.
 ProfitBound bucketed_profit_bound(const Scenario& scenario, const ProfitBound& uniform,
-                                  int sweeps = 4, int max_evaluations = 400);
+                                  int iterations = 150);
 
 ProfitBound profit_bound(const Scenario& scenario);
 

@@ -72,8 +72,8 @@ max_samples = 12
     manager_.reset();
     manager_.emplace(Subprocess::spawn(
         {kBinary, "serve", "--config", (dir_ / "proverfleet.toml").string(), "--listen",
-         "127.0.0.1:0", "--db", (dir_ / "pf.db").string(), "--vast-url", sim_url_.str(),
-         "--reconcile-interval", "0.5", "--tick-interval", "0.25"},
+         "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--db", (dir_ / "pf.db").string(),
+         "--vast-url", sim_url_.str(), "--reconcile-interval", "0.5", "--tick-interval", "0.25"},
         opt));
     auto line = manager_->wait_for_line("proverfleet serve listening on", 20s);
     ASSERT_TRUE(line) << manager_->stderr_text();

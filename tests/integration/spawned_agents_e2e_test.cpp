@@ -426,8 +426,9 @@ max_samples = 10
     opt.env["PROVERFLEET_TOKEN"] = std::nullopt;
     manager_.emplace(Subprocess::spawn(
         {kBinary, "serve", "--config", (dir_ / "proverfleet.toml").string(), "--listen",
-         "127.0.0.1:0", "--db", (dir_ / "pf.db").string(), "--vast-url", sim_url_.str(),
-         "--params-manifest", sim_url_.str() + "/proverfleet-sim/params.json",
+         "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--db", (dir_ / "pf.db").string(),
+         "--vast-url", sim_url_.str(), "--params-manifest",
+         sim_url_.str() + "/proverfleet-sim/params.json",
          "--reconcile-interval", "0.5", "--tick-interval", "0.25"},
         opt));
     auto line = manager_->wait_for_line("proverfleet serve listening on", 20s);

@@ -155,8 +155,9 @@ class ChaosRun {
     opt.env["PROVERFLEET_TOKEN"] = std::nullopt;
     serve_.emplace(
         start_service({o_.binary, "serve", "--config", (dir_.path() / "proverfleet.toml").string(),
-                       "--listen", "127.0.0.1:" + std::to_string(port_), "--db",
-                       (dir_.path() / "data" / "pf.db").string(), "--vast-url", sim_->url.str(),
+                       "--listen", "127.0.0.1:" + std::to_string(port_), "--grpc-listen",
+                       "127.0.0.1:0", "--db", (dir_.path() / "data" / "pf.db").string(),
+                       "--vast-url", sim_->url.str(),
                        "--params-manifest", sim_->url.str() + "/proverfleet-sim/params.json",
                        "--autopilot", "true", "--reconcile-interval", "2", "--tick-interval", "1"},
                       opt, "proverfleet serve listening on"));

@@ -341,8 +341,9 @@ class CorpusRun {
     serve_.reset();
     serve_.emplace(start_service(
         {options_.binary, "serve", "--config", (dir_.path() / "proverfleet.toml").string(),
-         "--listen", "127.0.0.1:0", "--db", (dir_.path() / "pf.db").string(), "--vast-url",
-         sim_->url.str(), "--reconcile-interval", "1", "--tick-interval", "1"},
+         "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--db",
+         (dir_.path() / "pf.db").string(), "--vast-url", sim_->url.str(), "--reconcile-interval",
+         "1", "--tick-interval", "1"},
         opt, "proverfleet serve listening on"));
     port_ = serve_->url.port;
     if (health_) health_->set_port(port_);

@@ -77,6 +77,49 @@ TEST_F(CuzkTest, ProveSendsAPorepC2RequestAndReportsTheTimings) {
   EXPECT_TRUE(prover.health().running);
 }
 
+// Issue 12: a client's job reaches the daemon as the client sent it (every field of its
+// SubmitProofRequest), under our request id, and its proof bytes come back.
+TEST_F(CuzkTest, AJobGoesToTheDaemonAsTheClientSentItAndItsProofComesBack) {
+  CuzkProver prover(external());
+  ASSERT_TRUE(prover.start(plan_, false));
+  cuzk::v1::SubmitProofRequest client;
+  client.set_proof_kind(cuzk::v1::SNAP_DEALS_UPDATE);
+  client.set_sector_size(68719476736u);
+  client.set_registered_proof(9);
+  client.set_sector_number(4242);
+  client.set_miner_id(1234);
+  client.set_randomness(std::string(32, '\x07'));
+  client.add_vanilla_proofs("partition-0");
+  client.add_vanilla_proofs("partition-1");
+  client.set_comm_r_old("old");
+  client.set_comm_r_new("new");
+  client.set_comm_d_new("d");
+  ProofJob job;
+  job.index = 9;
+  job.job_id = 77;
+  job.kind = core::JobKind::SnapUpdate;
+  job.input = std::make_shared<const std::string>(client.SerializeAsString());
+  const ProofOutcome out = prover.prove(job);
+  ASSERT_EQ(out.kind, ProofOutcome::Kind::Completed) << out.message;
+  EXPECT_EQ(out.proof, std::string(1920, '\x01'));
+  const auto reqs = fake_.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  cuzk::v1::SubmitProofRequest expected = client;
+  expected.set_request_id(reqs[0].request_id());
+  EXPECT_EQ(reqs[0].SerializeAsString(), expected.SerializeAsString());
+  EXPECT_EQ(reqs[0].request_id().rfind("pf-", 0), 0u);
+  EXPECT_NE(reqs[0].request_id().find("-job77"), std::string::npos) << reqs[0].request_id();
+
+  // The benchmark input still has no proof to hand over; an input that is not a request fails
+  // the proof, not the prover.
+  EXPECT_TRUE(prover.prove({10, false}).proof.empty());
+  job.input = std::make_shared<const std::string>("\xff\xff not protobuf");
+  const ProofOutcome bad = prover.prove(job);
+  EXPECT_EQ(bad.kind, ProofOutcome::Kind::Failed);
+  EXPECT_NE(bad.message.find("not a cuzk.v1.SubmitProofRequest"), std::string::npos) << bad.message;
+  EXPECT_TRUE(prover.health().running);
+}
+
 TEST_F(CuzkTest, AFailedStatusIsAFailedProofAndTheProverStaysUp) {
   fake_.mode = test::FakeCuzk::Mode::Failed;
   CuzkProver prover(external());

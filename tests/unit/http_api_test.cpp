@@ -372,6 +372,21 @@ TEST_F(HttpApiTest, BadHeartbeatsAndEventBatchesNameTheFieldAndChangeNothing) {
   expect_error(post("/api/v1/agent/heartbeat", R"({"phase": "proving", "gpus": {}})", auth), 400,
                "field 'gpus' must be an array");
 
+  expect_error(post("/api/v1/agent/heartbeat", R"({"phase": "proving", "jobs": {}})", auth), 400,
+               "field 'jobs' must be an array");
+  expect_error(post("/api/v1/agent/heartbeat",
+                    R"({"phase": "proving", "jobs": [{"id": 1, "attempt": 1}, {"id": 2}]})", auth),
+               400, "missing field 'jobs[1].attempt'");
+  expect_error(post("/api/v1/agent/heartbeat",
+                    R"({"phase": "proving", "jobs": [{"id": -4, "attempt": 1}]})", auth),
+               400, "field 'jobs[0].id' must be an integer in [1, ");
+  {
+    json many = {{"phase", "proving"}, {"jobs", json::array()}};
+    for (int i = 1; i <= 65; ++i) many["jobs"].push_back({{"id", i}, {"attempt", 1}});
+    expect_error(post("/api/v1/agent/heartbeat", many.dump(), auth), 400,
+                 "field 'jobs' has 65 entries (at most 64)");
+  }
+
   // One bad event rejects the whole batch: the good one before it is not applied either.
   const json batch = {{"events",
                        {{{"seq", 1}, {"type", "prover_started"}},
@@ -452,7 +467,9 @@ TEST_F(HttpApiTest, DeployRegisterHeartbeatEventsLogsShowUpInTheInstance) {
       auth);
   ASSERT_TRUE(hb);
   ASSERT_EQ(hb->status, 200) << hb->body;
-  EXPECT_EQ(parse(hb->body), (json{{"commands", json::array()}}));
+  // Without a job queue there is never work, and nothing to drop.
+  EXPECT_EQ(parse(hb->body),
+            (json{{"commands", json::array()}, {"work", false}, {"drop_jobs", json::array()}}));
 
   const json events = {{"events",
                         {{{"seq", 1}, {"type", "prover_started"}, {"message", "cuzk 1.0"}},
@@ -523,6 +540,24 @@ TEST_F(HttpApiTest, DeployRegisterHeartbeatEventsLogsShowUpInTheInstance) {
   EXPECT_EQ(rows[0]["oom_partitions"], 0);
 }
 
+// A manager serving without a job queue says so on every job route, instead of leaving an
+// agent's long-poll to guess.
+TEST_F(HttpApiTest, JobRoutesAnswer503WithoutAJobQueue) {
+  const Agent agent = deploy_and_register(101);
+  const auto auth = bearer(agent.token);
+  expect_error(post("/api/v1/agent/jobs/lease", R"({"max_jobs": 1, "wait_ms": 10})", auth), 503,
+               "without a job queue");
+  expect_error(get("/api/v1/agent/jobs/1/input?attempt=1", auth), 503, "without a job queue");
+  expect_error(post("/api/v1/agent/jobs/1/started", R"({"attempt": 1})", auth), 503,
+               "without a job queue");
+  expect_error(
+      post("/api/v1/agent/jobs/1/result", R"({"attempt": 1, "ok": false, "message": "x"})", auth),
+      503, "without a job queue");
+  // And only to its own agents: the token is checked first.
+  expect_error(post("/api/v1/agent/jobs/lease", R"({"max_jobs": 1})", bearer("nope")), 401,
+               "invalid agent token");
+}
+
 TEST_F(HttpApiTest, DestroyIs202AndDestroyingUntilTheMarketConfirms) {
   const Agent agent = deploy_and_register(101);
   market_.destroy_failures = 100;  // the market keeps refusing: the row must stay destroying
@@ -538,7 +573,8 @@ TEST_F(HttpApiTest, DestroyIs202AndDestroyingUntilTheMarketConfirms) {
   // The agent learns it on its next heartbeat.
   auto hb = post("/api/v1/agent/heartbeat", R"({"phase": "fetching_params"})", bearer(agent.token));
   ASSERT_TRUE(hb);
-  EXPECT_EQ(parse(hb->body), (json{{"commands", {"stop"}}}));
+  EXPECT_EQ(parse(hb->body),
+            (json{{"commands", {"stop"}}, {"work", false}, {"drop_jobs", json::array()}}));
 
   // A destroying instance is still live (it may bill); destroyed ones only with ?all=1.
   EXPECT_EQ(parse(get("/api/v1/instances")->body).size(), 1u);

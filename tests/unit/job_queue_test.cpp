@@ -296,6 +296,27 @@ TEST_F(JobQueueTest, ARequestBackAfterDeliveryIsProvedElsewhereAndStrikesTheMake
   EXPECT_EQ(again.proof, proof_of("input a"));
 }
 
+TEST_F(JobQueueTest, AProofThatNeverReachedItsClientIsNotARejection) {
+  fleet_.set_workers({7, 8});
+  const auto a = submit("req-a", "input a");
+  auto leased = lease(7);
+  ASSERT_EQ(leased.size(), 1u);
+  ASSERT_TRUE(prove(7, leased[0]).applied);
+  ASSERT_EQ(await_now(a.job.id).proof, proof_of("input a"));
+  // The gateway saw the client gone when the proof arrived: its return is a retry.
+  ASSERT_TRUE(queue_->undeliver(a.job.id));
+
+  const auto retry = submit("req-a", "input a");
+  EXPECT_FALSE(retry.redo);
+  EXPECT_EQ(retry.job.state, core::JobState::Done);
+  EXPECT_EQ(retry.job.rejections, 0);
+  {
+    std::lock_guard lock(fleet_.mu);
+    EXPECT_TRUE(fleet_.strikes.empty());
+  }
+  EXPECT_EQ(await_now(a.job.id).proof, proof_of("input a"));
+}
+
 TEST_F(JobQueueTest, AnUnrenewedLeaseReturnsTheJobAndItsLateResultIsIgnored) {
   fleet_.set_workers({7, 8});
   const auto a = submit("req-a", "input a");

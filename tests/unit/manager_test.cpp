@@ -324,7 +324,7 @@ TEST_F(ManagerTest, ADestroyedInstanceTakesNoMoreEventsHeartbeatsOrLogs) {
   // While destroying, heartbeats answer stop and the agent's last words are still taken.
   auto hb = manager_->agent_heartbeat(id, Heartbeat{});
   ASSERT_TRUE(hb);
-  EXPECT_THAT(*hb, ::testing::ElementsAre("stop"));
+  EXPECT_THAT(hb->commands, ::testing::ElementsAre("stop"));
   AgentEvent exiting;
   exiting.seq = 100;
   exiting.type = "exiting";
@@ -510,14 +510,14 @@ TEST_F(ManagerTest, HeartbeatRejectsAHostThatStoppedProving) {
   now_ = t + 60;  // quiet, but not for long: nothing to decide yet
   auto cmds = manager_->agent_heartbeat(id, hb);
   ASSERT_TRUE(cmds);
-  EXPECT_TRUE(cmds->empty());
+  EXPECT_TRUE(cmds->commands.empty());
   EXPECT_EQ(get(id).state, S::Benchmarking);
   // Break-even (50/hr) needs a proof every 72 s; after many times that with none, the
   // heartbeat ends the benchmark instead of waiting for the caps or the state deadline.
   now_ = t + 1200;
   cmds = manager_->agent_heartbeat(id, hb);
   ASSERT_TRUE(cmds);
-  EXPECT_THAT(*cmds, ::testing::ElementsAre("stop"));
+  EXPECT_THAT(cmds->commands, ::testing::ElementsAre("stop"));
   auto rec = get(id);
   EXPECT_EQ(rec.state, S::Destroying);
   EXPECT_THAT(rec.destroy_reason, HasSubstr("no proof for"));
@@ -752,6 +752,32 @@ TEST_F(ManagerTest, LogsAreBoundedRing) {
 // What the manager judges by lives on the row: a manager restarted between a throttle report
 // and the verdict still marks the run throttled (it kept the report in memory before), and the
 // benchmark clock still starts at the warm-up's end.
+// Issue 12: an instance takes jobs only once the manager accepted it (proving), never while it
+// is still being measured, and not while it is being destroyed.
+TEST_F(ManagerTest, HeartbeatsSayWorkOnlyWhileTheInstanceIsProving) {
+  auto [id, token] = deploy_and_register(101);
+  double t = now_;
+  to_benchmarking(id, t);
+  Heartbeat hb;
+  hb.phase = "benchmarking";
+  auto beat = manager_->agent_heartbeat(id, hb);
+  ASSERT_TRUE(beat);
+  EXPECT_FALSE(beat->work);
+  std::int64_t seq = 10;
+  prove_one_by_one(id, t, gaps(8, 36, 1), seq);
+  ASSERT_EQ(get(id).state, S::Proving);
+  beat = manager_->agent_heartbeat(id, hb);
+  ASSERT_TRUE(beat);
+  EXPECT_TRUE(beat->work);
+  EXPECT_TRUE(beat->commands.empty());
+  market_.destroy_failures = 1;  // destroying until the next tick
+  ASSERT_TRUE(manager_->request_destroy(id, "operator request"));
+  beat = manager_->agent_heartbeat(id, hb);
+  ASSERT_TRUE(beat);
+  EXPECT_FALSE(beat->work);
+  EXPECT_THAT(beat->commands, ::testing::ElementsAre("stop"));
+}
+
 TEST_F(ManagerTest, ARestartedManagerJudgesIdentically) {
   auto [id, token] = deploy_and_register(101);
   double t = now_;

@@ -150,6 +150,53 @@ TEST(ProfitBound, JobsArrivingLateAreServedOnlyByALateRental) {
   EXPECT_LE(bucketed_profit_bound(s, one_total).profit_usd, one_total.profit_usd);
 }
 
+// /1's cap is per hour: an offer listed only in the second half cannot pay for the first
+// half's demand with its surplus. 200/hr from 5.3 h to 10 h (940 proofs) under a cap of
+// 100/hr: one total (1000) would sell all 940 for $18.80 − ($4.90 + $0.45) = $13.45; per hour
+// at most 470 are paid (70 in hour 5, 100 in each of 6..9). A whole rental earns $9.40 −
+// $5.35 = $4.05, the linear programme's half rental $9.40 − $2.675 = $6.725.
+TEST(ProfitBound, AnHourlyCapIsNotOneTotal) {
+  Scenario s = hand_scenario();
+  s.offers.push_back(hand_offer(1));
+  s.offers[0].truth.rate_full = 200;
+  s.offers[0].listed_from_h = 5;
+  s.economics.demand_proofs_per_hour = 100;
+  const ProfitBound b = profit_bound(s);
+  EXPECT_GE(b.profit_usd, 6.725 - 1e-9);
+  EXPECT_LT(b.profit_usd, 8.0);
+  EXPECT_EQ(b.demand_buckets, 10);
+}
+
+// An offer proving within a 15-minute cell is scheduled on a finer grid, not valued as if any
+// hour paid the best price: 3 min boot, 45 GB at 10 Gb/s (36 s), 3 min warm-up, proving from
+// 0.11 h. With 100 jobs in the last hour only, the best is a rental at 8.89 h: 100 proofs = $2
+// for 1.06 h billed + $0.45 = $0.49. Valued at the best price over the whole horizon (the
+// coarse grid's fallback) it bounded at one total's ~$0.96.
+TEST(ProfitBound, AFastSetupIsScheduledOnAFinerGrid) {
+  Scenario s = late_demand_scenario();
+  s.demand->arrivals = {{9, 10, 100}};
+  s.offers[0].truth.boot_min = 3;
+  s.offers[0].truth.download_mbps = 10'000;
+  s.offers[0].truth.warmup_min = 3;
+  const RentalCurve curve(s, s.offers[0]);
+  ASSERT_NEAR(curve.proving_from_h(), 0.11, 1e-9);
+  const ProfitBound b = profit_bound(s);
+  EXPECT_GE(b.profit_usd, 0.49 - 1e-6);
+  EXPECT_LT(b.profit_usd, 0.8);
+}
+
+// A rental pays the price listed when it is created: the offer's price rises from $1 to $1.50
+// at 4 h, so the best is to rent before (at 3.99 h, idle until the jobs come at 5 h) for
+// $10 − (6.01 h − 0.1 h) × $1 − $0.45 = $3.64; the cheapest price for every rental would
+// allow $4.35.
+TEST(ProfitBound, ARentalPaysThePriceListedAtItsStart) {
+  Scenario s = late_demand_scenario();
+  s.offers[0].dph_changes = {{4.0, 1.5}};
+  const ProfitBound b = profit_bound(s);
+  EXPECT_GE(b.profit_usd, 3.64 - 1e-6);
+  EXPECT_LT(b.profit_usd, 4.35);
+}
+
 TEST(ProfitBound, JobsBeyondWhatTheFleetCanProveAddNothing) {
   Scenario s = late_demand_scenario();
   s.demand->arrivals = {{0, 10, 1000}};  // ten times what the one offer proves

@@ -1,0 +1,169 @@
+#include "gateway/gateway_server.h"
+
+#include <grpc/grpc.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "gateway/client_allow.h"
+#include "gateway/proving_service.h"
+#include "util/bounded_json.h"
+
+namespace pf::gateway {
+namespace {
+
+constexpr std::size_t kMaxPemBytes = 1u << 20;
+constexpr std::chrono::seconds kShutdownGrace{2};
+
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct KeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+
+// The PEM pair, read once and checked here so a bad file stops `serve` with its name instead of
+// failing every client's handshake later.
+tl::expected<grpc::SslServerCredentialsOptions::PemKeyCertPair, std::string> load_tls(
+    const std::string& cert_path, const std::string& key_path) {
+  auto cert = util::read_bounded_file(cert_path, kMaxPemBytes);
+  if (!cert) return tl::unexpected("gateway TLS certificate '" + cert_path + "': " + cert.error());
+  auto key = util::read_bounded_file(key_path, kMaxPemBytes);
+  if (!key) return tl::unexpected("gateway TLS key '" + key_path + "': " + key.error());
+  std::unique_ptr<BIO, BioFree> cert_bio(
+      BIO_new_mem_buf(cert->data(), static_cast<int>(cert->size())));
+  std::unique_ptr<X509, X509Free> x509(
+      cert_bio ? PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  if (!x509) {
+    return tl::unexpected("gateway TLS certificate '" + cert_path + "': not a PEM certificate");
+  }
+  std::unique_ptr<BIO, BioFree> key_bio(
+      BIO_new_mem_buf(key->data(), static_cast<int>(key->size())));
+  std::unique_ptr<EVP_PKEY, KeyFree> pkey(
+      key_bio ? PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  if (!pkey) {
+    return tl::unexpected("gateway TLS key '" + key_path +
+                          "': not a PEM private key (or it is encrypted)");
+  }
+  if (X509_check_private_key(x509.get(), pkey.get()) != 1) {
+    return tl::unexpected("gateway TLS key '" + key_path +
+                          "' does not belong to the certificate '" + cert_path + "'");
+  }
+  return grpc::SslServerCredentialsOptions::PemKeyCertPair{std::move(*key), std::move(*cert)};
+}
+
+}  // namespace
+
+GatewayServer::~GatewayServer() {
+  shutdown();
+}
+
+const GatewayMetrics& GatewayServer::metrics() const {
+  return service_->metrics();
+}
+
+void GatewayServer::shutdown() {
+  if (!server_) return;
+  service_->stop();
+  server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+  server_->Wait();
+  server_.reset();
+}
+
+tl::expected<void, std::string> check_gateway_config(const GatewayConfig& config) {
+  const auto host = listen_host(config.listen);
+  if (!host) {
+    return tl::unexpected(
+        "gateway listen address: expected HOST:PORT (e.g. 127.0.0.1:9820), got \"" + config.listen +
+        "\"");
+  }
+  if (config.tls_cert.empty() != config.tls_key.empty()) {
+    return tl::unexpected(
+        std::string("gateway TLS: tls_cert and tls_key go together: give both or neither"));
+  }
+  if (config.max_pending_window < 1) {
+    return tl::unexpected(std::string("gateway max_pending_window must be at least 1"));
+  }
+  if (config.max_input_bytes < 1) {
+    return tl::unexpected(std::string("gateway max input size must be at least 1 byte"));
+  }
+  if (auto refusal = exposure_refusal(*host, !config.allow.empty(), !config.tls_cert.empty(),
+                                      config.allow_any)) {
+    return tl::unexpected(*refusal);
+  }
+  if (auto allow = parse_allow_list(config.allow); !allow) {
+    return tl::unexpected("gateway allow-list: " + allow.error());
+  }
+  if (!config.tls_cert.empty()) {
+    if (auto pair = load_tls(config.tls_cert, config.tls_key); !pair) {
+      return tl::unexpected(pair.error());
+    }
+  }
+  return {};
+}
+
+tl::expected<std::unique_ptr<GatewayServer>, std::string> start_gateway(
+    jobs::JobQueue& queue, const GatewayConfig& config) {
+  if (auto ok = check_gateway_config(config); !ok) return tl::unexpected(ok.error());
+  const std::string host = *listen_host(config.listen);
+  const bool tls = !config.tls_cert.empty();
+  auto allow = parse_allow_list(config.allow);
+  if (!allow) return tl::unexpected("gateway allow-list: " + allow.error());
+
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (tls) {
+    auto pair = load_tls(config.tls_cert, config.tls_key);
+    if (!pair) return tl::unexpected(pair.error());
+    grpc::SslServerCredentialsOptions options;
+    options.pem_key_cert_pairs.push_back(std::move(*pair));
+    credentials = grpc::SslServerCredentials(options);
+  }
+
+  ServiceOptions service_options;
+  service_options.allow = std::move(*allow);
+  service_options.max_input_bytes = config.max_input_bytes;
+  std::unique_ptr<GatewayServer> gateway(new GatewayServer());
+  gateway->service_ = std::make_unique<ProvingService>(queue, std::move(service_options));
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.listen, credentials, &gateway->port_);
+  // Two managers on one port would split Curio's calls between them.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Curio holds Prove calls open for up to 30 minutes; let its keepalive pings through.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  const std::int64_t max_message =
+      std::min<std::int64_t>(config.max_input_bytes + kMessageMargin, INT32_MAX);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_message));
+  grpc::ResourceQuota quota("proverfleet-gateway");
+  quota.SetMaxThreads(config.max_pending_window + kThreadHeadroom);
+  builder.SetResourceQuota(quota);
+  builder.RegisterService(gateway->service_.get());
+  gateway->server_ = builder.BuildAndStart();
+  if (!gateway->server_ || gateway->port_ == 0) {
+    gateway->server_.reset();
+    return tl::unexpected("gateway: cannot listen on " + config.listen +
+                          " (address in use, or not an address of this machine)");
+  }
+  spdlog::info(
+      "gateway: cuzk.v1.ProvingEngine on {}:{}{} ({}; up to {} waiting calls; inputs up to {} "
+      "MiB). Point Curio's [Cuzk] Address here and set its MaxPending to {} at most.",
+      host.find(':') != std::string::npos ? "[" + host + "]" : host, gateway->port_,
+      tls ? " (TLS)" : "",
+      config.allow.empty() ? std::string("any client")
+                           : std::to_string(config.allow.size()) + " allowed address blocks",
+      config.max_pending_window + kThreadHeadroom, config.max_input_bytes >> 20,
+      config.max_pending_window);
+  return gateway;
+}
+
+}  // namespace pf::gateway

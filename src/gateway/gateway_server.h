@@ -1,0 +1,77 @@
+// The gRPC server that carries the gateway's ProvingEngine (proving_service.h): where it listens,
+// who may reach it, and the limits that keep a crowd of clients from taking the manager down.
+//
+//  - Threads: the service is synchronous, so each waiting Prove holds a thread for as long as its
+//    proof takes. A grpc::ResourceQuota caps the threads at max_pending_window plus headroom for
+//    status calls; calls beyond it are refused (RESOURCE_EXHAUSTED) instead of exhausting the
+//    process. A Curio whose [Cuzk] MaxPending fits the window never meets the cap.
+//  - Messages: the largest accepted is [jobs] max_input_mib plus a margin for the envelope, so an
+//    oversize input is refused before it is read into memory.
+//  - Exposure: the cuzk protocol has no credentials. A listen address other than loopback needs
+//    an allow-list or TLS, or the operator saying so explicitly (allow_any).
+//  - TLS files are read and checked (PEM, key belongs to the certificate) once at start.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tl/expected.hpp>
+#include <vector>
+
+#include "gateway/listen_exposure.h"
+#include "jobs/job_queue.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace pf::gateway {
+
+class ProvingService;
+class GatewayMetrics;
+
+struct GatewayConfig {
+  std::string listen = "127.0.0.1:9820";  // HOST:PORT or [IPv6]:PORT; port 0 picks a free one
+  std::string tls_cert;                   // PEM files; both or neither
+  std::string tls_key;
+  std::vector<std::string> allow;  // client IPs / CIDR blocks; empty = any that reaches it
+  bool allow_any = false;          // serve a non-loopback address without allow-list or TLS
+  int max_pending_window = 64;     // Curio's MaxPending the fleet is sized for
+  std::int64_t max_input_bytes = 256LL << 20;
+};
+
+inline constexpr int kThreadHeadroom = 32;  // status, metrics and retries beside the window
+inline constexpr std::int64_t kMessageMargin = 4LL << 20;
+
+class GatewayServer {
+ public:
+  ~GatewayServer();
+  GatewayServer(const GatewayServer&) = delete;
+  GatewayServer& operator=(const GatewayServer&) = delete;
+
+  int port() const { return port_; }
+  const GatewayMetrics& metrics() const;
+  // Ends waiting calls (they answer UNAVAILABLE; their jobs stay queued), stops accepting and
+  // waits for every handler to return. Call before the JobQueue goes away. Idempotent.
+  void shutdown();
+
+ private:
+  friend tl::expected<std::unique_ptr<GatewayServer>, std::string> start_gateway(
+      jobs::JobQueue& queue, const GatewayConfig& config);
+  GatewayServer() = default;
+
+  std::unique_ptr<ProvingService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+// Checks the config without binding: the listen address, exposure, allow-list, TLS files. The
+// error says what to fix.
+tl::expected<void, std::string> check_gateway_config(const GatewayConfig& config);
+
+// check_gateway_config, then binds and starts serving.
+tl::expected<std::unique_ptr<GatewayServer>, std::string> start_gateway(
+    jobs::JobQueue& queue, const GatewayConfig& config);
+
+}  // namespace pf::gateway

@@ -1,0 +1,404 @@
+// The gateway's request checks, reply mapping, allow-list and listen policy: no network, no
+// queue.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "gateway/client_allow.h"
+#include "gateway/gateway_metrics.h"
+#include "gateway/listen_exposure.h"
+#include "gateway/reply_mapping.h"
+#include "gateway/request_check.h"
+
+namespace pf::gateway {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr std::int64_t kLimit = 1 << 20;
+
+cuzk::v1::SubmitProofRequest porep() {
+  cuzk::v1::SubmitProofRequest r;
+  r.set_request_id("porep-1000-7");
+  r.set_proof_kind(cuzk::v1::POREP_SEAL_COMMIT);
+  r.set_sector_size(32ULL << 30);
+  r.set_registered_proof(8);
+  r.set_vanilla_proof(R"({"SectorNum":7,"Phase1Out":"eyJ9","SectorSize":34359738368})");
+  r.set_sector_number(7);
+  r.set_miner_id(1000);
+  return r;
+}
+
+cuzk::v1::SubmitProofRequest snap() {
+  cuzk::v1::SubmitProofRequest r;
+  r.set_request_id("snap-1000-7");
+  r.set_proof_kind(cuzk::v1::SNAP_DEALS_UPDATE);
+  for (int i = 0; i < 16; ++i) r.add_vanilla_proofs("partition-proof-" + std::to_string(i));
+  r.set_comm_r_old(std::string(32, 'a'));
+  r.set_comm_r_new(std::string(32, 'b'));
+  r.set_comm_d_new(std::string(32, 'c'));
+  return r;
+}
+
+cuzk::v1::SubmitProofRequest post(cuzk::v1::ProofKind kind) {
+  cuzk::v1::SubmitProofRequest r;
+  r.set_request_id("wdpost-1000-0");
+  r.set_proof_kind(kind);
+  r.add_vanilla_proofs("sector-proof");
+  r.set_randomness(std::string(32, '\x07'));
+  r.set_partition_index(2);
+  return r;
+}
+
+// The refusal of `r`: its code and message.
+RequestError refusal(const cuzk::v1::SubmitProofRequest& r, std::int64_t limit = kLimit) {
+  auto checked = check_submit(r, limit);
+  EXPECT_FALSE(checked) << "accepted";
+  return checked ? RequestError{} : checked.error();
+}
+
+TEST(GatewayRequestCheck, JobInputIsTheRequestWithoutItsRequestId) {
+  const auto request = porep();
+  auto checked = check_submit(request, kLimit);
+  ASSERT_TRUE(checked) << checked.error().message;
+  EXPECT_EQ(checked->kind, core::JobKind::PorepC2);
+  cuzk::v1::SubmitProofRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(checked->input));
+  EXPECT_EQ(parsed.request_id(), "");
+  auto expected = request;
+  expected.clear_request_id();
+  EXPECT_EQ(parsed.SerializeAsString(), expected.SerializeAsString());
+  EXPECT_EQ(parsed.vanilla_proof(), request.vanilla_proof());
+  EXPECT_EQ(parsed.miner_id(), 1000u);
+}
+
+TEST(GatewayRequestCheck, SameProofUnderTwoRequestIdsIsOneInput) {
+  auto a = porep();
+  auto b = porep();
+  b.set_request_id("ps-porep-1000-7-99");
+  EXPECT_EQ(check_submit(a, kLimit)->input, check_submit(b, kLimit)->input);
+}
+
+TEST(GatewayRequestCheck, EveryKindWithItsFieldsIsAccepted) {
+  EXPECT_EQ(check_submit(snap(), kLimit)->kind, core::JobKind::SnapUpdate);
+  EXPECT_EQ(check_submit(post(cuzk::v1::WINDOW_POST_PARTITION), kLimit)->kind,
+            core::JobKind::WindowPost);
+  EXPECT_EQ(check_submit(post(cuzk::v1::WINNING_POST), kLimit)->kind, core::JobKind::WinningPost);
+}
+
+TEST(GatewayRequestCheck, UnspecifiedOrUnknownKindNamesProofKind) {
+  auto r = porep();
+  r.set_proof_kind(cuzk::v1::PROOF_KIND_UNSPECIFIED);
+  auto e = refusal(r);
+  EXPECT_EQ(e.code, grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(e.message, StartsWith("proof_kind:"));
+  r.set_proof_kind(static_cast<cuzk::v1::ProofKind>(9));
+  EXPECT_THAT(refusal(r).message, StartsWith("proof_kind: 9"));
+}
+
+TEST(GatewayRequestCheck, RequestIdTooLongOrNotPrintableIsRefused) {
+  auto r = porep();
+  r.set_request_id(std::string(kMaxRequestIdBytes, 'x'));
+  EXPECT_TRUE(check_submit(r, kLimit));
+  r.set_request_id(std::string(kMaxRequestIdBytes + 1, 'x'));
+  EXPECT_THAT(refusal(r).message, StartsWith("request_id: at most 256 bytes"));
+  r.set_request_id(std::string("porep\n1000"));
+  EXPECT_THAT(refusal(r).message, StartsWith("request_id: only printable"));
+  r.set_request_id(std::string("por\0ep", 6));
+  EXPECT_THAT(refusal(r).message, HasSubstr("byte 3"));
+  EXPECT_FALSE(check_request_id("", "job_id"));
+  EXPECT_THAT(check_request_id("", "job_id").error().message, StartsWith("job_id: empty"));
+}
+
+TEST(GatewayRequestCheck, EmptyRequestIdIsLeftToTheCaller) {
+  auto r = porep();
+  r.clear_request_id();
+  EXPECT_TRUE(check_submit(r, kLimit));
+}
+
+TEST(GatewayRequestCheck, PorepNeedsTheC1Envelope) {
+  auto r = porep();
+  r.clear_vanilla_proof();
+  EXPECT_THAT(refusal(r).message, StartsWith("vanilla_proof: PoRep C2 needs the C1 output"));
+  r.set_vanilla_proof("\x00\x01 binary", 9);
+  EXPECT_THAT(refusal(r).message, HasSubstr("JSON object"));
+  r.set_vanilla_proof("  \n{\"SectorNum\":1}");
+  EXPECT_TRUE(check_submit(r, kLimit));
+}
+
+TEST(GatewayRequestCheck, SectorSizeMustBeAFilecoinSize) {
+  auto r = porep();
+  r.set_sector_size(34359738369ULL);
+  EXPECT_THAT(refusal(r).message, StartsWith("sector_size: 34359738369"));
+  r.set_sector_size(64ULL << 30);
+  EXPECT_TRUE(check_submit(r, kLimit));
+  r.set_sector_size(0);  // not given: the prover reads it from the C1 output
+  EXPECT_TRUE(check_submit(r, kLimit));
+  r.set_sector_size(2048);
+  EXPECT_TRUE(check_submit(r, kLimit));
+}
+
+TEST(GatewayRequestCheck, SnapNeedsPartitionProofsAndThreeCommitments) {
+  auto r = snap();
+  r.set_comm_r_old(std::string(31, 'a'));
+  EXPECT_THAT(refusal(r).message, StartsWith("comm_r_old: SnapDeals needs 32 bytes, got 31"));
+  r = snap();
+  r.clear_comm_d_new();
+  EXPECT_THAT(refusal(r).message, StartsWith("comm_d_new:"));
+  r = snap();
+  r.clear_vanilla_proofs();
+  EXPECT_THAT(refusal(r).message, StartsWith("vanilla_proofs: SnapDeals needs one vanilla proof"));
+  r = snap();
+  r.set_vanilla_proofs(3, "");
+  EXPECT_THAT(refusal(r).message, StartsWith("vanilla_proofs[3]: empty"));
+}
+
+TEST(GatewayRequestCheck, PostNeedsSectorProofsAndRandomness) {
+  auto r = post(cuzk::v1::WINDOW_POST_PARTITION);
+  r.clear_randomness();
+  EXPECT_THAT(refusal(r).message, StartsWith("randomness: WindowPoSt needs 32 bytes, got 0"));
+  r = post(cuzk::v1::WINNING_POST);
+  r.clear_vanilla_proofs();
+  EXPECT_THAT(refusal(r).message, StartsWith("vanilla_proofs: WinningPoSt"));
+}
+
+TEST(GatewayRequestCheck, UnknownPriorityIsRefused) {
+  auto r = porep();
+  r.set_priority(cuzk::v1::CRITICAL);
+  EXPECT_EQ(check_submit(r, kLimit)->priority, 4);
+  r.set_priority(static_cast<cuzk::v1::Priority>(17));
+  EXPECT_THAT(refusal(r).message, StartsWith("priority: 17"));
+}
+
+TEST(GatewayRequestCheck, InputOverTheLimitIsResourceExhaustedWithItsSize) {
+  auto r = porep();
+  r.set_vanilla_proof("{" + std::string(5000, 'x') + "}");
+  auto without_id = r;
+  without_id.clear_request_id();
+  const auto size = static_cast<std::int64_t>(without_id.ByteSizeLong());
+  // The limit applies to the job input, which leaves the request_id out.
+  auto at_limit = check_submit(r, size);
+  ASSERT_TRUE(at_limit) << at_limit.error().message;
+  EXPECT_EQ(static_cast<std::int64_t>(at_limit->input.size()), size);
+  const auto e = refusal(r, size - 1);
+  EXPECT_EQ(e.code, grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(e.message, HasSubstr(std::to_string(size) + " bytes"));
+  EXPECT_THAT(e.message, HasSubstr(std::to_string(size - 1) + " bytes"));
+}
+
+TEST(GatewayRequestCheck, GeneratedRequestIdsAreValidAndDistinct) {
+  std::set<std::string> ids;
+  for (int i = 0; i < 100; ++i) {
+    const auto id = generate_request_id();
+    EXPECT_THAT(id, StartsWith("pf-"));
+    EXPECT_EQ(id.size(), 3u + 36u);
+    EXPECT_TRUE(check_request_id(id, "request_id"));
+    ids.insert(id);
+  }
+  EXPECT_EQ(ids.size(), 100u);
+}
+
+TEST(GatewayRequestCheck, KindsMapBothWays) {
+  for (auto kind : {core::JobKind::PorepC2, core::JobKind::SnapUpdate, core::JobKind::WindowPost,
+                    core::JobKind::WinningPost}) {
+    EXPECT_EQ(job_kind(proof_kind(kind)), kind);
+  }
+  EXPECT_FALSE(job_kind(cuzk::v1::PROOF_KIND_UNSPECIFIED));
+}
+
+// --- replies ---------------------------------------------------------------------------------
+
+jobs::Finished finished(core::JobState state) {
+  jobs::Finished f;
+  f.job.state = state;
+  f.job.request_id = "porep-1000-7";
+  f.job.submitted_at = 1000.0;
+  f.job.assigned_at = 1002.0;
+  f.job.started_at = 1003.0;
+  f.job.finished_at = 1063.5;
+  f.job.gpu_ms = 37500;
+  f.job.queue_ms = 12;
+  f.job.prove_ms = 60000;
+  return f;
+}
+
+TEST(GatewayReplies, DoneIsCompletedWithProofAndTimings) {
+  auto f = finished(core::JobState::Done);
+  f.proof = std::string(1920, '\x01');
+  cuzk::v1::AwaitProofResponse out;
+  fill_result(f, "porep-1000-7", out);
+  EXPECT_EQ(out.status(), cuzk::v1::AwaitProofResponse::COMPLETED);
+  EXPECT_EQ(out.job_id(), "porep-1000-7");
+  EXPECT_EQ(out.proof(), f.proof);
+  EXPECT_EQ(out.queue_wait_ms(), 3000u + 12u);  // fleet queue until started + agent's queue
+  EXPECT_EQ(out.gpu_compute_ms(), 37500u);
+  EXPECT_EQ(out.total_ms(), 63500u);
+}
+
+TEST(GatewayReplies, QueueWaitFallsBackToLeaseTimeWhenStartIsUnknown) {
+  auto f = finished(core::JobState::Done);
+  f.job.started_at = 0;
+  cuzk::v1::AwaitProofResponse out;
+  fill_result(f, "x", out);
+  EXPECT_EQ(out.queue_wait_ms(), 2000u + 12u);
+}
+
+TEST(GatewayReplies, FailedAndCancelledAreReportedInTheReplyWithoutTimings) {
+  auto f = finished(core::JobState::Failed);
+  f.job.error = "proof self-verification failed on 3 machines";
+  cuzk::v1::AwaitProofResponse failed;
+  fill_result(f, "x", failed);
+  EXPECT_EQ(failed.status(), cuzk::v1::AwaitProofResponse::FAILED);
+  EXPECT_EQ(failed.error_message(), f.job.error);
+  EXPECT_EQ(failed.total_ms(), 0u);
+  EXPECT_TRUE(failed.proof().empty());
+  cuzk::v1::AwaitProofResponse cancelled;
+  fill_result(finished(core::JobState::Cancelled), "x", cancelled);
+  EXPECT_EQ(cancelled.status(), cuzk::v1::AwaitProofResponse::CANCELLED);
+}
+
+TEST(GatewayReplies, QueueErrorsBecomeTheirGrpcCodes) {
+  using Code = jobs::JobError::Code;
+  EXPECT_EQ(to_status({Code::InvalidArgument, "m"}).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(to_status({Code::ResourceExhausted, "m"}).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(to_status({Code::NotFound, "m"}).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(to_status({Code::FailedPrecondition, "m"}).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  const auto unavailable = to_status({Code::Unavailable, "store locked"});
+  EXPECT_EQ(unavailable.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(unavailable.error_message(), "store locked");
+}
+
+TEST(GatewayReplies, StatusListsEveryKindUnderTheDaemonsNames) {
+  jobs::QueueStatus status;
+  status.by_kind[core::JobKind::PorepC2] = {3, 5};
+  status.by_kind[core::JobKind::SnapUpdate] = {0, 1};
+  status.completed = 40;
+  status.failed = 2;
+  cuzk::v1::GetStatusResponse out;
+  fill_status(status, 77, out);
+  ASSERT_EQ(out.queues_size(), 4);
+  EXPECT_EQ(out.queues(0).proof_kind(), "porep-c2");
+  EXPECT_EQ(out.queues(0).pending(), 3u);
+  EXPECT_EQ(out.queues(0).in_progress(), 5u);
+  EXPECT_EQ(out.queues(1).proof_kind(), "snap-update");
+  EXPECT_EQ(out.queues(1).in_progress(), 1u);
+  EXPECT_EQ(out.queues(2).proof_kind(), "window-post");
+  EXPECT_EQ(out.queues(3).proof_kind(), "winning-post");
+  EXPECT_EQ(out.queues(3).pending(), 0u);
+  EXPECT_EQ(out.total_proofs_completed(), 40u);
+  EXPECT_EQ(out.total_proofs_failed(), 2u);
+  EXPECT_EQ(out.uptime_seconds(), 77u);
+  EXPECT_EQ(out.gpus_size(), 0);
+}
+
+TEST(GatewayReplies, MetricsCountCallsByMethodAndCode) {
+  GatewayMetrics metrics;
+  metrics.count_call("Prove", grpc::StatusCode::OK);
+  metrics.count_call("Prove", grpc::StatusCode::OK);
+  metrics.count_call("Prove", grpc::StatusCode::INVALID_ARGUMENT);
+  metrics.count_denied();
+  jobs::QueueStatus status;
+  status.by_kind[core::JobKind::PorepC2] = {4, 2};
+  status.completed = 9;
+  const auto text = metrics.prometheus_text(status, 5);
+  EXPECT_THAT(text,
+              HasSubstr("proverfleet_gateway_requests_total{method=\"Prove\",code=\"OK\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("{method=\"Prove\",code=\"INVALID_ARGUMENT\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_gateway_denied_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("cuzk_proofs_completed_total 9\n"));
+  EXPECT_THAT(text, HasSubstr("cuzk_queue_depth 4\n"));
+  EXPECT_THAT(text, HasSubstr("cuzk_running_jobs 2\n"));
+  EXPECT_EQ(metrics.calls("Prove", grpc::StatusCode::OK), 2u);
+}
+
+// --- who may call ----------------------------------------------------------------------------
+
+std::vector<AddressBlock> allow_list(const std::vector<std::string>& entries) {
+  auto list = parse_allow_list(entries);
+  EXPECT_TRUE(list) << list.error();
+  return list ? *list : std::vector<AddressBlock>{};
+}
+
+TEST(GatewayAllowList, PeersParseFromGrpcPeerStrings) {
+  EXPECT_EQ(to_string(*peer_ip("ipv4:127.0.0.1:5432")), "127.0.0.1");
+  EXPECT_EQ(to_string(*peer_ip("ipv6:[::1]:5432")), "::1");
+  EXPECT_EQ(to_string(*peer_ip("ipv6:%5B2001:db8::7%5D:443")), "2001:db8::7");
+  EXPECT_EQ(to_string(*peer_ip("ipv6:[::ffff:10.1.2.3]:80")), "10.1.2.3");
+  EXPECT_EQ(to_string(*peer_ip("ipv6:[fe80::1%25eth0]:80")), "fe80::1");
+  EXPECT_FALSE(peer_ip("unix:/run/curio/cuzk.sock"));
+  EXPECT_FALSE(peer_ip("ipv4:not-an-ip:1"));
+  EXPECT_FALSE(peer_ip(""));
+}
+
+TEST(GatewayAllowList, AddressesAndBlocksOfBothFamiliesMatch) {
+  const auto allow = allow_list({"10.0.0.0/8", "192.168.1.7", "fd00::/8", "::1"});
+  EXPECT_TRUE(allowed(allow, peer_ip("ipv4:10.200.3.4:1")));
+  EXPECT_TRUE(allowed(allow, peer_ip("ipv4:192.168.1.7:1")));
+  EXPECT_FALSE(allowed(allow, peer_ip("ipv4:192.168.1.8:1")));
+  EXPECT_FALSE(allowed(allow, peer_ip("ipv4:11.0.0.1:1")));
+  EXPECT_TRUE(allowed(allow, peer_ip("ipv6:[fd12:3456::1]:1")));
+  EXPECT_FALSE(allowed(allow, peer_ip("ipv6:[fe80::1]:1")));
+  EXPECT_TRUE(allowed(allow, peer_ip("ipv6:[::1]:1")));
+  // An IPv4 client on a dual-stack socket is judged as IPv4.
+  EXPECT_TRUE(allowed(allow, peer_ip("ipv6:[::ffff:10.9.9.9]:1")));
+  EXPECT_FALSE(allowed(allow, peer_ip("unix:/tmp/s")));
+}
+
+TEST(GatewayAllowList, PrefixBoundariesAreExact) {
+  const auto allow = allow_list({"172.16.0.0/12", "2001:db8:80::/41"});
+  EXPECT_TRUE(allowed(allow, peer_ip("ipv4:172.31.255.255:1")));
+  EXPECT_FALSE(allowed(allow, peer_ip("ipv4:172.32.0.0:1")));
+  EXPECT_TRUE(allowed(allow, peer_ip("ipv6:[2001:db8:ff::1]:1")));
+  EXPECT_FALSE(allowed(allow, peer_ip("ipv6:[2001:db8:7f::1]:1")));
+  EXPECT_TRUE(allowed(allow_list({"0.0.0.0/0"}), peer_ip("ipv4:8.8.8.8:1")));
+  EXPECT_FALSE(allowed(allow_list({"0.0.0.0/0"}), peer_ip("ipv6:[2001:db8::1]:1")));
+}
+
+TEST(GatewayAllowList, EmptyListAllowsAnyone) {
+  EXPECT_TRUE(allowed({}, peer_ip("ipv4:8.8.8.8:1")));
+  EXPECT_TRUE(allowed({}, std::nullopt));
+}
+
+TEST(GatewayAllowList, BadEntriesAreNamed) {
+  EXPECT_THAT(parse_allow_list({"10.0.0.1", "10.0.0.300"}).error(), HasSubstr("'10.0.0.300'"));
+  EXPECT_THAT(parse_address_block("10.0.0.0/33").error(), HasSubstr("0..32"));
+  EXPECT_THAT(parse_address_block("::/129").error(), HasSubstr("0..128"));
+  EXPECT_THAT(parse_address_block("10.0.0.0/").error(), HasSubstr("prefix length"));
+  EXPECT_THAT(parse_address_block("10.0.0.0/x").error(), HasSubstr("prefix length"));
+  EXPECT_FALSE(parse_address_block("curio.example.com"));
+  EXPECT_FALSE(parse_address_block(""));
+  EXPECT_FALSE(parse_address_block(std::string(1000, '1')));
+}
+
+TEST(GatewayListen, NonLoopbackNeedsAnAllowListTlsOrTheOperatorsWord) {
+  EXPECT_FALSE(exposure_refusal("127.0.0.1", false, false, false));
+  EXPECT_FALSE(exposure_refusal("127.3.0.1", false, false, false));
+  EXPECT_FALSE(exposure_refusal("::1", false, false, false));
+  EXPECT_FALSE(exposure_refusal("localhost", false, false, false));
+  const auto refusal = exposure_refusal("0.0.0.0", false, false, false);
+  ASSERT_TRUE(refusal);
+  EXPECT_THAT(*refusal, HasSubstr("no credentials"));
+  EXPECT_THAT(*refusal, HasSubstr("--grpc-allow-any"));
+  EXPECT_TRUE(exposure_refusal("::", false, false, false));
+  EXPECT_TRUE(exposure_refusal("10.0.0.5", false, false, false));
+  EXPECT_FALSE(exposure_refusal("0.0.0.0", true, false, false));
+  EXPECT_FALSE(exposure_refusal("0.0.0.0", false, true, false));
+  EXPECT_FALSE(exposure_refusal("0.0.0.0", false, false, true));
+}
+
+TEST(GatewayListen, HostIsTakenFromListenAddresses) {
+  EXPECT_EQ(listen_host("127.0.0.1:9820"), "127.0.0.1");
+  EXPECT_EQ(listen_host("[::1]:9820"), "::1");
+  EXPECT_EQ(listen_host("0.0.0.0:0"), "0.0.0.0");
+  EXPECT_FALSE(listen_host("9820"));
+  EXPECT_FALSE(listen_host(":9820"));
+  EXPECT_FALSE(listen_host("host:"));
+}
+
+}  // namespace
+}  // namespace pf::gateway
