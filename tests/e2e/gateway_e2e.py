@@ -323,8 +323,8 @@ class Run:
     def agent_pids(self, market_id):
         """Agent processes of market instance `market_id`: their environment names its state
         directory under market-sim's work dir."""
-        needle = ("PROVERFLEET_STATE_DIR=" + os.path.join(self.work, "instances", str(market_id))
-                  ).encode()
+        needle = ("PROVERFLEET_STATE_DIR=" +
+                  os.path.join(self.work, "instances", str(market_id), "")).encode()
         pids = []
         for name in os.listdir("/proc"):
             if not name.isdigit():
