@@ -26,7 +26,9 @@ function(pf_fuzz_deps name exe)
     target_sources(${exe} PRIVATE ${src}/scenario/scenario.cpp ${src}/market/offer_json.cpp)
     target_link_libraries(${exe} PRIVATE pf_core)
   elseif(name STREQUAL "config")
-    target_sources(${exe} PRIVATE ${src}/cli/config.cpp)
+    # The [gateway] checks (allow-list, listen exposure) are pure; no gRPC comes with them.
+    target_sources(${exe} PRIVATE ${src}/cli/config.cpp ${src}/gateway/client_allow.cpp
+                                  ${src}/gateway/listen_exposure.cpp)
     target_link_libraries(${exe} PRIVATE pf_core tomlplusplus::tomlplusplus)
   elseif(name STREQUAL "manifest")
     target_sources(${exe} PRIVATE ${src}/agent/params.cpp ${PF_FUZZ_MARKET_SOURCES})

@@ -98,6 +98,7 @@ function renderInstances() {
     sortKey: state.sortKey,
     sortDir: state.sortDir,
     showDestroyed: state.showDestroyed,
+    jobsInFlight: state.snapshot.summary?.jobs?.in_flight_by_instance ?? null,
   });
   const live = state.snapshot.instances.filter((r) => r.state !== 'destroyed').length;
   $('#instances-count').textContent = `${live} live, ${state.snapshot.instances.length - live} destroyed in the last hour`;
@@ -223,7 +224,7 @@ function onSnapshot(snapshot) {
   $('#fleet').innerHTML = V.fleetHeader(snapshot);
   // An event may change only the header (autopilot, totals): the table, the costly part with
   // hundreds of rows, is rebuilt only when a row changed.
-  const instancesKey = JSON.stringify(snapshot.instances);
+  const instancesKey = JSON.stringify([snapshot.instances, snapshot.summary?.jobs?.in_flight_by_instance ?? null]);
   const rowsChanged = instancesKey !== state.instancesKey;
   state.instancesKey = instancesKey;
   if (state.route.page === 'instances' && rowsChanged) renderInstances();

@@ -37,8 +37,8 @@ function destroyButton(id, label = 'Destroy') {
 
 // ---- fleet header ---------------------------------------------------------------------------
 
-function card(label, value, cls = '', testid = '') {
-  return `<div class="card ${cls}"${testid ? ` data-testid="${testid}"` : ''}><div class="card-label">${esc(label)}</div><div class="card-value">${esc(value)}</div></div>`;
+function card(label, value, cls = '', testid = '', title = '') {
+  return `<div class="card ${cls}"${testid ? ` data-testid="${testid}"` : ''}${title ? ` title="${esc(title)}"` : ''}><div class="card-label">${esc(label)}</div><div class="card-value">${esc(value)}</div></div>`;
 }
 
 export function autopilotBlock(autopilot) {
@@ -61,6 +61,12 @@ export function autopilotBlock(autopilot) {
   return `<div class="autopilot" data-testid="autopilot-status" data-enabled="${autopilot.enabled ? 'true' : 'false'}" data-paused="${autopilot.paused ? 'true' : 'false'}">${status}${error}${button}</div>`;
 }
 
+// What the profit card counts: delivered jobs' revenue once the gateway saw a job, before that
+// an estimate from measured proof rates (proofs nobody asked for).
+function profitLabel(summary) {
+  return summary.profit_basis === 'jobs_delivered' ? 'profit / hour (jobs)' : 'profit / hour (est.)';
+}
+
 export function fleetHeader(snapshot) {
   const s = snapshot?.summary ?? {};
   const profit = s.profit_per_hour;
@@ -68,8 +74,8 @@ export function fleetHeader(snapshot) {
     card('proofs / hour', num(s.proofs_per_hour, 1), '', 'fleet-proofs-per-hour'),
     card('$ / hour', usd(s.dollars_per_hour), '', 'fleet-dollars-per-hour'),
     card('$ / proof', usd(s.cost_per_proof, 3), '', 'fleet-cost-per-proof'),
-    card('profit / hour', usd(profit), isNum(profit) ? (profit >= 0 ? 'good' : 'bad') : '',
-      'fleet-profit-per-hour'),
+    card(profitLabel(s), usd(profit), isNum(profit) ? (profit >= 0 ? 'good' : 'bad') : '',
+      'fleet-profit-per-hour', s.profit_reason),
     card('spent', usd(s.spend_usd), 'minor'),
     card('proofs', int(s.proofs), 'minor'),
   ].join('');
@@ -78,7 +84,52 @@ export function fleetHeader(snapshot) {
     const n = byState[state] ?? 0;
     return `<span class="chip st-${state}${n ? '' : ' zero'}" data-testid="state-count" data-state="${state}">${esc(stateLabel(state))} <b>${esc(n)}</b></span>`;
   }).join('');
-  return `<div class="cards">${cards}</div><div class="chips">${chips}${hearingBlock(s.hearing)}${autopilotBlock(snapshot?.autopilot)}</div>`;
+  return `<div class="cards">${cards}</div><div class="chips">${chips}${hearingBlock(s.hearing)}${autopilotBlock(snapshot?.autopilot)}</div>${jobsPanel(s.jobs)}`;
+}
+
+// ---- gateway jobs -----------------------------------------------------------------------------
+
+const JOB_KINDS = ['porep-c2', 'snap-update', 'window-post', 'winning-post'];
+
+function p50p95(q) {
+  if (!q || !isNum(q.p50)) return '—';
+  return `${duration(q.p50)} / ${duration(q.p95)}`;
+}
+
+// The jobs panel under the fleet header: queue, arrivals, jobs in flight, latency, on-time share
+// and money of the gateway's jobs (the fleet summary's "jobs"). Nothing without a gateway.
+export function jobsPanel(jobs) {
+  if (!jobs || typeof jobs !== 'object') return '';
+  const open = jobs.open ?? {};
+  const inFlight = (open.assigned ?? 0) + (open.proving ?? 0);
+  const share = jobs.on_time_share;
+  const queuedKinds = JOB_KINDS.filter((k) => (jobs.queued_by_kind?.[k] ?? 0) > 0)
+    .map((k) => `${esc(k)} ${esc(int(jobs.queued_by_kind[k]))}`).join(', ');
+  const windowS = isNum(jobs.window?.since) && isNum(jobs.at) ? jobs.at - jobs.window.since : null;
+  const settled = (jobs.on_time ?? 0) + (jobs.late ?? 0) + (jobs.missed ?? 0);
+  const cards = [
+    card('queued', int(open.queued ?? 0), '', 'jobs-queued',
+      queuedKinds || 'nothing waiting'),
+    card('arrivals / hour', int(jobs.arrivals_last_hour), '', 'jobs-arrivals'),
+    card('in flight', int(inFlight), '', 'jobs-in-flight'),
+    card('wait p50 / p95', p50p95(jobs.queue_wait_s), 'minor', 'jobs-wait',
+      `${jobs.queue_wait_s?.count ?? 0} leases; oldest queued ${duration(jobs.oldest_queued_s ?? 0)}`),
+    card('end-to-end p50 / p95', p50p95(jobs.end_to_end_s), 'minor', 'jobs-e2e',
+      `${jobs.end_to_end_s?.count ?? 0} proofs`),
+    card('on time', pct(isNum(share) ? share * 100 : null),
+      isNum(share) ? (share >= 0.95 ? 'good' : 'bad') : '', 'jobs-on-time',
+      `${jobs.on_time ?? 0} of ${settled}: ${jobs.late ?? 0} late, ${jobs.missed ?? 0} failed`),
+    card('realised $ / proof', usd(jobs.realised_cost_per_proof, 4), 'minor', 'jobs-realised-cost',
+      `spend ${usd(jobs.spend_usd)} over ${jobs.delivered_on_time ?? 0} jobs delivered on time`),
+    card('revenue / hour', usd(jobs.revenue_per_hour, 3), 'minor', 'jobs-revenue',
+      `${usd(jobs.revenue_usd, 3)} in the window` +
+        (jobs.delivered_unpriced ? `; ${jobs.delivered_unpriced} delivered jobs have no price` : '')),
+    card('idle instance hours', num(jobs.idle_instance_hours, 1), 'minor', 'jobs-idle-hours',
+      'accepted instances holding no job, in the window'),
+  ].join('');
+  const span = isNum(windowS) ? `last ${duration(windowS)}` : '';
+  const cut = jobs.window?.truncated ? ' <span class="pill paused" title="more jobs than one report lists: figures cover the newest">truncated</span>' : '';
+  return `<section class="jobs" data-testid="jobs-panel"><div class="jobs-title">Jobs <span class="muted">${esc(span)}</span>${cut}</div><div class="cards">${cards}</div></section>`;
 }
 
 // While the manager could not hear its agents (restart, stall, most agents silent at once) it
@@ -142,7 +193,7 @@ function benchCell(r) {
   return '<span class="muted">—</span>';
 }
 
-export function instanceRow(r, now) {
+export function instanceRow(r, now, jobsInFlight = null) {
   const o = r.offer ?? {};
   const stateSince = r.state === 'destroyed' && isNum(r.destroyed_at) ? r.destroyed_at : r.state_since;
   const reason = r.destroy_reason ? ` title="${esc(r.destroy_reason)}"` : '';
@@ -161,8 +212,19 @@ export function instanceRow(r, now) {
     `<td class="num">${r.state === 'proving' && r.verdict ? esc(perHour(r.verdict.rate)) : '<span class="muted">—</span>'}</td>` +
     `<td class="num">${running || r.gpu_util > 0 ? esc(pct(r.gpu_util)) : '<span class="muted">—</span>'}</td>` +
     `<td class="num">${esc(usd(r.spend_usd))}</td>` +
-    `<td class="num">${esc(int(r.proofs_production))}${r.proofs_benchmark ? `<div class="sub">+${esc(r.proofs_benchmark)} bench</div>` : ''}</td>` +
+    `<td class="num">${esc(int(r.proofs_production))}${r.proofs_benchmark ? `<div class="sub">+${esc(r.proofs_benchmark)} bench</div>` : ''}` +
+    `${jobsCell(r, jobsInFlight)}</td>` +
     `<td class="actions">${isDestroyable(r.state) ? destroyButton(r.id) : ''}</td></tr>`;
+}
+
+// Jobs an instance holds now (the fleet summary's jobs.in_flight_by_instance); an accepted one
+// holding none is idle and says so.
+function jobsCell(r, jobsInFlight) {
+  if (!jobsInFlight || typeof jobsInFlight !== 'object') return '';
+  const n = jobsInFlight[String(r.id)] ?? 0;
+  if (n > 0) return `<div class="sub" data-testid="instance-jobs" data-jobs="${esc(n)}">${esc(n)} ${n === 1 ? 'job' : 'jobs'} in flight</div>`;
+  if (r.state === 'proving') return '<div class="sub muted" data-testid="instance-jobs" data-jobs="0">idle</div>';
+  return '';
 }
 
 const INSTANCE_COLUMNS = [
@@ -171,7 +233,7 @@ const INSTANCE_COLUMNS = [
   ['util', 'GPU util'], ['spend', 'Spend'], ['proofs', 'Proofs'], [null, ''],
 ];
 
-export function instancesTable(instances, now, { sortKey = 'state', sortDir = 1, showDestroyed = true } = {}) {
+export function instancesTable(instances, now, { sortKey = 'state', sortDir = 1, showDestroyed = true, jobsInFlight = null } = {}) {
   const rows = sortInstances(
     (instances ?? []).filter((r) => showDestroyed || r.state !== 'destroyed'), sortKey, sortDir);
   const head = INSTANCE_COLUMNS.map(([key, label]) => {
@@ -180,7 +242,7 @@ export function instancesTable(instances, now, { sortKey = 'state', sortDir = 1,
     return `<th class="sortable" data-action="sort" data-sort="${key}">${esc(label)}${mark}</th>`;
   }).join('');
   const body = rows.length
-    ? rows.map((r) => instanceRow(r, now)).join('')
+    ? rows.map((r) => instanceRow(r, now, jobsInFlight)).join('')
     : `<tr class="empty-row"><td colspan="${INSTANCE_COLUMNS.length}">No instances. Rent one from <a href="#/offers">Offers</a>.</td></tr>`;
   return `<table class="grid instances" data-testid="instances-table"><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table>`;
 }

@@ -6,10 +6,10 @@
 #include <limits>
 #include <set>
 
-#include "agent/sha256.h"
 #include "core/text.h"
 #include "scenario/truth_model.h"
 #include "util/bounded_json.h"
+#include "util/sha256.h"
 
 namespace pf::agent {
 namespace {
@@ -38,7 +38,7 @@ tl::expected<double, std::string> number(const json& t, const char* key, double 
 }  // namespace
 
 std::string sim_proof_of(std::string_view input) {
-  return sha256_hex("pf-sim-proof:", input);
+  return util::sha256_hex("pf-sim-proof:", input);
 }
 
 tl::expected<SimTruth, std::string> parse_sim_truth(const json& t) {

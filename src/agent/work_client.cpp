@@ -7,11 +7,11 @@
 #include <thread>
 
 #include "agent/private_file.h"
-#include "agent/sha256.h"
 #include "market/backoff.h"
 #include "market/http_client.h"
 #include "util/base64.h"
 #include "util/bounded_json.h"
+#include "util/sha256.h"
 
 namespace pf::agent {
 namespace {
@@ -93,7 +93,7 @@ tl::expected<std::vector<LeasedJob>, std::string> parse_leases(const json& reply
     if (!parsed_kind) return tl::unexpected(at + ".kind is not a known proof kind");
     auto digest = j.find("input_digest");
     if (digest == j.end() || !digest->is_string() ||
-        !is_sha256_hex(digest->get_ref<const std::string&>())) {
+        !util::is_sha256_hex(digest->get_ref<const std::string&>())) {
       return tl::unexpected(at + ".input_digest must be 64 lowercase hex digits");
     }
     job.id = *id;
@@ -231,7 +231,7 @@ tl::expected<void, InputError> WorkClient::download(const LeasedJob& job, const 
 
 tl::expected<std::shared_ptr<const std::string>, InputError> WorkClient::fetch_input(
     const LeasedJob& job, const std::function<bool()>& cancelled) {
-  if (!is_sha256_hex(job.input_digest)) {
+  if (!util::is_sha256_hex(job.input_digest)) {
     return tl::unexpected(InputError{InputError::Kind::Failed, "bad input digest"});
   }
   std::shared_ptr<std::mutex> lock_of_digest;
@@ -255,7 +255,7 @@ tl::expected<std::shared_ptr<const std::string>, InputError> WorkClient::fetch_i
   // A cached copy is checked again: a disk can rot, and a bad input would fail a client's job.
   if (fs::exists(path, ec)) {
     auto bytes = util::read_bounded_file(path, max);
-    if (bytes && sha256_hex(*bytes) == job.input_digest) {
+    if (bytes && util::sha256_hex(*bytes) == job.input_digest) {
       fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // recently used
       release();
       return std::make_shared<const std::string>(std::move(*bytes));
@@ -274,7 +274,7 @@ tl::expected<std::shared_ptr<const std::string>, InputError> WorkClient::fetch_i
       release();
       return tl::unexpected(InputError{InputError::Kind::Failed, part + ": " + bytes.error()});
     }
-    const std::string got = sha256_hex(*bytes);
+    const std::string got = util::sha256_hex(*bytes);
     if (got == job.input_digest) {
       fs::rename(part, path, ec);
       if (ec) log("cannot keep " + path + " in the cache: " + ec.message());

@@ -21,7 +21,8 @@ void register_sim(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_agent(CLI::App& app);
 void register_plan(CLI::App& app);
-// deploy, destroy, instances, hosts, bad-hosts, status: clients of a running manager.
+// deploy, destroy, instances, hosts, bad-hosts, status, jobs, autopilot: clients of a running
+// manager.
 void register_fleet_commands(CLI::App& app);
 // market-sim + serve with the autopilot, for trying the system locally.
 void register_demo(CLI::App& app);

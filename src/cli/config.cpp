@@ -71,12 +71,12 @@ constexpr int kMaxPendingWindow = 10'000;
 // Sections whose keys may be overridden by PROVERFLEET_<SECTION>_<KEY> variables.
 const char* const kSections[] = {"economics", "setup",      "predictor", "market",
                                  "lifecycle", "acceptance", "deploy",    "autopilot",
-                                 "http",      "gateway",    "jobs"};
+                                 "http",      "gateway",    "jobs",      "prices"};
 
 std::string env_name(const std::string& path, const char* key) {
   std::string name = "PROVERFLEET_" + path + "_" + key;
   for (auto& c : name)
-    c = c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    c = c == '.' || c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return name;
 }
 
@@ -385,6 +385,35 @@ void read_priors(const toml::node* node, core::PredictorConfig& pred) {
   }
 }
 
+// [prices]: one key per proof kind ("porep-c2" = 0.05), in `currency` (usd, or fil converted
+// at fil_usd). porep-c2 left out in USD is [economics] revenue_per_proof_usd, so revenue and the
+// autopilot's scoring agree unless the operator says otherwise; other kinds left out earn
+// nothing (the jobs view counts them as unpriced).
+void read_prices(TableReader prices, double revenue_per_proof_usd, core::PriceConfig& out) {
+  std::string currency = core::to_string(out.currency);
+  prices.string("currency", currency);
+  const auto parsed = core::parse_price_currency(currency);
+  if (!parsed) throw ConfigError{"'prices.currency' must be usd or fil, got '" + currency + "'"};
+  out.currency = *parsed;
+  std::optional<double> fil_usd;
+  prices.optional_number("fil_usd", fil_usd, positive_up_to(kMaxUsd));
+  for (const auto kind : core::kAllJobKinds) {
+    std::optional<double> price;
+    prices.optional_number(core::to_string(kind), price, non_negative_up_to(kMaxUsd));
+    if (price) out.per_proof[kind] = *price;
+  }
+  prices.finish();
+  if (out.currency == core::PriceCurrency::Fil) {
+    if (!fil_usd) throw ConfigError{"'prices.fil_usd' is required when prices.currency is fil"};
+    out.fil_usd = *fil_usd;
+  } else if (fil_usd) {
+    out.fil_usd = *fil_usd;  // kept for display; USD prices do not use it
+  }
+  if (out.currency == core::PriceCurrency::Usd && !out.per_proof.count(core::JobKind::PorepC2)) {
+    out.per_proof[core::JobKind::PorepC2] = revenue_per_proof_usd;
+  }
+}
+
 AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   AppConfig cfg;
   cfg.rank.predictor = core::default_predictor_config();
@@ -399,6 +428,7 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   top.raw("autopilot");
   top.raw("http");
   top.raw("gateway");
+  top.raw("prices");
   top.raw("jobs");
   top.finish();
 
@@ -409,6 +439,8 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
               positive_up_to(kMaxUsd));
   econ.boolean("profit_objective", cfg.profit_objective);
   econ.finish();
+  read_prices(TableReader(subtable(root, "prices"), "prices", &env),
+              cfg.rank.economics.revenue_per_proof_usd, cfg.prices);
 
   auto& s = cfg.rank.setup;
   TableReader setup(subtable(root, "setup"), "setup", &env);

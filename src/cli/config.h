@@ -12,6 +12,7 @@
 #include "core/acceptance.h"
 #include "core/hearing.h"
 #include "core/http_limits.h"
+#include "core/job_economics.h"
 #include "core/lifecycle.h"
 #include "core/policy.h"
 #include "core/ranking.h"
@@ -92,6 +93,9 @@ struct AppConfig {
   HttpSettings http;
   GatewaySettings gateway;
   JobsSettings jobs;
+  // [prices]: what a delivered job earns per proof kind (porep-c2 defaults to
+  // economics.revenue_per_proof_usd, the figure the autopilot scores with).
+  core::PriceConfig prices;
   // Break-even means "a proof earns what it costs" (true) or "a proof costs the classic
   // target" (false): for benchmark verdicts and the autopilot's scoring alike.
   bool profit_objective = true;

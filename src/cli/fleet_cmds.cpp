@@ -1,7 +1,8 @@
 // The fleet commands: thin clients of a running manager's operator API (proverfleet serve).
-// `deploy`, `destroy`, `instances`, `hosts`, `bad-hosts ls|add|rm`, `status`,
+// `deploy`, `destroy`, `instances`, `hosts`, `bad-hosts ls|add|rm`, `status`, `jobs`,
 // `autopilot status|pause|resume`. Human tables by
 // default, the API's JSON with --json; an API error is printed as "error: ..." (exit 1).
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -346,6 +347,39 @@ void register_bad_hosts(CLI::App& app) {
 
 // ---- status ---------------------------------------------------------------------------------
 
+std::string seconds_or_dash(const json& quantiles, const char* key) {
+  auto value = opt_num(quantiles, key);
+  return value ? duration(*value) : "-";
+}
+
+// The fleet's "jobs" section in a few lines.
+void print_jobs_summary(const json& jobs) {
+  const json open = jobs.value("open", json::object());
+  const json wait = jobs.value("queue_wait_s", json::object());
+  const json e2e = jobs.value("end_to_end_s", json::object());
+  std::cout << "jobs:       " << integer(open, "queued") << " queued, "
+            << static_cast<std::int64_t>(num(open, "assigned") + num(open, "proving"))
+            << " in flight, " << integer(jobs, "arrivals_last_hour")
+            << " arrived in the last hour; " << integer(jobs, "completed") << " done, "
+            << integer(jobs, "failed") << " failed all time\n"
+            << "latency:    wait p50 " << seconds_or_dash(wait, "p50") << " p95 "
+            << seconds_or_dash(wait, "p95") << ", end-to-end p50 " << seconds_or_dash(e2e, "p50")
+            << " p95 " << seconds_or_dash(e2e, "p95") << ", on time ";
+  if (auto share = opt_num(jobs, "on_time_share")) {
+    std::cout << core::percent(*share);
+  } else {
+    std::cout << "-";
+  }
+  std::cout << "\n"
+            << "earned:     " << money(num(jobs, "revenue_usd"), 3) << " in the window, ";
+  if (auto cpp = opt_num(jobs, "realised_cost_per_proof")) {
+    std::cout << money(*cpp, 4) << "/proof realised";
+  } else {
+    std::cout << "no proof delivered on time";
+  }
+  std::cout << ", " << core::fixed(num(jobs, "idle_instance_hours"), 1) << " idle instance hours\n";
+}
+
 void register_status(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto* cmd = app.add_subcommand(
@@ -377,15 +411,93 @@ void register_status(CLI::App& app) {
       std::cout << ", " << money(*cpp, 4) << "/proof";
     }
     std::cout << "\n"
-              << "profit:     " << money(num(fleet, "profit_per_hour"), 3) << "/hr\n"
+              << "profit:     " << money(num(fleet, "profit_per_hour"), 3) << "/hr ("
+              << (str(fleet, "profit_basis") == "jobs_delivered"
+                      ? "revenue of jobs delivered on time"
+                      : "estimate from measured proofs; no gateway jobs yet")
+              << ")\n"
               << "spent:      " << money(num(fleet, "spend_usd"), 2) << " all time, "
               << integer(fleet, "proofs") << " production proofs\n";
+    if (const auto it = fleet.find("jobs"); it != fleet.end() && it->is_object()) {
+      print_jobs_summary(*it);
+    }
     const json pilot = fleet.value("autopilot", json::object());
     std::cout << "autopilot:  "
               << (!pilot.value("enabled", false) ? "off"
                   : pilot.value("paused", false) ? "paused"
                                                  : "on")
               << "\n";
+  });
+}
+
+// ---- jobs -----------------------------------------------------------------------------------
+
+void print_jobs(const json& rows) {
+  using A = Table::Align;
+  Table t({{"ID", A::Right},
+           {"REQUEST", A::Left, 28},
+           {"KIND"},
+           {"STATE"},
+           {"TRIES", A::Right},
+           {"INSTANCE", A::Right},
+           {"AGE", A::Right},
+           {"WAIT", A::Right},
+           {"TOTAL", A::Right},
+           {"DUE", A::Right},
+           {"TIMELY"},
+           {"EARNED", A::Right},
+           {"NOTE", A::Left, 50}});
+  const double now = now_s();
+  for (const auto& j : rows) {
+    std::string due = "-";
+    if (auto at = opt_num(j, "deadline_at")) {
+      due = *at > now ? "in " + duration(*at - now) : duration(now - *at) + " ago";
+    }
+    const auto wait = opt_num(j, "queue_wait_s");
+    const auto total = opt_num(j, "end_to_end_s");
+    t.add_row({integer(j, "id"), str(j, "request_id"), str(j, "kind"), str(j, "state"),
+               integer(j, "attempts"), integer(j, "instance_id"),
+               duration(now - num(j, "submitted_at", now)), wait ? duration(*wait) : "-",
+               total ? duration(*total) : "-", due, str(j, "timeliness"),
+               money(num(j, "earned_usd"), 4), str(j, "error")});
+  }
+  if (t.rows() == 0) {
+    std::cout << "no jobs\n";
+    return;
+  }
+  t.print(std::cout);
+}
+
+void register_jobs(CLI::App& app) {
+  auto flags = std::make_shared<ClientFlags>();
+  auto state = std::make_shared<std::string>();
+  auto limit = std::make_shared<int>(50);
+  auto* cmd = app.add_subcommand(
+      "jobs",
+      "Proof jobs the gateway took (GET /api/v1/jobs), newest first: state, attempts, the\n"
+      "instance holding it, queue wait, end-to-end time, deadline, whether it was on time and\n"
+      "what it earned.");
+  cmd->add_option("--state", *state,
+                  "Only jobs in these states, comma-separated (queued, assigned, proving, done, "
+                  "failed, cancelled)");
+  cmd->add_option("--limit", *limit, "At most this many jobs")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  add_client_flags(cmd, *flags);
+  cmd->callback([flags, state, limit] {
+    auto client = connect(*flags);
+    std::string path = "/api/v1/jobs?limit=" + std::to_string(*limit);
+    // The manager names a bad state; only characters a state list may hold travel unescaped.
+    for (char c : *state) {
+      if (!std::islower(static_cast<unsigned char>(c)) && c != ',') {
+        throw CommandFailed("--state must be a comma-separated list of states, got '" + *state +
+                            "'");
+      }
+    }
+    if (!state->empty()) path += "&state=" + *state;
+    json rows = ok_or_fail(client.get(path));
+    if (flags->json) return print_json(rows);
+    print_jobs(rows);
   });
 }
 
@@ -455,6 +567,7 @@ void register_fleet_commands(CLI::App& app) {
   register_hosts(app);
   register_bad_hosts(app);
   register_status(app);
+  register_jobs(app);
   register_autopilot(app);
 }
 

@@ -38,6 +38,7 @@
 #include "jobs/job_queue.h"
 #include "manager/autopilot.h"
 #include "manager/http_api.h"
+#include "manager/job_signal.h"
 #include "manager/manager.h"
 #include "market/http_client.h"
 #include "market/query.h"
@@ -365,7 +366,11 @@ void run_serve(const ServeOptions& o) {
   }
   spdlog::info("jobs: inputs under {}/job-inputs (at most {} MiB each), leases of {:.0f} s",
                jobs_config.data_dir, cfg->jobs.max_input_mib, jobs_config.lease_s);
-  manager::Autopilot autopilot(fleet, vast, autopilot_config, epoch_now);
+  // Once jobs come through the gateway, the autopilot sizes the fleet for its queue; a full
+  // admission window (the gateway's max_pending_window) means demand is at least what it sees.
+  manager::Autopilot autopilot(
+      fleet, vast, autopilot_config, epoch_now,
+      manager::job_signal(*job_queue, gateway_cfg ? gateway_cfg->max_pending_window : 0));
   if (autopilot_config.enabled) {
     const auto st = autopilot.status();
     if (st.paused) {
@@ -384,6 +389,7 @@ void run_serve(const ServeOptions& o) {
   api_options.operator_token_hash = manager::hash_token(operator_token);
   api_options.clock = epoch_now;
   api_options.autopilot = &autopilot;
+  api_options.jobs_report.prices = cfg->prices;  // revenue of delivered jobs ([prices])
   api_options.http = cfg->http.limits;
   api_options.agent_lane_threads = static_cast<std::size_t>(cfg->http.agent_lane_threads);
   api_options.agent_lane_queue = static_cast<std::size_t>(cfg->http.agent_lane_queue);

@@ -7,6 +7,14 @@
 
 namespace pf::core {
 
+double demand_band(double previous, double window_s, const DemandEstimateConfig& cfg) {
+  const double window_h = window_s / 3600;
+  if (!(window_h > 0)) return cfg.band_share * previous;
+  // Poisson: the window's count has standard deviation √(count); as a rate, √(count)/window.
+  const double noise = cfg.band_z * std::sqrt(std::max(1.0, previous * window_h)) / window_h;
+  return std::max(noise, cfg.band_share * previous);
+}
+
 std::optional<DemandEstimate> estimate_demand(const QueueObservation& obs,
                                               std::optional<double> previous,
                                               const DemandEstimateConfig& cfg) {
@@ -30,9 +38,7 @@ std::optional<DemandEstimate> estimate_demand(const QueueObservation& obs,
                            std::to_string(obs.queued) + " queued (+" + fixed(out.backlog_rate, 0) +
                            "/hr to drain)";
   if (previous) {
-    // Poisson: the window's count has standard deviation √(count); as a rate, √(count)/window.
-    const double noise = cfg.band_z * std::sqrt(std::max(1.0, *previous * window_h)) / window_h;
-    const double band = std::max(noise, cfg.band_share * *previous);
+    const double band = demand_band(*previous, window_s, cfg);
     if (std::abs(fresh - *previous) <= band) {
       out.proofs_per_hour = *previous;
       out.held = true;

@@ -28,6 +28,12 @@ struct QueueObservation {
   std::span<const double> arrivals;  // arrival times (epoch s) of recent jobs, any order; those
                                      // outside [now − window, now] are ignored
   int queued = 0;                    // jobs waiting for a prover now
+  // What scale_to_demand.h reads beyond the estimate (defaults: unknown, never censored).
+  std::span<const double> queued_deadlines = {};  // deadline_at (epoch s) of each queued job
+  int in_flight = 0;                              // jobs held by instances now
+  // The gateway's admission window (queued + in flight at which the client holds back,
+  // design §11); 0 = unbounded: what arrives is all the demand there is.
+  int admit_window = 0;
 };
 
 struct DemandEstimateConfig {
@@ -47,6 +53,10 @@ struct DemandEstimate {
   bool held = false;           // the previous estimate was kept (the new one is within the band)
   std::string reason;
 };
+
+// The hysteresis band around `previous` for a trailing window of `window_s`: z Poisson standard
+// deviations of the window's count as a rate, and at least band_share of previous.
+double demand_band(double previous, double window_s, const DemandEstimateConfig& config);
 
 // nullopt while too little has been watched to say anything (the caller then keeps whatever it
 // used before, or rents nothing for demand it cannot see). `previous`: the demand the fleet was

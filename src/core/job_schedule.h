@@ -3,13 +3,29 @@
 // re-implements it.
 //
 // Rule: jobs are taken in order (priority, then deadline, then arrival); each goes to the
-// instance where it is expected to finish first — that instance's measured seconds per proof
-// times the work already queued on it (its held jobs plus those assigned in this call), over the
-// proofs it keeps in flight. An instance that cannot finish the job before its deadline is not
-// chosen while another can; an instance in the job's avoid list (it failed the job, or made a
-// proof the client rejected) only when no other can take it. A job nobody can finish in time
-// still goes to the earliest finisher (a late proof is better than none to the client, who
-// decides); it is marked `late` so the shell can count it.
+// instance where it is expected to finish first. An instance works through the jobs ahead of
+// a new one (those it holds plus those this call gave it) at its measured throughput — `slots`
+// proofs every `seconds_per_proof` — so a job with L jobs ahead starts at once while L < slots,
+// otherwise once L − slots + 1 slots have freed, and finishes one proof time later. Candidates
+// are ranked by (avoided, late, expected finish):
+//  - an instance in the job's avoid list (it failed the job, or made a proof the client
+//    rejected) only when no other instance can take it;
+//  - an instance that cannot finish the job before its deadline is not chosen while another
+//    can;
+//  - among the rest, the earliest expected finish.
+// A job nobody can finish in time still goes to the earliest finisher (a late proof is better
+// than none to the client, who decides); it is marked `late` so the shell can count it.
+//
+// Leases never exceed slots: an agent holds at most its plan's proofs in flight, so only jobs
+// whose chosen instance has a free slot are placed (leased). When the best instance is busy —
+// it finishes the job earlier than every free one, even after the work it holds, by more than
+// `hold_margin` — the job *waits for it*: it stays queued (nothing is reserved in the queue or
+// leased), the free slower instances are not given it, and the plan counts it on the busy
+// instance so that the jobs after it see that instance's real backlog. The next call (when a
+// slot frees anywhere) decides again from the then current state, so a wrong estimate costs at
+// most one decision: nothing stays bound to an instance that does not free up. Only a job that
+// keeps its deadline (or one no free instance could keep anyway) waits; where waiting would
+// turn an on-time job late it is placed on the free instance that keeps the deadline.
 #pragma once
 
 #include <cstdint>
@@ -47,10 +63,35 @@ struct JobPlacement {
   std::string reason;
 };
 
-// Places as many jobs as free slots allow: an instance takes at most `slots` jobs in total
-// (held + placed) — work beyond its slots stays in the queue, where a faster instance that
-// frees up may take it. Jobs that fit nowhere are not returned.
+// A job left in the queue on purpose: it is expected to finish first on a busy instance.
+struct JobWait {
+  std::int64_t job_id = 0;
+  std::int64_t instance_id = 0;   // the busy instance it waits for; 0: no instance can take it
+  double expected_finish_at = 0;  // epoch s, on that instance (0 when none)
+  bool late = false;
+  std::string reason;
+};
+
+struct JobPlan {
+  std::vector<JobPlacement> placements;  // lease these now (each to a free slot)
+  std::vector<JobWait> waits;            // the rest, in the order they were considered
+};
+
+struct PlacementConfig {
+  // A busy instance is waited for only when it finishes the job at least this share of the
+  // best free instance's time-to-finish earlier (estimates are rough: a small expected gain
+  // does not justify leaving a free machine idle).
+  double hold_margin = 0.2;
+};
+
+// The whole plan: placements for free slots and why the other jobs wait.
+JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
+                  const std::vector<WorkerView>& workers, const PlacementConfig& config = {});
+
+// The placements of plan_jobs: what to lease now. An instance takes at most `slots` jobs in total
+// (held + placed); work beyond its slots stays in the queue.
 std::vector<JobPlacement> place_jobs(double now, const std::vector<JobToPlace>& queued,
-                                     const std::vector<WorkerView>& workers);
+                                     const std::vector<WorkerView>& workers,
+                                     const PlacementConfig& config = {});
 
 }  // namespace pf::core

@@ -4,8 +4,10 @@
 
 namespace pf::core {
 
-std::optional<WorkerView> job_worker(const InstanceRecord& rec, int plan_slots) {
+std::optional<WorkerView> job_worker(const InstanceRecord& rec, int plan_slots, double now,
+                                     double heard_within_s) {
   if (rec.state != InstanceState::Proving) return std::nullopt;
+  if (rec.last_heartbeat_at < now - heard_within_s) return std::nullopt;
   if (!rec.verdict || !(rec.verdict->rate > 0)) return std::nullopt;
   WorkerView w;
   w.instance_id = rec.id;

@@ -12,7 +12,10 @@ namespace pf::core {
 
 // `plan_slots`: the proofs its prover plan keeps in flight (< 1 counts as 1). seconds_per_proof
 // is one proof's wall time: slots × 3600 / the measured proofs per hour. nullopt: the instance
-// takes no jobs (not proving, or no measured rate to place work by).
-std::optional<WorkerView> job_worker(const InstanceRecord& rec, int plan_slots);
+// takes no jobs (not proving, no measured rate to place work by, or its agent not heard within
+// `heard_within_s` of `now`: a job placed on a silent agent would wait there, unleased, until
+// the silence closed the instance minutes later).
+std::optional<WorkerView> job_worker(const InstanceRecord& rec, int plan_slots, double now,
+                                     double heard_within_s);
 
 }  // namespace pf::core

@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "jobs/sha256.h"
+#include "util/sha256.h"
 
 namespace pf::jobs {
 namespace {
@@ -114,7 +114,7 @@ void InputStore::unpin(const std::string& digest) {
 
 InputStore::Stored InputStore::put(std::string_view bytes) {
   Stored out;
-  out.digest = sha256_hex(bytes);
+  out.digest = util::sha256_hex(bytes);
   out.bytes = static_cast<std::int64_t>(bytes.size());
   // Pinned before the file is looked at: from here the sweep cannot remove it.
   out.pin = Pin(this, out.digest);
@@ -168,7 +168,7 @@ InputStore::Stored InputStore::put(std::string_view bytes) {
 tl::expected<InputStore::Range, std::string> InputStore::read(const std::string& digest,
                                                               std::int64_t offset,
                                                               std::int64_t max_bytes) const {
-  if (!is_sha256_hex(digest)) return tl::unexpected("not an input digest: '" + digest + "'");
+  if (!util::is_sha256_hex(digest)) return tl::unexpected("not an input digest: '" + digest + "'");
   if (offset < 0 || max_bytes < 0) return tl::unexpected(std::string("negative range"));
   Fd fd(::open(path_of(digest).c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return tl::unexpected("input " + digest + ": " + errno_text());
@@ -196,7 +196,7 @@ tl::expected<InputStore::Range, std::string> InputStore::read(const std::string&
 }
 
 bool InputStore::contains(const std::string& digest) const {
-  if (!is_sha256_hex(digest)) return false;
+  if (!util::is_sha256_hex(digest)) return false;
   struct stat st {};
   return ::stat(path_of(digest).c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
@@ -211,7 +211,7 @@ InputStore::Swept InputStore::sweep(const std::set<std::string>& in_use) {
     bool remove = false;
     if (name.starts_with(kTempPrefix)) {
       remove = !writing_.contains(name);
-    } else if (is_sha256_hex(name)) {
+    } else if (util::is_sha256_hex(name)) {
       remove = !in_use.contains(name) && !pins_.contains(name);
     }
     // Anything else is not ours: left alone.

@@ -5,7 +5,7 @@
 #include "core/job_outcome.h"
 #include "jobs/job_queue.h"
 #include "jobs/job_queue_impl.h"
-#include "jobs/sha256.h"
+#include "util/sha256.h"
 
 namespace pf::jobs {
 namespace {
@@ -179,7 +179,7 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
   if (r.ok && r.proof.empty()) {
     return tl::unexpected(job_error(Code::InvalidArgument, "proof: empty"));
   }
-  const std::string proof_digest = r.ok ? sha256_hex(r.proof) : std::string();
+  const std::string proof_digest = r.ok ? util::sha256_hex(r.proof) : std::string();
   Effects effects;
   ReportAck ack;
   {

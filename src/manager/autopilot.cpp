@@ -14,8 +14,13 @@ constexpr const char* kPausedAtKey = "autopilot.paused_at";
 
 }  // namespace
 
-Autopilot::Autopilot(Manager& manager, market::Market& market, AutopilotConfig config, Clock clock)
-    : manager_(manager), market_(market), config_(std::move(config)), clock_(std::move(clock)) {}
+Autopilot::Autopilot(Manager& manager, market::Market& market, AutopilotConfig config, Clock clock,
+                     JobSignal jobs)
+    : manager_(manager),
+      market_(market),
+      config_(std::move(config)),
+      clock_(std::move(clock)),
+      jobs_(std::move(jobs)) {}
 
 bool Autopilot::paused_in_store() {
   return manager_.store().setting(kPausedKey).value_or("0") == "1";
@@ -48,6 +53,8 @@ AutopilotStatus Autopilot::status() {
   s.rents = rents_;
   s.drops = drops_;
   s.recent.assign(recent_.begin(), recent_.end());
+  s.demand_proofs_per_hour = sized_for_;
+  s.demand_reason = demand_reason_;
   return s;
 }
 
@@ -85,7 +92,31 @@ std::vector<AutopilotDecision> Autopilot::run_once() {
   history.exploration_spent_usd =
       core::exploration_spend(fleet, now, config_.policy.exploration_window_s);
   // core::decide also leaves alone the machines the operator recently took an instance off.
-  const auto actions = core::decide(fleet, found->offers, history, bad_hosts, now, config_.policy);
+  // Once jobs come through the gateway, the demand is the queue's (the same decision `sim`
+  // makes on /2 scenarios); before the first job, the configured demand.
+  std::vector<core::Action> actions;
+  std::optional<double> sized_for = config_.policy.demand_proofs_per_hour;
+  std::string demand_reason = "configured";
+  const core::QueueSnapshot seen =
+      jobs_ ? jobs_(now, now - config_.scale.forecast.history_days * 86400.0 -
+                             config_.scale.forecast.bin_s - config_.scale.estimate.window_s)
+            : core::QueueSnapshot{};
+  if (seen.any_job) {
+    auto scaled = core::decide_for_jobs(fleet, found->offers, history, bad_hosts, now,
+                                        config_.policy, seen.view(), demand_, config_.scale);
+    if (scaled.demand) demand_ = scaled.demand->proofs_per_hour;
+    sized_for = scaled.sized_for;
+    demand_reason =
+        scaled.demand ? scaled.demand->reason : "job queue watched too briefly: sized as before";
+    actions = std::move(scaled.actions);
+  } else {
+    actions = core::decide(fleet, found->offers, history, bad_hosts, now, config_.policy);
+  }
+  {
+    std::lock_guard lock(mu_);
+    sized_for_ = sized_for;
+    demand_reason_ = demand_reason;
+  }
 
   for (const auto& a : actions) {
     AutopilotDecision d;
@@ -140,11 +171,21 @@ nlohmann::json to_json(const AutopilotStatus& s) {
                       {"ok", d.ok},
                       {"reason", d.reason}});
   }
-  return {
-      {"enabled", s.enabled},       {"paused", s.paused},       {"active", s.enabled && !s.paused},
-      {"paused_by", s.paused_by},   {"paused_at", s.paused_at}, {"last_run_at", s.last_run_at},
-      {"last_error", s.last_error}, {"runs", s.runs},           {"rents", s.rents},
-      {"drops", s.drops},           {"recent", recent}};
+  return {{"enabled", s.enabled},
+          {"paused", s.paused},
+          {"active", s.enabled && !s.paused},
+          {"paused_by", s.paused_by},
+          {"paused_at", s.paused_at},
+          {"last_run_at", s.last_run_at},
+          {"last_error", s.last_error},
+          {"runs", s.runs},
+          {"rents", s.rents},
+          {"drops", s.drops},
+          {"recent", recent},
+          {"demand",
+           {{"proofs_per_hour", s.demand_proofs_per_hour ? nlohmann::json(*s.demand_proofs_per_hour)
+                                                         : nlohmann::json(nullptr)},
+            {"reason", s.demand_reason}}}};
 }
 
 }  // namespace pf::manager

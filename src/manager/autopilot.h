@@ -10,10 +10,12 @@
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/policy.h"
+#include "core/scale_to_demand.h"
 #include "manager/manager.h"
 #include "market/market.h"
 
@@ -23,6 +25,9 @@ struct AutopilotConfig {
   bool enabled = false;
   nlohmann::json filters = nlohmann::json::object();  // vast JSON query of candidate offers
   core::PolicyConfig policy;
+  // Where jobs arrive through the gateway, the demand is the queue's (core/scale_to_demand.h);
+  // policy.demand_proofs_per_hour stays the demand until a job was ever submitted.
+  core::ScaleToDemandConfig scale;
   std::size_t decisions_kept = 100;  // recent decisions shown by status()
 };
 
@@ -36,6 +41,10 @@ struct AutopilotDecision {
   std::string reason;  // the policy's reason, then the outcome when it failed
 };
 
+// What the autopilot reads of the job queue each round: the queue as it is at `now` and the
+// arrivals since `since`. serve wires it to jobs::JobQueue (job_signal in job_signal.h).
+using JobSignal = std::function<core::QueueSnapshot(double now, double since)>;
+
 struct AutopilotStatus {
   bool enabled = false;
   bool paused = false;
@@ -45,12 +54,17 @@ struct AutopilotStatus {
   std::string last_error;  // empty when the last run completed
   int runs = 0, rents = 0, drops = 0;
   std::vector<AutopilotDecision> recent;  // newest last
+  // The demand the last round sized the fleet for (nullopt: unlimited) and where it came from.
+  std::optional<double> demand_proofs_per_hour;
+  std::string demand_reason;
 };
 
 class Autopilot {
  public:
   using Clock = std::function<double()>;
-  Autopilot(Manager& manager, market::Market& market, AutopilotConfig config, Clock clock);
+  // `jobs`: the job queue's signal; empty (or no job ever submitted) keeps the configured demand.
+  Autopilot(Manager& manager, market::Market& market, AutopilotConfig config, Clock clock,
+            JobSignal jobs = {});
 
   // One decision round. Does nothing when disabled or paused. Returns the actions taken.
   std::vector<AutopilotDecision> run_once();
@@ -66,12 +80,16 @@ class Autopilot {
   market::Market& market_;
   AutopilotConfig config_;
   Clock clock_;
-  std::mutex run_mu_;  // one round at a time
-  std::mutex mu_;      // guards the fields below
+  JobSignal jobs_;
+  std::optional<double> demand_;  // the queue's demand the fleet was last sized for (run_mu_)
+  std::mutex run_mu_;             // one round at a time
+  std::mutex mu_;                 // guards the fields below
   double last_run_at_ = 0;
   std::string last_error_;
   int runs_ = 0, rents_ = 0, drops_ = 0;
   std::deque<AutopilotDecision> recent_;
+  std::optional<double> sized_for_;
+  std::string demand_reason_;
 };
 
 nlohmann::json to_json(const AutopilotStatus& status);

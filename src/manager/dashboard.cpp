@@ -148,7 +148,7 @@ struct Dashboard::Impl {
   };
 
   json build_snapshot() {
-    json summary = to_json(manager.summary());
+    json summary = options.summary ? options.summary() : to_json(manager.summary());
     json autopilot = options.autopilot ? options.autopilot() : json(nullptr);
     const double recent_since = options.clock() - options.recent_destroyed_s;
     json instances = json::array();

@@ -55,6 +55,9 @@ struct DashboardOptions {
   std::function<double()> clock;
   // The autopilot's JSON as GET /api/v1/autopilot answers it; empty = "autopilot": null.
   std::function<nlohmann::json()> autopilot;
+  // The fleet summary as GET /api/v1/fleet answers it (profit basis and "jobs" section
+  // included); empty = views.h's JSON of Manager::summary().
+  std::function<nlohmann::json()> summary;
 };
 
 // Decides whether a request carries the operator token: nullopt when it does, else the

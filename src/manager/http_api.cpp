@@ -1,5 +1,6 @@
 #include "manager/http_api.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -398,6 +399,55 @@ std::vector<AgentEvent> parse_events(const json& body, std::size_t max_events) {
   return out;
 }
 
+// ---- job queries --------------------------------------------------------------------------
+
+constexpr std::size_t kMaxRequestIdBytes = 256;  // as the gateway accepts them
+
+// ?state=queued,proving: known state names, comma-separated; absent or empty = every state.
+std::vector<core::JobState> job_states_param(const net::HttpRequest& req) {
+  std::vector<core::JobState> states;
+  const auto text = param(req, "state");
+  if (!text || text->empty()) return states;
+  if (text->size() > 128) fail(400, "query parameter 'state' is too long (at most 128 bytes)");
+  std::size_t from = 0;
+  while (from <= text->size()) {
+    const auto comma = text->find(',', from);
+    const std::string name =
+        text->substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    auto state = core::parse_job_state(name);
+    if (!state) {
+      fail(400,
+           "query parameter 'state' must be a comma-separated list of queued, assigned, "
+           "proving, done, failed, cancelled; got " +
+               in_quotes(name));
+    }
+    if (std::find(states.begin(), states.end(), *state) == states.end()) states.push_back(*state);
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  return states;
+}
+
+// ?limit=N within [1, max]; `fallback` when absent.
+int limit_param(const net::HttpRequest& req, int fallback, int max) {
+  const auto text = param(req, "limit");
+  if (!text) return fallback;
+  auto n = parse_positive_id(*text);
+  if (!n || *n > max) {
+    fail(400, "query parameter 'limit' must be an integer in [1, " + std::to_string(max) +
+                  "], got " + in_quotes(*text));
+  }
+  return static_cast<int>(*n);
+}
+
+// A job's path key: a job id or a request_id, printable ASCII, bounded.
+bool is_job_key(const std::string& key) {
+  if (key.empty() || key.size() > kMaxRequestIdBytes) return false;
+  return std::all_of(key.begin(), key.end(), [](char c) {
+    return static_cast<unsigned char>(c) > 0x20 && static_cast<unsigned char>(c) < 0x7f;
+  });
+}
+
 // ---- jobs (issue 12) ------------------------------------------------------------------------
 
 // The heartbeat's "jobs": the (job, attempt) pairs the agent holds.
@@ -522,12 +572,42 @@ struct HttpApi::Impl {
   ApiOptions options;
   Metrics metrics;
   std::vector<Route> routes;
+  // Built before the constructor's body defaults the clock: counts only what happens from now.
+  JobCounters job_counters{options.clock ? options.clock() : system_clock_now()};
   Dashboard dashboard{manager, DashboardOptions{.clock = [this] { return options.clock(); },
-                                                .autopilot = [this] { return autopilot_json(); }}};
+                                                .autopilot = [this] { return autopilot_json(); },
+                                                .summary = [this] { return fleet_json(); }}};
 
   json autopilot_json() const {
     if (!options.autopilot) return {{"enabled", false}, {"paused", false}, {"active", false}};
     return to_json(options.autopilot->status());
+  }
+
+  // The jobs figures (null without a gateway); every build also feeds /metrics' counters.
+  std::optional<JobsReport> jobs_report() {
+    jobs::JobQueue* queue = job_queue_or_null();
+    if (!queue) return std::nullopt;
+    const double now = options.clock();
+    JobsReport report = build_jobs_report(manager, *queue, options.jobs_report, now);
+    job_counters.observe(report.scanned, options.jobs_report.prices, now);
+    return report;
+  }
+
+  // The fleet summary with its profit on the right basis, and the report it was based on.
+  std::pair<FleetSummary, std::optional<JobsReport>> fleet_with_jobs() {
+    FleetSummary summary = manager.summary();
+    auto report = jobs_report();
+    apply_profit_basis(summary, report ? &*report : nullptr,
+                       manager.config().rank.economics.revenue_per_proof_usd);
+    return {std::move(summary), std::move(report)};
+  }
+
+  // GET /api/v1/fleet without "autopilot": the summary and its "jobs" section.
+  json fleet_json() {
+    auto [summary, report] = fleet_with_jobs();
+    json out = to_json(summary);
+    out["jobs"] = report ? to_json(*report) : json(nullptr);
+    return out;
   }
 
   void add(const char* method, std::string label, Access access, RouteFn fn) {
@@ -696,9 +776,10 @@ struct HttpApi::Impl {
       return json_reply(200, {{"ok", true}});
     });
     add("GET", "/metrics", Access::Public, [this](const net::HttpRequest&, std::int64_t) {
-      return Reply{200,
-                   render_prometheus(manager.summary(), metrics.requests(), metrics.front_events()),
-                   kPrometheusContentType};
+      auto [summary, report] = fleet_with_jobs();
+      std::string text = render_prometheus(summary, metrics.requests(), metrics.front_events());
+      if (report) text += render_jobs_prometheus(*report, job_counters.snapshot());
+      return Reply{200, std::move(text), kPrometheusContentType};
     });
 
     // --- agents (design §7) --------------------------------------------------------------
@@ -902,10 +983,11 @@ struct HttpApi::Impl {
     add("GET", "/api/v1/fleet", Access::Operator,
         [this](const net::HttpRequest& req, std::int64_t) {
           reject_unknown_params(req, {});
-          json out = to_json(manager.summary());
+          json out = fleet_json();
           out["autopilot"] = autopilot_json();
           return json_reply(200, out);
         });
+    add_operator_job_routes();
     add("GET", "/api/v1/autopilot", Access::Operator,
         [this](const net::HttpRequest& req, std::int64_t) {
           reject_unknown_params(req, {});
@@ -923,6 +1005,46 @@ struct HttpApi::Impl {
           if (!options.autopilot) fail(409, "this manager runs without an autopilot");
           options.autopilot->set_paused(body["paused"].get<bool>(), "operator via API");
           return json_reply(200, autopilot_json());
+        });
+  }
+
+  // --- gateway jobs (operator): list and look up -------------------------------------------
+  jobs::JobQueue& operator_job_queue() const {
+    jobs::JobQueue* queue = job_queue_or_null();
+    if (!queue) fail(409, "this manager runs without a gateway (no job queue)");
+    return *queue;
+  }
+
+  void add_operator_job_routes() {
+    add("GET", "/api/v1/jobs", Access::Operator, [this](const net::HttpRequest& req, std::int64_t) {
+      reject_unknown_params(req, {"state", "limit"});
+      const auto states = job_states_param(req);
+      const auto limit = limit_param(req, options.jobs_default_limit, options.jobs_max_limit);
+      const double now = options.clock();
+      json out = json::array();
+      for (const auto& job : operator_job_queue().list(states, static_cast<std::size_t>(limit))) {
+        out.push_back(to_json(job, now, options.jobs_report.prices));
+      }
+      return json_reply(200, out);
+    });
+    add("GET", "/api/v1/jobs/{id}", Access::Operator,
+        [this](const net::HttpRequest& req, std::int64_t) {
+          reject_unknown_params(req, {});
+          const std::string key = req.matches.size() >= 2 ? req.matches[1].str() : "";
+          if (!is_job_key(key)) {
+            fail(400, "job id must be a job id or a request_id (1 to " +
+                          std::to_string(kMaxRequestIdBytes) + " printable bytes), got " +
+                          in_quotes(key));
+          }
+          auto& queue = operator_job_queue();
+          // The gateway's handle is the request_id; a number no request_id holds is a job id.
+          auto job = queue.job_by_request(key);
+          if (!job) {
+            if (auto id = parse_positive_id(key)) job = queue.job(*id);
+          }
+          if (!job)
+            fail(404, "unknown job " + in_quotes(key) + " (neither a request_id nor an id)");
+          return json_reply(200, to_json(*job, options.clock(), options.jobs_report.prices));
         });
   }
 

@@ -18,6 +18,7 @@
 #include <tl/expected.hpp>
 
 #include "core/http_limits.h"
+#include "manager/jobs_report.h"
 #include "manager/manager.h"
 #include "manager/metrics.h"
 #include "net/http_server.h"
@@ -76,6 +77,13 @@ struct ApiOptions {
   // The autopilot shown in /api/v1/fleet and paused by POST /api/v1/autopilot; not owned.
   // Null: the manager runs without one (those routes say so).
   Autopilot* autopilot = nullptr;
+  // Operator side of the job queue (`jobs` above, else the Manager's): without one GET
+  // /api/v1/jobs answers 409, the fleet's "jobs" is null and its profit stays the measured-proofs
+  // estimate.
+  // [prices] and the window of the jobs figures (fleet "jobs", dashboard, /metrics).
+  JobsReportOptions jobs_report;
+  int jobs_default_limit = 50;  // GET /api/v1/jobs without ?limit
+  int jobs_max_limit = 1000;
 };
 
 class HttpApi {

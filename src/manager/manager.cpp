@@ -892,8 +892,14 @@ void Manager::attach_jobs(jobs::JobQueue& queue) {
 
 std::vector<core::WorkerView> Manager::job_workers() {
   std::vector<core::WorkerView> out;
+  // Agents heartbeat every heartbeat_s; three missed ones and it takes no new work (its held
+  // jobs stay leased until the lease or the silence rule ends them).
+  const double now = clock_();
+  const double heard_within_s = 3 * config_.heartbeat_s;
   for (const auto& rec : store_.instances(false)) {
-    if (auto w = core::job_worker(rec, plan_slots(rec.plan_json))) out.push_back(*w);
+    if (auto w = core::job_worker(rec, plan_slots(rec.plan_json), now, heard_within_s)) {
+      out.push_back(*w);
+    }
   }
   return out;
 }

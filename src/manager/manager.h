@@ -22,6 +22,7 @@
 #include "core/close_cause.h"
 #include "core/fleet.h"
 #include "core/hearing.h"
+#include "core/job_economics.h"
 #include "core/lifecycle.h"
 #include "core/ranking.h"
 #include "core/reconcile.h"
@@ -138,6 +139,11 @@ struct FleetSummary {
   double dollars_per_hour = 0;          // live instances' dph_total
   std::optional<double> cost_per_proof;
   double profit_per_hour = 0;
+  // What profit_per_hour counts (manager/jobs_report.h apply_profit_basis): the measured-proofs
+  // estimate until the gateway has seen a job, delivered jobs' revenue after.
+  core::ProfitBasis profit_basis = core::ProfitBasis::ProofsMeasured;
+  double revenue_per_hour = 0;
+  std::string profit_reason;
   double spend_usd = 0;   // all time
   int proofs = 0;         // production proofs all time
   core::Hearing hearing;  // whether silence is judged now, and why not

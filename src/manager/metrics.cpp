@@ -1,5 +1,6 @@
 #include "manager/metrics.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <sstream>
@@ -119,6 +120,139 @@ std::string render_prometheus(const FleetSummary& fleet,
     out << "proverfleet_http_front_events_total{event=\"" << escape_label_value(event) << "\"} "
         << count << "\n";
   }
+  return out.str();
+}
+
+// ---- jobs -------------------------------------------------------------------------------------
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds(std::move(upper_bounds)), counts(bounds.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  const auto at = std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin();
+  ++counts[static_cast<std::size_t>(at)];
+  sum += value;
+  ++count;
+}
+
+std::vector<double> queue_wait_buckets() {
+  return {1, 5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600};
+}
+
+std::vector<double> end_to_end_buckets() {
+  return {30, 60, 120, 180, 300, 450, 600, 900, 1200, 1800, 2700, 3600};
+}
+
+JobCounters::JobCounters(double started_at, double horizon_s)
+    : started_at_(started_at),
+      horizon_s_(horizon_s),
+      totals_{Histogram(queue_wait_buckets()), Histogram(end_to_end_buckets()), 0, 0} {}
+
+void JobCounters::observe(const std::vector<core::Job>& jobs, const core::PriceConfig& prices,
+                          double now) {
+  std::lock_guard lock(mutex_);
+  const double oldest = std::max(started_at_, now - horizon_s_);
+  const auto fresh = [oldest, now](double at) { return at > 0 && at >= oldest && at <= now; };
+  for (const auto& job : jobs) {
+    if (auto wait = core::queue_wait_s(job); wait && fresh(job.assigned_at)) {
+      if (leases_seen_.emplace(std::pair{job.id, job.attempts}, job.assigned_at).second) {
+        totals_.queue_wait_s.observe(*wait);
+      }
+    }
+    if (auto total = core::end_to_end_s(job); total && fresh(job.finished_at)) {
+      if (finished_seen_.emplace(job.id, job.finished_at).second) {
+        totals_.end_to_end_s.observe(*total);
+      }
+    }
+    if (job.state == core::JobState::Done && fresh(job.delivered_at) &&
+        core::job_timeliness(job, now).timeliness == core::Timeliness::OnTime) {
+      if (delivered_seen_.emplace(job.id, job.delivered_at).second) {
+        totals_.revenue_usd += core::job_revenue_usd(job, prices);
+        ++totals_.delivered_on_time;
+      }
+    }
+  }
+  // Forget what is older than the horizon: it is never observed again (see `fresh`).
+  const auto prune = [oldest](auto& seen) {
+    std::erase_if(seen, [oldest](const auto& entry) { return entry.second < oldest; });
+  };
+  prune(leases_seen_);
+  prune(finished_seen_);
+  prune(delivered_seen_);
+}
+
+JobCounters::Snapshot JobCounters::snapshot() const {
+  std::lock_guard lock(mutex_);
+  return totals_;
+}
+
+namespace {
+
+void histogram(std::ostringstream& out, const char* name, const char* help, const Histogram& h) {
+  header(out, name, "histogram", help);
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < h.bounds.size(); ++i) {
+    cumulative += h.counts[i];
+    out << name << "_bucket{le=\"" << number(h.bounds[i]) << "\"} " << cumulative << "\n";
+  }
+  cumulative += h.counts.back();
+  out << name << "_bucket{le=\"+Inf\"} " << cumulative << "\n";
+  out << name << "_sum " << number(h.sum) << "\n" << name << "_count " << h.count << "\n";
+}
+
+}  // namespace
+
+std::string render_jobs_prometheus(const JobsReport& report,
+                                   const JobCounters::Snapshot& counters) {
+  std::ostringstream out;
+  header(out, "proverfleet_jobs", "gauge", "Gateway jobs open now, by state.");
+  for (auto state : {core::JobState::Queued, core::JobState::Assigned, core::JobState::Proving}) {
+    auto it = report.open_by_state.find(state);
+    out << "proverfleet_jobs{state=\"" << core::to_string(state) << "\"} "
+        << (it == report.open_by_state.end() ? 0 : it->second) << "\n";
+  }
+  header(out, "proverfleet_jobs_queued", "gauge", "Gateway jobs waiting for a machine, by kind.");
+  for (auto kind : core::kAllJobKinds) {
+    auto it = report.queued_by_kind.find(kind);
+    out << "proverfleet_jobs_queued{kind=\"" << core::to_string(kind) << "\"} "
+        << (it == report.queued_by_kind.end() ? 0 : it->second) << "\n";
+  }
+  header(out, "proverfleet_jobs_completed_total", "counter",
+         "Gateway jobs done since the store was created.");
+  out << "proverfleet_jobs_completed_total " << report.completed << "\n";
+  header(out, "proverfleet_jobs_failed_total", "counter",
+         "Gateway jobs failed since the store was created.");
+  out << "proverfleet_jobs_failed_total " << report.failed << "\n";
+  gauge(out, "proverfleet_jobs_arrivals_last_hour", "Jobs submitted in the last hour.",
+        report.arrivals_last_hour);
+  gauge(out, "proverfleet_jobs_idle_instance_hours",
+        "Hours accepted instances held no job, within the jobs window.", report.money.idle_hours);
+  gauge(out, "proverfleet_jobs_revenue_per_hour_usd",
+        "Revenue of jobs delivered on time per hour, over the jobs window.",
+        report.money.revenue_per_hour);
+  // Absent while nothing settled or was delivered: "no data", not 0.
+  if (report.latency.on_time_share) {
+    gauge(out, "proverfleet_jobs_on_time_share",
+          "Share of jobs settled in the window that were delivered by their deadline.",
+          *report.latency.on_time_share);
+  }
+  if (report.money.realised_cost_per_proof) {
+    gauge(out, "proverfleet_jobs_realised_cost_per_proof_usd",
+          "Spend in the jobs window over jobs delivered on time in it, USD.",
+          *report.money.realised_cost_per_proof);
+  }
+  histogram(out, "proverfleet_job_queue_wait_seconds",
+            "Seconds from submission to the lease, once per lease (since the manager started).",
+            counters.queue_wait_s);
+  histogram(out, "proverfleet_job_end_to_end_seconds",
+            "Seconds from submission to the proof, once per done job (since the manager started).",
+            counters.end_to_end_s);
+  header(out, "proverfleet_jobs_revenue_usd_total", "counter",
+         "Revenue of jobs delivered on time since the manager started, USD.");
+  out << "proverfleet_jobs_revenue_usd_total " << number(counters.revenue_usd) << "\n";
+  header(out, "proverfleet_jobs_delivered_on_time_total", "counter",
+         "Jobs delivered by their deadline since the manager started.");
+  out << "proverfleet_jobs_delivered_on_time_total " << counters.delivered_on_time << "\n";
   return out.str();
 }
 

@@ -8,7 +8,11 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
+#include "core/job_economics.h"
+#include "manager/jobs_report.h"
 #include "manager/manager.h"
 
 namespace pf::manager {
@@ -45,6 +49,56 @@ class Metrics {
 std::string render_prometheus(const FleetSummary& fleet,
                               const std::map<RequestKey, std::uint64_t>& requests,
                               const std::map<std::string, std::uint64_t>& front_events = {});
+
+// A Prometheus histogram: counts per upper bound (not cumulative here; the text is), sum, count.
+struct Histogram {
+  std::vector<double> bounds;         // ascending upper bounds; +Inf is implied
+  std::vector<std::uint64_t> counts;  // bounds.size() + 1 (the last: above every bound)
+  double sum = 0;
+  std::uint64_t count = 0;
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+};
+
+// Once-per-job counters for /metrics from the jobs the report listed: a job's queue wait is
+// observed once per lease, its end-to-end latency once when done, its revenue once when
+// delivered on time. Only what happened since this process started counts (counters restart
+// at 0, as Prometheus expects of a restart), and only within `horizon_s` of the observation:
+// a job listed again is not counted twice, and one that finished while nobody scraped is
+// counted at the next scrape as long as the report still lists it. Thread-safe.
+class JobCounters {
+ public:
+  explicit JobCounters(double started_at, double horizon_s = 24 * 3600);
+  void observe(const std::vector<core::Job>& jobs, const core::PriceConfig& prices, double now);
+
+  struct Snapshot {
+    Histogram queue_wait_s, end_to_end_s;
+    double revenue_usd = 0;
+    std::uint64_t delivered_on_time = 0;
+  };
+  Snapshot snapshot() const;
+
+ private:
+  mutable std::mutex mutex_;  // guards everything below
+  double started_at_;
+  double horizon_s_;
+  std::map<std::pair<std::int64_t, int>, double> leases_seen_;  // (job, attempt) → assigned_at
+  std::map<std::int64_t, double> finished_seen_;                // job → finished_at
+  std::map<std::int64_t, double> delivered_seen_;               // job → delivered_at
+  Snapshot totals_;
+};
+
+// The bucket bounds, seconds: a queue wait is seconds to minutes, a proof minutes (cuzk's
+// ProveTimeout is 30 min).
+std::vector<double> queue_wait_buckets();
+std::vector<double> end_to_end_buckets();
+
+// The jobs' series: proverfleet_jobs{state} (open states now), proverfleet_jobs_queued{kind},
+// completed/failed totals, arrivals in the last hour, in-flight, on-time share, realised
+// $/proof, idle hours, revenue/hour (gauges over the report's window), and from `counters`
+// proverfleet_job_queue_wait_seconds / proverfleet_job_end_to_end_seconds histograms and
+// proverfleet_jobs_revenue_usd_total.
+std::string render_jobs_prometheus(const JobsReport& report, const JobCounters::Snapshot& counters);
 
 // Escapes a label value (backslash, double quote, newline) as the text format requires.
 std::string escape_label_value(const std::string& value);

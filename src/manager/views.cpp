@@ -177,6 +177,11 @@ json to_json(const FleetSummary& s) {
       {"dollars_per_hour", s.dollars_per_hour},
       {"cost_per_proof", optional_number(s.cost_per_proof)},
       {"profit_per_hour", s.profit_per_hour},
+      // Which revenue profit_per_hour counts: "proofs_measured" (no gateway jobs yet: measured
+      // rates x revenue per proof, proofs nobody asked for) or "jobs_delivered".
+      {"profit_basis", core::to_string(s.profit_basis)},
+      {"revenue_per_hour", s.revenue_per_hour},
+      {"profit_reason", s.profit_reason},
       {"spend_usd", s.spend_usd},
       {"proofs", s.proofs},
       {"hearing",
@@ -186,6 +191,112 @@ json to_json(const FleetSummary& s) {
         {"listening_since", s.hearing.listening_since},
         {"agents_expected", s.hearing.agents_expected},
         {"agents_silent", s.hearing.agents_silent}}},
+  };
+}
+
+namespace {
+
+json time_or_null(double at) {
+  return at > 0 ? json(at) : json(nullptr);
+}
+
+json kind_counts(const std::map<core::JobKind, int>& counts) {
+  json out = json::object();
+  for (auto kind : core::kAllJobKinds) {
+    auto it = counts.find(kind);
+    out[core::to_string(kind)] = it == counts.end() ? 0 : it->second;
+  }
+  return out;
+}
+
+json quantiles(const core::LatencyQuantiles& q) {
+  return {{"count", q.count}, {"p50", optional_number(q.p50)}, {"p95", optional_number(q.p95)}};
+}
+
+json prices_json(const core::PriceConfig& prices) {
+  json usd = json::object();
+  for (auto kind : core::kAllJobKinds) {
+    usd[core::to_string(kind)] = optional_number(core::price_usd(prices, kind));
+  }
+  return {{"currency", core::to_string(prices.currency)},
+          {"fil_usd", prices.fil_usd > 0 ? json(prices.fil_usd) : json(nullptr)},
+          {"usd_per_proof", usd}};
+}
+
+}  // namespace
+
+json to_json(const core::Job& j, double now, const core::PriceConfig& prices) {
+  return {
+      {"id", j.id},
+      {"request_id", j.request_id},
+      {"kind", core::to_string(j.kind)},
+      {"priority", j.priority},
+      {"state", core::to_string(j.state)},
+      {"input_digest", j.input_digest},
+      {"input_bytes", j.input_bytes},
+      {"attempts", j.attempts},
+      {"instance_id", j.instance_id ? json(*j.instance_id) : json(nullptr)},
+      {"lease_expires_at",
+       core::is_leased(j.state) ? time_or_null(j.lease_expires_at) : json(nullptr)},
+      {"submitted_at", j.submitted_at},
+      {"deadline_at", time_or_null(j.deadline_at)},
+      {"assigned_at", time_or_null(j.assigned_at)},
+      {"started_at", time_or_null(j.started_at)},
+      {"finished_at", time_or_null(j.finished_at)},
+      {"delivered_at", time_or_null(j.delivered_at)},
+      {"proof_digest", j.proof_digest},
+      {"error", j.error},
+      {"avoid_instances", j.avoid_instances},
+      {"rejections", j.rejections},
+      {"prove_ms", j.prove_ms},
+      {"gpu_ms", j.gpu_ms},
+      {"queue_ms", j.queue_ms},
+      {"queue_wait_s", optional_number(core::queue_wait_s(j))},
+      {"end_to_end_s", optional_number(core::end_to_end_s(j))},
+      {"timeliness", core::to_string(core::job_timeliness(j, now).timeliness)},
+      {"earned_usd", core::job_revenue_usd(j, prices)},
+  };
+}
+
+json to_json(const JobsReport& r) {
+  json by_state = json::object();
+  for (auto state : {core::JobState::Queued, core::JobState::Assigned, core::JobState::Proving}) {
+    auto it = r.open_by_state.find(state);
+    by_state[core::to_string(state)] = it == r.open_by_state.end() ? 0 : it->second;
+  }
+  json in_flight = json::object();  // keys are instance ids (JSON object keys are strings)
+  for (const auto& [instance, count] : r.in_flight_by_instance) {
+    in_flight[std::to_string(instance)] = count;
+  }
+  const auto& l = r.latency;
+  const auto& m = r.money;
+  return {
+      {"at", r.at},
+      {"window", {{"since", r.since}, {"until", r.at}, {"truncated", r.truncated}}},
+      {"has_jobs", r.has_jobs},
+      {"open", by_state},
+      {"queued_by_kind", kind_counts(r.queued_by_kind)},
+      {"in_progress_by_kind", kind_counts(r.in_progress_by_kind)},
+      {"completed", r.completed},
+      {"failed", r.failed},
+      {"arrivals_last_hour", r.arrivals_last_hour},
+      {"in_flight_by_instance", in_flight},
+      {"queue_wait_s", quantiles(l.queue_wait_s)},
+      {"end_to_end_s", quantiles(l.end_to_end_s)},
+      {"oldest_queued_s", l.oldest_queued_s},
+      {"on_time", l.on_time},
+      {"late", l.late},
+      {"missed", l.missed},
+      {"on_time_share", optional_number(l.on_time_share)},
+      {"revenue_usd", m.revenue_usd},
+      {"revenue_per_hour", m.revenue_per_hour},
+      {"delivered_on_time", m.delivered_on_time},
+      {"delivered_late", m.delivered_late},
+      {"delivered_unpriced", m.delivered_unpriced},
+      {"spend_usd", m.spend_usd},
+      {"realised_cost_per_proof", optional_number(m.realised_cost_per_proof)},
+      {"idle_instance_hours", m.idle_hours},
+      {"prices", prices_json(r.prices)},
   };
 }
 

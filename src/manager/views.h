@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/fleet.h"
+#include "core/job.h"
 #include "core/offer.h"
 #include "core/ranking.h"
+#include "manager/jobs_report.h"
 #include "manager/manager.h"
 
 namespace pf::manager {
@@ -39,6 +41,12 @@ nlohmann::json to_json(const core::HostSummary& summary);
 nlohmann::json to_json(const core::BadHost& entry);
 // by_state lists every state (0 where none); cost_per_proof null when nothing is proving.
 nlohmann::json to_json(const FleetSummary& summary);
+// A gateway job as the operator sees it: every field, times as epoch seconds (0 = not yet →
+// null), plus "timeliness" (core/job_latency.h) at `now`, "earned_usd" under `prices`, and
+// "queue_wait_s" / "end_to_end_s" (null until known). Inputs and proofs stay on disk.
+nlohmann::json to_json(const core::Job& job, double now, const core::PriceConfig& prices);
+// The "jobs" section of GET /api/v1/fleet and the dashboard's summary (see docs).
+nlohmann::json to_json(const JobsReport& report);
 // The ranked-offer row of `proverfleet offers --json` and GET /api/v1/offers.
 nlohmann::json to_json(const core::RankedOffer& ranked);
 

@@ -619,11 +619,15 @@ class Engine {
         arrivals_seen_.push_back(epoch(jobs_[arrivals_seen_.size()]));
       }
       const double deadline_s = sc_.demand->deadline_min * 60;
-      const auto queued = std::count_if(waiting_.begin(), waiting_.end(), [&](std::size_t j) {
-        return now_ - jobs_[j] < deadline_s;
-      });
-      jobs =
-          core::QueueObservation{epoch(now_), epoch(0), arrivals_seen_, static_cast<int>(queued)};
+      queued_deadlines_.clear();
+      for (std::size_t j : waiting_) {
+        if (now_ - jobs_[j] < deadline_s) queued_deadlines_.push_back(epoch(jobs_[j] + deadline_s));
+      }
+      const auto in_flight = std::count_if(insts_.begin(), insts_.end(),
+                                           [](const Inst& in) { return in.job != kNone; });
+      jobs = core::QueueObservation{epoch(now_),       epoch(0),
+                                    arrivals_seen_,    static_cast<int>(queued_deadlines_.size()),
+                                    queued_deadlines_, static_cast<int>(in_flight)};
     }
     const DesView view{epoch(now_),        fleet, offers, index, history_, bad_hosts_, sc_,
                        fleet_offer_index_, jobs};
@@ -807,6 +811,7 @@ class Engine {
   // Epoch seconds of the jobs arrived so far: the arrivals the policy is shown.
   std::vector<double> arrivals_seen_;
   std::vector<double> queue_waits_s_;
+  std::vector<double> queued_deadlines_;  // /2: the deadlines the policy is shown (epoch s)
   std::set<std::int64_t> oomed_machines_;
   std::vector<core::Measurement> history_;
   std::vector<core::BadHost> bad_hosts_;

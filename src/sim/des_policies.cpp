@@ -97,12 +97,12 @@ std::vector<core::Action> DefaultPolicy::decide(const DesView& view) {
     return core::decide(view.fleet, view.offers, history, view.bad_hosts, view.now, config_.policy);
   }
   // /2: size the fleet for the demand the job queue shows (none seen yet: rent nothing).
-  if (auto estimate = core::estimate_demand(*view.jobs, demand_, config_.demand)) {
-    demand_ = estimate->proofs_per_hour;
-  }
   core::PolicyConfig policy = config_.policy;
-  policy.demand_proofs_per_hour = demand_.value_or(0);
-  return core::decide(view.fleet, view.offers, history, view.bad_hosts, view.now, policy);
+  policy.demand_proofs_per_hour = 0;
+  auto scaled = core::decide_for_jobs(view.fleet, view.offers, history, view.bad_hosts, view.now,
+                                      std::move(policy), *view.jobs, demand_, config_.scale);
+  if (scaled.demand) demand_ = scaled.demand->proofs_per_hour;
+  return std::move(scaled.actions);
 }
 
 void DefaultPolicy::on_closed(const ClosedInstance& closed, std::vector<core::BadHost>& bad_hosts) {

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "core/demand_estimate.h"
 #include "core/memory_model.h"
 #include "core/oom_memory.h"
 #include "core/planner.h"
 #include "core/policy.h"
+#include "core/scale_to_demand.h"
 #include "core/sprt_acceptance.h"
 #include "sim/des_engine.h"
 
@@ -35,8 +35,9 @@ struct DefaultPolicyConfig {
   core::SprtConfig sprt;  // tuning with the [acceptance] caps applied (core::with_caps)
   core::LifecycleConfig lifecycle;
   core::PlanLimits planner;
-  // Where jobs arrive (/2), the demand decide() sizes the fleet for comes from the queue.
-  core::DemandEstimateConfig demand;
+  // Where jobs arrive (/2), the demand decide() sizes the fleet for comes from the queue: the
+  // same decision the autopilot makes (core/scale_to_demand.h).
+  core::ScaleToDemandConfig scale;
 };
 
 // What `serve` runs when proverfleet.toml sets nothing: core's defaults with the [acceptance]

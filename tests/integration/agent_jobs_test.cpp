@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "agent/prover_sim.h"
-#include "agent/sha256.h"
 #include "core/predictor.h"
 #include "jobs/job_queue.h"
 #include "manager/http_api.h"
@@ -34,6 +33,7 @@
 #include "support/param_server.h"
 #include "support/subprocess.h"
 #include "util/base64.h"
+#include "util/sha256.h"
 
 namespace pf {
 namespace {
@@ -274,7 +274,7 @@ TEST_F(AgentJobs, JobsAreProvedWithTheirOwnInputsAndALostAgentsJobIsFinishedElse
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body).value("applied", true), false) << r->body;
-  EXPECT_EQ(queue_->job(lost)->proof_digest, agent::sha256_hex(agent::sim_proof_of(input)));
+  EXPECT_EQ(queue_->job(lost)->proof_digest, util::sha256_hex(agent::sim_proof_of(input)));
   EXPECT_EQ(queue_->job(lost)->state, core::JobState::Done);
 }
 

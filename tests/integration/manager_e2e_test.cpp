@@ -285,4 +285,25 @@ TEST_F(ManagerE2E, ManagerKilledMidFlightLosesNothingAndRentsNothingTwice) {
   EXPECT_EQ(market_instances_with_our_label(), 2);
 }
 
+// The operator's jobs command against the real serve (issue 12 item 6): an empty gateway lists no
+// jobs, a bad state is named, and status says which revenue its profit counts.
+TEST_F(ManagerE2E, JobsCommandListsTheGatewaysJobsAndNamesABadState) {
+  auto [code, out] = cli({"jobs"});
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("no jobs"));
+  auto [jcode, jout] = cli({"jobs", "--json", "--state", "queued,done", "--limit", "5"});
+  ASSERT_EQ(jcode, 0) << jout;
+  EXPECT_THAT(jout, ::testing::HasSubstr("[]"));
+  auto [bcode, bout] = cli({"jobs", "--state", "finished"});
+  EXPECT_EQ(bcode, 1);
+  EXPECT_THAT(bout, ::testing::HasSubstr("'state'"));
+  auto [scode, sout] = cli({"status"});
+  ASSERT_EQ(scode, 0) << sout;
+  EXPECT_THAT(sout, ::testing::HasSubstr("no gateway jobs yet"));
+  EXPECT_THAT(sout, ::testing::HasSubstr("jobs:       0 queued"));
+  const json fleet = api("GET", "/api/v1/fleet");
+  EXPECT_EQ(fleet["profit_basis"], "proofs_measured");
+  EXPECT_EQ(fleet["jobs"]["has_jobs"], false);
+}
+
 }  // namespace

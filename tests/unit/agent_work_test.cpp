@@ -20,12 +20,12 @@
 
 #include "agent/manager_client.h"
 #include "agent/prover_sim.h"
-#include "agent/sha256.h"
 #include "agent/work_client.h"
 #include "agent/work_loop.h"
 #include "support/loopback_server.h"
 #include "support/param_server.h"
 #include "util/base64.h"
+#include "util/sha256.h"
 
 namespace pf::agent {
 namespace {
@@ -129,7 +129,7 @@ class FakeJobManager {
     json lease = {{"id", id},
                   {"attempt", attempt},
                   {"kind", "porep-c2"},
-                  {"input_digest", sha256_hex(input)},
+                  {"input_digest", util::sha256_hex(input)},
                   {"input_bytes", input.size()},
                   {"deadline_at", 2e9},
                   {"lease_s", 60}};
@@ -489,9 +489,10 @@ TEST_F(AgentWork, DroppedJobsAreForgottenAndACutShortProofRunsAgain) {
 }
 
 TEST(SimProof, IsDerivedFromTheInput) {
-  EXPECT_EQ(sim_proof_of("abc"), sha256_hex(std::string("pf-sim-proof:abc")));
+  EXPECT_EQ(sim_proof_of("abc"), util::sha256_hex(std::string("pf-sim-proof:abc")));
   EXPECT_NE(sim_proof_of("abc"), sim_proof_of("abd"));
-  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(util::sha256_hex(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
 TEST(Base64, RoundTripsAndRefusesWhatIsNotBase64) {

@@ -9,9 +9,12 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
+#include "jobs/job_queue.h"
 #include "manager/http_api.h"
+#include "manager/job_signal.h"
 #include "support/fake_market.h"
 #include "support/front_serving.h"
 
@@ -37,8 +40,9 @@ class AutopilotTest : public ::testing::Test {
     pilot_config_.policy.scoring.setup = cfg.rank.setup;
   }
 
-  std::unique_ptr<Autopilot> make_pilot() {
-    return std::make_unique<Autopilot>(*manager_, market_, pilot_config_, [this] { return now_; });
+  std::unique_ptr<Autopilot> make_pilot(JobSignal jobs = {}) {
+    return std::make_unique<Autopilot>(
+        *manager_, market_, pilot_config_, [this] { return now_; }, std::move(jobs));
   }
 
   double now_ = 1'750'000'000;
@@ -271,6 +275,136 @@ TEST_F(AutopilotTest, ProvingInstanceIsMeasuredInProductionWindows) {
     EXPECT_LE(w.low, w.rate);
     EXPECT_GE(w.high, w.rate);
   }
+}
+
+// --- demand from the job queue (core/scale_to_demand.h) -------------------------------------
+
+// A job queue as the gateway's would show it: watched since `since`, `per_hour` arrivals over
+// the last `busy_s` seconds, `queued` waiting.
+struct FakeQueue {
+  double since = 0;
+  double per_hour = 0;
+  double busy_s = 0;
+  int queued = 0;
+  bool any = true;
+  int calls = 0;
+  JobSignal signal() {
+    return [this](double now, double) {
+      ++calls;
+      core::QueueSnapshot s;
+      s.now = now;
+      s.any_job = any;
+      s.observed_since = since;
+      if (per_hour > 0) {
+        for (double t = now - busy_s; t < now; t += 3600 / per_hour) s.arrivals.push_back(t);
+      }
+      s.queued = queued;
+      for (int i = 0; i < queued; ++i) s.queued_deadlines.push_back(now + 1800);
+      return s;
+    };
+  }
+};
+
+TEST_F(AutopilotTest, AGrowingQueueMakesItRent) {
+  // Configured demand 0: without jobs the autopilot rents nothing (today's behaviour).
+  pilot_config_.policy.demand_proofs_per_hour = 0;
+  FakeQueue queue;
+  queue.any = false;
+  auto pilot = make_pilot(queue.signal());
+  EXPECT_TRUE(pilot->run_once().empty());
+  EXPECT_EQ(market_.creates, 0);
+  EXPECT_EQ(pilot->status().demand_reason, "configured");
+  // Jobs start to arrive and wait: 60/hr for the last hour, 30 queued. The queue is the demand.
+  queue.any = true;
+  queue.since = now_ - 2 * 3600;
+  queue.per_hour = 60;
+  queue.busy_s = 3600;
+  queue.queued = 30;
+  now_ += 300;
+  const auto taken = pilot->run_once();
+  ASSERT_FALSE(taken.empty());
+  for (const auto& d : taken) {
+    EXPECT_EQ(d.action, "rent");
+    EXPECT_TRUE(d.ok) << d.reason;
+  }
+  EXPECT_GT(market_.creates, 0);
+  const auto st = pilot->status();
+  ASSERT_TRUE(st.demand_proofs_per_hour);
+  EXPECT_GT(*st.demand_proofs_per_hour, 60);
+  EXPECT_THAT(st.demand_reason, HasSubstr("30 queued"));
+  EXPECT_EQ(to_json(st)["demand"]["reason"], st.demand_reason);
+}
+
+TEST_F(AutopilotTest, AnIdleFleetMakesItDropTheLeastEfficient) {
+  // Two proving instances, 40/hr each, at $0.40 and $0.30 an hour.
+  std::vector<std::int64_t> ids;
+  for (std::int64_t offer : {101, 102}) {
+    auto rec = manager_->deploy(offer, "operator");
+    ASSERT_TRUE(rec) << rec.error().message;
+    auto proving = *store_->instance(rec->id);
+    proving.state = S::Proving;
+    proving.state_since = now_;
+    core::Verdict v;
+    v.decision = core::Verdict::Decision::Accept;
+    v.rate = 40;
+    proving.verdict = v;
+    store_->update_instance(proving);
+    ids.push_back(rec->id);
+  }
+  // Jobs were served before, but none arrived in the last two hours and none waits.
+  pilot_config_.policy.max_instances = 2;  // nothing to rent instead
+  FakeQueue queue;
+  queue.since = now_ - 6 * 3600;
+  auto pilot = make_pilot(queue.signal());
+  const auto taken = pilot->run_once();
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].action, "drop");
+  EXPECT_TRUE(taken[0].ok) << taken[0].reason;
+  EXPECT_EQ(taken[0].instance_id, ids[0]);  // the dearer per proof
+  EXPECT_THAT(taken[0].reason, HasSubstr("surplus"));
+  EXPECT_EQ(market_.creates, 2);
+  ASSERT_TRUE(pilot->status().demand_proofs_per_hour);
+  EXPECT_DOUBLE_EQ(*pilot->status().demand_proofs_per_hour, 0);
+  // The next round drops the other one too (one per decision).
+  manager_->tick();
+  now_ += 300;
+  const auto next = pilot->run_once();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].action, "drop");
+  EXPECT_EQ(next[0].instance_id, ids[1]);
+}
+
+TEST_F(AutopilotTest, TheGatewaysJobQueueIsItsDemand) {
+  // A real job queue on the manager's store: before any job the configured demand (0: rent
+  // nothing); once jobs arrive and wait, the queue is the demand and the autopilot rents.
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("pf_autopilot_jobs_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  jobs::JobQueueConfig qcfg;
+  qcfg.data_dir = dir.string();
+  jobs::JobQueue queue(*store_, qcfg, jobs::JobQueueHooks{}, [this] { return now_; });
+  pilot_config_.policy.demand_proofs_per_hour = 0;
+  auto pilot = make_pilot(job_signal(queue, 64));
+  EXPECT_TRUE(pilot->run_once().empty());
+  EXPECT_EQ(pilot->status().demand_reason, "configured");
+  // An hour of jobs, one a minute, none taken (no instance proves yet).
+  for (int i = 0; i < 60; ++i) {
+    now_ += 60;
+    jobs::SubmitRequest r;
+    r.request_id = "req-" + std::to_string(i);
+    r.input = "input " + std::to_string(i);
+    ASSERT_TRUE(queue.submit(r));
+  }
+  const auto taken = pilot->run_once();
+  ASSERT_FALSE(taken.empty());
+  for (const auto& d : taken) EXPECT_EQ(d.action, "rent") << d.reason;
+  const auto st = pilot->status();
+  ASSERT_TRUE(st.demand_proofs_per_hour);
+  EXPECT_GT(*st.demand_proofs_per_hour, 60);
+  EXPECT_THAT(st.demand_reason, HasSubstr("60 queued"));
+  queue.shutdown();
+  fs::remove_all(dir);
 }
 
 }  // namespace

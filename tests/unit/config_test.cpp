@@ -314,6 +314,42 @@ TEST(Config, HttpFrontAndHearingAreTunableWithinRange) {
               HasSubstr("lifecycle.silent_fleet_fraction"));
 }
 
+TEST(ConfigPrices, UsdPricesPerKindWithPorepDefaultingToTheEconomicsRevenue) {
+  auto defaults = parse_config("[economics]\nrevenue_per_proof_usd = 0.02\n", "t.toml");
+  ASSERT_TRUE(defaults) << defaults.error();
+  EXPECT_EQ(defaults->prices.currency, core::PriceCurrency::Usd);
+  EXPECT_DOUBLE_EQ(*core::price_usd(defaults->prices, core::JobKind::PorepC2), 0.02);
+  EXPECT_FALSE(core::price_usd(defaults->prices, core::JobKind::SnapUpdate));
+
+  auto cfg = parse_config("[prices]\nporep-c2 = 0.05\nsnap-update = 0.01\n", "t.toml",
+                          {{"PROVERFLEET_PRICES_WINDOW_POST", "0.5"}});
+  ASSERT_TRUE(cfg) << cfg.error();
+  EXPECT_DOUBLE_EQ(*core::price_usd(cfg->prices, core::JobKind::PorepC2), 0.05);
+  EXPECT_DOUBLE_EQ(*core::price_usd(cfg->prices, core::JobKind::SnapUpdate), 0.01);
+  EXPECT_DOUBLE_EQ(*core::price_usd(cfg->prices, core::JobKind::WindowPost), 0.5);
+}
+
+TEST(ConfigPrices, FilPricesNeedARateAndAreConverted) {
+  auto cfg = parse_config("[prices]\ncurrency = \"fil\"\nfil_usd = 4\nporep-c2 = 0.01\n", "t.toml");
+  ASSERT_TRUE(cfg) << cfg.error();
+  EXPECT_DOUBLE_EQ(*core::price_usd(cfg->prices, core::JobKind::PorepC2), 0.04);
+  // In FIL, no USD default leaks in for a kind left out.
+  auto bare = parse_config("[prices]\ncurrency = \"fil\"\nfil_usd = 4\n", "t.toml");
+  ASSERT_TRUE(bare) << bare.error();
+  EXPECT_FALSE(core::price_usd(bare->prices, core::JobKind::PorepC2));
+}
+
+TEST(ConfigPrices, BadPricesAreRefusedNamingTheKey) {
+  EXPECT_THAT(error_of("[prices]\ncurrency = \"fil\"\nporep-c2 = 0.01\n"),
+              HasSubstr("prices.fil_usd"));
+  EXPECT_THAT(error_of("[prices]\ncurrency = \"eur\"\n"), HasSubstr("prices.currency"));
+  EXPECT_THAT(error_of("[prices]\nporep-c2 = -1\n"), HasSubstr("prices.porep-c2"));
+  EXPECT_THAT(error_of("[prices]\nporep-c2 = nan\n"), HasSubstr("prices.porep-c2"));
+  EXPECT_THAT(error_of("[prices]\nporep-c2 = 1e9\n"), HasSubstr("prices.porep-c2"));
+  EXPECT_THAT(error_of("[prices]\nporep_c2 = 0.1\n"), HasSubstr("unknown key 'prices.porep_c2'"));
+  EXPECT_THAT(error_of("[prices]\nfil_usd = 0\n"), HasSubstr("prices.fil_usd"));
+}
+
 TEST(Config, JobsSectionFeedsTheJobQueue) {
   auto cfg = parse_config(
       "[jobs]\nmax_input_mib = 8\ndefault_deadline_min = 20\nlease_s = 30\nmax_attempts = 2\n"

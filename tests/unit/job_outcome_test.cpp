@@ -73,19 +73,23 @@ TEST(JobWorker, OnlyProvingInstancesWithAMeasuredRate) {
   InstanceRecord rec;
   rec.id = 4;
   rec.state = InstanceState::Proving;
-  EXPECT_FALSE(job_worker(rec, 2));  // no verdict: no rate to place by
+  rec.last_heartbeat_at = 1000;
+  EXPECT_FALSE(job_worker(rec, 2, 1000, 30));  // no verdict: no rate to place by
   Verdict v;
   v.rate = 120;
   rec.verdict = v;
-  const auto w = job_worker(rec, 3);
+  const auto w = job_worker(rec, 3, 1000, 30);
   ASSERT_TRUE(w);
   EXPECT_EQ(w->instance_id, 4);
   EXPECT_EQ(w->slots, 3);
   EXPECT_DOUBLE_EQ(w->seconds_per_proof, 3 * 30.0);  // 120/h throughput, 3 in flight
-  EXPECT_EQ(job_worker(rec, 0)->slots, 1);
+  EXPECT_EQ(job_worker(rec, 0, 1000, 30)->slots, 1);
+  // A silent agent takes no new work: a job placed there would wait, unleased.
+  EXPECT_TRUE(job_worker(rec, 3, 1030, 30));
+  EXPECT_FALSE(job_worker(rec, 3, 1031, 30));
   for (auto s : {InstanceState::Benchmarking, InstanceState::Destroying}) {
     rec.state = s;
-    EXPECT_FALSE(job_worker(rec, 1));
+    EXPECT_FALSE(job_worker(rec, 1, 1000, 30));
   }
 }
 

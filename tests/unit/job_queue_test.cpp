@@ -13,8 +13,8 @@
 #include <mutex>
 #include <thread>
 
-#include "jobs/sha256.h"
 #include "store/sqlite_store.h"
+#include "util/sha256.h"
 
 namespace pf::jobs {
 namespace {
@@ -46,7 +46,7 @@ class TempDir {
 // What the sim prover does (issue 12 contract): a proof derived from its input, so every
 // client can be checked to get the proof of its own input.
 std::string proof_of(const std::string& input) {
-  return sha256_hex("pf-sim-proof:" + input);
+  return util::sha256_hex("pf-sim-proof:" + input);
 }
 
 // The manager's side of the hooks: a settable fleet, recorded strikes and events.
@@ -117,7 +117,7 @@ class JobQueueTest : public ::testing::Test {
     auto chunk = queue_->read_input(instance, l.job.id, l.job.attempts, 0, 1 << 20);
     if (!chunk) throw std::runtime_error("read_input failed: " + chunk.error().message);
     EXPECT_EQ(chunk->total, l.job.input_bytes);
-    EXPECT_EQ(sha256_hex(chunk->bytes), l.job.input_digest);
+    EXPECT_EQ(util::sha256_hex(chunk->bytes), l.job.input_digest);
     ProofReport r;
     r.job_id = l.job.id;
     r.attempt = l.job.attempts;
@@ -195,7 +195,7 @@ TEST_F(JobQueueTest, EveryClientGetsTheProofOfItsOwnInput) {
   EXPECT_EQ(done_a.job.state, core::JobState::Done);
   EXPECT_EQ(done_a.proof, proof_of("input of a"));
   EXPECT_EQ(done_b.proof, proof_of("input of b"));
-  EXPECT_EQ(done_a.job.proof_digest, sha256_hex(proof_of("input of a")));
+  EXPECT_EQ(done_a.job.proof_digest, util::sha256_hex(proof_of("input of a")));
   EXPECT_GT(queue_->job(a.job.id)->delivered_at, 0);
   EXPECT_EQ(queue_->status().completed, 2);
   EXPECT_TRUE(fleet_.has_event(7, "done"));
@@ -206,7 +206,7 @@ TEST_F(JobQueueTest, InputFilesArePrivateAndContentAddressed) {
   const fs::path dir = fs::path(config_.data_dir) / "job-inputs";
   EXPECT_EQ(fs::status(dir).permissions() & fs::perms::all, fs::perms::owner_all);
   const fs::path file = dir / a.job.input_digest;
-  EXPECT_EQ(a.job.input_digest, sha256_hex("some input"));
+  EXPECT_EQ(a.job.input_digest, util::sha256_hex("some input"));
   EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write);
   EXPECT_EQ(fs::file_size(file), 10u);
@@ -456,7 +456,7 @@ TEST_F(JobQueueTest, AHalfWrittenInputIsNeverServedAndIsSwept) {
   // What a crash mid-write leaves: a temporary file; and a whole input no row names (crash
   // between the rename and the row).
   std::ofstream(dir / ".tmp-0123456789abcdef-1-0") << "half";
-  const std::string orphan = sha256_hex("orphan");
+  const std::string orphan = util::sha256_hex("orphan");
   std::ofstream(dir / orphan) << "orphan";
   std::ofstream(dir / "README") << "not ours";
 
@@ -627,7 +627,7 @@ TEST(JobStoreMigration, SchemaTwoUpgradesKeepingRows) {
   EXPECT_EQ(store.all_bench_runs()[0].rate, 12);
   core::Job job;
   job.request_id = "r";
-  job.input_digest = sha256_hex("x");
+  job.input_digest = util::sha256_hex("x");
   job.avoid_instances = {3, 4};
   const auto id = store.insert_job(job);
   EXPECT_THAT(store.job(id)->avoid_instances, ::testing::ElementsAre(3, 4));
@@ -644,7 +644,7 @@ TEST(JobStore, QueriesAndRetention) {
     core::Job j;
     j.request_id = rid;
     j.state = state;
-    j.input_digest = sha256_hex(rid);
+    j.input_digest = util::sha256_hex(rid);
     j.submitted_at = submitted;
     j.finished_at = finished;
     j.delivered_at = delivered;
@@ -672,7 +672,8 @@ TEST(JobStore, QueriesAndRetention) {
   // Kept since 450: the open job, and the job finished at 900; delivered at 400 is too old.
   auto in_use = store.job_inputs_in_use(450);
   std::sort(in_use.begin(), in_use.end());
-  std::vector<std::string> expected{sha256_hex("open"), sha256_hex("new"), sha256_hex("failed")};
+  std::vector<std::string> expected{util::sha256_hex("open"), util::sha256_hex("new"),
+                                    util::sha256_hex("failed")};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(in_use, expected);
   EXPECT_EQ(store.drop_job_proofs(450), 1);

@@ -57,6 +57,7 @@ class ManagerJobsTest : public ::testing::Test {
     v.rate = rate;
     row.verdict = v;
     row.plan_json = nlohmann::json{{"partitions", 12}, {"proofs_in_flight", in_flight}}.dump();
+    row.last_heartbeat_at = now_;  // its agent is heard
     store_->update_instance(row);
     return rec->id;
   }
@@ -99,6 +100,18 @@ TEST_F(ManagerJobsTest, OnlyAcceptedInstancesTakeJobsAtTheirMeasuredRate) {
   ASSERT_TRUE(some);
   EXPECT_EQ(some->size(), 1u);
   EXPECT_TRUE(has_event(proving, "job", "leased"));
+}
+
+TEST_F(ManagerJobsTest, ASilentAgentTakesNoNewWork) {
+  const auto proving = accepted(101, 90, 2);
+  now_ += 29;  // within three heartbeats (10 s): still a worker
+  EXPECT_EQ(manager_->job_workers().size(), 1u);
+  now_ += 2;
+  EXPECT_TRUE(manager_->job_workers().empty());
+  submit("a");
+  auto none = queue_->lease(proving, 4, 0ms);
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
 }
 
 TEST_F(ManagerJobsTest, AClosedInstancesJobsReturnToTheQueueAtOnce) {

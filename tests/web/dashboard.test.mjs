@@ -8,7 +8,7 @@ import { duration, esc, usd } from '../../web/format.js';
 import { backoffDelay, SseParser } from '../../web/sse.js';
 import {
   autopilotBlock, badHostsTable, fleetHeader, hearingBlock, hostsTable, instancePage, instancesTable,
-  offersTable, sortInstances,
+  jobsPanel, offersTable, sortInstances,
 } from '../../web/views.js';
 
 const NOW = 1_000_000;
@@ -213,4 +213,65 @@ test('the header says when silence is not judged, with the reason', () => {
   assert.match(html, /listened for only 12 s &lt;x&gt;/);
   assert.equal(hearingBlock({ judging_silence: true, cause: 'listening', reason: '' }), '');
   assert.equal(hearingBlock(undefined), '');
+});
+
+// ---- gateway jobs ------------------------------------------------------------------------------
+
+function jobsSection(overrides = {}) {
+  return {
+    at: NOW,
+    window: { since: NOW - 3600, until: NOW, truncated: false },
+    has_jobs: true,
+    open: { queued: 4, assigned: 1, proving: 2 },
+    queued_by_kind: { 'porep-c2': 3, 'snap-update': 1, 'window-post': 0, 'winning-post': 0 },
+    arrivals_last_hour: 37,
+    in_flight_by_instance: { 7: 2, 9: 1 },
+    queue_wait_s: { count: 30, p50: 12, p95: 95 },
+    end_to_end_s: { count: 28, p50: 310, p95: 720 },
+    oldest_queued_s: 40,
+    on_time: 27, late: 1, missed: 0, on_time_share: 27 / 28,
+    revenue_usd: 1.35, revenue_per_hour: 1.35, delivered_on_time: 27, delivered_unpriced: 0,
+    spend_usd: 0.81, realised_cost_per_proof: 0.03, idle_instance_hours: 0.25,
+    ...overrides,
+  };
+}
+
+test('jobs panel shows queue, arrivals, in flight, latency, on-time share and money', () => {
+  const html = jobsPanel(jobsSection());
+  assert.match(html, /data-testid="jobs-panel"/);
+  assert.match(html, /data-testid="jobs-queued"[^>]*title="porep-c2 3, snap-update 1"><div class="card-label">queued<\/div><div class="card-value">4</);
+  assert.match(html, /data-testid="jobs-arrivals"[^>]*>.*?card-value">37</);
+  assert.match(html, /data-testid="jobs-in-flight"[^>]*>.*?card-value">3</);
+  assert.match(html, /data-testid="jobs-wait"[^>]*>.*?card-value">12s \/ 1m 35s</);
+  assert.match(html, /data-testid="jobs-e2e"[^>]*>.*?card-value">5m 10s \/ 12m 00s</);
+  assert.match(html, /card good" data-testid="jobs-on-time"[^>]*>.*?card-value">96%</);
+  assert.match(html, /data-testid="jobs-realised-cost"[^>]*>.*?card-value">\$0\.0300</);
+  assert.match(html, /data-testid="jobs-idle-hours"[^>]*>.*?card-value">0\.3</);
+  assert.match(html, /last 1h 00m/);
+  // Nothing measured yet reads as a dash, not as 0 % or $0.
+  const empty = jobsPanel(jobsSection({ on_time_share: null, realised_cost_per_proof: null, queue_wait_s: { count: 0, p50: null, p95: null } }));
+  assert.match(empty, /data-testid="jobs-on-time"[^>]*>.*?card-value">—</);
+  assert.match(empty, /data-testid="jobs-realised-cost"[^>]*>.*?card-value">—</);
+  assert.match(empty, /data-testid="jobs-wait"[^>]*>.*?card-value">—</);
+  // No gateway: no panel.
+  assert.equal(jobsPanel(null), '');
+  assert.doesNotMatch(fleetHeader({ summary: { jobs: null } }), /jobs-panel/);
+});
+
+test('the fleet header names its profit basis and carries the jobs panel', () => {
+  const jobs = fleetHeader({ summary: { profit_per_hour: 0.5, profit_basis: 'jobs_delivered', profit_reason: 'revenue of jobs', jobs: jobsSection() } });
+  assert.match(jobs, /title="revenue of jobs"><div class="card-label">profit \/ hour \(jobs\)/);
+  assert.match(jobs, /data-testid="jobs-panel"/);
+  const estimate = fleetHeader({ summary: { profit_per_hour: 0.5, profit_basis: 'proofs_measured' } });
+  assert.match(estimate, /profit \/ hour \(est\.\)/);
+});
+
+test('instance rows show the jobs each instance holds, and idle accepted ones', () => {
+  const rows = [instance({ id: 7, state: 'proving' }), instance({ id: 8, state: 'proving' }), instance({ id: 9 })];
+  const html = instancesTable(rows, NOW, { jobsInFlight: { 7: 2 } });
+  assert.match(html, /data-id="7"[^]*?data-testid="instance-jobs" data-jobs="2">2 jobs in flight/);
+  assert.match(html, /data-id="8"[^]*?data-testid="instance-jobs" data-jobs="0">idle/);
+  const row9 = html.slice(html.indexOf('data-id="9"'));
+  assert.doesNotMatch(row9.slice(0, row9.indexOf('</tr>')), /instance-jobs/);
+  assert.doesNotMatch(instancesTable(rows, NOW), /instance-jobs/);
 });

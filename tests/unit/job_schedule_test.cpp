@@ -1,0 +1,221 @@
+// The placement rule (core/job_schedule.h): earliest expected finish given measured rate and
+// the work already on an instance, deadlines before speed, the avoid list last, leases never
+// beyond slots, and a job waits for a busy instance only when that is clearly better.
+#include "core/job_schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace pf::core {
+namespace {
+
+constexpr double kNow = 1'750'000'000;
+
+JobToPlace job(std::int64_t id, double deadline_in_s = 0, int priority = 0,
+               double submitted_ago_s = 0) {
+  JobToPlace j;
+  j.job_id = id;
+  j.priority = priority;
+  j.submitted_at = kNow - submitted_ago_s;
+  j.deadline_at = deadline_in_s > 0 ? kNow + deadline_in_s : 0;
+  return j;
+}
+
+WorkerView worker(std::int64_t id, double seconds_per_proof, int slots = 1, int held = 0,
+                  double busy_s = -1) {
+  return {id, seconds_per_proof, slots, held, busy_s};
+}
+
+std::map<std::int64_t, std::int64_t> where(const std::vector<JobPlacement>& placements) {
+  std::map<std::int64_t, std::int64_t> out;
+  for (const auto& p : placements) out[p.job_id] = p.instance_id;
+  return out;
+}
+
+TEST(JobSchedule, AJobGoesToTheFastestFreeInstance) {
+  const auto placed = place_jobs(kNow, {job(1)}, {worker(10, 200), worker(11, 100)});
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].instance_id, 11);
+  EXPECT_DOUBLE_EQ(placed[0].expected_finish_at, kNow + 100);
+  EXPECT_FALSE(placed[0].late);
+  EXPECT_NE(placed[0].reason.find("100 s"), std::string::npos) << placed[0].reason;
+}
+
+TEST(JobSchedule, LeasesNeverExceedSlots) {
+  // Three jobs, one instance with two slots of which one is held: one job is placed.
+  const auto plan = plan_jobs(kNow, {job(1), job(2), job(3)}, {worker(10, 100, 2, 1)});
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].job_id, 1);
+  ASSERT_EQ(plan.waits.size(), 2u);
+  EXPECT_EQ(plan.waits[0].instance_id, 10);
+  EXPECT_NE(plan.waits[0].reason.find("no free slot"), std::string::npos) << plan.waits[0].reason;
+}
+
+TEST(JobSchedule, SlotsFillInFinishOrderAcrossInstances) {
+  // A with 2 slots at 100 s, B with 1 slot at 150 s: three jobs fill A, A, B.
+  const auto placed =
+      place_jobs(kNow, {job(1), job(2), job(3)}, {worker(1, 100, 2), worker(2, 150, 1)});
+  const auto at = where(placed);
+  ASSERT_EQ(at.size(), 3u);
+  EXPECT_EQ(at.at(1), 1);
+  EXPECT_EQ(at.at(2), 1);
+  EXPECT_EQ(at.at(3), 2);
+}
+
+TEST(JobSchedule, WaitsForAMuchFasterBusyInstanceInsteadOfASlowFreeOne) {
+  // Fast: 60 s/proof, its proof done in 30 s → finishes the job at 90 s. Slow and free: 600 s.
+  const auto plan =
+      plan_jobs(kNow, {job(1, 1800)}, {worker(1, 60, 1, 1, 30), worker(2, 600, 1, 0)});
+  EXPECT_TRUE(plan.placements.empty());
+  ASSERT_EQ(plan.waits.size(), 1u);
+  EXPECT_EQ(plan.waits[0].instance_id, 1);
+  EXPECT_DOUBLE_EQ(plan.waits[0].expected_finish_at, kNow + 90);
+  EXPECT_NE(plan.waits[0].reason.find("waits for busy #1"), std::string::npos)
+      << plan.waits[0].reason;
+}
+
+TEST(JobSchedule, ASmallExpectedGainDoesNotLeaveAFreeInstanceIdle) {
+  // Busy finishes at 90 s, free at 100 s: within the 20% margin, the free one takes it.
+  const auto placed =
+      place_jobs(kNow, {job(1, 1800)}, {worker(1, 60, 1, 1, 30), worker(2, 100, 1, 0)});
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].instance_id, 2);
+}
+
+TEST(JobSchedule, WaitingForABusyInstanceCountsItsBacklogForTheJobsBehind) {
+  // Each job that waits for the fast busy instance (60 s/proof, free at 30 s) adds a proof to
+  // its backlog; the slow free one (600 s) takes the first job the fast one could not finish
+  // 20% sooner than it, and the jobs after that wait for the fast one again.
+  std::vector<JobToPlace> jobs;
+  for (int i = 1; i <= 12; ++i) jobs.push_back(job(i, 3600));
+  const auto plan = plan_jobs(kNow, jobs, {worker(1, 60, 1, 1, 30), worker(2, 600, 1, 0)});
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].instance_id, 2);
+  // The fast instance finishes the k-th waiting job at 30 + 60·k s; k = 8 is at 510 s ≥ 480.
+  EXPECT_EQ(plan.placements[0].job_id, 8);
+  for (const auto& w : plan.waits) EXPECT_EQ(w.instance_id, 1) << w.job_id;
+}
+
+TEST(JobSchedule, AnInstanceThatWouldMissTheDeadlineIsNotChosenWhileAnotherCanMeetIt) {
+  // The free one finishes at 290 s, after the 260 s deadline; the busy one at 250 s meets it.
+  // Its gain (40 s) is within the margin, which would place the job on the free one — but the
+  // deadline comes before the margin.
+  const auto plan =
+      plan_jobs(kNow, {job(1, 260)}, {worker(1, 100, 1, 1, 150), worker(2, 290, 1, 0)});
+  EXPECT_TRUE(plan.placements.empty());
+  ASSERT_EQ(plan.waits.size(), 1u);
+  EXPECT_EQ(plan.waits[0].instance_id, 1);
+  EXPECT_FALSE(plan.waits[0].late);
+  // Without the deadline the 40 s gain does not keep the free instance idle.
+  const auto placed = place_jobs(kNow, {job(1)}, {worker(1, 100, 1, 1, 150), worker(2, 290, 1, 0)});
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].instance_id, 2);
+}
+
+TEST(JobSchedule, AFreeInstanceThatMeetsTheDeadlineBeatsWaiting) {
+  // Busy fast one would finish at 30 + 60 + (queue) — give it a long busy time: 500 s → 560 s,
+  // past the 400 s deadline; the slow free one (350 s) meets it.
+  const auto placed =
+      place_jobs(kNow, {job(1, 400)}, {worker(1, 60, 1, 1, 500), worker(2, 350, 1, 0)});
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].instance_id, 2);
+  EXPECT_FALSE(placed[0].late);
+}
+
+TEST(JobSchedule, WaitsForTheOnlyInstanceThatMeetsTheDeadline) {
+  // The free one (500 s) would miss the 300 s deadline; the busy one finishes at 200 s.
+  const auto plan =
+      plan_jobs(kNow, {job(1, 300)}, {worker(1, 100, 1, 1, 100), worker(2, 500, 1, 0)});
+  EXPECT_TRUE(plan.placements.empty());
+  ASSERT_EQ(plan.waits.size(), 1u);
+  EXPECT_EQ(plan.waits[0].instance_id, 1);
+  EXPECT_FALSE(plan.waits[0].late);
+  EXPECT_NE(plan.waits[0].reason.find("miss its deadline"), std::string::npos)
+      << plan.waits[0].reason;
+}
+
+TEST(JobSchedule, AJobNobodyCanFinishInTimeGoesToTheEarliestFinisherMarkedLate) {
+  const auto placed = place_jobs(kNow, {job(1, 60)}, {worker(1, 400), worker(2, 200)});
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].instance_id, 2);
+  EXPECT_TRUE(placed[0].late);
+  EXPECT_NE(placed[0].reason.find("after its deadline"), std::string::npos) << placed[0].reason;
+}
+
+TEST(JobSchedule, TheAvoidListComesLast) {
+  JobToPlace j = job(1, 1800);
+  j.avoid_instances = {2};
+  // #2 is faster but failed this job: #1 takes it.
+  auto placed = place_jobs(kNow, {j}, {worker(1, 300), worker(2, 100)});
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].instance_id, 1);
+  // Even over meeting the deadline: an instance that failed it is the last resort.
+  j.deadline_at = kNow + 200;
+  placed = place_jobs(kNow, {j}, {worker(1, 300), worker(2, 100)});
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].instance_id, 1);
+  EXPECT_TRUE(placed[0].late);
+  // Only the avoided one is there: it takes it rather than nobody.
+  placed = place_jobs(kNow, {j}, {worker(2, 100)});
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].instance_id, 2);
+  EXPECT_NE(placed[0].reason.find("failed it"), std::string::npos) << placed[0].reason;
+}
+
+TEST(JobSchedule, AJobWaitsForABusyInstanceRatherThanAFreeOneThatFailedIt) {
+  JobToPlace j = job(1, 1800);
+  j.avoid_instances = {2};
+  const auto plan = plan_jobs(kNow, {j}, {worker(1, 100, 1, 1, 50), worker(2, 100, 1, 0)});
+  EXPECT_TRUE(plan.placements.empty());
+  ASSERT_EQ(plan.waits.size(), 1u);
+  EXPECT_EQ(plan.waits[0].instance_id, 1);
+}
+
+TEST(JobSchedule, PriorityThenDeadlineThenArrivalOrder) {
+  // One free slot: the high-priority job gets it although it arrived last and its deadline is
+  // later; among equal priorities the earlier deadline, then the earlier arrival.
+  auto placed = place_jobs(kNow, {job(1, 600, 0, 100), job(2, 300, 0, 50), job(3, 1200, 5, 0)},
+                           {worker(1, 100)});
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].job_id, 3);
+  placed = place_jobs(kNow, {job(1, 600, 0, 100), job(2, 300, 0, 50)}, {worker(1, 100)});
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].job_id, 2);
+  placed = place_jobs(kNow, {job(1, 0, 0, 10), job(2, 0, 0, 100)}, {worker(1, 100)});
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].job_id, 2);
+}
+
+TEST(JobSchedule, HeldWorkWithoutKnownProgressCountsHalfAProofOnAverage) {
+  // One slot, held, 100 s/proof, progress unknown: frees at 50 s, finishes the job at 150 s —
+  // the free 400 s one is 20% worse, so the job waits for it.
+  const auto plan = plan_jobs(kNow, {job(1)}, {worker(1, 100, 1, 1), worker(2, 400, 1, 0)});
+  ASSERT_EQ(plan.waits.size(), 1u);
+  EXPECT_DOUBLE_EQ(plan.waits[0].expected_finish_at, kNow + 150);
+}
+
+TEST(JobSchedule, InstancesWithoutAMeasuredRateAreNotPlacedOn) {
+  const auto plan = plan_jobs(kNow, {job(1)}, {worker(1, 0), worker(2, -5)});
+  EXPECT_TRUE(plan.placements.empty());
+  ASSERT_EQ(plan.waits.size(), 1u);
+  EXPECT_EQ(plan.waits[0].instance_id, 0);
+}
+
+TEST(JobSchedule, NoWorkersNoPlacements) {
+  EXPECT_TRUE(place_jobs(kNow, {job(1), job(2)}, {}).empty());
+  EXPECT_TRUE(place_jobs(kNow, {}, {worker(1, 100)}).empty());
+}
+
+TEST(JobSchedule, AFullFleetPlacesNothingAndEveryJobWaitsOnItsBestInstance) {
+  const auto plan =
+      plan_jobs(kNow, {job(1), job(2)}, {worker(1, 100, 2, 2, 80), worker(2, 100, 1, 1, 10)});
+  EXPECT_TRUE(plan.placements.empty());
+  ASSERT_EQ(plan.waits.size(), 2u);
+  // #2 frees at 10 s (job 1 done at 110 s); #1's first slot at 40 s (job 2 at 140 s).
+  EXPECT_EQ(plan.waits[0].instance_id, 2);
+  EXPECT_EQ(plan.waits[1].instance_id, 1);
+}
+
+}  // namespace
+}  // namespace pf::core
