@@ -13,6 +13,7 @@
 // the agent's WorkLoop and CuzkProver), so on a small machine the gateway path also pays for CPU
 // the real deployment spends elsewhere.
 #include <openssl/evp.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -151,6 +152,7 @@ double run_jobs(const std::string& address, int threads, int first_job,
 }  // namespace
 
 int main() {
+  spdlog::set_level(spdlog::level::warn);  // the figures alone on stdout
   const fs::path dir =
       fs::temp_directory_path() / ("pf-gateway-bench-" + std::to_string(::getpid()));
   fs::remove_all(dir);
