@@ -2,8 +2,14 @@
 // test double of vast.ai whose instances run real `proverfleet agent` processes with the sim
 // prover) in compressed time, and `serve` with the autopilot on against it; prints the
 // dashboard URL and the operator token, and a one-line fleet summary every few seconds.
+// serve's cuzk-compatible gateway listens on a free loopback port, and a built-in client
+// (cli/load_generator.h) sends it the scenario's job arrivals, time-scaled, as Curio would
+// (--no-load turns it off), so the dashboard shows the fleet serving work.
 // SIGINT/SIGTERM stop everything it started (the children also die with it: PR_SET_PDEATHSIG).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,6 +30,7 @@
 #include "cli/commands.h"
 #include "cli/config.h"
 #include "cli/flag_checks.h"
+#include "cli/load_generator.h"
 #include "cli/manager_client.h"
 #include "cli/serving.h"
 #include "core/text.h"
@@ -41,6 +48,8 @@ struct DemoOptions {
   std::string listen = "127.0.0.1:8470";
   double status_every_s = 5;
   bool quiet = false;
+  bool no_load = false;  // no client load through the gateway
+  int load_max_pending = 10;
 };
 
 // A started child: its output goes to a log file; the first line matching `ready_prefix`
@@ -128,13 +137,13 @@ fs::path find_scenario(const std::optional<std::string>& given, const fs::path& 
     return *given;
   }
   // From the repository root (make demo), or next to a build directory inside it.
-  for (const fs::path& candidate :
-       {fs::path("scenarios/demo-small.json"), exe.parent_path() / "../scenarios/demo-small.json",
-        fs::path("../shared/scenarios/demo-small.json")}) {
+  for (const fs::path& candidate : {fs::path("scenarios/demo-small-v2.json"),
+                                    exe.parent_path() / "../scenarios/demo-small-v2.json",
+                                    fs::path("../shared/scenarios/demo-small-v2.json")}) {
     if (fs::is_regular_file(candidate)) return fs::weakly_canonical(candidate);
   }
   throw CommandFailed(
-      "cannot find scenarios/demo-small.json (run from the repository root or pass --scenario)");
+      "cannot find scenarios/demo-small-v2.json (run from the repository root or pass --scenario)");
 }
 
 // Deadlines are wall-clock seconds while the simulated market runs `scale` times faster:
@@ -171,6 +180,56 @@ std::string demo_config(double scale) {
   text += "destroy_retry_s = 5\n\n[acceptance]\n";
   text += "max_seconds = " + scaled(a.max_seconds, 120) + "\n";
   return text;
+}
+
+// A loopback port free a moment ago, for the gateway (the demo's clients are its own).
+int free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw CommandFailed("cannot open a socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  if (!ok) throw CommandFailed("cannot find a free port for the gateway");
+  return ntohs(addr.sin_port);
+}
+
+// The built-in Curio: the scenario's job arrivals through the gateway (nullptr when the
+// scenario states no demand).
+std::unique_ptr<LoadGenerator> start_load(const fs::path& scenario_path, double time_scale,
+                                          const std::string& gateway, int max_pending) {
+  auto sc = scenario::load_scenario(scenario_path.string());
+  if (!sc) throw CommandFailed(sc.error());
+  auto demand = load_demand(*sc);
+  if (!demand) return nullptr;
+  LoadGeneratorOptions o;
+  o.target = gateway;
+  o.demand = *demand;
+  o.horizon_s = sc->hours * 3600;
+  o.time_scale = time_scale;
+  const auto now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  o.seed = sc->seed ^ static_cast<std::uint64_t>(now_s);
+  // Sectors numbered from the start time: a reused --data never sees a request_id again
+  // (one coming back after its proof was delivered means the client rejected that proof).
+  o.first_sector = now_s * 1000;
+  o.max_pending = max_pending;
+  o.prove_timeout_s = std::max(
+      60.0, demand->deadline_min > 0 ? demand->deadline_min * 60 / time_scale : 1800 / time_scale);
+  o.log = [](const std::string& line) { spdlog::warn("{}", line); };
+  auto gen = std::make_unique<LoadGenerator>(std::move(o));
+  gen->start();
+  return gen;
+}
+
+std::string load_line(const LoadStats& s) {
+  return " | load: " + std::to_string(s.arrived) + " arrived, " + std::to_string(s.proved) +
+         " proved, " + std::to_string(s.in_flight) + " in flight, " + std::to_string(s.waiting) +
+         " waiting" + (s.failed ? ", " + std::to_string(s.failed) + " failed" : "");
 }
 
 std::string fleet_line(const nlohmann::json& fleet) {
@@ -245,11 +304,28 @@ void run_demo(const DemoOptions& o) {
   const std::string market_url = sim.wait_ready(std::chrono::seconds(30), sim_log);
 
   const fs::path serve_log = data / "serve.log";
+  const std::string gateway = "127.0.0.1:" + std::to_string(free_loopback_port());
   LoggedChild serve("serve",
-                    {exe.string(), "serve", "--config", (data / "proverfleet.toml").string(),
-                     "--listen", o.listen, "--db", (data / "proverfleet.db").string(), "--vast-url",
-                     market_url, "--params-manifest", market_url + "/proverfleet-sim/params.json",
-                     "--autopilot", "true", "--reconcile-interval", "2", "--tick-interval", "1"},
+                    {exe.string(),
+                     "serve",
+                     "--config",
+                     (data / "proverfleet.toml").string(),
+                     "--listen",
+                     o.listen,
+                     "--grpc-listen",
+                     gateway,
+                     "--db",
+                     (data / "proverfleet.db").string(),
+                     "--vast-url",
+                     market_url,
+                     "--params-manifest",
+                     market_url + "/proverfleet-sim/params.json",
+                     "--autopilot",
+                     "true",
+                     "--reconcile-interval",
+                     "2",
+                     "--tick-interval",
+                     "1"},
                     serve_log, {{"VAST_API_KEY", key}}, "proverfleet serve listening on ");
   const std::string manager_url = serve.wait_ready(std::chrono::seconds(30), serve_log);
 
@@ -266,11 +342,19 @@ void run_demo(const DemoOptions& o) {
             << "  data:           " << data.string() << (temporary ? " (removed at exit)" : "")
             << "\n"
             << "  logs:           " << serve_log.string() << ", " << sim_log.string() << "\n"
+            << "  gateway:        " << gateway << " (cuzk.v1.ProvingEngine; "
+            << (o.no_load ? "no load: --no-load" : "load: the scenario's job arrivals") << ")\n"
             << "  CLI:            PROVERFLEET_MANAGER=" << manager_url
             << " PROVERFLEET_TOKEN_FILE=" << (data / "operator.token").string()
             << " proverfleet status\n"
             << "Ctrl-C stops everything.\n"
             << std::flush;
+
+  std::unique_ptr<LoadGenerator> load;
+  if (!o.no_load) {
+    load = start_load(scenario, o.time_scale, gateway, o.load_max_pending);
+    if (!load) std::cout << "the scenario states no demand: no client load\n" << std::flush;
+  }
 
   std::optional<ManagerClient> client;
   if (auto c = ManagerClient::create(ManagerEndpoint{manager_url, token})) client = std::move(*c);
@@ -286,10 +370,13 @@ void run_demo(const DemoOptions& o) {
         std::chrono::steady_clock::now() - last_status >=
             std::chrono::milliseconds(static_cast<long long>(o.status_every_s * 1000))) {
       last_status = std::chrono::steady_clock::now();
-      if (auto fleet = client->get("/api/v1/fleet")) std::cout << fleet_line(*fleet) << std::endl;
+      if (auto fleet = client->get("/api/v1/fleet")) {
+        std::cout << fleet_line(*fleet) << (load ? load_line(load->stats()) : "") << std::endl;
+      }
     }
   }
   if (signal_received != 0) std::cout << "stopping (signal " << signal_received << ")" << std::endl;
+  load.reset();  // the clients first: their calls end with the gateway
   serve.stop();  // first the manager, so it does not see the market vanish
   sim.stop();    // market-sim stops the agents it spawned
   if (!failure.empty()) throw CommandFailed(failure + "; see " + data.string());
@@ -307,7 +394,8 @@ void register_demo(CLI::App& app) {
       "the autopilot on. Prints the dashboard URL and the operator token.");
   cmd->footer("Ctrl-C (SIGINT) or SIGTERM stops every process it started.");
   cmd->add_option("--scenario", o->scenario,
-                  "Market scenario (default: scenarios/demo-small.json)");
+                  "Market scenario (default: scenarios/demo-small-v2.json: a /2 scenario, whose "
+                  "job arrivals the built-in client sends)");
   cmd->add_option("--data", o->data_dir,
                   "Keep the database, logs and agents' files here (default: a temporary "
                   "directory removed at exit)");
@@ -319,6 +407,13 @@ void register_demo(CLI::App& app) {
       ->capture_default_str()
       ->check(finite_range(0.1, 86400));
   cmd->add_flag("--quiet", o->quiet, "No fleet summary lines");
+  cmd->add_flag("--no-load", o->no_load,
+                "No client load: by default a built-in Curio sends the scenario's job arrivals "
+                "(time-scaled) to the gateway");
+  cmd->add_option("--load-max-pending", o->load_max_pending,
+                  "The built-in client's MaxPending: Prove calls it keeps in flight")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   cmd->callback([o] { run_demo(*o); });
 }
 

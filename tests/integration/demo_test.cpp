@@ -188,4 +188,50 @@ TEST(Demo, FleetEvolvesAndSigtermLeavesNoProcessBehind) {
   fs::remove_all(data);
 }
 
+// The demo is a business serving work: its built-in client sends the default (/2) scenario's
+// job arrivals to serve's gateway and the fleet proves them; the status line counts them and
+// the operator's job list shows them done.
+TEST(Demo, ServesTheScenariosJobsThroughTheGateway) {
+  const fs::path data =
+      fs::temp_directory_path() / ("proverfleet-demo-load-test-" + std::to_string(::getpid()));
+  fs::remove_all(data);
+  auto demo = Subprocess::spawn({PF_BINARY, "demo", "--listen", "127.0.0.1:0", "--data",
+                                 data.string(), "--time-scale", "120", "--status-every", "2"},
+                                {{}, PF_SOURCE_DIR});
+  auto url_line =
+      demo.wait_for_line(std::regex(R"(dashboard:\s+(http://\S+)/)"), std::chrono::seconds(60));
+  ASSERT_TRUE(url_line) << demo.stderr_text();
+  auto token_line =
+      demo.wait_for_line(std::regex(R"(operator token:\s+(\S+))"), std::chrono::seconds(5));
+  ASSERT_TRUE(token_line);
+  auto gateway_line = demo.wait_for_line(std::regex(R"(gateway:\s+127\.0\.0\.1:[0-9]+ .*load)"),
+                                         std::chrono::seconds(5));
+  ASSERT_TRUE(gateway_line) << "the demo names its gateway and its load";
+
+  // "| load: A arrived, P proved, ..." with P > 0: clients got proofs through the gateway.
+  auto proved = demo.wait_for_line(std::regex(R"(load: [0-9]+ arrived, ([1-9][0-9]*) proved)"),
+                                   std::chrono::seconds(300));
+  ASSERT_TRUE(proved) << demo.stderr_text() << read_all(data / "serve.log").substr(0, 20000);
+
+  const pf::test::Url manager = pf::test::parse_url(url_line->groups.at(1));
+  httplib::Client client(manager.host, manager.port);
+  client.set_bearer_token_auth(token_line->groups.at(1).c_str());
+  auto r = client.Get("/api/v1/jobs?state=done&limit=1000");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json done = json::parse(r->body);
+  ASSERT_TRUE(done.is_array());
+  EXPECT_GE(done.size(), 1u);
+  for (const auto& job : done) {
+    EXPECT_EQ(job.value("kind", ""), "porep-c2");
+    EXPECT_EQ(job.value("request_id", "").rfind("porep-1000-", 0), 0u) << job.dump();
+  }
+
+  ASSERT_EQ(::kill(demo.pid(), SIGTERM), 0);
+  auto code = demo.wait_exit(std::chrono::seconds(60));
+  ASSERT_TRUE(code) << "demo did not stop on SIGTERM";
+  EXPECT_EQ(*code, 0) << demo.stderr_text();
+  fs::remove_all(data);
+}
+
 }  // namespace

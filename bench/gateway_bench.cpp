@@ -1,0 +1,291 @@
+// gateway_vs_direct_ratio: proof jobs per hour through the fleet's path — a Curio-like client →
+// serve's gateway (gRPC) → the job queue (input on disk) → an agent (lease, input download with
+// digest check, its cuzk prover) → a fake cuzk — over the same fake cuzk called directly, with
+// 50 MB inputs and a fixed proof time. Want ≥ 0.95.
+//
+// The fake cuzk proves in kProofMs and holds any number of proofs; the agent keeps kSlots in
+// flight (its plan), and the direct client calls it from kSlots threads, so both paths see the
+// same daemon capacity. One round of kSlots jobs: every byte of the gateway path (upload to the
+// gateway, input on disk, download by the agent, digest checks, the call to cuzk, the proof's
+// way back) adds to the proof time, none hidden behind another job's proof.
+// gateway_added_s_per_job: that addition, so the ratio at another proof time T is T / (T + it).
+// Everything runs in this process over loopback (the manager's HTTP front and store, the gateway,
+// the agent's WorkLoop and CuzkProver), so on a small machine the gateway path also pays for CPU
+// the real deployment spends elsewhere.
+#include <openssl/evp.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/manager_client.h"
+#include "agent/prover_cuzk.h"
+#include "agent/work_client.h"
+#include "agent/work_loop.h"
+#include "gateway/gateway_server.h"
+#include "jobs/job_queue.h"
+#include "manager/http_api.h"
+#include "manager/manager.h"
+#include "net/http_server.h"
+#include "store/store.h"
+#include "support/fake_cuzk.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kInputBytes = 50'000'000;
+// A real PoRep C2 takes ~70 s on a fast GPU (cuzk.md: synthesis ~35 s + GPU ~37 s); 20 s keeps
+// the bench short while the proof still dominates, as it does in production.
+constexpr int kProofMs = 20000;
+constexpr int kSlots = 2;
+constexpr int kJobs = 2;
+
+class UnreachableMarket final : public pf::market::Market {
+  static pf::market::MarketError err() {
+    return {pf::market::ErrorKind::Transport, 0, "", "benchmark: no market"};
+  }
+
+ public:
+  pf::market::Result<pf::market::SearchResult> search_offers(
+      const pf::market::SearchRequest&) override {
+    return tl::unexpected(err());
+  }
+  pf::market::Result<pf::market::CreateResult> create_instance(
+      const pf::market::CreateRequest&) override {
+    return tl::unexpected(err());
+  }
+  pf::market::Result<std::vector<pf::market::Instance>> list_instances(
+      const std::optional<std::string>&) override {
+    return tl::unexpected(err());
+  }
+  pf::market::Result<std::optional<pf::market::Instance>> show_instance(std::int64_t) override {
+    return tl::unexpected(err());
+  }
+  pf::market::Result<void> destroy_instance(std::int64_t) override { return tl::unexpected(err()); }
+  pf::market::Result<void> set_label(std::int64_t, const std::string&) override {
+    return tl::unexpected(err());
+  }
+};
+
+double epoch_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A PoRep-shaped request: a C1 envelope of kInputBytes (Phase1Out: base64 of random bytes),
+// distinct per job.
+cuzk::v1::ProveRequest porep_request(int job) {
+  std::mt19937_64 rng(static_cast<std::uint64_t>(job) + 1);
+  std::string raw(kInputBytes / 4 * 3, '\0');
+  for (std::size_t i = 0; i + 8 <= raw.size(); i += 8) {
+    const std::uint64_t v = rng();
+    std::memcpy(&raw[i], &v, 8);
+  }
+  std::string b64(4 * ((raw.size() + 2) / 3) + 1, '\0');
+  b64.resize(static_cast<std::size_t>(EVP_EncodeBlock(
+      reinterpret_cast<unsigned char*>(b64.data()),
+      reinterpret_cast<const unsigned char*>(raw.data()), static_cast<int>(raw.size()))));
+  std::string bytes = R"({"SectorNum":)" + std::to_string(job) + R"(,"Phase1Out":")" + b64 +
+                      R"(","SectorSize":34359738368})";
+  cuzk::v1::ProveRequest r;
+  auto* s = r.mutable_submit();
+  s->set_request_id("porep-1000-" + std::to_string(job));
+  s->set_proof_kind(cuzk::v1::POREP_SEAL_COMMIT);
+  s->set_sector_size(34359738368ULL);
+  s->set_registered_proof(8);
+  s->set_sector_number(static_cast<std::uint64_t>(job));
+  s->set_miner_id(1000);
+  s->set_vanilla_proof(std::move(bytes));
+  return r;
+}
+
+std::unique_ptr<cuzk::v1::ProvingEngine::Stub> stub_for(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(256 << 20);
+  args.SetMaxReceiveMessageSize(256 << 20);
+  return cuzk::v1::ProvingEngine::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+// Runs kJobs Prove calls against `address` from `threads` threads; seconds, or < 0 on a failure.
+double run_jobs(const std::string& address, int threads, int first_job,
+                const std::vector<cuzk::v1::ProveRequest>& requests) {
+  auto stub = stub_for(address);
+  std::atomic<int> next{0}, failed{0};
+  const auto start = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (int i = next++; i < kJobs; i = next++) {
+        cuzk::v1::ProveRequest req = requests[static_cast<std::size_t>(i)];
+        req.mutable_submit()->set_request_id("porep-1000-" + std::to_string(first_job + i));
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(2));
+        cuzk::v1::ProveResponse resp;
+        const auto st = stub->Prove(&ctx, req, &resp);
+        if (!st.ok() || resp.result().status() != cuzk::v1::AwaitProofResponse::COMPLETED ||
+            resp.result().proof().size() != 1920) {
+          std::fprintf(stderr, "job %d: %s %s\n", first_job + i, st.error_message().c_str(),
+                       resp.result().error_message().c_str());
+          ++failed;
+        }
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  return failed.load() == 0 ? s : -1;
+}
+
+}  // namespace
+
+int main() {
+  spdlog::set_level(spdlog::level::warn);  // the figures alone on stdout
+  const fs::path dir =
+      fs::temp_directory_path() / ("pf-gateway-bench-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  int status = 0;
+  {
+    std::vector<cuzk::v1::ProveRequest> requests;
+    for (int j = 0; j < kJobs; ++j) requests.push_back(porep_request(j));
+
+    pf::test::FakeCuzk cuzk;
+    cuzk.delay_ms = kProofMs;
+
+    // --- direct: the daemon's own capacity (kSlots proofs at once) ----------------------------
+    const double direct_s = run_jobs(cuzk.address(), kSlots, 0, requests);
+
+    // --- through the fleet ---------------------------------------------------------------------
+    auto store = pf::store::open_store((dir / "bench.db").string());
+    UnreachableMarket market;
+    pf::manager::ManagerConfig cfg;
+    pf::manager::Manager manager(*store, market, cfg, epoch_now);
+    const double now = epoch_now();
+    pf::core::InstanceRecord r;
+    r.deployment_id = "bench-gateway";
+    r.offer.id = 1001;
+    r.offer.machine_id = 5001;
+    r.offer.gpu_name = "RTX 4090";
+    r.offer.num_gpus = 1;
+    r.offer.dph_total = 0.4;
+    r.state = pf::core::InstanceState::Proving;
+    r.created_at = r.state_since = r.last_heartbeat_at = now;
+    const std::string token = pf::manager::random_token();
+    r.token_hash = pf::manager::hash_token(token);
+    const std::int64_t instance = store->insert_instance(r);
+
+    pf::jobs::JobQueueConfig qc;
+    qc.data_dir = (dir / "data").string();
+    pf::jobs::JobQueueHooks hooks;
+    hooks.workers = [instance] {
+      pf::core::WorkerView w;
+      w.instance_id = instance;
+      w.seconds_per_proof = kProofMs / 1000.0;
+      w.slots = kSlots;
+      return std::vector<pf::core::WorkerView>{w};
+    };
+    hooks.strike = [](std::int64_t, const pf::core::Strike&) {};
+    hooks.event = [](std::int64_t, const std::string&) {};
+    pf::jobs::JobQueue queue(*store, qc, hooks, epoch_now);
+    manager.attach_jobs(queue);
+
+    pf::net::HttpServer server;
+    pf::manager::ApiOptions opts;
+    opts.operator_token_hash = pf::manager::hash_token("bench-operator");
+    opts.jobs = &queue;
+    pf::manager::HttpApi api(manager, opts);
+    api.mount(server);
+    auto bound = server.bind("127.0.0.1", 0);
+    if (!bound) {
+      std::fprintf(stderr, "cannot listen on 127.0.0.1: %s\n", bound.error().c_str());
+      return 2;
+    }
+    server.start();
+
+    pf::gateway::GatewayConfig gc;
+    gc.listen = "127.0.0.1:0";
+    gc.max_input_bytes = 64 << 20;
+    auto gateway = pf::gateway::start_gateway(queue, gc);
+    if (!gateway) {
+      std::fprintf(stderr, "gateway: %s\n", gateway.error().c_str());
+      return 2;
+    }
+
+    // The agent: its job client and work loop, its cuzk prover on the fake daemon.
+    pf::agent::ManagerClient agent_http("http://127.0.0.1:" + std::to_string(*bound));
+    agent_http.set_token(token);
+    pf::agent::WorkClientOptions wo;
+    wo.cache_dir = (dir / "agent" / "job-inputs").string();
+    wo.lease_wait =
+        std::chrono::milliseconds(2000);  // a short long-poll: the end is not waited for
+    pf::agent::WorkClient work_client(agent_http, wo);
+    pf::agent::WorkLoop work(work_client, {});
+    pf::agent::CuzkOptions co;
+    co.daemon = "";  // the fake daemon already listens
+    co.listen = cuzk.address();
+    co.status_listen = "";
+    co.c1_path = (dir / "c1.json").string();  // the benchmark input: not used once jobs come
+    std::ofstream(co.c1_path) << R"({"SectorNum":1,"Phase1Out":"e30=","SectorSize":34359738368})";
+    pf::agent::CuzkProver prover(co);
+    pf::core::ProverPlan plan;
+    plan.proofs_in_flight = kSlots;
+    if (auto started = prover.start(plan, false); !started) {
+      std::fprintf(stderr, "prover: %s\n", started.error().c_str());
+      return 2;
+    }
+    work.set_slots(kSlots);
+    work.on_heartbeat(true, {});
+    std::atomic<bool> done{false};
+    std::vector<std::thread> workers;
+    for (int i = 0; i < kSlots; ++i) {
+      workers.emplace_back([&] {
+        while (!done) {
+          work.prove_next(
+              std::chrono::milliseconds(250),
+              [&](pf::agent::ProofJob job) { return prover.prove(job); },
+              [&] { return done.load(); });
+        }
+      });
+    }
+
+    const double gateway_s =
+        run_jobs("127.0.0.1:" + std::to_string((*gateway)->port()), kJobs, kJobs, requests);
+
+    done = true;
+    work.stop(std::chrono::milliseconds(2000));
+    for (auto& t : workers) t.join();
+    prover.stop();
+    (*gateway)->shutdown();
+    queue.shutdown();
+    server.stop();
+
+    if (direct_s <= 0 || gateway_s <= 0) {
+      status = 1;
+    } else {
+      const double direct_per_h = kJobs / direct_s * 3600;
+      const double gateway_per_h = kJobs / gateway_s * 3600;
+      std::printf("gateway_vs_direct_ratio: %.3f\n", gateway_per_h / direct_per_h);
+      std::printf("gateway_added_s_per_job: %.2f\n", (gateway_s - direct_s) * kSlots / kJobs);
+      std::printf(
+          "# %d jobs of %.0f MB, proof %.1f s, %d in flight: direct %.0f jobs/h (%.2f s), "
+          "through the gateway %.0f jobs/h (%.2f s)\n",
+          kJobs, kInputBytes / 1e6, kProofMs / 1000.0, kSlots, direct_per_h, direct_s,
+          gateway_per_h, gateway_s);
+    }
+  }
+  fs::remove_all(dir);
+  return status;
+}

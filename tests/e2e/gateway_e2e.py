@@ -1,0 +1,529 @@
+#!/usr/bin/env python3
+"""The gateway's end-to-end run: Curio's work through the whole fleet, with an agent and the
+manager killed on the way.
+
+  1. market-sim (a healthy scenario, --spawn-agents: real `proverfleet agent` processes with
+     the sim prover, time-scaled) and `serve` with the autopilot on and the cuzk-compatible
+     gateway on a fixed --grpc-listen port (so clients and agents find the restarted manager).
+  2. curio_client.py (stubs generated from the proto, acting as Curio) submits --jobs PoRep
+     jobs through `Prove`, MaxPending-bounded, retrying UNAVAILABLE with the same request_id.
+  3. Once jobs are being proved: SIGKILL the agent of an instance that holds a job in state
+     proving. Later (a share of the jobs done): SIGKILL serve, wait, restart it on the same
+     database and ports.
+  4. Checks: the client got every job's own proof (sim proof of its input) exactly once; the
+     store holds exactly one job per request_id, every one done with the proof digest of that
+     proof; the killed agent's job was leased again and finished; after pausing the autopilot
+     and destroying everything, market-sim lists none of our instances and every row is
+     destroyed; no process of the run survives its teardown.
+
+Usage: gateway_e2e.py --binary build/proverfleet --source . [--jobs 200] [--time-scale 30]
+       [--max-pending 12] [--keep] [--result out.json]
+Exit 0 when every check passed, 1 when one failed, 2 when the run could not be carried out.
+"""
+
+import argparse
+import collections
+import ctypes
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+PR_SET_PDEATHSIG = 1
+
+
+def log(msg):
+    print("e2e: [%s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
+
+
+class RunError(Exception):
+    """The run itself could not be carried out (exit 2)."""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def die_with_parent():
+    # The child gets SIGKILL when this script dies, whatever kills it.
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class Child:
+    """A child process in its own process group, its output in a log file."""
+
+    def __init__(self, name, argv, log_path, env_changes):
+        self.name = name
+        self.log_path = log_path
+        env = dict(os.environ)
+        for k, v in env_changes.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+        self.log = open(log_path, "ab")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                     preexec_fn=die_with_parent)
+
+    def wait_for(self, pattern, timeout):
+        end = time.time() + timeout
+        rx = re.compile(pattern)
+        while time.time() < end:
+            with open(self.log_path, "rb") as f:
+                text = f.read().decode(errors="replace")
+            m = rx.search(text)
+            if m:
+                return m
+            if self.proc.poll() is not None:
+                raise RunError("%s exited (%s) before printing %r; log tail:\n%s" %
+                               (self.name, self.proc.returncode, pattern, text[-3000:]))
+            time.sleep(0.2)
+        raise RunError("%s did not print %r within %d s" % (self.name, pattern, timeout))
+
+    def running(self):
+        return self.proc.poll() is None
+
+    def kill(self):
+        if self.running():
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self, grace=15):
+        if self.running():
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(30)
+        self.log.close()
+
+    def tail(self, n=3000):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")[-n:]
+
+
+def http_json(method, url, token=None, body=None, timeout=30):
+    """(status, JSON body or text); (0, reason) when nothing answered."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            status, text = r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError) as e:
+        return 0, str(e)
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
+def config_text(scale, lease_s):
+    """Manager settings for a scaled-time fleet, as `proverfleet demo` writes them (deadlines
+    divided by the time scale, with floors for real process start-up)."""
+
+    def scaled(seconds, floor):
+        return "%d" % max(floor, round(seconds / scale))
+
+    return "\n".join([
+        "[deploy]", "heartbeat_s = 2", "",
+        "[autopilot]", "enabled = true", "interval_s = 3", "max_instances = 4",
+        "max_concurrent_benchmarks = 4", "max_rents_per_decision = 4", "",
+        "[lifecycle]",
+        "boot_loading_max_s = " + scaled(30 * 60, 60),
+        "boot_register_grace_s = " + scaled(20 * 60, 60),
+        "registered_max_s = " + scaled(20 * 60, 60),
+        "params_min_s = " + scaled(60, 60),
+        "params_max_s = " + scaled(2 * 3600, 120),
+        "warmup_max_s = " + scaled(30 * 60, 60),
+        "bench_min_s = " + scaled(10 * 60, 60),
+        "bench_max_s = " + scaled(3600, 120),
+        # Longer than serve is down for: a manager restart must not look like lost hosts.
+        "heartbeat_timeout_s = 30",
+        "market_unknown_grace_s = " + scaled(10 * 60, 30),
+        "destroy_retry_s = 3", "",
+        "[acceptance]", "max_seconds = " + scaled(3600, 120), "",
+        "[jobs]", "lease_s = %d" % lease_s, "",
+    ]) + "\n"
+
+
+class Run:
+    def __init__(self, o):
+        self.o = o
+        self.dir = tempfile.mkdtemp(prefix="pf-e2e-")
+        self.data = os.path.join(self.dir, "data")
+        self.work = os.path.join(self.dir, "market-sim")
+        os.makedirs(self.data, mode=0o700)
+        self.key = "mkt-" + os.urandom(12).hex()
+        self.http_port = free_port()
+        self.grpc_port = free_port()
+        self.sim = None
+        self.serve = None
+        self.client = None
+        self.market_url = None
+        self.url = "http://127.0.0.1:%d" % self.http_port
+        self.token = None
+        self.failures = []
+        self.facts = collections.OrderedDict()
+        self.serve_generation = 0
+
+    # --- processes -------------------------------------------------------------------------
+    def start_sim(self):
+        o = self.o
+        scenario = o.scenario or os.path.join(o.source, "tests/fixtures/scenarios/chaos-healthy.json")
+        self.sim = Child("market-sim", [
+            o.binary, "market-sim", "--scenario", scenario, "--listen", "127.0.0.1:0",
+            "--time-scale", str(o.time_scale), "--spawn-agents", "--work-dir", self.work,
+            "--param-stand-in-mib", "1", "--param-min-kib-s", "512", "--quiet",
+        ], os.path.join(self.dir, "market-sim.log"), {"PROVERFLEET_MARKET_SIM_API_KEY": self.key})
+        m = self.sim.wait_for(r"market-sim listening on (http://[0-9.]+:[0-9]+)", 60)
+        self.market_url = m.group(1)
+
+    def start_serve(self):
+        self.serve_generation += 1
+        o = self.o
+        self.serve = Child("serve", [
+            o.binary, "serve", "--config", os.path.join(self.dir, "proverfleet.toml"),
+            "--listen", "127.0.0.1:%d" % self.http_port,
+            "--grpc-listen", "127.0.0.1:%d" % self.grpc_port,
+            "--db", os.path.join(self.data, "pf.db"), "--vast-url", self.market_url,
+            "--params-manifest", self.market_url + "/proverfleet-sim/params.json",
+            "--autopilot", "true", "--reconcile-interval", "1", "--tick-interval", "0.5",
+        ], os.path.join(self.dir, "serve-%d.log" % self.serve_generation),
+            {"VAST_API_KEY": self.key, "PROVERFLEET_TOKEN": None})
+        self.serve.wait_for(r"proverfleet serve listening on", 60)
+        with open(os.path.join(self.data, "operator.token")) as f:
+            self.token = f.readline().strip()
+        if not self.token:
+            raise RunError("serve wrote no operator token")
+
+    def start_client(self):
+        o = self.o
+        self.client_summary = os.path.join(self.dir, "client.json")
+        self.client = Child("curio-client", [
+            sys.executable, os.path.join(o.source, "tests/e2e/curio_client.py"),
+            "--target", "127.0.0.1:%d" % self.grpc_port, "--jobs", str(o.jobs),
+            "--max-pending", str(o.max_pending), "--summary", self.client_summary,
+            "--proto-dir", os.path.join(o.source, "proto"), "--give-up-s", str(o.give_up_s),
+            "--prove-timeout-s", "600",
+        ], os.path.join(self.dir, "client.log"), {})
+
+    # --- the operator API and the market ---------------------------------------------------
+    def api(self, method, path, body=None):
+        return http_json(method, self.url + path, self.token, body)
+
+    def api_get(self, path, tries=40):
+        last = None
+        for _ in range(tries):
+            status, body = self.api("GET", path)
+            if status == 200:
+                return body
+            last = (status, body)
+            time.sleep(0.5)
+        raise RunError("GET %s kept failing: %s" % (path, str(last)[:300]))
+
+    def jobs(self):
+        body = self.api_get("/api/v1/jobs?limit=%d" % min(1000, self.o.jobs * 4 + 100))
+        if isinstance(body, dict):
+            body = body.get("jobs", [])
+        if not isinstance(body, list):
+            raise RunError("GET /api/v1/jobs: not a list: %s" % str(body)[:300])
+        return body
+
+    def instances(self):
+        return self.api_get("/api/v1/instances?all=true")
+
+    def market_instances(self):
+        out, token = [], ""
+        for _ in range(1000):
+            path = "/api/v1/instances/?limit=25" + ("&after_token=" + token if token else "")
+            for _ in range(40):
+                status, body = http_json("GET", self.market_url + path, self.key)
+                if status == 200 and isinstance(body, dict):
+                    break
+                time.sleep(0.1)
+            else:
+                raise RunError("market-sim GET %s kept failing" % path)
+            out.extend(body.get("instances", []))
+            token = body.get("next_token") or ""
+            if not isinstance(token, str) or not token:
+                break
+        return [i for i in out if str(i.get("label") or "").startswith("proverfleet:")]
+
+    # --- the run ---------------------------------------------------------------------------
+    def check(self, ok, what):
+        if not ok:
+            self.failures.append(what)
+            log("FAIL: " + what)
+        return ok
+
+    def run(self):
+        o = self.o
+        with open(os.path.join(self.dir, "proverfleet.toml"), "w") as f:
+            f.write(config_text(o.time_scale, o.lease_s))
+        self.start_sim()
+        self.start_serve()
+        log("market-sim %s, serve %s, gateway 127.0.0.1:%d, run dir %s" %
+            (self.market_url, self.url, self.grpc_port, self.dir))
+        self.start_client()
+        started = time.time()
+        end = started + o.give_up_s + 60
+        killed_job = None
+        serve_killed = False
+        last_note = 0.0
+        while time.time() < end and self.client.running():
+            self.ensure_alive()
+            jobs = self.jobs()
+            by_state = collections.Counter(j.get("state") for j in jobs)
+            done = by_state.get("done", 0)
+            if time.time() - last_note > 10:
+                last_note = time.time()
+                live = collections.Counter(i.get("state") for i in self.instances())
+                log("jobs %s | instances %s" % (dict(by_state), dict(live)))
+            if killed_job is None and done >= o.jobs * 0.1:
+                killed_job = self.kill_agent_mid_proof(jobs)
+            if not serve_killed and killed_job is not None and done >= o.jobs * 0.4:
+                self.restart_serve()
+                serve_killed = True
+            time.sleep(1)
+        if self.client.running():
+            self.client.kill()
+            raise RunError("the client did not finish within %d s" % (o.give_up_s + 60))
+        self.client.log.close()
+        self.facts["client_s"] = round(time.time() - started, 1)
+        self.check(killed_job is not None, "no agent was killed mid-proof (no job seen proving)")
+        self.check(serve_killed, "the manager was never killed and restarted")
+        self.verify(killed_job)
+        self.teardown()
+
+    def ensure_alive(self):
+        if not self.sim.running():
+            raise RunError("market-sim exited on its own:\n" + self.sim.tail())
+        if not self.serve.running():
+            self.check(False, "serve exited on its own:\n" + self.serve.tail())
+            self.start_serve()
+
+    def agent_pids(self, market_id):
+        """Agent processes of market instance `market_id`: their environment names its state
+        directory under market-sim's work dir."""
+        needle = ("PROVERFLEET_STATE_DIR=" +
+                  os.path.join(self.work, "instances", str(market_id), "")).encode()
+        pids = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % name, "rb") as f:
+                    argv = f.read().split(b"\0")
+                with open("/proc/%s/environ" % name, "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"agent" in argv[1:3] and any(e.startswith(needle) for e in env):
+                pids.append(int(name))
+        return pids
+
+    def kill_agent_mid_proof(self, jobs):
+        proving = [j for j in jobs if j.get("state") == "proving" and j.get("instance_id")]
+        if not proving:
+            return None
+        job = proving[0]
+        # Every job the instance holds: proofs there finish one after another, so the one seen
+        # proving may finish before the signal lands, but not all it holds.
+        held = [j.get("request_id") for j in jobs if j.get("instance_id") == job["instance_id"]
+                and j.get("state") in ("assigned", "proving")]
+        rows = {r.get("id"): r for r in self.instances()}
+        row = rows.get(job["instance_id"])
+        if not row or row.get("market_id") is None:
+            return None
+        pids = self.agent_pids(row["market_id"])
+        if not pids:
+            return None
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        log("SIGKILL agent pid %s of instance %s (market %s), proving job %s (%s)" %
+            (pids, row["id"], row["market_id"], job.get("id"), job.get("request_id")))
+        self.facts["killed_agent_instance"] = row["id"]
+        self.facts["killed_agent_jobs"] = held
+        return held
+
+    def restart_serve(self):
+        log("SIGKILL serve (pid %d)" % self.serve.proc.pid)
+        self.serve.kill()
+        self.serve.log.close()
+        time.sleep(self.o.serve_down_s)
+        self.start_serve()
+        log("serve restarted on the same database and ports")
+        self.facts["serve_restarts"] = self.facts.get("serve_restarts", 0) + 1
+
+    def verify(self, killed_job):
+        o = self.o
+        try:
+            with open(self.client_summary) as f:
+                s = json.load(f)
+        except (OSError, ValueError) as e:
+            raise RunError("no client summary (%s); client log:\n%s" %
+                           (e, open(os.path.join(self.dir, "client.log")).read()[-3000:]))
+        for k in ("jobs", "answered", "correct", "answers_total", "retried_calls", "max_in_flight",
+                  "latency_p50_s", "latency_p95_s", "elapsed_s"):
+            self.facts["client_" + k] = s.get(k)
+        self.check(s["jobs"] == o.jobs, "client ran %s jobs, want %d" % (s["jobs"], o.jobs))
+        self.check(s["correct"] == o.jobs,
+                   "%d of %d jobs got their own proof; failures: %s" %
+                   (s["correct"], o.jobs, json.dumps(s["failures"][:10])))
+        self.check(s["answers_total"] == s["jobs"],
+                   "%d answers for %d jobs" % (s["answers_total"], s["jobs"]))
+        self.check(s["max_in_flight"] <= o.max_pending,
+                   "client held %d calls, MaxPending %d" % (s["max_in_flight"], o.max_pending))
+
+        jobs = self.jobs()
+        by_request = collections.defaultdict(list)
+        for j in jobs:
+            by_request[j.get("request_id")].append(j)
+        expected = s["proof_digests"]
+        duplicated = {r: len(v) for r, v in by_request.items() if len(v) > 1}
+        missing = sorted(set(expected) - set(by_request))
+        extra = sorted(set(by_request) - set(expected))
+        self.facts["store_jobs"] = len(jobs)
+        self.check(not duplicated, "request_ids with more than one job: %s" % duplicated)
+        self.check(not missing, "jobs the store lost: %s" % missing[:20])
+        self.check(not extra, "jobs nobody asked for: %s" % extra[:20])
+        not_done = {r: v[0].get("state") for r, v in by_request.items() if v[0].get("state") != "done"}
+        self.check(not not_done, "jobs not done: %s" % dict(list(not_done.items())[:20]))
+        wrong = [r for r, v in by_request.items()
+                 if r in expected and v[0].get("proof_digest") not in (None, expected[r])]
+        self.check(not wrong, "store's proof digest differs from the client's proof: %s" % wrong[:20])
+        no_digest = [r for r, v in by_request.items() if not v[0].get("proof_digest")]
+        self.check(not no_digest, "done jobs without a proof digest: %s" % no_digest[:20])
+        attempts = collections.Counter(int(v[0].get("attempts", 0)) for v in by_request.values())
+        self.facts["attempts_histogram"] = dict(sorted(attempts.items()))
+        undelivered = [r for r, v in by_request.items() if not v[0].get("delivered_at")]
+        self.check(not undelivered, "jobs done but never delivered: %s" % undelivered[:20])
+        if killed_job is not None:
+            after = {r: {k: by_request.get(r, [{}])[0].get(k)
+                         for k in ("state", "attempts", "instance_id")} for r in killed_job}
+            self.facts["killed_agent_jobs_after"] = after
+            self.check(any(int(a.get("attempts") or 0) >= 2 and a.get("state") == "done"
+                           for a in after.values()),
+                       "no job of the killed agent was leased again and finished: %s" % after)
+
+    def teardown(self):
+        log("pausing the autopilot and destroying every instance through the manager")
+        self.api("POST", "/api/v1/autopilot", {"paused": True})
+        end = time.time() + self.o.cleanup_timeout_s
+        asked = set()
+        rows, listed = [], []
+        while time.time() < end:
+            self.ensure_alive()
+            rows = self.instances()
+            live = [r for r in rows if r.get("state") != "destroyed"]
+            for r in live:
+                if r.get("state") != "destroying" and r.get("id") not in asked:
+                    asked.add(r.get("id"))
+                    self.api("DELETE", "/api/v1/instances/%s" % r.get("id"))
+            listed = self.market_instances()
+            if not live and not listed:
+                break
+            time.sleep(2)
+        self.facts["rentals"] = len(rows)
+        self.check(not listed, "leaked instances: market-sim still lists %s" %
+                   [(i.get("id"), i.get("label"), i.get("actual_status")) for i in listed])
+        self.check(all(r.get("state") == "destroyed" for r in rows),
+                   "rows not destroyed: %s" % [(r.get("id"), r.get("state")) for r in rows
+                                               if r.get("state") != "destroyed"])
+        self.serve.stop()
+        self.sim.stop()
+        time.sleep(2)
+        left = self.processes_of_run()
+        self.check(not left, "processes of the run still alive after teardown: %s" % left)
+        for pid, _ in left:
+            try:
+                os.kill(pid, signal.SIGKILL)  # ours: its command line or environment names the run
+            except OSError:
+                pass
+
+    def processes_of_run(self):
+        needle = self.dir.encode()
+        out = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/stat" % name, "rb") as f:
+                    if f.read().rsplit(b")", 1)[-1].split()[0] == b"Z":
+                        continue
+                with open("/proc/%s/cmdline" % name, "rb") as f:
+                    cmd = f.read()
+                with open("/proc/%s/environ" % name, "rb") as f:
+                    env = f.read()
+            except OSError:
+                continue
+            if needle in cmd or needle in env:
+                out.append((int(name), cmd.replace(b"\0", b" ")[:160].decode(errors="replace")))
+        return out
+
+    def cleanup(self):
+        for c in (self.client, self.serve, self.sim):
+            if c is not None and c.running():
+                c.kill()
+        if self.o.keep or self.failures:
+            log("run directory kept: " + self.dir)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description="proverfleet gateway end-to-end run")
+    p.add_argument("--binary", required=True)
+    p.add_argument("--source", required=True)
+    p.add_argument("--scenario")
+    p.add_argument("--jobs", type=int, default=200)
+    p.add_argument("--max-pending", type=int, default=12)
+    p.add_argument("--time-scale", type=float, default=30)
+    p.add_argument("--lease-s", type=int, default=20)
+    p.add_argument("--serve-down-s", type=float, default=5)
+    p.add_argument("--give-up-s", type=float, default=600)
+    p.add_argument("--cleanup-timeout-s", type=float, default=120)
+    p.add_argument("--keep", action="store_true")
+    p.add_argument("--result", help="write the facts and failures as JSON here")
+    o = p.parse_args()
+    o.binary = os.path.abspath(o.binary)
+    o.source = os.path.abspath(o.source)
+    run = Run(o)
+    code = 0
+    try:
+        run.run()
+        code = 1 if run.failures else 0
+    except RunError as e:
+        log("could not run: %s" % e)
+        run.failures.append("run error: %s" % e)
+        code = 2
+    finally:
+        run.cleanup()
+    result = {"passed": code == 0, "facts": run.facts, "failures": run.failures}
+    print(json.dumps(result, indent=1))
+    if o.result:
+        with open(o.result, "w") as f:
+            json.dump(result, f, indent=1)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
