@@ -25,9 +25,12 @@
 #include "jobs/job_queue.h"
 #include "store/store.h"
 #include "support/proverfleet_cli.h"
+#include "support/temp_dir.h"
 
 namespace pf::gateway {
 namespace {
+
+using pf::testing::TempDir;
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -36,26 +39,6 @@ using namespace std::chrono_literals;
 
 constexpr std::int64_t kMaxInput = 64 * 1024;
 constexpr std::int64_t kInstance = 7;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "pf_gateway_test_XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string path() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
 
 std::string sha256_hex(const std::string& bytes) {
   unsigned char digest[SHA256_DIGEST_LENGTH];

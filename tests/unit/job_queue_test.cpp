@@ -14,34 +14,17 @@
 #include <thread>
 
 #include "store/sqlite_store.h"
+#include "support/temp_dir.h"
 #include "util/sha256.h"
 
 namespace pf::jobs {
 namespace {
 
+using pf::testing::TempDir;
+
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "pf_jobs_test_XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // What the sim prover does (issue 12 contract): a proof derived from its input, so every
 // client can be checked to get the proof of its own input.

@@ -15,33 +15,17 @@
 #include <thread>
 
 #include "store/store.h"
+#include "support/temp_dir.h"
 
 namespace pf::store {
 namespace {
+
+using pf::testing::TempDir;
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 // A fresh directory under /tmp, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "pf_store_test_XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
 // Sets PRAGMA user_version behind the store's back, as a newer proverfleet would have.
 void set_user_version(const std::string& path, int version) {
   sqlite3* raw = nullptr;
