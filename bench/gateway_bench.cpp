@@ -40,6 +40,7 @@
 #include "net/http_server.h"
 #include "store/store.h"
 #include "support/fake_cuzk.h"
+#include "support/unreachable_market.h"
 
 namespace {
 
@@ -53,32 +54,7 @@ constexpr int kProofMs = 20000;
 constexpr int kSlots = 2;
 constexpr int kJobs = 2;
 
-class UnreachableMarket final : public pf::market::Market {
-  static pf::market::MarketError err() {
-    return {pf::market::ErrorKind::Transport, 0, "", "benchmark: no market"};
-  }
-
- public:
-  pf::market::Result<pf::market::SearchResult> search_offers(
-      const pf::market::SearchRequest&) override {
-    return tl::unexpected(err());
-  }
-  pf::market::Result<pf::market::CreateResult> create_instance(
-      const pf::market::CreateRequest&) override {
-    return tl::unexpected(err());
-  }
-  pf::market::Result<std::vector<pf::market::Instance>> list_instances(
-      const std::optional<std::string>&) override {
-    return tl::unexpected(err());
-  }
-  pf::market::Result<std::optional<pf::market::Instance>> show_instance(std::int64_t) override {
-    return tl::unexpected(err());
-  }
-  pf::market::Result<void> destroy_instance(std::int64_t) override { return tl::unexpected(err()); }
-  pf::market::Result<void> set_label(std::int64_t, const std::string&) override {
-    return tl::unexpected(err());
-  }
-};
+using pf::testing::UnreachableMarket;
 
 double epoch_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
