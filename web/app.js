@@ -5,6 +5,7 @@
 import { api, FleetStream, token } from './api.js';
 import { duration, esc } from './format.js';
 import * as V from './views.js';
+import { tuneBody } from './ops_views.js';
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -354,6 +355,20 @@ document.addEventListener('submit', async (event) => {
       limit: Number(data.get('limit')) || 50,
     };
     await loadOffers();
+  } else if (form.dataset.form === 'tune') {
+    const parsed = tuneBody(data.get('concurrency'), data.get('partitions'));
+    if (parsed.error) {
+      toast(parsed.error, 'error');
+      return;
+    }
+    const id = form.dataset.id;
+    const button = form.querySelector('button[type="submit"]');
+    await withBusy(button, async () => {
+      const reply = await api('POST', `/api/v1/instances/${id}/tune`, parsed.body);
+      toast(`Instance ${id}: ${(reply?.commands ?? []).join(', ')} sent with the next heartbeat`);
+      form.reset();
+      await loadDetail();
+    });
   } else if (form.dataset.form === 'bad-host') {
     const body = { machine_id: Number(data.get('machine_id')), reason: String(data.get('reason') ?? '').trim() };
     const ttl = String(data.get('ttl_hours') ?? '').trim();

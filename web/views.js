@@ -7,6 +7,7 @@ import {
   byteRate, bytes, clock, duration, esc, gib, gpus, int, isNum, num, pct, perHour, relative,
   stateLabel, usd,
 } from './format.js';
+import { alertsBanner, instanceAlerts, livePanel, sshBlock, tuneForm } from './ops_views.js';
 
 export const STATES = [
   'renting', 'booting', 'registered', 'fetching_params', 'warming_up', 'benchmarking',
@@ -84,7 +85,7 @@ export function fleetHeader(snapshot) {
     const n = byState[state] ?? 0;
     return `<span class="chip st-${state}${n ? '' : ' zero'}" data-testid="state-count" data-state="${state}">${esc(stateLabel(state))} <b>${esc(n)}</b></span>`;
   }).join('');
-  return `<div class="cards">${cards}</div><div class="chips">${chips}${hearingBlock(s.hearing)}${autopilotBlock(snapshot?.autopilot)}</div>${jobsPanel(s.jobs)}`;
+  return `<div class="cards">${cards}</div><div class="chips">${chips}${hearingBlock(s.hearing)}${autopilotBlock(snapshot?.autopilot)}</div>${alertsBanner(snapshot?.alerts, snapshot?.at)}${jobsPanel(s.jobs)}`;
 }
 
 // ---- gateway jobs -----------------------------------------------------------------------------
@@ -337,6 +338,7 @@ export function instancePage(detail, now) {
     fact('proofs', `${esc(int(r.proofs_production))} production, ${esc(int(r.proofs_benchmark))} benchmark`) +
     fact('crashes / OOMs', `${esc(int(r.prover_crashes))} / ${esc(int(r.ooms))}`) +
     fact('GPU util', esc(pct(r.gpu_util))) +
+    fact('SSH', sshBlock(detail.ssh)) +
     (r.destroy_reason ? fact('destroy reason', esc(r.destroy_reason)) : '') +
     '</dl>';
   const verdict = v && isNum(v.rate)
@@ -353,6 +355,9 @@ export function instancePage(detail, now) {
     `<div class="spacer"></div><button type="button" class="small" data-action="refresh-instance">Refresh</button>` +
     `${isDestroyable(r.state) ? destroyButton(r.id, 'Destroy instance') : ''}</div>` +
     `<section class="panel"><h2>Facts</h2>${facts}</section>` +
+    `<section class="panel"><h2>Alerts</h2>${instanceAlerts(detail.alerts, now)}</section>` +
+    `<section class="panel"><h2>Live prover and GPUs</h2>${livePanel(detail.live, now)}</section>` +
+    `<section class="panel"><h2>Tune</h2>${tuneForm(r)}</section>` +
     `<section class="panel"><h2>Benchmark</h2>${verdict}</section>` +
     `<section class="panel"><h2>Proof times</h2>${proofChart(detail.samples)}</section>` +
     `<section class="panel"><h2>Memory: plan vs observed</h2>${memoryPanel(r)}</section>` +

@@ -161,6 +161,9 @@ struct Agent::Impl {
   std::string stop_reason;
   bool replan_requested = false;
   std::optional<int> concurrency_command;
+  // The operator's partition cap from a "replan:N" command: tightens the plan's cap (the memory
+  // model and any OOM back-off still bound it).
+  std::optional<int> partitions_command;
   int in_flight = 0, completed = 0, failed = 0, measured = 0;
   int consecutive_failed_proofs = 0;
   double peak_memory_gib = 0;
@@ -415,8 +418,13 @@ struct Agent::Impl {
       if (name == "stop") {
         request_stop("the manager sent stop");
       } else if (name == "replan") {
-        log("the manager asked for a re-plan");
         std::lock_guard lock(mu);
+        if (value && *value >= 1 && *value <= 640) {
+          partitions_command = *value;
+          log("the manager asked for a re-plan at most " + std::to_string(*value) + " partitions");
+        } else {
+          log("the manager asked for a re-plan");
+        }
         replan_requested = true;
         cv.notify_all();
       } else if (name == "set_concurrency" && value && *value >= 1 && *value <= 256) {
@@ -753,6 +761,10 @@ struct Agent::Impl {
     };
     tighten(o.partitions);
     tighten(setting<int>(prover_settings, "partitions"));
+    {
+      std::lock_guard lock(mu);
+      tighten(partitions_command);
+    }
     if (cap) lim.partition_cap = *cap;
     return lim;
   }

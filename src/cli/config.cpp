@@ -71,7 +71,8 @@ constexpr int kMaxPendingWindow = 10'000;
 // Sections whose keys may be overridden by PROVERFLEET_<SECTION>_<KEY> variables.
 const char* const kSections[] = {"economics", "setup",      "predictor", "market",
                                  "lifecycle", "acceptance", "deploy",    "autopilot",
-                                 "http",      "gateway",    "jobs",      "prices"};
+                                 "http",      "gateway",    "jobs",      "prices",
+                                 "alerts",    "webhooks"};
 
 std::string env_name(const std::string& path, const char* key) {
   std::string name = "PROVERFLEET_" + path + "_" + key;
@@ -414,6 +415,39 @@ void read_prices(TableReader prices, double revenue_per_proof_usd, core::PriceCo
   }
 }
 
+void read_alerts_and_webhooks(const toml::table& root, EnvOverrides& env, AppConfig& cfg) {
+  auto& al = cfg.alerts;
+  TableReader alerts(subtable(root, "alerts"), "alerts", &env);
+  alerts.number("interval_s", al.interval_s, Range{1, 86400});
+  alerts.boolean("act_on_hand_deployed", al.alerts.act_on_hand_deployed);
+  alerts.boolean("act_on_autopilot_rented", al.alerts.act_on_autopilot_rented);
+  alerts.number("stall_factor", al.alerts.stall.factor, Range{1, kMaxFactor});
+  double stall_min = al.alerts.stall.min_s / 60;
+  alerts.number("stall_min_minutes", stall_min, Range{1, 7 * 24 * 60});
+  al.alerts.stall.min_s = stall_min * 60;
+  alerts.number("budget_dollars_per_hour", al.alerts.budget_dollars_per_hour,
+                non_negative_up_to(kMaxUsd));
+  alerts.number("budget_usd", al.alerts.budget_usd, non_negative_up_to(kMaxBudgetUsd));
+  alerts.finish();
+
+  auto& wh = cfg.webhooks;
+  TableReader hooks(subtable(root, "webhooks"), "webhooks", &env);
+  hooks.string_list("urls", wh.urls, 16, 2048);
+  hooks.string("secret_file", wh.secret_file);
+  hooks.count("max_attempts", wh.max_attempts, 1, 100);
+  hooks.number("retry_base_s", wh.retry_base_s, Range{0.1, 3600});
+  hooks.number("retry_max_s", wh.retry_max_s, Range{0.1, 86400});
+  hooks.number("timeout_s", wh.timeout_s, Range{1, 300});
+  hooks.count("queue_max", wh.queue_max, 1, 1'000'000);
+  hooks.finish();
+  for (const auto& url : wh.urls) {
+    if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
+      throw ConfigError{"'webhooks.urls': each must start with http:// or https://, got \"" +
+                        url.substr(0, 100) + "\""};
+    }
+  }
+}
+
 AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   AppConfig cfg;
   cfg.rank.predictor = core::default_predictor_config();
@@ -430,6 +464,8 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   top.raw("gateway");
   top.raw("prices");
   top.raw("jobs");
+  top.raw("alerts");
+  top.raw("webhooks");
   top.finish();
 
   TableReader econ(subtable(root, "economics"), "economics", &env);
@@ -534,6 +570,7 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   dep.string("onstart", d.onstart);
   dep.number("heartbeat_s", d.heartbeat_s, Range{0.1, 3600});
   dep.string("params_manifest", d.params_manifest);
+  dep.count("log_kib_per_instance", d.log_kib_per_instance, 1, 64 * 1024);
   dep.finish();
   if (d.image.empty()) throw ConfigError{"'deploy.image' must not be empty"};
 
@@ -605,6 +642,8 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   jobs.number("retention_h", j.retention_h, Range{0, kMaxHours});
   jobs.string("data_dir", j.data_dir);
   jobs.finish();
+
+  read_alerts_and_webhooks(root, env, cfg);
 
   auto& ap = cfg.autopilot;
   auto& pol = ap.policy;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/acceptance.h"
+#include "core/alerts.h"
 #include "core/hearing.h"
 #include "core/http_limits.h"
 #include "core/job_economics.h"
@@ -34,6 +35,8 @@ struct DeploySettings {
   // The parameter files agents fetch: a URL or a file holding a JSON array of
   // {name, url, bytes, digest}. Empty: agents are handed no manifest.
   std::string params_manifest;
+  // Agent log kept per instance in the store (oldest lines dropped beyond it); survives restarts.
+  int log_kib_per_instance = 256;
 };
 
 // The manager's autopilot: runs core::decide() on the live fleet every interval.
@@ -81,6 +84,26 @@ struct JobsSettings {
   std::string data_dir;              // "" = the database file's directory
 };
 
+// [alerts]: the fleet watch (manager/fleet_watch.h): drift, slow downloads and stalls of every
+// instance, spend against a budget, missed job deadlines; whether the manager acts on them.
+struct AlertsSettings {
+  double interval_s = 60;
+  core::AlertConfig alerts;
+};
+
+// [webhooks]: signed JSON POSTs of the fleet's news (manager/webhooks.h). The shared secret is
+// read by serve from $PROVERFLEET_WEBHOOK_SECRET, else from `secret_file` (first line; a file
+// other users may read is refused); it is never a config value or a flag.
+struct WebhooksSettings {
+  std::vector<std::string> urls;  // http:// or https://; empty: no webhooks
+  std::string secret_file;
+  int max_attempts = 6;
+  double retry_base_s = 2;
+  double retry_max_s = 300;
+  double timeout_s = 10;
+  int queue_max = 1000;
+};
+
 struct AppConfig {
   core::RankConfig rank;  // predictor priors, economics, setup assumptions
   core::LifecycleConfig lifecycle;
@@ -93,6 +116,8 @@ struct AppConfig {
   HttpSettings http;
   GatewaySettings gateway;
   JobsSettings jobs;
+  AlertsSettings alerts;
+  WebhooksSettings webhooks;
   // [prices]: what a delivered job earns per proof kind (porep-c2 defaults to
   // economics.revenue_per_proof_usd, the figure the autopilot scores with).
   core::PriceConfig prices;

@@ -1,6 +1,6 @@
 // The fleet commands: thin clients of a running manager's operator API (proverfleet serve).
 // `deploy`, `destroy`, `instances`, `hosts`, `bad-hosts ls|add|rm`, `status`, `jobs`,
-// `autopilot status|pause|resume`. Human tables by
+// `autopilot status|pause|resume`, `tune`, `logs`. Human tables by
 // default, the API's JSON with --json; an API error is printed as "error: ..." (exit 1).
 #include <cctype>
 #include <chrono>
@@ -380,6 +380,29 @@ void print_jobs_summary(const json& jobs) {
   std::cout << ", " << core::fixed(num(jobs, "idle_instance_hours"), 1) << " idle instance hours\n";
 }
 
+// The fleet watch's alerts ("alerts" of GET /api/v1/fleet), one line each.
+void print_alerts(const json& alerts) {
+  const json instances = alerts.value("instances", json::array());
+  const json fleet = alerts.value("fleet", json::array());
+  if (!instances.is_array() || !fleet.is_array()) return;
+  if (instances.empty() && fleet.empty()) {
+    std::cout << "alerts:     none" << (num(alerts, "checked_at") > 0 ? "" : " (not checked yet)")
+              << "\n";
+    return;
+  }
+  std::cout << "alerts:     " << instances.size() + fleet.size() << "\n";
+  for (const auto& a : fleet) {
+    if (a.is_object()) std::cout << "  fleet " << str(a, "kind") << ": " << str(a, "reason") << "\n";
+  }
+  for (const auto& a : instances) {
+    if (!a.is_object()) continue;
+    std::cout << "  instance " << integer(a, "instance_id") << " " << str(a, "kind")
+              << (a.value("drop_warranted", false) ? "" : " (warning)")
+              << (a.value("acted", false) ? " [destroyed by the manager]" : "") << ": "
+              << str(a, "reason") << " (since " << ago(a, "since") << ")\n";
+  }
+}
+
 void register_status(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto* cmd = app.add_subcommand(
@@ -427,6 +450,7 @@ void register_status(CLI::App& app) {
                   : pilot.value("paused", false) ? "paused"
                                                  : "on")
               << "\n";
+    print_alerts(fleet.value("alerts", json::object()));
   });
 }
 
@@ -558,9 +582,77 @@ void register_autopilot(CLI::App& app) {
   add("resume", "Resume deciding", false);
 }
 
+// ---- tune / logs ----------------------------------------------------------------------------
+
+void register_tune(CLI::App& app) {
+  auto flags = std::make_shared<ClientFlags>();
+  auto id = std::make_shared<std::int64_t>(0);
+  auto concurrency = std::make_shared<std::optional<int>>();
+  auto partitions = std::make_shared<std::optional<int>>();
+  auto* cmd = app.add_subcommand(
+      "tune",
+      "Change a running instance's prover (POST /api/v1/instances/ID/tune): proofs in flight\n"
+      "(--concurrency, the agent's set_concurrency) and/or a partition cap for a re-plan\n"
+      "(--partitions, the agent's replan: it restarts the prover; the memory model and any OOM\n"
+      "back-off still bound the plan). Sent with the agent's next heartbeat; recorded as an event.");
+  cmd->add_option("ID", *id, "Instance id (ours, as 'proverfleet instances' lists it)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--concurrency", *concurrency, "Proofs in flight (1-256)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--partitions", *partitions, "Partition cap for a re-plan (1-640)")
+      ->check(CLI::Range(1, 640));
+  add_client_flags(cmd, *flags);
+  cmd->callback([flags, id, concurrency, partitions] {
+    if (!*concurrency && !*partitions) {
+      throw CommandFailed("give --concurrency N and/or --partitions M");
+    }
+    json body = json::object();
+    if (*concurrency) body["concurrency"] = **concurrency;
+    if (*partitions) body["partitions"] = **partitions;
+    auto client = connect(*flags);
+    json reply =
+        ok_or_fail(client.post("/api/v1/instances/" + std::to_string(*id) + "/tune", body));
+    if (flags->json) return print_json(reply);
+    std::string sent;
+    for (const auto& c : reply.value("commands", json::array())) {
+      if (c.is_string()) sent += (sent.empty() ? "" : ", ") + c.get<std::string>();
+    }
+    std::cout << "instance " << *id << ": queued " << sent
+              << " for the agent's next heartbeat\n";
+  });
+}
+
+void register_logs(CLI::App& app) {
+  auto flags = std::make_shared<ClientFlags>();
+  auto id = std::make_shared<std::int64_t>(0);
+  auto* cmd = app.add_subcommand(
+      "logs",
+      "Print an instance's agent log as the manager keeps it (bounded per instance, kept across\n"
+      "manager restarts), and how to reach the machine by SSH when the market says.");
+  cmd->add_option("ID", *id, "Instance id")->required()->check(CLI::PositiveNumber);
+  add_client_flags(cmd, *flags);
+  cmd->callback([flags, id] {
+    auto client = connect(*flags);
+    json detail = ok_or_fail(client.get("/api/v1/instances/" + std::to_string(*id)));
+    if (flags->json) {
+      return print_json(json{{"logs", detail.value("logs", "")}, {"ssh", detail.value("ssh", json())}});
+    }
+    std::cout << detail.value("logs", "");
+    const json ssh = detail.value("ssh", json::object());
+    if (ssh.is_object()) {
+      for (const auto& c : ssh.value("commands", json::array())) {
+        if (c.is_string()) std::cerr << "ssh: " << c.get<std::string>() << "\n";
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void register_fleet_commands(CLI::App& app) {
+  register_tune(app);
+  register_logs(app);
   register_deploy(app);
   register_destroy(app);
   register_instances(app);

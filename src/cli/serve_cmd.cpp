@@ -33,6 +33,7 @@
 #include "cli/config.h"
 #include "cli/jobs_settings.h"
 #include "cli/serve_gateway.h"
+#include "cli/serve_ops.h"
 #include "cli/serving.h"
 #include "core/http_limits.h"
 #include "jobs/job_queue.h"
@@ -322,6 +323,7 @@ void run_serve(const ServeOptions& o) {
   manager_config.disk_gb = cfg->deploy.disk_gb;
   manager_config.onstart = cfg->deploy.onstart;
   manager_config.heartbeat_s = cfg->deploy.heartbeat_s;
+  manager_config.log_ring_bytes = static_cast<std::size_t>(cfg->deploy.log_kib_per_instance) * 1024;
   manager_config.public_url = o.public_url.value_or(own_url);
   const std::string manifest = o.params_manifest.value_or(cfg->deploy.params_manifest);
   if (!manifest.empty()) {
@@ -356,6 +358,8 @@ void run_serve(const ServeOptions& o) {
     throw CommandFailed(std::string("cannot open the job queue: ") + e.what());
   }
   fleet.attach_jobs(*job_queue);
+  // Webhooks and the fleet watch (alerts for every instance, whoever rented it).
+  ServeOps ops = make_serve_ops(fleet, *cfg, fleet_cfg, epoch_now);
   std::unique_ptr<gateway::GatewayServer> gateway;
   if (gateway_cfg) {
     auto started = gateway::start_gateway(*job_queue, *gateway_cfg);
@@ -432,6 +436,8 @@ void run_serve(const ServeOptions& o) {
     if (!error.empty()) spdlog::warn("reconcile: market list failed: {}", error);
   });
   PeriodicTask tick_loop("tick", tick_every, [&fleet] { fleet.tick(); });
+  PeriodicTask watch_loop("alerts", interval(cfg->alerts.interval_s, "alerts.interval_s"),
+                          [&ops] { ops.watch->run_once(); });
   // The manager's hearing (core/hearing.h): it asks its own front for /healthz the way an
   // agent would reach it, and watches its own loop run on time. While the front does not
   // answer, or after the process stood still, silence is not evidence against any host.
@@ -493,6 +499,8 @@ void run_serve(const ServeOptions& o) {
   hearing_loop.stop();
   reconcile_loop.stop();
   tick_loop.stop();
+  watch_loop.stop();
+  ops.webhooks->stop();  // what is still queued is dropped
   spdlog::info("stopped");
   if (!served_ok && signal_received == 0) throw CommandFailed("serve: the HTTP server failed");
 }

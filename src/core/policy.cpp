@@ -176,6 +176,43 @@ std::optional<SwapPlan> best_swap(const Offer& offer, const Prediction& pred,
   return best;
 }
 
+std::optional<DownloadJudgement> judge_download(const InstanceRecord& rec, const Prediction& pred,
+                                               int others, int failure_strikes, double now,
+                                               const PolicyConfig& cfg) {
+  if (rec.state != InstanceState::FetchingParams) return std::nullopt;
+  if (now - rec.state_since < cfg.download_judge_after_s) return std::nullopt;
+  if (rec.params_rate_bps <= 0 || rec.params_total_bytes <= 0) return std::nullopt;
+  const double left_h =
+      std::max(0.0, rec.params_total_bytes - rec.params_done_bytes) / rec.params_rate_bps / 3600;
+  ScoreContext ctx;
+  ctx.lifetime_h = lifetime_hours(now, cfg);
+  ctx.failure_strikes = failure_strikes;
+  const double bench_h = pred.rate > 0 ? cfg.scoring.setup.benchmark_proofs / pred.rate : 0;
+  ctx.setup_hours_left = left_h + cfg.scoring.setup.warmup_h + bench_h;
+  const Score sc = score_offer(rec.offer, pred, cfg.scoring, ctx);
+  // A download that cannot finish before its state's deadline is closed by it anyway: every
+  // minute until then is paid for nothing.
+  const bool misses_deadline = rec.deadline_at > 0 && now + left_h * 3600 > rec.deadline_at;
+  if (sc.value_usd >= 0 && !misses_deadline) return std::nullopt;
+  const double mbps = rec.params_rate_bps * 8 / 1e6;
+  DownloadJudgement out;
+  out.strike.machine_id = rec.offer.machine_id;
+  out.strike.kind = StrikeKind::SlowDownload;
+  out.strike.at = now;
+  out.strike.instance_id = rec.id;
+  out.strike.our_others_on_machine = others;
+  out.strike.reason = "parameters at " + fixed(mbps, 0) + " Mb/s (advertised " +
+                      fixed(rec.offer.inet_down_mbps, 0) + ")";
+  const std::string why = sc.value_usd < 0
+                              ? "finishing is expected to lose " + money(-sc.value_usd) +
+                                    (sc.reasons.empty() ? "" : " (" + sc.reasons.front() + ")")
+                              : "it cannot finish before the download deadline in " +
+                                    fixed(std::max(0.0, rec.deadline_at - now) / 60, 0) + " min";
+  out.reason =
+      "download at " + fixed(mbps, 0) + " Mb/s leaves " + fixed(left_h, 1) + " h: " + why;
+  return out;
+}
+
 std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
                            const std::vector<Offer>& offers, const PolicyHistory& history,
                            const std::vector<BadHost>& bad_hosts, double now,
@@ -228,38 +265,11 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
   // Setup watch: downloads that have become too slow to pay.
   for (const auto* rec : alive) {
     if (rec->state != InstanceState::FetchingParams) continue;
-    if (now - rec->state_since < cfg.download_judge_after_s) continue;
-    if (rec->params_rate_bps <= 0 || rec->params_total_bytes <= 0) continue;
-    const double left_h = std::max(0.0, rec->params_total_bytes - rec->params_done_bytes) /
-                          rec->params_rate_bps / 3600;
     const int others = others_on(rec->offer.machine_id, rec->id);
     const Prediction pred = predict_offer(rec->offer, knowledge, cfg.predictor, others);
-    ScoreContext ctx;
-    ctx.lifetime_h = lifetime;
-    ctx.failure_strikes = auto_strikes(bad_hosts, rec->offer.machine_id);
-    const double bench_h = pred.rate > 0 ? cfg.scoring.setup.benchmark_proofs / pred.rate : 0;
-    ctx.setup_hours_left = left_h + cfg.scoring.setup.warmup_h + bench_h;
-    const Score sc = score_offer(rec->offer, pred, cfg.scoring, ctx);
-    // A download that cannot finish before its state's deadline is closed by it anyway: every
-    // minute until then is paid for nothing.
-    const bool misses_deadline = rec->deadline_at > 0 && now + left_h * 3600 > rec->deadline_at;
-    if (sc.value_usd >= 0 && !misses_deadline) continue;
-    const double mbps = rec->params_rate_bps * 8 / 1e6;
-    Strike strike;
-    strike.machine_id = rec->offer.machine_id;
-    strike.kind = StrikeKind::SlowDownload;
-    strike.at = now;
-    strike.instance_id = rec->id;
-    strike.our_others_on_machine = others;
-    strike.reason = "parameters at " + fixed(mbps, 0) + " Mb/s (advertised " +
-                    fixed(rec->offer.inet_down_mbps, 0) + ")";
-    const std::string why = sc.value_usd < 0
-                                ? "finishing is expected to lose " + money(-sc.value_usd) + " (" +
-                                      sc.reasons.front() + ")"
-                                : "it cannot finish before the download deadline in " +
-                                      fixed(std::max(0.0, rec->deadline_at - now) / 60, 0) + " min";
-    drop(*rec, "download at " + fixed(mbps, 0) + " Mb/s leaves " + fixed(left_h, 1) + " h: " + why,
-         strike);
+    auto judged = judge_download(*rec, pred, others, auto_strikes(bad_hosts, rec->offer.machine_id),
+                                 now, cfg);
+    if (judged) drop(*rec, std::move(judged->reason), std::move(judged->strike));
   }
 
   // Demand: capacity whose proofs would earn nothing.

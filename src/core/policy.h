@@ -132,6 +132,21 @@ struct WatchResult {
 WatchResult watch_production(const InstanceRecord& instance, const std::vector<BenchRun>& windows,
                              double break_even_rate, const WatchConfig& config);
 
+// Setup watch for one instance fetching parameters: once it has fetched for
+// download_judge_after_s, a download so slow that finishing no longer pays (the offer scored
+// with the setup hours left), or that cannot finish before its deadline, is judged with a
+// slow-download strike against the host. `pred` is the instance's prediction with `others` of
+// ours on the machine; `failure_strikes` the machine's automatic strikes. decide() drops on it;
+// the alert watch (core/alerts.h) reports it for every instance, whoever rented it.
+struct DownloadJudgement {
+  std::string reason;
+  Strike strike;
+};
+std::optional<DownloadJudgement> judge_download(const InstanceRecord& instance,
+                                               const Prediction& pred, int others,
+                                               int failure_strikes, double now,
+                                               const PolicyConfig& config);
+
 // A complete production window of one instance: its production proofs (agent clock) within
 // [start, start + window_s).
 struct ProductionWindow {

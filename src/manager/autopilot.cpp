@@ -4,6 +4,7 @@
 
 #include "core/blocklist.h"
 #include "core/learned_predictor.h"
+#include "manager/webhooks.h"
 
 namespace pf::manager {
 namespace {
@@ -33,6 +34,9 @@ void Autopilot::set_paused(bool paused, const std::string& who) {
     store.put_setting(kPausedByKey, who);
     store.put_setting(kPausedAtKey, std::to_string(clock_()));
   });
+  if (paused) {
+    manager_.notify(kWebhookAutopilotPaused, {{"paused_by", who}, {"paused_at", clock_()}});
+  }
 }
 
 AutopilotStatus Autopilot::status() {

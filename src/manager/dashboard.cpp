@@ -161,6 +161,7 @@ struct Dashboard::Impl {
     }
     return {{"summary", std::move(summary)},
             {"autopilot", std::move(autopilot)},
+            {"alerts", to_json(manager.alerts())},
             {"instances", std::move(instances)}};
   }
 

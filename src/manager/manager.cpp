@@ -17,6 +17,7 @@
 #include "core/proof_flow.h"
 #include "core/reconcile.h"
 #include "core/text.h"
+#include "manager/webhooks.h"
 #include "util/bounded_json.h"
 
 namespace pf::manager {
@@ -141,6 +142,14 @@ void Manager::transition(InstanceRecord& rec, S to, const std::string& reason) {
     store_.update_instance(rec);
     event(rec.id, "state", *msg, {{"state", core::to_string(to)}, {"reason", reason}});
   });
+  if (to == S::Proving || to == S::Destroyed) {
+    json data = webhook_instance(rec);
+    data["reason"] = reason;
+    if (rec.close_cause) data["cause"] = core::to_string(*rec.close_cause);
+    notify(to == S::Proving ? kWebhookInstanceAccepted : kWebhookInstanceDestroyed,
+           std::move(data));
+  }
+  if (to == S::Destroyed) forget_hands_on(rec.id);
 }
 
 int Manager::others_on_machine(const InstanceRecord& rec) {
@@ -164,6 +173,14 @@ bool Manager::close(InstanceRecord& rec, const core::Closing& closing,
            {"cause", core::to_string(closing.cause)}});
   });
   if (step->strike) record_strike(rec.id, *step->strike);
+  if (closing.cause == core::CloseCause::Rejected || closing.cause == core::CloseCause::MarketExited) {
+    json data = webhook_instance(rec);
+    data["reason"] = closing.reason;
+    data["cause"] = core::to_string(closing.cause);
+    notify(closing.cause == core::CloseCause::Rejected ? kWebhookInstanceRejected
+                                                       : kWebhookInstanceCrashed,
+           std::move(data));
+  }
   // Its jobs go back to the queue now rather than when their leases run out.
   if (auto* queue = jobs_.load()) queue->instance_closed(rec.id, closing.reason);
   return true;
@@ -513,6 +530,7 @@ ApiResult<HeartbeatReply> Manager::agent_heartbeat(std::int64_t id, const Heartb
     rec->gpu_util = hb.gpu_util;
     if (hb.gpu_throttled) rec->gpu_throttled = true;
     store_.update_agent_progress(*rec);
+    live_[id] = live_status_from_heartbeat(hb.raw, rec->last_heartbeat_at);
     if (rec->state == S::Benchmarking) {
       // The test's time rules (the cap, a host gone silent) must fire without a new proof.
       evaluate_benchmark(*rec);
@@ -528,6 +546,14 @@ ApiResult<HeartbeatReply> Manager::agent_heartbeat(std::int64_t id, const Heartb
       transition(*rec, S::WarmingUp, "agent warming up the prover");
     }
     reply->work = rec->state == S::Proving;
+    // The operator's tuning (Manager::tune) rides on this reply, once.
+    if (auto queued = pending_commands_.find(id); queued != pending_commands_.end()) {
+      reply->commands = std::move(queued->second);
+      pending_commands_.erase(queued);
+      std::string sent;
+      for (const auto& c : reply->commands) sent += (sent.empty() ? "" : ", ") + c;
+      event(id, "operator", "sent to the agent: " + sent);
+    }
   });
   return reply;
 }
@@ -612,6 +638,10 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
         rec.prover_crashes++;
         event(id, "agent", "prover crashed" + (ev.message.empty() ? "" : ": " + ev.message),
               ev.data);
+        json data = webhook_instance(rec);
+        data["cause"] = "prover_crashed";
+        data["reason"] = ev.message;
+        notify(kWebhookInstanceCrashed, std::move(data));
       } else if (ev.type == "params_done") {
         rec.params_done_bytes = std::max(rec.params_done_bytes, rec.params_total_bytes);
         event(id, "agent", "parameters fetched and verified", ev.data);
@@ -707,6 +737,9 @@ void Manager::reconcile() {
       const auto dep = core::deployment_of_label(inst.label);
       if (!dep) continue;
       auto row = store_.instance_by_deployment(*dep);
+      if (row && row->state != S::Destroyed) {
+        ssh_[row->id] = {inst.ssh_host, inst.ssh_port, inst.public_ip, inst.direct_ssh_port};
+      }
       if (row && have.insert(row->id).second) rows.push_back(std::move(*row));
     }
     const auto plan =

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/acceptance.h"
+#include "core/alerts.h"
 #include "core/blocklist.h"
 #include "core/close_cause.h"
 #include "core/fleet.h"
@@ -27,6 +28,7 @@
 #include "core/ranking.h"
 #include "core/reconcile.h"
 #include "core/sprt_acceptance.h"
+#include "core/ssh_access.h"
 #include "jobs/job_queue.h"
 #include "market/market.h"
 #include "store/store.h"
@@ -149,6 +151,27 @@ struct FleetSummary {
   core::Hearing hearing;  // whether silence is judged now, and why not
 };
 
+// Remote tuning of one instance's prover (the agent's set_concurrency / replan commands).
+struct TuneRequest {
+  std::optional<int> concurrency;  // proofs in flight, 1..kMaxTuneConcurrency
+  std::optional<int> partitions;   // partition cap for a re-plan, 1..kMaxTunePartitions
+  std::string who = "operator";
+};
+inline constexpr int kMaxTuneConcurrency = 256;  // what the agent accepts for set_concurrency
+inline constexpr int kMaxTunePartitions = 640;   // 64 GPUs (the planner's cap) × 10 partitions
+
+// What the agent's last heartbeat said about its prover and GPUs, kept for the instance page
+// (bounded copies of the heartbeat's "prover" object, its cuzk "status" and the "gpus" list).
+struct LiveStatus {
+  double at = 0;
+  nlohmann::json prover = nlohmann::json::object();
+  nlohmann::json gpus = nlohmann::json::array();
+};
+// The bounded copy: scalars only (strings cut to 200 bytes), at most 32 keys per object and
+// kMaxLiveGpus GPUs, so an agent cannot make the manager keep or serve more than a few kB.
+inline constexpr std::size_t kMaxLiveGpus = 64;
+LiveStatus live_status_from_heartbeat(const nlohmann::json& body, double at);
+
 class Manager {
  public:
   using Clock = std::function<double()>;  // epoch seconds
@@ -226,6 +249,28 @@ class Manager {
   // Instances that take jobs now (core::job_worker), with their plan's proofs in flight.
   std::vector<core::WorkerView> job_workers();
 
+  // --- the operator's day by hand (manager_ops.cpp) -------------------------------------------
+  // Queues set_concurrency / replan for the instance's agent (sent with its next heartbeat
+  // reply) and records an "operator" event. 400 for values out of range or nothing asked,
+  // 404 unknown, 409 when the instance has no agent to tell (not registered, or closing).
+  // Returns the commands queued.
+  ApiResult<std::vector<std::string>> tune(std::int64_t id, const TuneRequest& request);
+  // Commands queued for the agent and not yet sent.
+  std::vector<std::string> pending_commands(std::int64_t id);
+  // The agent's last report of its prover and GPUs; nullopt before the first heartbeat since
+  // the manager started.
+  std::optional<LiveStatus> live_status(std::int64_t id);
+  // How to reach the instance by SSH, from the market's last complete list.
+  std::optional<core::SshEndpoints> ssh_endpoints(std::int64_t id);
+  // Webhook sink (manager/webhooks.h): accepted, rejected, destroyed, crashed instances; the
+  // autopilot and the fleet watch send theirs through notify() too. Must not block.
+  using Notify = std::function<void(const std::string& event, nlohmann::json data)>;
+  void set_notifier(Notify notify);
+  void notify(const std::string& event, nlohmann::json data);
+  // The fleet watch's findings (manager/fleet_watch.h).
+  void set_alerts(core::AlertsView alerts);
+  core::AlertsView alerts();
+
   store::Store& store() { return store_; }
   // Empty when the last reconcile saw a complete market list.
   std::string last_reconcile_error() {
@@ -283,6 +328,17 @@ class Manager {
   // Rows whose create call is running: reconcile must not close them for missing from a list.
   std::set<std::int64_t> creates_in_flight_;
   std::atomic<jobs::JobQueue*> jobs_{nullptr};  // attach_jobs; none: no gateway
+  // Hands-on state (manager_ops.cpp), all under mu_: live reports and SSH endpoints refill
+  // within a heartbeat / reconcile after a restart; queued commands are in the event trail.
+  std::map<std::int64_t, std::vector<std::string>> pending_commands_;
+  std::map<std::int64_t, LiveStatus> live_;
+  std::map<std::int64_t, core::SshEndpoints> ssh_;
+  core::AlertsView alerts_;
+  Notify notify_;
+  // Forgets the hands-on state of a destroyed instance.
+  void forget_hands_on(std::int64_t id);
+  // The webhook data naming an instance.
+  static nlohmann::json webhook_instance(const core::InstanceRecord& rec);
 };
 
 // Random token (hex of 32 bytes from the OS) and its SHA-256 hex.

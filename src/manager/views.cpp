@@ -333,4 +333,44 @@ json to_json(const core::RankedOffer& r) {
   };
 }
 
+json to_json(const core::Alert& a) {
+  return {{"instance_id", a.instance_id}, {"kind", core::to_string(a.kind)},
+          {"drop_warranted", a.drop_warranted}, {"reason", a.reason},
+          {"since", a.since},         {"acted", a.acted}};
+}
+
+json to_json(const core::AlertsView& alerts) {
+  json instances = json::array();
+  for (const auto& a : alerts.instances) instances.push_back(to_json(a));
+  json fleet = json::array();
+  for (const auto& f : alerts.fleet) {
+    fleet.push_back({{"kind", f.kind}, {"reason", f.reason}, {"since", f.since}});
+  }
+  return {{"checked_at", alerts.checked_at}, {"instances", instances}, {"fleet", fleet}};
+}
+
+void add_hands_on(json& detail, Manager& manager, std::int64_t id) {
+  if (const auto live = manager.live_status(id)) {
+    detail["live"] = {{"at", live->at}, {"prover", live->prover}, {"gpus", live->gpus}};
+  } else {
+    detail["live"] = nullptr;
+  }
+  if (const auto ssh = manager.ssh_endpoints(id)) {
+    const auto commands = core::ssh_commands(*ssh);
+    detail["ssh"] = {{"commands", commands},
+                     {"proxy_host", core::plain_host(ssh->proxy_host) ? ssh->proxy_host : ""},
+                     {"proxy_port", ssh->proxy_port},
+                     {"direct_host", core::plain_host(ssh->direct_host) ? ssh->direct_host : ""},
+                     {"direct_port", ssh->direct_port}};
+  } else {
+    detail["ssh"] = nullptr;
+  }
+  json alerts = json::array();
+  for (const auto& a : manager.alerts().instances) {
+    if (a.instance_id == id) alerts.push_back(to_json(a));
+  }
+  detail["alerts"] = std::move(alerts);
+  detail["pending_commands"] = manager.pending_commands(id);
+}
+
 }  // namespace pf::manager

@@ -50,6 +50,16 @@ nlohmann::json to_json(const JobsReport& report);
 // The ranked-offer row of `proverfleet offers --json` and GET /api/v1/offers.
 nlohmann::json to_json(const core::RankedOffer& ranked);
 
+// The fleet watch's findings: {checked_at, instances: [alert], fleet: [{kind, reason, since}]}
+// where an alert is {instance_id, kind, drop_warranted, reason, since, acted}.
+nlohmann::json to_json(const core::Alert& alert);
+nlohmann::json to_json(const core::AlertsView& alerts);
+// The hands-on part of an instance's detail (GET /api/v1/instances/{id}): "live" (the agent's
+// last prover/GPU report, null before one), "ssh" ({commands, proxy_host, proxy_port,
+// direct_host, direct_port}, null when the market said nothing), "alerts" (the instance's) and
+// "pending_commands" (tuning not yet sent).
+void add_hands_on(nlohmann::json& detail, Manager& manager, std::int64_t id);
+
 // Parses stored JSON text for embedding; text that is not JSON is kept as a string, "" is null.
 nlohmann::json embed_json_text(const std::string& text);
 

@@ -87,6 +87,12 @@ struct Instance {
   int num_gpus = 0;
   double dph_total = 0;
   double start_date = 0;  // epoch seconds
+  // How to reach the machine by SSH (vast: proxy `ssh_host`/`ssh_port`; direct: `public_ipaddr`
+  // and the host port mapped to 22/tcp). Empty / 0 when the market does not say.
+  std::string ssh_host;
+  int ssh_port = 0;
+  std::string public_ip;
+  int direct_ssh_port = 0;
   nlohmann::json raw;     // the whole record, for display
 };
 

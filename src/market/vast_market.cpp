@@ -296,6 +296,26 @@ tl::expected<Instance, std::string> instance_from_vast_json(const json& record) 
   instance.num_gpus = gpus >= 0 && gpus <= 1'000'000 ? static_cast<int>(gpus) : 0;
   instance.dph_total = number_field(record, "dph_total");
   instance.start_date = number_field(record, "start_date");
+  auto port = [](std::optional<std::int64_t> p) {
+    return p && *p > 0 && *p <= 65535 ? static_cast<int>(*p) : 0;
+  };
+  instance.ssh_host = trim(string_field(record, "ssh_host"));
+  instance.ssh_port = port(integer_field(record, "ssh_port"));
+  instance.public_ip = trim(string_field(record, "public_ipaddr"));
+  // ports: {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": "20000"}]}, only while running.
+  if (const auto ports = record.find("ports"); ports != record.end() && ports->is_object()) {
+    const auto ssh = ports->find("22/tcp");
+    if (ssh != ports->end() && ssh->is_array() && !ssh->empty() && (*ssh)[0].is_object()) {
+      const json& binding = (*ssh)[0];
+      if (auto n = integer_field(binding, "HostPort")) {
+        instance.direct_ssh_port = port(n);
+      } else if (const std::string text = string_field(binding, "HostPort");
+                 !text.empty() && text.size() <= 5 &&
+                 text.find_first_not_of("0123456789") == std::string::npos) {
+        instance.direct_ssh_port = port(std::stoll(text));
+      }
+    }
+  }
   instance.raw = record;
   return instance;
 }
