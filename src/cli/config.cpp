@@ -69,10 +69,9 @@ constexpr std::size_t kMaxAllowEntries = 1024;
 constexpr int kMaxPendingWindow = 10'000;
 
 // Sections whose keys may be overridden by PROVERFLEET_<SECTION>_<KEY> variables.
-const char* const kSections[] = {"economics", "setup",      "predictor", "market",
-                                 "lifecycle", "acceptance", "deploy",    "autopilot",
-                                 "http",      "gateway",    "jobs",      "prices",
-                                 "alerts",    "webhooks"};
+const char* const kSections[] = {"economics",  "setup",  "predictor", "market",  "lifecycle",
+                                 "acceptance", "deploy", "autopilot", "http",    "gateway",
+                                 "jobs",       "prices", "alerts",    "webhooks"};
 
 std::string env_name(const std::string& path, const char* key) {
   std::string name = "PROVERFLEET_" + path + "_" + key;

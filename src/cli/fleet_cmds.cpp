@@ -392,7 +392,8 @@ void print_alerts(const json& alerts) {
   }
   std::cout << "alerts:     " << instances.size() + fleet.size() << "\n";
   for (const auto& a : fleet) {
-    if (a.is_object()) std::cout << "  fleet " << str(a, "kind") << ": " << str(a, "reason") << "\n";
+    if (a.is_object())
+      std::cout << "  fleet " << str(a, "kind") << ": " << str(a, "reason") << "\n";
   }
   for (const auto& a : instances) {
     if (!a.is_object()) continue;
@@ -594,7 +595,8 @@ void register_tune(CLI::App& app) {
       "Change a running instance's prover (POST /api/v1/instances/ID/tune): proofs in flight\n"
       "(--concurrency, the agent's set_concurrency) and/or a partition cap for a re-plan\n"
       "(--partitions, the agent's replan: it restarts the prover; the memory model and any OOM\n"
-      "back-off still bound the plan). Sent with the agent's next heartbeat; recorded as an event.");
+      "back-off still bound the plan). Sent with the agent's next heartbeat; recorded as an "
+      "event.");
   cmd->add_option("ID", *id, "Instance id (ours, as 'proverfleet instances' lists it)")
       ->required()
       ->check(CLI::PositiveNumber);
@@ -618,8 +620,7 @@ void register_tune(CLI::App& app) {
     for (const auto& c : reply.value("commands", json::array())) {
       if (c.is_string()) sent += (sent.empty() ? "" : ", ") + c.get<std::string>();
     }
-    std::cout << "instance " << *id << ": queued " << sent
-              << " for the agent's next heartbeat\n";
+    std::cout << "instance " << *id << ": queued " << sent << " for the agent's next heartbeat\n";
   });
 }
 
@@ -636,7 +637,8 @@ void register_logs(CLI::App& app) {
     auto client = connect(*flags);
     json detail = ok_or_fail(client.get("/api/v1/instances/" + std::to_string(*id)));
     if (flags->json) {
-      return print_json(json{{"logs", detail.value("logs", "")}, {"ssh", detail.value("ssh", json())}});
+      return print_json(
+          json{{"logs", detail.value("logs", "")}, {"ssh", detail.value("ssh", json())}});
     }
     std::cout << detail.value("logs", "");
     const json ssh = detail.value("ssh", json::object());

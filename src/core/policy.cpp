@@ -177,8 +177,8 @@ std::optional<SwapPlan> best_swap(const Offer& offer, const Prediction& pred,
 }
 
 std::optional<DownloadJudgement> judge_download(const InstanceRecord& rec, const Prediction& pred,
-                                               int others, int failure_strikes, double now,
-                                               const PolicyConfig& cfg) {
+                                                int others, int failure_strikes, double now,
+                                                const PolicyConfig& cfg) {
   if (rec.state != InstanceState::FetchingParams) return std::nullopt;
   if (now - rec.state_since < cfg.download_judge_after_s) return std::nullopt;
   if (rec.params_rate_bps <= 0 || rec.params_total_bytes <= 0) return std::nullopt;
@@ -208,8 +208,7 @@ std::optional<DownloadJudgement> judge_download(const InstanceRecord& rec, const
                                     (sc.reasons.empty() ? "" : " (" + sc.reasons.front() + ")")
                               : "it cannot finish before the download deadline in " +
                                     fixed(std::max(0.0, rec.deadline_at - now) / 60, 0) + " min";
-  out.reason =
-      "download at " + fixed(mbps, 0) + " Mb/s leaves " + fixed(left_h, 1) + " h: " + why;
+  out.reason = "download at " + fixed(mbps, 0) + " Mb/s leaves " + fixed(left_h, 1) + " h: " + why;
   return out;
 }
 

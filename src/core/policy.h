@@ -143,9 +143,9 @@ struct DownloadJudgement {
   Strike strike;
 };
 std::optional<DownloadJudgement> judge_download(const InstanceRecord& instance,
-                                               const Prediction& pred, int others,
-                                               int failure_strikes, double now,
-                                               const PolicyConfig& config);
+                                                const Prediction& pred, int others,
+                                                int failure_strikes, double now,
+                                                const PolicyConfig& config);
 
 // A complete production window of one instance: its production proofs (agent clock) within
 // [start, start + window_s).

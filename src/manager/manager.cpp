@@ -173,7 +173,8 @@ bool Manager::close(InstanceRecord& rec, const core::Closing& closing,
            {"cause", core::to_string(closing.cause)}});
   });
   if (step->strike) record_strike(rec.id, *step->strike);
-  if (closing.cause == core::CloseCause::Rejected || closing.cause == core::CloseCause::MarketExited) {
+  if (closing.cause == core::CloseCause::Rejected ||
+      closing.cause == core::CloseCause::MarketExited) {
     json data = webhook_instance(rec);
     data["reason"] = closing.reason;
     data["cause"] = core::to_string(closing.cause);

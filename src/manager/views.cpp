@@ -334,9 +334,12 @@ json to_json(const core::RankedOffer& r) {
 }
 
 json to_json(const core::Alert& a) {
-  return {{"instance_id", a.instance_id}, {"kind", core::to_string(a.kind)},
-          {"drop_warranted", a.drop_warranted}, {"reason", a.reason},
-          {"since", a.since},         {"acted", a.acted}};
+  return {{"instance_id", a.instance_id},
+          {"kind", core::to_string(a.kind)},
+          {"drop_warranted", a.drop_warranted},
+          {"reason", a.reason},
+          {"since", a.since},
+          {"acted", a.acted}};
 }
 
 json to_json(const core::AlertsView& alerts) {

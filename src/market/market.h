@@ -4,12 +4,11 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <vector>
-
-#include <nlohmann/json.hpp>
 #include <tl/expected.hpp>
+#include <vector>
 
 #include "core/offer.h"
 
@@ -93,7 +92,7 @@ struct Instance {
   int ssh_port = 0;
   std::string public_ip;
   int direct_ssh_port = 0;
-  nlohmann::json raw;     // the whole record, for display
+  nlohmann::json raw;  // the whole record, for display
 };
 
 class Market {
