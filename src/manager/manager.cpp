@@ -690,27 +690,13 @@ ApiResult<void> Manager::agent_logs(std::int64_t id, const std::string& text) {
   const auto rec = store_.instance(id);
   if (!rec) return tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
   if (rec->state == S::Destroyed) return tl::unexpected(closed_instance(*rec));
-  auto& ring = logs_[id];
-  auto& bytes = log_bytes_[id];
-  std::string chunk = text.size() > config_.log_ring_bytes
-                          ? text.substr(text.size() - config_.log_ring_bytes)
-                          : text;
-  bytes += chunk.size();
-  ring.push_back(std::move(chunk));
-  while (bytes > config_.log_ring_bytes && !ring.empty()) {
-    bytes -= ring.front().size();
-    ring.pop_front();
-  }
+  // Kept in the store, bounded per instance, so a restart loses nothing the agent said.
+  store_.append_agent_log(id, clock_(), text, config_.log_ring_bytes);
   return {};
 }
 
 std::string Manager::logs(std::int64_t id) {
-  std::lock_guard lock(mu_);
-  std::string out;
-  auto it = logs_.find(id);
-  if (it == logs_.end()) return out;
-  for (const auto& c : it->second) out += c;
-  return out;
+  return store_.agent_log(id);
 }
 
 // --- loops ---------------------------------------------------------------------------------

@@ -71,6 +71,7 @@ struct ManagerConfig {
   double heartbeat_s = 10;
   std::vector<ParamFile> params;
   nlohmann::json prover_settings = nlohmann::json::object();
+  // Agent log kept per instance in the store (oldest chunks dropped beyond it).
   std::size_t log_ring_bytes = 256 * 1024;
   // Rows whose instance is missing from the market list are closed only after this long,
   // because reads can lag a create.
@@ -313,8 +314,6 @@ class Manager {
   Clock clock_;
   core::SprtAcceptance acceptance_;  // sample and time caps from config_.acceptance
   std::recursive_mutex mu_;          // guards store writes that must be read-modify-write atomic
-  std::map<std::int64_t, std::deque<std::string>> logs_;
-  std::map<std::int64_t, std::size_t> log_bytes_;
   std::map<std::int64_t, double> last_destroy_attempt_;
   std::string last_reconcile_error_;
   std::map<std::string, std::int64_t> token_ids_;  // agent token hash → instance id

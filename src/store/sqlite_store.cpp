@@ -205,6 +205,18 @@ CREATE INDEX jobs_state ON jobs(state, id);
 CREATE INDEX jobs_submitted_at ON jobs(submitted_at);
 CREATE INDEX jobs_finished_at ON jobs(finished_at);
 )sql"},
+    // The agents' logs (issue 13): kept per instance, bounded (append_agent_log drops the
+    // oldest chunks), so a manager restart does not lose what an instance said.
+    Migration{4, "agent logs", R"sql(
+CREATE TABLE agent_logs (
+  id INTEGER PRIMARY KEY,
+  instance_id INTEGER NOT NULL REFERENCES instances(id),
+  at REAL NOT NULL,
+  bytes INTEGER NOT NULL CHECK (bytes >= 0),
+  text TEXT NOT NULL
+) STRICT;
+CREATE INDEX agent_logs_instance ON agent_logs(instance_id, id);
+)sql"},
 };
 
 consteval bool versions_are_consecutive() {
@@ -1216,6 +1228,53 @@ std::vector<core::InstanceEvent> SqliteStore::events(std::int64_t instance_id, s
   s.bind_int(":limit", limit == 0 ? -1 : static_cast<std::int64_t>(std::min(limit, kMax)));
   std::vector<core::InstanceEvent> out;
   while (s.next()) out.push_back(read_event(s));
+  return out;
+}
+
+// --- agent logs ----------------------------------------------------------------------------------
+
+void SqliteStore::append_agent_log(std::int64_t instance_id, double at, std::string_view text,
+                                   std::size_t max_bytes) {
+  std::lock_guard lock(mutex_);
+  if (text.empty() || max_bytes == 0) return;
+  // A chunk larger than the whole allowance keeps its newest bytes.
+  if (text.size() > max_bytes) text = text.substr(text.size() - max_bytes);
+  const std::string doing = "appending to the log of instance " + std::to_string(instance_id);
+  transaction([&] {
+    {
+      Statement s(caches_->statements, db_.get(),
+                  "INSERT INTO agent_logs (instance_id, at, bytes, text) "
+                  "VALUES (:instance_id, :at, :bytes, :text)",
+                  doing);
+      s.bind_int(":instance_id", instance_id);
+      s.bind_real(":at", at);
+      s.bind_int(":bytes", static_cast<std::int64_t>(text.size()));
+      s.bind_text(":text", text);
+      s.run();
+    }
+    // Newest first: everything past the byte allowance or the chunk cap goes.
+    Statement trim(caches_->statements, db_.get(),
+                   "DELETE FROM agent_logs WHERE id IN (SELECT id FROM ("
+                   "SELECT id, SUM(bytes) OVER (ORDER BY id DESC) AS kept, "
+                   "ROW_NUMBER() OVER (ORDER BY id DESC) AS n "
+                   "FROM agent_logs WHERE instance_id = :instance_id) "
+                   "WHERE kept > :max_bytes OR n > :max_chunks)",
+                   doing);
+    trim.bind_int(":instance_id", instance_id);
+    trim.bind_int(":max_bytes", static_cast<std::int64_t>(max_bytes));
+    trim.bind_int(":max_chunks", static_cast<std::int64_t>(kMaxAgentLogChunks));
+    trim.run();
+  });
+}
+
+std::string SqliteStore::agent_log(std::int64_t instance_id) {
+  std::lock_guard lock(mutex_);
+  Statement s(caches_->statements, db_.get(),
+              "SELECT text FROM agent_logs WHERE instance_id = :instance_id ORDER BY id",
+              "reading the log of instance " + std::to_string(instance_id));
+  s.bind_int(":instance_id", instance_id);
+  std::string out;
+  while (s.next()) out += s.text_view("text");
   return out;
 }
 

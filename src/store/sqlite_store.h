@@ -47,6 +47,9 @@ class SqliteStore final : public Store {
 
   std::int64_t append_event(const core::InstanceEvent& event) override;
   std::vector<core::InstanceEvent> events(std::int64_t instance_id, std::size_t limit) override;
+  void append_agent_log(std::int64_t instance_id, double at, std::string_view text,
+                        std::size_t max_bytes) override;
+  std::string agent_log(std::int64_t instance_id) override;
 
   bool mark_agent_seq(std::int64_t instance_id, std::int64_t seq) override;
   bool insert_proof_sample(const core::ProofSample& sample) override;

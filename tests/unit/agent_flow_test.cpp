@@ -132,6 +132,21 @@ class AgentFlow : public ::testing::Test {
   std::vector<std::string> log_;
 };
 
+TEST_F(AgentFlow, ReplanWithAValueCapsThePartitionsTheOperatorAskedFor) {
+  auto run = start(options(fixture("cgroup-v2"), fast_truth(256)));
+  ASSERT_TRUE(manager_.wait_for([&] { return manager_.measured_proofs() >= 2; })) << log_text();
+  manager_.push_command("replan:5");  // the manager's `tune --partitions 5`
+  ASSERT_TRUE(manager_.wait_for([&] { return manager_.events_of("prover_started").size() >= 2; }))
+      << log_text();
+  manager_.push_command("stop");
+  EXPECT_EQ(run->join(), kAgentStopped) << log_text();
+  const auto replans = manager_.events_of("replan");
+  ASSERT_EQ(replans.size(), 1u);
+  EXPECT_EQ(replans[0]["message"], "5 partitions");
+  EXPECT_EQ(manager_.events_of("prover_started").front()["data"]["partitions"], 12);
+  EXPECT_EQ(manager_.events_of("prover_started")[1]["data"]["partitions"], 5);
+}
+
 TEST_F(AgentFlow, RegistersFetchesWarmsUpProvesAndStopsOnCommand) {
   auto run = start(options(fixture("cgroup-v2"), fast_truth(256)));
   ASSERT_TRUE(manager_.wait_for([&] { return manager_.measured_proofs() >= 4; })) << log_text();
