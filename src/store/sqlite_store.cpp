@@ -712,7 +712,7 @@ void SqliteStore::append_agent_log(std::int64_t instance_id, double at, std::str
   const std::string doing = "appending to the log of instance " + std::to_string(instance_id);
   transaction([&] {
     {
-      Statement s(caches_->statements, db_.get(),
+      Statement s(*statements_, db_.get(),
                   "INSERT INTO agent_logs (instance_id, at, bytes, text) "
                   "VALUES (:instance_id, :at, :bytes, :text)",
                   doing);
@@ -723,7 +723,7 @@ void SqliteStore::append_agent_log(std::int64_t instance_id, double at, std::str
       s.run();
     }
     // Newest first: everything past the byte allowance or the chunk cap goes.
-    Statement trim(caches_->statements, db_.get(),
+    Statement trim(*statements_, db_.get(),
                    "DELETE FROM agent_logs WHERE id IN (SELECT id FROM ("
                    "SELECT id, SUM(bytes) OVER (ORDER BY id DESC) AS kept, "
                    "ROW_NUMBER() OVER (ORDER BY id DESC) AS n "
@@ -739,7 +739,7 @@ void SqliteStore::append_agent_log(std::int64_t instance_id, double at, std::str
 
 std::string SqliteStore::agent_log(std::int64_t instance_id) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "SELECT text FROM agent_logs WHERE instance_id = :instance_id ORDER BY id",
               "reading the log of instance " + std::to_string(instance_id));
   s.bind_int(":instance_id", instance_id);
