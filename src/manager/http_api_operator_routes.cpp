@@ -90,10 +90,10 @@ void HttpApi::Impl::add_operator_routes() {
         if (logs.size() > options.instance_logs_tail_bytes) {
           logs = logs.substr(logs.size() - options.instance_logs_tail_bytes);
         }
-        return json_reply(200, {{"instance", to_json(*rec)},
-                                {"events", events},
-                                {"samples", samples},
-                                {"logs", logs}});
+        json detail = {
+            {"instance", to_json(*rec)}, {"events", events}, {"samples", samples}, {"logs", logs}};
+        add_hands_on(detail, manager, id);  // live report, SSH, alerts, queued tuning
+        return json_reply(200, detail);
       });
   add("DELETE", "/api/v1/instances/{id}", Access::Operator,
       [this](const net::HttpRequest& req, std::int64_t) {
@@ -173,9 +173,11 @@ void HttpApi::Impl::add_operator_routes() {
     reject_unknown_params(req, {});
     json out = fleet_json();
     out["autopilot"] = autopilot_json();
+    out["alerts"] = to_json(manager.alerts());
     return json_reply(200, out);
   });
   add_operator_job_routes();
+  add_ops_routes();
   add("GET", "/api/v1/autopilot", Access::Operator,
       [this](const net::HttpRequest& req, std::int64_t) {
         reject_unknown_params(req, {});
