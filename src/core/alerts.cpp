@@ -47,8 +47,9 @@ std::optional<Alert> download_alert(const InstanceRecord& rec,
 }
 
 std::optional<Alert> stall_alert(const InstanceRecord& rec, double last_progress_at, double rate,
-                                 double now, double heard_within_s, const StallConfig& cfg) {
-  if (rec.state != InstanceState::Proving) return std::nullopt;
+                                 double now, double heard_within_s, bool holds_work,
+                                 const StallConfig& cfg) {
+  if (rec.state != InstanceState::Proving || !holds_work) return std::nullopt;
   // Not heard: the lifecycle's silence rules judge it (under the manager's hearing).
   if (rec.last_heartbeat_at <= 0 || now - rec.last_heartbeat_at > heard_within_s) {
     return std::nullopt;

@@ -83,13 +83,14 @@ std::optional<Alert> production_alert(const InstanceRecord& instance,
 std::optional<Alert> download_alert(const InstanceRecord& instance,
                                     const std::optional<DownloadJudgement>& judged);
 
-// A stalled prover: a proving instance whose agent is heard (last heartbeat within
-// `heard_within_s`) but whose last proof (or, with none since the manager began watching, the
-// start of that watch: `last_progress_at`) is older than the stall window at `rate`
-// (proofs/hour: its latest measured rate; <= 0 uses the minimum window). Silence itself is the
-// lifecycle's verdict (heartbeat lost), not a stall.
+// A stalled prover: a proving instance that holds work (`holds_work`: jobs leased to it; an
+// accepted instance with nothing to prove is idle, not stalled), whose agent is heard (last
+// heartbeat within `heard_within_s`), but whose last proof — or, with none since it took work
+// or since the manager began watching, that moment: `last_progress_at` — is older than the
+// stall window at `rate` (proofs/hour: its latest measured rate; <= 0 uses the minimum
+// window). Silence itself is the lifecycle's verdict (heartbeat lost), not a stall.
 std::optional<Alert> stall_alert(const InstanceRecord& instance, double last_progress_at,
-                                 double rate, double now, double heard_within_s,
+                                 double rate, double now, double heard_within_s, bool holds_work,
                                  const StallConfig& config);
 
 // Whether the manager closes the instance for this alert: only a warranted drop, and only for

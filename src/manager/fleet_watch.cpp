@@ -49,6 +49,11 @@ core::AlertsView FleetWatch::run_once() {
   for (const auto& m : measurements) {
     if (m.run.kind == "production") windows[m.run.instance_id].push_back(m.run);
   }
+  // The gateway's jobs: which instances hold work now (an accepted instance without a job is
+  // idle, not stalled), and the jobs that missed their deadline.
+  std::optional<JobsReport> report;
+  if (auto* queue = manager_.jobs())
+    report = build_jobs_report(manager_, *queue, config_.jobs, now);
   std::map<std::int64_t, int> live_on_machine;
   for (const auto& r : fleet) {
     if (live(r)) live_on_machine[r.offer.machine_id]++;
@@ -59,10 +64,13 @@ core::AlertsView FleetWatch::run_once() {
   for (const auto& rec : fleet) {
     if (!live(rec)) continue;
     seen.insert(rec.id);
-    // Progress: any counted proof. The first look counts from now (no history is assumed).
+    // Progress: any counted proof, while it holds work. The first look, and any look while it
+    // holds none, counts from now (no history is assumed).
     const int proofs = rec.proofs_benchmark + rec.proofs_production;
+    const bool holds_work = report && report->in_flight_by_instance.count(rec.id) > 0 &&
+                            report->in_flight_by_instance.at(rec.id) > 0;
     auto [it, fresh] = progress_.try_emplace(rec.id, proofs, now);
-    if (!fresh && it->second.first != proofs) it->second = {proofs, now};
+    if (!holds_work || (!fresh && it->second.first != proofs)) it->second = {proofs, now};
 
     const double be = core::objective_break_even(rec.offer.dph_total, config_.policy.scoring);
     const auto& ws = windows[rec.id];
@@ -83,7 +91,7 @@ core::AlertsView FleetWatch::run_once() {
     }
     if (latest && latest->at >= rec.state_since) rate = latest->rate;
     if (auto a = core::stall_alert(rec, it->second.second, rate, now, 3 * config_.heartbeat_s,
-                                   config_.alerts.stall)) {
+                                   holds_work, config_.alerts.stall)) {
       found.push_back(*a);
     }
   }
@@ -154,11 +162,10 @@ core::AlertsView FleetWatch::run_once() {
   } else {
     fleet_.erase("spend");
   }
-  if (auto* queue = manager_.jobs()) {
-    const JobsReport report = build_jobs_report(manager_, *queue, config_.jobs, now);
+  if (report) {
     std::vector<std::int64_t> fresh;
     int missed = 0;
-    for (const auto& job : report.scanned) {
+    for (const auto& job : report->scanned) {
       const auto t = core::job_timeliness(job, now).timeliness;
       if (t != core::Timeliness::Late && t != core::Timeliness::Missed) continue;
       ++missed;

@@ -101,22 +101,25 @@ TEST(Alerts, StallNeedsAHeardAgentAndQuietForFactorIntervalsOrTheMinimum) {
   rec.last_heartbeat_at = kNow - 5;
   StallConfig cfg;  // 4 intervals, at least 30 min
   // At 60/hr a proof is due every minute: the minimum (30 min) rules.
-  EXPECT_FALSE(stall_alert(rec, kNow - 29 * 60, 60, kNow, 30, cfg));
-  const auto stalled = stall_alert(rec, kNow - 31 * 60, 60, kNow, 30, cfg);
+  EXPECT_FALSE(stall_alert(rec, kNow - 29 * 60, 60, kNow, 30, true, cfg));
+  const auto stalled = stall_alert(rec, kNow - 31 * 60, 60, kNow, 30, true, cfg);
   ASSERT_TRUE(stalled);
   EXPECT_EQ(stalled->kind, AlertKind::Stall);
   EXPECT_TRUE(stalled->drop_warranted);
   EXPECT_THAT(stalled->reason, HasSubstr("no proof for 31 min"));
   // At 4/hr a proof is due every 15 min: 4 intervals = 60 min.
-  EXPECT_FALSE(stall_alert(rec, kNow - 50 * 60, 4, kNow, 30, cfg));
-  EXPECT_TRUE(stall_alert(rec, kNow - 61 * 60, 4, kNow, 30, cfg));
+  EXPECT_FALSE(stall_alert(rec, kNow - 50 * 60, 4, kNow, 30, true, cfg));
+  EXPECT_TRUE(stall_alert(rec, kNow - 61 * 60, 4, kNow, 30, true, cfg));
   // A silent agent is the lifecycle's to judge (heartbeat lost), not a stall.
   rec.last_heartbeat_at = kNow - 120;
-  EXPECT_FALSE(stall_alert(rec, kNow - 3 * 3600, 60, kNow, 30, cfg));
+  EXPECT_FALSE(stall_alert(rec, kNow - 3 * 3600, 60, kNow, 30, true, cfg));
+  // An accepted instance with no job to prove is idle, not stalled.
+  rec.last_heartbeat_at = kNow - 5;
+  EXPECT_FALSE(stall_alert(rec, kNow - 3 * 3600, 60, kNow, 30, false, cfg));
   // Only proving instances stall here (the benchmark has its own stall rule).
   rec.last_heartbeat_at = kNow - 5;
   rec.state = InstanceState::Benchmarking;
-  EXPECT_FALSE(stall_alert(rec, kNow - 3 * 3600, 60, kNow, 30, cfg));
+  EXPECT_FALSE(stall_alert(rec, kNow - 3 * 3600, 60, kNow, 30, true, cfg));
 }
 
 TEST(Alerts, TheManagerActsOnlyOnWarrantedDropsForTheOriginsItWasLetActOn) {

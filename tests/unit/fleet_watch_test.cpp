@@ -6,9 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "jobs/job_queue.h"
 #include "manager/autopilot.h"
 #include "manager/webhooks.h"
 #include "support/fake_market.h"
+#include "support/temp_dir.h"
 
 namespace pf::manager {
 namespace {
@@ -32,6 +34,28 @@ class FleetWatchTest : public ::testing::Test {
     });
     watch_cfg_.policy.scoring.economics.revenue_per_proof_usd = 0.012;
     watch_cfg_.heartbeat_s = 10;
+    jobs::JobQueueConfig jc;
+    jc.data_dir = dir_.path();
+    jc.lease_s = 24 * 3600;  // no renewal in these tests: the lease must outlast them
+    jc.default_deadline_s = 24 * 3600;
+    queue_ = std::make_unique<jobs::JobQueue>(*store_, jc, manager_->job_hooks(),
+                                              [this] { return now_; });
+    manager_->attach_jobs(*queue_);
+  }
+  void TearDown() override {
+    queue_.reset();
+    manager_.reset();
+  }
+
+  // Gives the instance a job (submitted and leased to it), as the gateway would.
+  void hold_a_job(std::int64_t id) {
+    jobs::SubmitRequest r;
+    r.request_id = "job-" + std::to_string(id) + "-" + std::to_string(++jobs_);
+    r.input = "input";
+    ASSERT_TRUE(queue_->submit(r));
+    auto leased = queue_->lease(id, 1, std::chrono::milliseconds(0));
+    ASSERT_TRUE(leased) << leased.error().message;
+    ASSERT_EQ(leased->size(), 1u);
   }
 
   // A hand-deployed (or autopilot) instance already proving at `rate` proofs/hour.
@@ -71,15 +95,19 @@ class FleetWatchTest : public ::testing::Test {
   }
 
   double now_ = 1'000'000;
+  pf::testing::TempDir dir_;
   std::unique_ptr<store::Store> store_;
   testing::FakeMarket market_;
   std::unique_ptr<Manager> manager_;
+  std::unique_ptr<jobs::JobQueue> queue_;
+  int jobs_ = 0;
   FleetWatchConfig watch_cfg_;
   std::vector<std::pair<std::string, json>> sent_;
 };
 
 TEST_F(FleetWatchTest, AStalledHandDeployedInstanceIsAlertedOnceButNotDestroyedByDefault) {
   const auto id = proving(101, "deploy", 60);
+  hold_a_job(id);
   FleetWatch watch(*manager_, watch_cfg_, [this] { return now_; });
   EXPECT_TRUE(watch.run_once().instances.empty());
   // 31 minutes without a proof while the agent keeps reporting in.
@@ -123,6 +151,7 @@ TEST_F(FleetWatchTest, AStalledHandDeployedInstanceIsAlertedOnceButNotDestroyedB
 TEST_F(FleetWatchTest, TheManagerActsWhenTheOperatorLetsItAndByOriginOtherwise) {
   watch_cfg_.alerts.act_on_hand_deployed = true;
   const auto hand = proving(101, "deploy", 60);
+  hold_a_job(hand);
   FleetWatch watch(*manager_, watch_cfg_, [this] { return now_; });
   watch.run_once();
   now_ += 31 * 60;
@@ -140,12 +169,32 @@ TEST_F(FleetWatchTest, TheManagerActsWhenTheOperatorLetsItAndByOriginOtherwise) 
 TEST_F(FleetWatchTest, AutopilotRentedInstancesAreLeftAloneWhenTheOperatorSaysSo) {
   watch_cfg_.alerts.act_on_autopilot_rented = false;
   const auto id = proving(101, "autopilot", 60);
+  hold_a_job(id);
   FleetWatch watch(*manager_, watch_cfg_, [this] { return now_; });
   watch.run_once();
   now_ += 31 * 60;
   heartbeat(id);
   ASSERT_EQ(watch.run_once().instances.size(), 1u);
   EXPECT_EQ(store_->instance(id)->state, S::Proving);
+}
+
+TEST_F(FleetWatchTest, AnIdleInstanceWithNoJobIsNotStalled) {
+  const auto id = proving(101, "autopilot", 60);
+  FleetWatch watch(*manager_, watch_cfg_, [this] { return now_; });
+  watch.run_once();
+  for (int i = 0; i < 12; ++i) {
+    now_ += 600;
+    heartbeat(id);
+    EXPECT_TRUE(watch.run_once().instances.empty());
+  }
+  // Work arrives: the stall clock starts now, not when it last proved.
+  hold_a_job(id);
+  now_ += 60;
+  heartbeat(id);
+  EXPECT_TRUE(watch.run_once().instances.empty());
+  now_ += 31 * 60;
+  heartbeat(id);
+  EXPECT_EQ(watch.run_once().instances.size(), 1u);
 }
 
 TEST_F(FleetWatchTest, ProductionDriftOfAHandDeployedInstanceIsAlertedWithTheAutopilotOff) {
