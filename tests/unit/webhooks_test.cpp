@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "core/webhook_retry.h"
+#include "manager/manager.h"
+#include "support/fake_market.h"
 #include "support/loopback_server.h"
 
 namespace pf::manager {
@@ -194,6 +196,29 @@ TEST(Webhooks, UnreachableReceiverIsRetriedThenFailed) {
   ASSERT_TRUE(hooks.notify(kWebhookAutopilotPaused, {{"by", "x"}}));
   ASSERT_TRUE(eventually([&] { return hooks.stats().failed == 1; }));
   EXPECT_EQ(hooks.stats().retries, 1);
+}
+
+TEST(Webhooks, TheManagersLifecycleEventsArriveSignedAtTheReceiver) {
+  Receiver receiver;
+  Webhooks hooks(config_for(receiver.url()), [] { return 1'700'000'000.0; });
+  auto store = store::open_store(":memory:");
+  pf::testing::FakeMarket market;
+  market.add_offer(101, 11, 0.40);
+  ManagerConfig cfg;
+  cfg.lifecycle.destroy_retry_s = 0;
+  Manager manager(*store, market, cfg, [] { return 1'000'000.0; });
+  manager.set_notifier([&](const std::string& event, json data) { hooks.notify(event, data); });
+  auto rec = manager.deploy(101, "deploy");
+  ASSERT_TRUE(rec);
+  ASSERT_TRUE(manager.request_destroy(rec->id, "operator request"));  // destroyed at once
+  ASSERT_TRUE(eventually([&] { return hooks.stats().delivered >= 1; }));
+  const auto got = receiver.got();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].event, "instance.destroyed");
+  EXPECT_TRUE(signature_valid(got[0].signature, "s3cret-shared", got[0].body));
+  const json body = json::parse(got[0].body);
+  EXPECT_EQ(body["data"]["instance_id"], rec->id);
+  EXPECT_EQ(body["data"]["cause"], "operator");
 }
 
 TEST(WebhookRetry, RetriesTransientFailuresWithDoublingCappedDelays) {
