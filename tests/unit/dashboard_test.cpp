@@ -256,7 +256,9 @@ class DashboardApiTest : public ManagerFixture {
     EXPECT_TRUE(r && r->status == 200);
     if (!r) return nullptr;
     json fleet = json::parse(r->body, nullptr, false);
+    // The stream carries these two beside the summary, not in it.
     fleet.erase("autopilot");
+    fleet.erase("alerts");
     return fleet;
   }
 
@@ -407,6 +409,10 @@ TEST_F(DashboardApiTest, StreamSendsTheFleetSnapshotFirst) {
   // Without an autopilot the API reports it disabled rather than leaving it out.
   ASSERT_TRUE(snapshot["autopilot"].is_object()) << snapshot.dump();
   EXPECT_EQ(snapshot["autopilot"]["enabled"], false);
+  // The fleet watch's alerts, as GET /api/v1/alerts has them (none looked for yet).
+  ASSERT_TRUE(snapshot["alerts"].is_object()) << snapshot.dump();
+  EXPECT_EQ(snapshot["alerts"]["instances"], json::array());
+  EXPECT_EQ(snapshot["alerts"]["checked_at"], 0.0);
 }
 
 TEST_F(DashboardApiTest, ADeployProducesANewEvent) {
