@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ShellCheck over every shell script in the repository: files named *.sh and files whose first
-# line runs sh or bash (scripts/, deploy/, .ci/, tests/ ...), build trees and node_modules left
-# out. Every finding fails, whatever its level; a deliberate exception is a `# shellcheck
-# disable=...` next to the line with the reason.
+# line runs sh or bash (scripts/, deploy/, .ci/, tests/ ...); build trees, .ccache and
+# node_modules left out. Every finding fails, whatever its level; a deliberate exception is a
+# `# shellcheck disable=...` next to the line with the reason.
 # Usage: shellcheck_test.sh SOURCE_DIR
 set -uo pipefail
 
@@ -24,7 +24,7 @@ while IFS= read -r -d '' file; do
       fi
       ;;
   esac
-done < <(find "$src" \( -name .git -o -name 'build*' -o -name node_modules \) -prune -o \
+done < <(find "$src" \( -name .git -o -name .ccache -o -name 'build*' -o -name node_modules \) -prune -o \
   -type f -print0)
 
 if [ "${#scripts[@]}" -eq 0 ]; then
