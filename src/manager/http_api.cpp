@@ -771,6 +771,28 @@ struct HttpApi::Impl {
         });
   }
 
+  // The benchmark C1 file (manager/benchmark_input.h), by ranges, to agents only.
+  void add_benchmark_input_route() {
+    add("GET", kBenchmarkInputRoute, Access::Agent,
+        [this](const net::HttpRequest& req, std::int64_t) {
+          reject_unknown_params(req, {});
+          const auto& input = manager.config().benchmark_input;
+          if (!input) fail(404, "this manager serves no benchmark input (deploy.benchmark_input)");
+          std::optional<std::pair<std::int64_t, std::optional<std::int64_t>>> range;
+          if (const auto r = parse_range(req)) range = std::pair{r->first, r->last};
+          BenchmarkInputReply out = benchmark_input_reply(*input, range);
+          Reply reply{out.status, std::move(out.body), "application/octet-stream",
+                      std::move(out.headers)};
+          if (out.status == 416) {
+            reply.content_type = kJson;
+            reply.body = dump(json{{"error", "range starts past the end of the " +
+                                                 std::to_string(input->bytes->size()) +
+                                                 "-byte benchmark input"}});
+          }
+          return reply;
+        });
+  }
+
   void build_routes() {
     add("GET", "/healthz", Access::Public, [](const net::HttpRequest&, std::int64_t) {
       return json_reply(200, {{"ok", true}});
@@ -837,6 +859,7 @@ struct HttpApi::Impl {
           }
           return json_reply(200, {{"accepted_bytes", text.size()}});
         });
+    add_benchmark_input_route();
 
     // --- operator (design §8) ------------------------------------------------------------
     add("GET", "/api/v1/offers", Access::Operator,

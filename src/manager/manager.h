@@ -28,6 +28,7 @@
 #include "core/reconcile.h"
 #include "core/sprt_acceptance.h"
 #include "jobs/job_queue.h"
+#include "manager/benchmark_input.h"
 #include "market/market.h"
 #include "store/store.h"
 
@@ -50,6 +51,7 @@ struct ParamFile {
   std::string url;
   std::int64_t bytes = 0;
   std::string digest;  // first 16 bytes of BLAKE2b-512, hex (cuzk parameters.json)
+  std::string cid{};   // the IPFS content id, when it came from a gateway
 };
 
 struct ManagerConfig {
@@ -68,6 +70,7 @@ struct ManagerConfig {
   std::string onstart = "proverfleet agent";
   double heartbeat_s = 10;
   std::vector<ParamFile> params;
+  std::optional<BenchmarkInput> benchmark_input;  // served to agents; none: not offered
   nlohmann::json prover_settings = nlohmann::json::object();
   std::size_t log_ring_bytes = 256 * 1024;
   // Rows whose instance is missing from the market list are closed only after this long,
