@@ -31,7 +31,9 @@ function(pf_fuzz_deps name exe)
                                   ${src}/gateway/listen_exposure.cpp)
     target_link_libraries(${exe} PRIVATE pf_core tomlplusplus::tomlplusplus)
   elseif(name STREQUAL "manifest")
-    target_sources(${exe} PRIVATE ${src}/agent/params.cpp ${PF_FUZZ_MARKET_SOURCES})
+    target_sources(${exe} PRIVATE ${src}/agent/params.cpp ${src}/agent/param_manifest.cpp
+                                  ${src}/agent/benchmark_input.cpp ${PF_PARAM_MANIFESTS_CPP}
+                                  ${PF_FUZZ_MARKET_SOURCES})
     target_link_libraries(${exe} PRIVATE pf_core CURL::libcurl PkgConfig::B2 Threads::Threads)
   elseif(name STREQUAL "request_body")
     target_link_libraries(${exe} PRIVATE pf_manager)

@@ -1,5 +1,7 @@
 // Fuzz target: the parameter manifest (agent::parse_param_manifest), as the agent reads it
-// from the register reply and `serve` from --params-manifest.
+// from the register reply and `serve` from --params-manifest (lotus' shape included), and the
+// register reply's benchmark input offer (agent::parse_benchmark_input).
+#include "agent/benchmark_input.h"
 #include "agent/params.h"
 #include "fuzz/fuzz_input.h"
 
@@ -10,5 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // The register reply carries it under "params".
   if (doc.is_object() && doc.contains("params"))
     (void)pf::agent::parse_param_manifest(doc["params"]);
+  if (doc.is_object() && doc.contains("benchmark_input"))
+    (void)pf::agent::parse_benchmark_input(doc["benchmark_input"], "http://127.0.0.1:8470");
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/benchmark_input.h"
 #include "agent/clock.h"
 #include "agent/log_buffer.h"
 #include "agent/manager_client.h"
@@ -145,6 +146,8 @@ struct Agent::Impl {
   std::atomic<bool> probe_has_gpus{false};
   json register_body;
   json params_manifest = json::array();
+  json benchmark_input_offer;        // the register reply's "benchmark_input" (null: none)
+  std::string benchmark_input_path;  // the verified local copy, once fetched
   json prover_settings = json::object();
   int machine_oom_partitions = 0;  // the manager's word: plan below this (0: no OOM known)
   double heartbeat_s = 10;
@@ -317,6 +320,7 @@ struct Agent::Impl {
           prover_settings = reply["prover"];
         params_manifest = reply.contains("params") && !reply["params"].is_null() ? reply["params"]
                                                                                  : json::array();
+        benchmark_input_offer = reply.value("benchmark_input", json(nullptr));
         machine_oom_partitions = 0;
         if (reply.contains("machine") && reply["machine"].is_object()) {
           const int known = setting<int>(reply["machine"], "oom_partitions").value_or(0);
@@ -665,6 +669,9 @@ struct Agent::Impl {
       bar_active = false;
     }
     if (!r) return tl::unexpected(r.error());
+    if (auto input = fetch_benchmark_input_offered(fo); !input) {
+      return tl::unexpected(input.error());
+    }
     log("parameters ready: " + std::to_string(files->size()) + " files, " +
         human_bytes(static_cast<double>(r->bytes)) + " (" +
         human_bytes(static_cast<double>(r->downloaded)) + " downloaded)");
@@ -674,6 +681,19 @@ struct Agent::Impl {
                  {"downloaded", r->downloaded},
                  {"refetched", r->refetched},
                  {"seconds", clock.now() - t0}});
+    return {};
+  }
+
+  // The manager's benchmark input, when it offers one, next to the parameters.
+  tl::expected<void, std::string> fetch_benchmark_input_offered(FetchOptions fo) {
+    auto offer = parse_benchmark_input(benchmark_input_offer, manager->base_url());
+    if (!offer) return tl::unexpected("bad benchmark input from the manager: " + offer.error());
+    if (!*offer) return {};
+    fo.dir = o.param_dir + "/benchmark-input";
+    auto path = fetch_benchmark_input(**offer, fo, manager->authorization_header());
+    if (!path) return tl::unexpected(path.error());
+    benchmark_input_path = *path;
+    log("benchmark input ready: " + *path + " (" + (*offer)->file.digest + ")");
     return {};
   }
 
@@ -707,6 +727,7 @@ struct Agent::Impl {
       }
       co.probe_root = o.probe_root;
       co.env["PF_PARAM_DIR"] = o.param_dir;
+      if (!benchmark_input_path.empty()) co.env["PF_BENCHMARK_INPUT"] = benchmark_input_path;
       if (auto t = setting<double>(prover_settings, "prove_timeout_s")) co.proof_timeout_s = *t;
       return std::make_unique<CommandProver>(co, clock);
     }
@@ -725,11 +746,7 @@ struct Agent::Impl {
               : setting<std::string>(prover_settings, "status_listen").value_or("127.0.0.1:9821");
       co.param_dir = o.param_dir;
       co.config_path = o.state_dir + "/cuzk.toml";
-      std::string c1 = !o.c1_path.empty()
-                           ? o.c1_path
-                           : setting<std::string>(prover_settings, "c1_file").value_or("");
-      if (!c1.empty() && c1.front() != '/') c1 = o.param_dir + "/" + c1;
-      co.c1_path = c1;
+      co.c1_path = !o.c1_path.empty() ? o.c1_path : benchmark_input_path;
       if (auto v = setting<std::uint64_t>(prover_settings, "registered_proof"))
         co.registered_proof = *v;
       if (auto v = setting<std::uint64_t>(prover_settings, "sector_number")) co.sector_number = *v;

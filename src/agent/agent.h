@@ -32,7 +32,7 @@ struct AgentOptions {
   std::string cuzk_listen;         // empty: prover.listen, else 127.0.0.1:9820
   std::string cuzk_status_listen;  // empty: prover.status_listen, else 127.0.0.1:9821
   bool cuzk_external = false;      // use a daemon already running at the listen address
-  std::string c1_path;             // empty: prover.c1_file (relative to the parameter dir)
+  std::string c1_path;             // empty: the manager's benchmark input, fetched and cached
   int download_connections = 4;
   int download_chunk_mib = 64;     // unit of resume for parameter downloads
   std::optional<int> partitions;   // upper bound on concurrent partitions

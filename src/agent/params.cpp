@@ -54,17 +54,6 @@ std::string errno_text(int err) {
   return std::strerror(err);
 }
 
-bool valid_name(const std::string& name) {
-  return !name.empty() && name.size() <= 255 && name.front() != '.' &&
-         name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
-}
-
-bool valid_digest(const std::string& d) {
-  return d.size() == 32 && std::all_of(d.begin(), d.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
 std::string hex(const unsigned char* data, std::size_t n) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
@@ -103,16 +92,43 @@ struct FileJob {
   std::string final_path, part_path, chunks_path, marker_path;
 };
 
-bool marker_matches(const FileJob& job) {
-  // A marker is three scalars; anything else (torn, foreign) means the file is checked again.
-  const json m = util::parse_json_file(job.marker_path, kMarkerLimits).value_or(json());
-  if (!m.is_object()) return false;
+struct Marker {
+  std::string digest;
+  std::uint64_t bytes = 0;
+  std::int64_t mtime_ns = 0;
+};
+
+// A marker is three scalars; anything else (torn, foreign, wrong types) reads as none, so the
+// file is checked again.
+std::optional<Marker> read_marker(const std::string& path) {
+  const json m = util::parse_json_file(path, kMarkerLimits).value_or(json());
+  if (!m.is_object() || !m.contains("digest") || !m["digest"].is_string() || !m.contains("bytes") ||
+      !m["bytes"].is_number_unsigned() || !m.contains("mtime_ns") ||
+      !m["mtime_ns"].is_number_integer()) {
+    return std::nullopt;
+  }
+  return Marker{m["digest"].get<std::string>(), m["bytes"].get<std::uint64_t>(),
+                m["mtime_ns"].get<std::int64_t>()};
+}
+
+// The verified file's size when its marker vouches for it with `digest`: a restart learns an
+// unlisted size from what it verified before, without asking the source.
+std::optional<std::uint64_t> verified_size(const std::string& final_path,
+                                           const std::string& marker_path,
+                                           const std::string& digest) {
+  const auto m = read_marker(marker_path);
   struct stat st {};
-  if (stat(job.final_path.c_str(), &st) != 0) return false;
-  return m.value("digest", std::string()) == job.file->digest &&
-         m.value("bytes", std::uint64_t{0}) == job.file->bytes &&
-         static_cast<std::uint64_t>(st.st_size) == job.file->bytes &&
-         m.value("mtime_ns", std::int64_t{0}) == mtime_ns(st);
+  if (!m || digest.empty() || stat(final_path.c_str(), &st) != 0) return std::nullopt;
+  if (m->digest != digest || m->bytes != static_cast<std::uint64_t>(st.st_size) ||
+      m->mtime_ns != mtime_ns(st)) {
+    return std::nullopt;
+  }
+  return m->bytes;
+}
+
+bool marker_matches(const FileJob& job) {
+  const auto size = verified_size(job.final_path, job.marker_path, job.file->digest);
+  return size && *size == job.file->bytes;
 }
 
 void write_marker(const FileJob& job) {
@@ -301,6 +317,7 @@ class FileDownload {
       bool too_long = false;
       market::HttpStreamRequest req;
       req.url = f_.url;
+      req.headers = opts_.headers;
       req.range = market::ByteRange{first, first + len - 1};
       req.low_speed_bytes_per_s = opts_.low_speed_bytes_per_s;
       req.low_speed_time_s = opts_.low_speed_time_s;
@@ -381,6 +398,7 @@ class FileDownload {
     int write_errno = 0;
     market::HttpStreamRequest req;
     req.url = f_.url;
+    req.headers = opts_.headers;
     req.low_speed_bytes_per_s = opts_.low_speed_bytes_per_s;
     req.low_speed_time_s = opts_.low_speed_time_s;
     auto result = market::http_get_stream(opts_.http, req, [&](const char* data, std::size_t n) {
@@ -426,61 +444,67 @@ class FileDownload {
   std::string error_;
 };
 
-}  // namespace
-
-tl::expected<std::vector<ParamFile>, std::string> parse_param_manifest_text(std::string_view text) {
-  auto parsed = util::parse_json(text, kManifestLimits);
-  if (!parsed) return tl::unexpected("not valid JSON: " + parsed.error());
-  return parse_param_manifest(*parsed);
-}
-
-tl::expected<std::vector<ParamFile>, std::string> parse_param_manifest(const json& params) {
-  if (!params.is_array()) {
-    return tl::unexpected(
-        std::string("params must be an array of {name, url, bytes, digest}, got ") +
-        params.type_name());
-  }
-  std::vector<ParamFile> out;
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const json& e = params[i];
-    const std::string where = "params[" + std::to_string(i) + "]";
-    if (!e.is_object()) return tl::unexpected(where + " must be an object");
-    ParamFile f;
-    if (!e.contains("name") || !e["name"].is_string() ||
-        !valid_name(e["name"].get<std::string>())) {
-      return tl::unexpected(where + ".name must be a plain file name (no '/', no leading '.')");
+// The length of `f` at its source: a 1-byte ranged GET whose 206 names the whole length
+// (Content-Range: bytes 0-0/N). Retried like a chunk; a source that ignores ranges cannot be
+// sized this way, and the manifest must then give "bytes".
+tl::expected<std::uint64_t, std::string> source_size(const ParamFile& f, const FetchOptions& opts) {
+  std::mt19937_64 rng(std::hash<std::string>{}(f.name));
+  std::string last_error;
+  const int attempts = std::max(1, opts.chunk_attempts);
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    if (opts.cancelled && opts.cancelled()) return tl::unexpected(std::string("cancelled"));
+    market::HttpStreamRequest req;
+    req.url = f.url;
+    req.headers = opts.headers;
+    req.range = market::ByteRange{0, 0};
+    req.low_speed_bytes_per_s = opts.low_speed_bytes_per_s;
+    req.low_speed_time_s = opts.low_speed_time_s;
+    std::uint64_t body = 0;
+    auto result = market::http_get_stream(opts.http, req, [&](const char*, std::size_t n) {
+      body += n;
+      return body <= 1;
+    });
+    if (!result && result.error().status == 200) {
+      return tl::unexpected(f.url + " ignores byte ranges, so its size cannot be asked: give " +
+                            "\"bytes\" for " + f.name + " in the manifest");
     }
-    f.name = e["name"].get<std::string>();
-    if (!e.contains("url") || !e["url"].is_string()) {
-      return tl::unexpected(where + ".url must be a string");
+    if (result && result->status == 206) {
+      if (!result->range_total || *result->range_total == 0) {
+        return tl::unexpected(f.url + " answered a ranged GET without the file's length " +
+                              "(Content-Range: bytes 0-0/N)");
+      }
+      if (*result->range_total > kMaxParamFileBytes) {
+        return tl::unexpected(f.url + " claims " + std::to_string(*result->range_total) +
+                              " bytes for " + f.name + ", more than any parameter file (" +
+                              std::to_string(kMaxParamFileBytes) + ")");
+      }
+      return *result->range_total;
     }
-    f.url = e["url"].get<std::string>();
-    if (f.url.rfind("http://", 0) != 0 && f.url.rfind("https://", 0) != 0) {
-      return tl::unexpected(where + ".url must be an http(s) URL, got '" + f.url + "'");
+    if (result) {
+      const int status = result->status;
+      if (status >= 400 && status < 500 && status != 408 && status != 429) {
+        return tl::unexpected(
+            "HTTP " + std::to_string(status) + " asking the size of " + f.name + " at " + f.url +
+            (result->error_body.empty() ? "" : ": " + result->error_body.substr(0, 200)));
+      }
+      last_error = "HTTP " + std::to_string(status);
+    } else {
+      last_error =
+          std::string(market::to_string(result.error().failure)) + ": " + result.error().message;
     }
-    if (!e.contains("bytes") || !e["bytes"].is_number_integer() ||
-        e["bytes"].get<std::int64_t>() <= 0) {
-      return tl::unexpected(where + ".bytes must be a positive integer");
-    }
-    f.bytes = e["bytes"].get<std::uint64_t>();
-    if (e.contains("digest") && !e["digest"].is_null()) {
-      if (!e["digest"].is_string()) return tl::unexpected(where + ".digest must be a string");
-      f.digest = e["digest"].get<std::string>();
-      std::transform(f.digest.begin(), f.digest.end(), f.digest.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      if (!f.digest.empty() && !valid_digest(f.digest)) {
-        return tl::unexpected(where + ".digest must be 32 hex digits (first 16 bytes of " +
-                              "BLAKE2b-512), got '" + f.digest + "'");
+    if (attempt + 1 < attempts) {
+      const double delay =
+          market::full_jitter_delay_s(attempt, opts.retry_base_s, opts.retry_cap_s, rng);
+      if (!sleep_unless_cancelled(delay, opts.cancelled)) {
+        return tl::unexpected(std::string("cancelled"));
       }
     }
-    for (const auto& prev : out) {
-      if (prev.name == f.name)
-        return tl::unexpected(where + ".name '" + f.name + "' is listed twice");
-    }
-    out.push_back(std::move(f));
   }
-  return out;
+  return tl::unexpected("asking the size of " + f.name + " at " + f.url + " failed " +
+                        std::to_string(attempts) + " times; last: " + last_error);
 }
+
+}  // namespace
 
 std::string param_digest_of(const std::string& data) {
   unsigned char out[BLAKE2B_OUTBYTES];
@@ -558,9 +582,25 @@ tl::expected<FetchSummary, std::string> fetch_params(const std::vector<ParamFile
     if (opts.log) opts.log(line);
   };
 
+  // Sizes the manifest leaves out come from an earlier verification, else from the source.
+  std::vector<ParamFile> sized = files;
+  for (auto& f : sized) {
+    if (f.bytes > 0) continue;
+    const std::string final_path = opts.dir + "/" + f.name;
+    if (auto known = verified_size(final_path, opts.dir + "/." + f.name + ".verified", f.digest)) {
+      f.bytes = *known;
+      continue;
+    }
+    progress.set_current("sizing " + f.name);
+    auto size = source_size(f, opts);
+    if (!size) return tl::unexpected(f.name + ": " + size.error());
+    f.bytes = *size;
+    log(f.name + ": " + std::to_string(f.bytes) + " bytes at " + f.url);
+  }
+
   FetchSummary summary;
   std::vector<FileJob> jobs;
-  for (const auto& f : files) {
+  for (const auto& f : sized) {
     FileJob j;
     j.file = &f;
     j.final_path = opts.dir + "/" + f.name;
@@ -571,7 +611,7 @@ tl::expected<FetchSummary, std::string> fetch_params(const std::vector<ParamFile
     summary.bytes += f.bytes;
     summary.paths.push_back(opts.dir + "/" + f.name);
   }
-  progress.set_total(summary.bytes, static_cast<int>(files.size()));
+  progress.set_total(summary.bytes, static_cast<int>(sized.size()));
 
   // Files already in place (a restart after the fetch finished) are verified, not fetched.
   std::vector<const FileJob*> todo;

@@ -1,6 +1,8 @@
-// Proof parameters: the files the manager's manifest names (name, url, bytes, digest as in
-// lotus' parameters.json: hex of the first 16 bytes of BLAKE2b-512 over the whole file),
-// fetched with parallel ranged GETs into <dir>/<name>.part.
+// Proof parameters: the files the manager's manifest names (agent/param_manifest.h; digest as
+// in lotus' parameters.json: hex of the first 16 bytes of BLAKE2b-512 over the whole file),
+// fetched with parallel ranged GETs into <dir>/<name>.part. A file whose size the manifest
+// does not give is sized by a 1-byte ranged GET first (Content-Range), bounded by
+// kMaxParamFileBytes.
 //
 // Crash safety: each finished chunk is flushed to disk and then recorded in
 // <name>.part.chunks, so a restart (even after SIGKILL) fetches only the chunks not recorded.
@@ -22,29 +24,10 @@
 #include <utility>
 #include <vector>
 
+#include "agent/param_manifest.h"
 #include "market/http_client.h"
-#include "util/bounded_json.h"
 
 namespace pf::agent {
-
-struct ParamFile {
-  std::string name;
-  std::string url;
-  std::uint64_t bytes = 0;
-  std::string digest;  // lower-case hex, 32 characters; empty: size check only
-};
-
-// The register reply's "params" array. Errors name the entry and field; names must be plain
-// file names (no '/', no leading '.').
-tl::expected<std::vector<ParamFile>, std::string> parse_param_manifest(
-    const nlohmann::json& params);
-
-// Limits for a manifest's text: a few dozen entries in practice.
-inline constexpr util::JsonLimits kManifestLimits{
-    .max_bytes = 4u << 20, .max_depth = 8, .max_values = 100'000, .max_string_bytes = 64u << 10};
-
-// The same from JSON text (a manifest file or reply body), parsed with kManifestLimits.
-tl::expected<std::vector<ParamFile>, std::string> parse_param_manifest_text(std::string_view text);
 
 // Hex of the first 16 bytes of BLAKE2b-512 over the file.
 tl::expected<std::string, std::string> param_digest(const std::string& path);
@@ -110,6 +93,8 @@ struct FetchOptions {
   // Free GiB at a path; tests replace it. Default: statvfs.
   std::function<std::optional<double>(const std::string& dir)> free_gib;
   std::function<bool()> cancelled;  // polled while fetching; true aborts with "cancelled"
+  // Sent with every request ("Name: value"): the manager's bearer token for its own files.
+  std::vector<std::string> headers;
   std::function<void(const std::string& line)> log;
 };
 

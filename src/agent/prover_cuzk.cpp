@@ -241,8 +241,8 @@ tl::expected<std::string, std::string> CuzkProver::start(const core::ProverPlan&
   if (!prepared_) {
     if (options_.c1_path.empty()) {
       return tl::unexpected(std::string(
-          "cuzk needs a benchmark input (C1 file): set prover.c1_file in the manager's prover "
-          "settings or pass --c1"));
+          "cuzk needs a benchmark input (C1 file): set deploy.benchmark_input in the manager's "
+          "config (agents fetch it), or pass --c1 to an agent run by hand"));
     }
     std::ifstream in(options_.c1_path, std::ios::binary);
     if (!in) return tl::unexpected("cannot read the C1 input " + options_.c1_path);

@@ -165,7 +165,9 @@ void register_agent(CLI::App& app) {
                   "cuzk: HTTP /status address (default 127.0.0.1:9821)");
   cmd->add_flag("--cuzk-external", o.cuzk_external,
                 "cuzk: use a daemon already running at the listen address; do not spawn one");
-  cmd->add_option("--c1", o.c1_path, "cuzk: benchmark input (C1 envelope JSON)");
+  cmd->add_option("--c1", o.c1_path,
+                  "cuzk: benchmark input (C1 envelope JSON) for an agent run by hand; by "
+                  "default the manager's deploy.benchmark_input, fetched once per machine");
   cmd->add_option("--connections", o.download_connections, "Parallel ranged downloads per file")
       ->capture_default_str();
   cmd->add_option("--download-chunk-mib", o.download_chunk_mib,

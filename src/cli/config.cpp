@@ -570,6 +570,8 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   dep.number("heartbeat_s", d.heartbeat_s, Range{0.1, 3600});
   dep.string("params_manifest", d.params_manifest);
   dep.count("log_kib_per_instance", d.log_kib_per_instance, 1, 64 * 1024);
+  dep.string("params_gateway", d.params_gateway);
+  dep.string("benchmark_input", d.benchmark_input);
   dep.finish();
   if (d.image.empty()) throw ConfigError{"'deploy.image' must not be empty"};
 

@@ -9,6 +9,7 @@
 #include <tl/expected.hpp>
 #include <vector>
 
+#include "agent/param_manifest.h"
 #include "core/acceptance.h"
 #include "core/alerts.h"
 #include "core/hearing.h"
@@ -33,9 +34,14 @@ struct DeploySettings {
   double disk_gb = 200;
   std::string onstart = manager::kDefaultOnstart;
   double heartbeat_s = 10;
-  // The parameter files agents fetch: a URL or a file holding a JSON array of
-  // {name, url, bytes, digest}. Empty: agents are handed no manifest.
-  std::string params_manifest;
+  // The parameter files agents fetch: "builtin:NAME" (params/NAME.json, compiled in), a URL or
+  // a file, in lotus' parameters.json shape or as an array of {name, url | cid, bytes, digest}
+  // (agent/param_manifest.h). Empty: agents are handed no manifest.
+  std::string params_manifest = agent::kDefaultParamsManifest;
+  std::string params_gateway = agent::kDefaultParamsGateway;  // fetched as <gateway><cid>
+  // The C1 file benchmark proofs prove: read once at start, served to agents at
+  // GET /api/v1/agent/benchmark-input. Empty: agents get none (cuzk cannot benchmark).
+  std::string benchmark_input;
   // Agent log kept per instance in the store (oldest lines dropped beyond it); survives restarts.
   int log_kib_per_instance = 256;
 };

@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -214,9 +216,14 @@ std::chrono::milliseconds interval(double seconds, const char* flag) {
 // The parameter manifest agents are handed: fetched from a URL or read from a file once at
 // start, and checked with the parser the agents use, so a bad manifest stops the manager here
 // instead of failing every agent later.
-std::vector<manager::ParamFile> load_params_manifest(const std::string& where) {
+std::vector<manager::ParamFile> load_params_manifest(const std::string& where,
+                                                     const std::string& gateway) {
   std::string text;
-  if (where.rfind("http://", 0) == 0 || where.rfind("https://", 0) == 0) {
+  const auto builtin = agent::builtin_param_manifest(where);
+  if (!builtin) throw CommandFailed("deploy.params_manifest: " + builtin.error());
+  if (*builtin) {
+    text = std::string(**builtin);
+  } else if (where.rfind("http://", 0) == 0 || where.rfind("https://", 0) == 0) {
     market::HttpRequest request;
     request.url = where;
     auto reply = market::http_perform(market::HttpOptions{}, request);
@@ -235,13 +242,32 @@ std::vector<manager::ParamFile> load_params_manifest(const std::string& where) {
     }
     text = std::move(*file);
   }
-  auto files = agent::parse_param_manifest_text(text);
+  auto files = agent::parse_param_manifest_text(text, {.gateway = gateway});
   if (!files) throw CommandFailed("parameter manifest " + where + ": " + files.error());
   std::vector<manager::ParamFile> out;
   for (const auto& f : *files) {
-    out.push_back({f.name, f.url, static_cast<std::int64_t>(f.bytes), f.digest});
+    out.push_back({f.name, f.url, static_cast<std::int64_t>(f.bytes), f.digest, f.cid});
   }
   return out;
+}
+
+// deploy.benchmark_input, read once: agents fetch these bytes, checked against this digest.
+manager::BenchmarkInput load_benchmark_input(const std::string& path) {
+  auto file = util::read_bounded_file(path, manager::kMaxBenchmarkInputBytes);
+  if (!file) {
+    throw CommandFailed("cannot read deploy.benchmark_input '" + path + "': " + file.error());
+  }
+  if (file->empty()) throw CommandFailed("deploy.benchmark_input '" + path + "' is empty");
+  manager::BenchmarkInput input;
+  input.name = std::filesystem::path(path).filename().string();
+  const bool plain = !input.name.empty() && input.name.front() != '.' &&
+                     std::all_of(input.name.begin(), input.name.end(), [](unsigned char c) {
+                       return std::isalnum(c) || c == '.' || c == '-' || c == '_';
+                     });
+  if (!plain) input.name = "benchmark-input";
+  input.digest = agent::param_digest_of(*file);
+  input.bytes = std::make_shared<const std::string>(std::move(*file));
+  return input;
 }
 
 void run_serve(const ServeOptions& o) {
@@ -327,13 +353,27 @@ void run_serve(const ServeOptions& o) {
   manager_config.public_url = o.public_url.value_or(own_url);
   const std::string manifest = o.params_manifest.value_or(cfg->deploy.params_manifest);
   if (!manifest.empty()) {
-    manager_config.params = load_params_manifest(manifest);
+    manager_config.params = load_params_manifest(manifest, cfg->deploy.params_gateway);
     std::int64_t total = 0;
-    for (const auto& f : manager_config.params) total += f.bytes;
-    spdlog::info("parameters: {} files, {:.1f} GB, from {}", manager_config.params.size(),
-                 static_cast<double>(total) / 1e9, manifest);
+    std::size_t unsized = 0;
+    for (const auto& f : manager_config.params) {
+      total += f.bytes;
+      if (f.bytes == 0) ++unsized;
+    }
+    spdlog::info("parameters: {} files, {:.1f} GB{}, from {}", manager_config.params.size(),
+                 static_cast<double>(total) / 1e9,
+                 unsized > 0 ? " + " + std::to_string(unsized) + " sized by their source" : "",
+                 manifest);
   } else {
     spdlog::warn("no parameter manifest (deploy.params_manifest): agents fetch no parameters");
+  }
+  if (!cfg->deploy.benchmark_input.empty()) {
+    manager_config.benchmark_input = load_benchmark_input(cfg->deploy.benchmark_input);
+    spdlog::info("benchmark input: {} ({} bytes, digest {})", cfg->deploy.benchmark_input,
+                 manager_config.benchmark_input->bytes->size(),
+                 manager_config.benchmark_input->digest);
+  } else {
+    spdlog::warn("no benchmark input (deploy.benchmark_input): cuzk agents cannot benchmark");
   }
   manager::AutopilotConfig autopilot_config;
   autopilot_config.enabled = o.autopilot.value_or(cfg->autopilot.enabled);
@@ -540,7 +580,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--tls-key", o->tls_key, "PEM private key for --tls-cert")
       ->envname("PROVERFLEET_TLS_KEY");
   cmd->add_option("--params-manifest", o->params_manifest,
-                  "Parameter manifest for agents: URL or file (overrides deploy.params_manifest)")
+                  "Parameter manifest for agents: builtin:NAME, URL or file (overrides "
+                  "deploy.params_manifest)")
       ->envname("PROVERFLEET_PARAMS_MANIFEST");
   cmd->add_option("--autopilot", o->autopilot,
                   "true/false: run the autopilot (overrides autopilot.enabled)")

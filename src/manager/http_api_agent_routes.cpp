@@ -17,6 +17,7 @@
 #include "core/host_stats.h"
 #include "jobs/job_queue.h"
 #include "manager/autopilot.h"
+#include "manager/benchmark_input.h"
 #include "manager/dashboard.h"
 #include "manager/http_api_impl.h"
 #include "manager/views.h"
@@ -84,6 +85,25 @@ void HttpApi::Impl::add_agent_routes() {
           if (!r) fail(r.error().status, r.error().message);
         }
         return json_reply(200, {{"accepted_bytes", text.size()}});
+      });
+  // The benchmark C1 file (manager/benchmark_input.h), by ranges, to agents only.
+  add("GET", kBenchmarkInputRoute, Access::Agent,
+      [this](const net::HttpRequest& req, std::int64_t) {
+        reject_unknown_params(req, {});
+        const auto& input = manager.config().benchmark_input;
+        if (!input) fail(404, "this manager serves no benchmark input (deploy.benchmark_input)");
+        std::optional<std::pair<std::int64_t, std::optional<std::int64_t>>> range;
+        if (const auto r = parse_range(req)) range = std::pair{r->first, r->last};
+        BenchmarkInputReply out = benchmark_input_reply(*input, range);
+        Reply reply{out.status, std::move(out.body), "application/octet-stream",
+                    std::move(out.headers)};
+        if (out.status == 416) {
+          reply.content_type = kJson;
+          reply.body = dump(
+              json{{"error", "range starts past the end of the " +
+                                 std::to_string(input->bytes->size()) + "-byte benchmark input"}});
+        }
+        return reply;
       });
 }
 

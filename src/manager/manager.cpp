@@ -56,7 +56,9 @@ ApiError closed_instance(const InstanceRecord& rec) {
 json params_json(const std::vector<ParamFile>& params) {
   json out = json::array();
   for (const auto& p : params) {
-    out.push_back({{"name", p.name}, {"url", p.url}, {"bytes", p.bytes}, {"digest", p.digest}});
+    json e = {{"name", p.name}, {"url", p.url}, {"bytes", p.bytes}, {"digest", p.digest}};
+    if (!p.cid.empty()) e["cid"] = p.cid;
+    out.push_back(std::move(e));
   }
   return out;
 }
@@ -462,6 +464,8 @@ ApiResult<RegisterReply> Manager::agent_register(const RegisterRequest& req) {
       {"token", token},
       {"heartbeat_s", config_.heartbeat_s},
       {"params", params_json(config_.params)},
+      {"benchmark_input",
+       config_.benchmark_input ? to_json(*config_.benchmark_input) : json(nullptr)},
       {"prover", config_.prover_settings},
       {"benchmark",
        {{"min_samples", config_.acceptance.min_samples},

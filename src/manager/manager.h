@@ -30,6 +30,7 @@
 #include "core/sprt_acceptance.h"
 #include "core/ssh_access.h"
 #include "jobs/job_queue.h"
+#include "manager/benchmark_input.h"
 #include "manager/deploy_defaults.h"
 #include "market/market.h"
 #include "store/store.h"
@@ -53,6 +54,7 @@ struct ParamFile {
   std::string url;
   std::int64_t bytes = 0;
   std::string digest;  // first 16 bytes of BLAKE2b-512, hex (cuzk parameters.json)
+  std::string cid{};   // the IPFS content id, when it came from a gateway
 };
 
 struct ManagerConfig {
@@ -71,6 +73,7 @@ struct ManagerConfig {
   std::string onstart = kDefaultOnstart;
   double heartbeat_s = 10;
   std::vector<ParamFile> params;
+  std::optional<BenchmarkInput> benchmark_input;  // served to agents; none: not offered
   nlohmann::json prover_settings = nlohmann::json::object();
   // Agent log kept per instance in the store (oldest chunks dropped beyond it).
   std::size_t log_ring_bytes = 256 * 1024;

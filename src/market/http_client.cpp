@@ -3,11 +3,14 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string_view>
 
 namespace pf::market {
 namespace {
@@ -233,7 +236,36 @@ struct StreamSink {
   bool aborted_by_caller = false;
   std::uint64_t bytes = 0;
   std::string error_body;
+  std::optional<std::uint64_t> range_total;
 };
+
+// Keeps the total of a "Content-Range: bytes A-B/N" header; a new status line (after a
+// redirect) forgets what an earlier reply said.
+std::size_t read_stream_header(char* data, std::size_t size, std::size_t count, void* user) {
+  auto* s = static_cast<StreamSink*>(user);
+  const std::size_t n = size * count;
+  const std::string_view line(data, n);
+  if (line.rfind("HTTP/", 0) == 0) {
+    s->range_total.reset();
+    return n;
+  }
+  constexpr std::string_view kName = "content-range:";
+  if (line.size() <= kName.size()) return n;
+  for (std::size_t i = 0; i < kName.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(line[i])) != kName[i]) return n;
+  }
+  const std::size_t slash = line.rfind('/');
+  if (slash == std::string_view::npos) return n;
+  std::uint64_t total = 0;
+  std::size_t digits = 0;
+  for (std::size_t i = slash + 1;
+       i < line.size() && std::isdigit(static_cast<unsigned char>(line[i])); ++i, ++digits) {
+    if (digits >= 19) return n;  // beyond any real file: ignored, not wrapped
+    total = total * 10 + static_cast<std::uint64_t>(line[i] - '0');
+  }
+  if (digits > 0) s->range_total = total;
+  return n;
+}
 
 std::size_t write_stream(char* data, std::size_t size, std::size_t count, void* user) {
   auto* s = static_cast<StreamSink*>(user);
@@ -304,6 +336,8 @@ tl::expected<HttpStreamResult, HttpError> http_get_stream(
   set(CURLOPT_HTTPHEADER, headers.get());
   set(CURLOPT_WRITEFUNCTION, &write_stream);
   set(CURLOPT_WRITEDATA, static_cast<void*>(&stream));
+  set(CURLOPT_HEADERFUNCTION, &read_stream_header);
+  set(CURLOPT_HEADERDATA, static_cast<void*>(&stream));
   set(CURLOPT_ERRORBUFFER, error_buffer);
   set(CURLOPT_HTTPGET, 1L);
   if (request.range) set(CURLOPT_RANGE, range_text.c_str());
@@ -329,7 +363,8 @@ tl::expected<HttpStreamResult, HttpError> http_get_stream(
     unused.limit = SIZE_MAX;
     return tl::unexpected(classify(rc, h, unused, error_buffer));
   }
-  return HttpStreamResult{static_cast<int>(status), stream.bytes, std::move(stream.error_body)};
+  return HttpStreamResult{static_cast<int>(status), stream.bytes, std::move(stream.error_body),
+                          status == 206 ? stream.range_total : std::nullopt};
 }
 
 std::string url_encode(const std::string& text) {

@@ -81,6 +81,8 @@ struct HttpStreamResult {
   int status = 0;
   std::uint64_t bytes = 0;  // body bytes handed to the sink (2xx replies only)
   std::string error_body;   // the start of a non-2xx reply's body, for messages
+  // The whole resource's length, N of the final reply's "Content-Range: bytes A-B/N" (206).
+  std::optional<std::uint64_t> range_total;
 };
 
 // GET whose reply body goes to `sink` as it arrives instead of into memory. Non-2xx bodies

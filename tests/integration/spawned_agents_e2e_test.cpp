@@ -388,9 +388,12 @@ class SpawnedAgentsE2E : public ::testing::Test {
   void SetUp() override {
     dir_ = fresh_dir("spawned-e2e");
     std::ofstream(dir_ / "scenario.json") << three_offer_scenario().dump(2);
-    std::ofstream(dir_ / "proverfleet.toml") << R"(
-[deploy]
-heartbeat_s = 10
+    // The benchmark input every agent fetches from the manager (issue 13 item 3).
+    std::ofstream(dir_ / "c1.json")
+        << R"({"SectorNum":5,"Phase1Out":"YWJjZA==","SectorSize":34359738368})";
+    std::ofstream(dir_ / "proverfleet.toml")
+        << "[deploy]\nbenchmark_input = \"" << (dir_ / "c1.json").string() << "\"\n"
+        << R"(heartbeat_s = 10
 [lifecycle]
 heartbeat_timeout_s = 30
 destroy_retry_s = 0.5
@@ -564,6 +567,7 @@ TEST_F(SpawnedAgentsE2E, ThreeDeployedOffersRunRealAgentsUntilJudgedAndLeaveNoth
     }
   }
   EXPECT_THAT(agent_logs(), HasSubstr("parameters ready: 2 files"));
+  EXPECT_THAT(agent_logs(), HasSubstr("benchmark input ready"));
 
   for (const auto& [id, state] : states) {
     if (state == "destroyed") continue;

@@ -57,6 +57,12 @@ class ParamServer {
   std::atomic<int> fail_next{0};            // answer 503 to this many requests
   std::atomic<std::size_t> bytes_per_s{0};  // 0: as fast as possible
 
+  // Non-empty: requests without exactly this Authorization header get 401.
+  void require_authorization(std::string value) {
+    std::lock_guard lock(mu_);
+    authorization_ = std::move(value);
+  }
+
   std::vector<std::string> ranges_seen() const {
     std::lock_guard lock(mu_);
     return ranges_;
@@ -71,6 +77,12 @@ class ParamServer {
       ranges_.push_back(req.get_header_value("Range"));
       auto it = files_.find(req.matches[1].str());
       if (it != files_.end()) content = it->second;
+      if (!authorization_.empty() && req.get_header_value("Authorization") != authorization_) {
+        res.status = 401;
+        // As long as the file, so that any range stays satisfiable (see fail_next below).
+        res.set_content(std::string(content ? content->size() : 1, '.'), "text/plain");
+        return;
+      }
     }
     if (!content) {
       res.status = 404;
@@ -111,6 +123,7 @@ class ParamServer {
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const std::string>> files_;
   std::vector<std::string> ranges_;
+  std::string authorization_;
 };
 
 }  // namespace pf::test

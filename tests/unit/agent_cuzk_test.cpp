@@ -188,7 +188,7 @@ TEST_F(CuzkTest, AMissingC1InputIsAClearError) {
   CuzkProver no_input(o);
   auto none = no_input.start(plan_, false);
   ASSERT_FALSE(none);
-  EXPECT_NE(none.error().find("c1_file"), std::string::npos) << none.error();
+  EXPECT_NE(none.error().find("deploy.benchmark_input"), std::string::npos) << none.error();
 }
 
 TEST_F(CuzkTest, SlowProofsRunConcurrently) {

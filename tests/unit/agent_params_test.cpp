@@ -42,10 +42,14 @@ class ParamsTest : public ::testing::Test {
     content_ = test::ParamServer::random_bytes(1 << 20, 7);  // 1 MiB = 16 chunks of 64 KiB
     server_.put("v28-test.params", content_);
     server_.put("v28-test.vk", "small verifying key");
-    files_ = {ParamFile{"v28-test.params", server_.url("v28-test.params"), content_.size(),
-                        param_digest_of(content_)},
-              ParamFile{"v28-test.vk", server_.url("v28-test.vk"), 19,
-                        param_digest_of("small verifying key")}};
+    files_ = {ParamFile{.name = "v28-test.params",
+                        .url = server_.url("v28-test.params"),
+                        .bytes = content_.size(),
+                        .digest = param_digest_of(content_)},
+              ParamFile{.name = "v28-test.vk",
+                        .url = server_.url("v28-test.vk"),
+                        .bytes = 19,
+                        .digest = param_digest_of("small verifying key")}};
     options_.dir = dir_.str() + "/params";
     options_.chunk_bytes = 64 * 1024;
     options_.connections = 4;
@@ -271,7 +275,9 @@ TEST(ParamManifest, RejectsWhatCouldHurt) {
     auto r = parse_param_manifest(json::parse(text));
     return r ? std::string() : r.error();
   };
-  EXPECT_NE(err(R"({"name": "x"})").find("must be an array"), std::string::npos);
+  EXPECT_NE(err(R"("v28-a.params")").find("must be an array"), std::string::npos);
+  EXPECT_NE(err(R"({"name": "x"})").find("must map to {cid, digest, sector_size}"),
+            std::string::npos);
   EXPECT_NE(
       err(R"([{"name": "../etc/passwd", "url": "http://x", "bytes": 1}])").find("params[0].name"),
       std::string::npos);
@@ -279,8 +285,11 @@ TEST(ParamManifest, RejectsWhatCouldHurt) {
             std::string::npos);
   EXPECT_NE(err(R"([{"name": "a", "url": "ftp://x", "bytes": 1}])").find("http(s) URL"),
             std::string::npos);
-  EXPECT_NE(err(R"([{"name": "a", "url": "http://x", "bytes": 0}])").find("params[0].bytes"),
+  EXPECT_NE(err(R"([{"name": "a", "url": "http://x", "bytes": -1}])").find("params[0].bytes"),
             std::string::npos);
+  EXPECT_NE(err(R"([{"name": "a", "url": "http://x", "bytes": 0}])").find("neither bytes nor"),
+            std::string::npos);
+  EXPECT_NE(err(R"([{"name": "a", "bytes": 1}])").find("needs a url or a cid"), std::string::npos);
   EXPECT_NE(
       err(R"([{"name": "a", "url": "http://x", "bytes": 1, "digest": "xyz"}])").find("32 hex"),
       std::string::npos);
