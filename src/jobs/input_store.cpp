@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,10 @@ namespace pf::jobs {
 namespace {
 
 constexpr std::string_view kTempPrefix = ".tmp-";
+// put(): bytes hashed and written at a time, and how much is written before the disk is asked
+// to start on it.
+constexpr std::size_t kWritePiece = 1 << 20;
+constexpr std::size_t kWritebackStep = 8 << 20;
 
 std::string errno_text() {
   return std::strerror(errno);
@@ -113,23 +118,11 @@ void InputStore::unpin(const std::string& digest) {
 }
 
 InputStore::Stored InputStore::put(std::string_view bytes) {
-  Stored out;
-  out.digest = util::sha256_hex(bytes);
-  out.bytes = static_cast<std::int64_t>(bytes.size());
-  // Pinned before the file is looked at: from here the sweep cannot remove it.
-  out.pin = Pin(this, out.digest);
-  const std::string final_path = path_of(out.digest);
-  struct stat st {};
-  if (::stat(final_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-      st.st_size == static_cast<off_t>(bytes.size())) {
-    return out;
-  }
-
   std::string temp_name;
   {
     std::lock_guard lock(mu_);
-    temp_name = std::string(kTempPrefix) + out.digest.substr(0, 16) + "-" +
-                std::to_string(::getpid()) + "-" + std::to_string(next_temp_++);
+    temp_name =
+        std::string(kTempPrefix) + std::to_string(::getpid()) + "-" + std::to_string(next_temp_++);
     writing_.insert(temp_name);
   }
   struct Unmark {
@@ -147,16 +140,45 @@ InputStore::Stored InputStore::put(std::string_view bytes) {
     return InputStoreError("job inputs: " + what + " '" + temp_path + "': " + why);
   };
 
+  // One pass over the bytes: each piece is hashed and written while it is in the CPU's cache,
+  // and the disk starts writing what is done while the rest is hashed, so the fsync at the end
+  // waits for little more than the last pieces.
   Fd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (fd.get() < 0) throw fail("cannot create");
-  std::size_t done = 0;
+  util::Sha256 hash;
+  std::size_t done = 0, flushed = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw fail("cannot write");
+    const std::size_t piece = std::min(kWritePiece, bytes.size() - done);
+    hash.update(bytes.substr(done, piece));
+    for (std::size_t written = 0; written < piece;) {
+      const ssize_t n = ::write(fd.get(), bytes.data() + done + written, piece - written);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw fail("cannot write");
+      }
+      written += static_cast<std::size_t>(n);
     }
-    done += static_cast<std::size_t>(n);
+    done += piece;
+    if (done - flushed >= kWritebackStep || done == bytes.size()) {
+      // Only a head start for the fsync below (which alone makes the file durable): a failure
+      // here changes nothing, the fsync reports any error.
+      ::sync_file_range(fd.get(), static_cast<off_t>(flushed), static_cast<off_t>(done - flushed),
+                        SYNC_FILE_RANGE_WRITE);
+      flushed = done;
+    }
+  }
+
+  Stored out;
+  out.digest = hash.hex();
+  out.bytes = static_cast<std::int64_t>(bytes.size());
+  // Pinned before the final name is looked at: from here the sweep cannot remove it.
+  out.pin = Pin(this, out.digest);
+  const std::string final_path = path_of(out.digest);
+  struct stat st {};
+  if (::stat(final_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+      st.st_size == static_cast<off_t>(bytes.size())) {
+    ::unlink(temp_path.c_str());  // same address, same content: the file there is kept
+    return out;
   }
   if (::fsync(fd.get()) != 0) throw fail("cannot sync");
   if (!fd.close()) throw fail("cannot close");
