@@ -18,10 +18,8 @@ namespace pf::jobs {
 namespace {
 
 constexpr std::string_view kTempPrefix = ".tmp-";
-// put(): bytes hashed and written at a time, and how much is written before the disk is asked
-// to start on it.
+// put(): bytes hashed and written at a time.
 constexpr std::size_t kWritePiece = 1 << 20;
-constexpr std::size_t kWritebackStep = 8 << 20;
 
 std::string errno_text() {
   return std::strerror(errno);
@@ -140,13 +138,11 @@ InputStore::Stored InputStore::put(std::string_view bytes) {
     return InputStoreError("job inputs: " + what + " '" + temp_path + "': " + why);
   };
 
-  // One pass over the bytes: each piece is hashed and written while it is in the CPU's cache,
-  // and the disk starts writing what is done while the rest is hashed, so the fsync at the end
-  // waits for little more than the last pieces.
+  // One pass over the bytes: each piece is hashed and written while it is in the CPU's cache.
   Fd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (fd.get() < 0) throw fail("cannot create");
   util::Sha256 hash;
-  std::size_t done = 0, flushed = 0;
+  std::size_t done = 0;
   while (done < bytes.size()) {
     const std::size_t piece = std::min(kWritePiece, bytes.size() - done);
     hash.update(bytes.substr(done, piece));
@@ -159,13 +155,6 @@ InputStore::Stored InputStore::put(std::string_view bytes) {
       written += static_cast<std::size_t>(n);
     }
     done += piece;
-    if (done - flushed >= kWritebackStep || done == bytes.size()) {
-      // Only a head start for the fsync below (which alone makes the file durable): a failure
-      // here changes nothing, the fsync reports any error.
-      ::sync_file_range(fd.get(), static_cast<off_t>(flushed), static_cast<off_t>(done - flushed),
-                        SYNC_FILE_RANGE_WRITE);
-      flushed = done;
-    }
   }
 
   Stored out;
@@ -177,7 +166,9 @@ InputStore::Stored InputStore::put(std::string_view bytes) {
   struct stat st {};
   if (::stat(final_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
       st.st_size == static_cast<off_t>(bytes.size())) {
-    ::unlink(temp_path.c_str());  // same address, same content: the file there is kept
+    // Same address, same content: the file there is kept (a temporary left by a failed unlink
+    // is swept).
+    ::unlink(temp_path.c_str());
     return out;
   }
   if (::fsync(fd.get()) != 0) throw fail("cannot sync");
