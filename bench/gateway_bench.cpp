@@ -237,8 +237,24 @@ int main() {
       });
     }
 
+    const double calls_at = epoch_now();
     const double gateway_s =
         run_jobs("127.0.0.1:" + std::to_string((*gateway)->port()), kJobs, kJobs, requests);
+    const double replied_at = epoch_now();
+    // Where the path's time went, from the jobs' own timings (means over the jobs): the call
+    // until the job was recorded (upload to the gateway, checks, input durable), until the
+    // agent leased it, until its input was fetched and checked (the agent's `started`), until
+    // its result arrived (the call to cuzk, the proof, the result's upload), until the reply.
+    double phase[5] = {0, 0, 0, 0, 0};
+    const auto done_jobs = queue.list({pf::core::JobState::Done}, kJobs);
+    for (const auto& j : done_jobs) {
+      phase[0] += j.submitted_at - calls_at;
+      phase[1] += j.assigned_at - j.submitted_at;
+      phase[2] += j.started_at - j.assigned_at;
+      phase[3] += j.finished_at - j.started_at;
+      phase[4] += replied_at - j.finished_at;
+    }
+    for (double& p : phase) p /= std::max<double>(1, static_cast<double>(done_jobs.size()));
 
     done = true;
     work.stop(std::chrono::milliseconds(2000));
@@ -260,6 +276,10 @@ int main() {
           "through the gateway %.0f jobs/h (%.2f s)\n",
           kJobs, kInputBytes / 1e6, kProofMs / 1000.0, kSlots, direct_per_h, direct_s,
           gateway_per_h, gateway_s);
+      std::printf(
+          "# per job through the gateway: recorded %.2f s, leased %.2f s, input fetched %.2f s, "
+          "proved and reported %.2f s, answered %.2f s (the last one's reply)\n",
+          phase[0], phase[1], phase[2], phase[3], phase[4]);
     }
   }
   fs::remove_all(dir);

@@ -148,7 +148,7 @@ CallResult<std::vector<LeasedJob>> WorkClient::lease(int max_jobs) {
   return std::move(*jobs);
 }
 
-tl::expected<void, InputError> WorkClient::download(const LeasedJob& job, const std::string& part,
+tl::expected<void, InputError> WorkClient::download(const LeasedJob& job, PartInput& held,
                                                     const std::function<bool()>& cancelled) {
   const auto total = static_cast<std::uint64_t>(job.input_bytes);
   const std::string url =
@@ -157,18 +157,9 @@ tl::expected<void, InputError> WorkClient::download(const LeasedJob& job, const 
   while (true) {
     if (cancelled && cancelled())
       return tl::unexpected(InputError{InputError::Kind::Cancelled, "cancelled"});
-    std::error_code ec;
-    std::uint64_t offset = fs::exists(part, ec) ? fs::file_size(part, ec) : 0;
-    if (ec) offset = 0;
-    if (offset > total) {  // not this input's prefix: start over
-      fs::remove(part, ec);
-      offset = 0;
-    }
+    const std::uint64_t offset = held.bytes.size();
     if (offset == total) return {};
-    std::ofstream out(part, std::ios::binary | std::ios::app);
-    if (!out) {
-      return tl::unexpected(InputError{InputError::Kind::Failed, "cannot write " + part});
-    }
+    held.bytes.reserve(static_cast<std::size_t>(total));
     market::HttpStreamRequest request;
     request.url = url;
     request.headers = {manager_.authorization_header()};
@@ -182,16 +173,12 @@ tl::expected<void, InputError> WorkClient::download(const LeasedJob& job, const 
         overflow = true;
         return false;
       }
-      out.write(data, static_cast<std::streamsize>(size));
+      held.append(std::string_view(data, size));
       received += size;
-      return static_cast<bool>(out);
+      return true;
     });
-    out.flush();
-    const bool wrote = static_cast<bool>(out);
-    out.close();
-    if (!wrote) return tl::unexpected(InputError{InputError::Kind::Failed, "cannot write " + part});
     if (overflow) {
-      fs::remove(part, ec);
+      held.reset();
       return tl::unexpected(InputError{
           InputError::Kind::Failed,
           "the manager sent more than the " + std::to_string(total) + " bytes the lease named"});
@@ -214,7 +201,7 @@ tl::expected<void, InputError> WorkClient::download(const LeasedJob& job, const 
           options_.on_unauthorized(CallError{CallError::Kind::Unauthorized, status, why});
         }
       } else if (status == 416) {
-        fs::remove(part, ec);  // the manager says our offset is past its input: start over
+        held.reset();  // the manager says our offset is past its input: start over
       } else if (status >= 400 && status < 500 && status != 408 && status != 429) {
         return tl::unexpected(InputError{InputError::Kind::Failed, "input refused: " + why});
       }
@@ -229,66 +216,144 @@ tl::expected<void, InputError> WorkClient::download(const LeasedJob& job, const 
   }
 }
 
+WorkClient::DigestLock::DigestLock(WorkClient& client, std::string digest)
+    : client_(client), digest_(std::move(digest)) {
+  {
+    std::lock_guard lock(client_.mu_);
+    auto& slot = client_.fetching_[digest_];
+    if (!slot) slot = std::make_shared<std::mutex>();
+    mutex_ = slot;
+  }
+  held_ = std::unique_lock(*mutex_);
+}
+
+WorkClient::DigestLock::~DigestLock() {
+  held_.unlock();
+  std::lock_guard lock(client_.mu_);
+  if (mutex_.use_count() <= 2) client_.fetching_.erase(digest_);
+}
+
 tl::expected<std::shared_ptr<const std::string>, InputError> WorkClient::fetch_input(
     const LeasedJob& job, const std::function<bool()>& cancelled) {
   if (!util::is_sha256_hex(job.input_digest)) {
     return tl::unexpected(InputError{InputError::Kind::Failed, "bad input digest"});
   }
-  std::shared_ptr<std::mutex> lock_of_digest;
+  DigestLock digest_lock(*this, job.input_digest);
   {
+    // Verified a moment ago and still on its way to the cache.
     std::lock_guard lock(mu_);
-    auto& slot = fetching_[job.input_digest];
-    if (!slot) slot = std::make_shared<std::mutex>();
-    lock_of_digest = slot;
+    if (auto it = to_cache_.find(job.input_digest); it != to_cache_.end()) return it->second;
   }
-  std::lock_guard digest_lock(*lock_of_digest);
   std::error_code ec;
   fs::create_directories(options_.cache_dir, ec);
   fs::permissions(options_.cache_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
   const std::string path = cache_path(job.input_digest);
   const std::string part = path + ".part";
   const auto max = static_cast<std::size_t>(job.input_bytes);
-  auto release = [&] {
-    std::lock_guard lock(mu_);
-    if (lock_of_digest.use_count() <= 2) fetching_.erase(job.input_digest);
-  };
   // A cached copy is checked again: a disk can rot, and a bad input would fail a client's job.
   if (fs::exists(path, ec)) {
     auto bytes = util::read_bounded_file(path, max);
     if (bytes && util::sha256_hex(*bytes) == job.input_digest) {
       fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // recently used
-      release();
       return std::make_shared<const std::string>(std::move(*bytes));
     }
     log("job " + std::to_string(job.id) + ": cached input " + path +
         " does not match its digest; fetching it again");
     fs::remove(path, ec);
   }
+  // The bytes arrive in memory and are hashed as they come: the digest is checked on exactly
+  // what the prover gets, and the proof waits for no disk. What an earlier run left in the part
+  // file is where this one starts; what this one cannot finish is left there for the next.
+  PartInput held;
+  if (fs::exists(part, ec)) {
+    auto prefix = util::read_bounded_file(part, max);
+    if (prefix) held.append(*prefix);
+    fs::remove(part, ec);
+  }
   for (int round = 0; round < 2; ++round) {
-    if (auto r = download(job, part, cancelled); !r) {
-      release();
+    if (auto r = download(job, held, cancelled); !r) {
+      if (!held.bytes.empty()) save_part(part, held.bytes);
       return tl::unexpected(r.error());
     }
-    auto bytes = util::read_bounded_file(part, max);
-    if (!bytes) {
-      release();
-      return tl::unexpected(InputError{InputError::Kind::Failed, part + ": " + bytes.error()});
-    }
-    const std::string got = util::sha256_hex(*bytes);
+    const std::string got = held.digest();
     if (got == job.input_digest) {
-      fs::rename(part, path, ec);
-      if (ec) log("cannot keep " + path + " in the cache: " + ec.message());
-      release();
-      evict(job.input_digest);
-      return std::make_shared<const std::string>(std::move(*bytes));
+      auto bytes = std::make_shared<const std::string>(std::move(held.bytes));
+      keep_in_cache(job.input_digest, bytes);
+      return bytes;
     }
     log("job " + std::to_string(job.id) + ": input digest " + got + " is not the " +
         job.input_digest + " the lease named; " + (round == 0 ? "fetching it again" : "giving up"));
-    fs::remove(part, ec);
+    held.reset();
   }
-  release();
   return tl::unexpected(
       InputError{InputError::Kind::Failed, "the input's SHA-256 did not match its digest twice"});
+}
+
+void WorkClient::save_part(const std::string& part, const std::string& bytes) {
+  std::ofstream out(part, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) {
+    std::error_code ec;
+    fs::remove(part, ec);
+    log("cannot keep the " + std::to_string(bytes.size()) + " bytes fetched so far in " + part);
+  }
+}
+
+void WorkClient::keep_in_cache(const std::string& digest,
+                               std::shared_ptr<const std::string> bytes) {
+  {
+    std::lock_guard lock(mu_);
+    to_cache_[digest] = std::move(bytes);
+    if (!cache_writer_.joinable()) cache_writer_ = std::thread([this] { cache_writer_loop(); });
+  }
+  cache_cv_.notify_all();
+}
+
+void WorkClient::cache_writer_loop() {
+  while (true) {
+    std::string digest;
+    std::shared_ptr<const std::string> bytes;
+    {
+      std::unique_lock lock(mu_);
+      cache_cv_.wait(lock, [&] { return closing_ || !to_cache_.empty(); });
+      if (to_cache_.empty()) return;
+      digest = to_cache_.begin()->first;
+      bytes = to_cache_.begin()->second;
+    }
+    // Written under a temporary name and renamed: the cache only ever holds whole inputs.
+    const std::string path = cache_path(digest);
+    const std::string temp = path + ".caching";
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+    out.close();
+    std::error_code ec;
+    if (out) fs::rename(temp, path, ec);
+    if (!out || ec) {
+      fs::remove(temp, ec);
+      log("cannot keep input " + digest + " in the cache " + options_.cache_dir);
+    }
+    {
+      std::lock_guard lock(mu_);
+      to_cache_.erase(digest);
+    }
+    cache_cv_.notify_all();
+    evict(digest);
+  }
+}
+
+void WorkClient::wait_for_cache() {
+  std::unique_lock lock(mu_);
+  cache_cv_.wait(lock, [&] { return to_cache_.empty(); });
+}
+
+WorkClient::~WorkClient() {
+  {
+    std::lock_guard lock(mu_);
+    closing_ = true;  // what is on its way is still written: a restart finds it
+  }
+  cache_cv_.notify_all();
+  if (cache_writer_.joinable()) cache_writer_.join();
 }
 
 void WorkClient::evict(const std::string& keep) {
@@ -296,6 +361,7 @@ void WorkClient::evict(const std::string& keep) {
   {
     std::lock_guard lock(mu_);
     for (const auto& [digest, unused] : fetching_) busy.insert(digest);
+    for (const auto& [digest, unused] : to_cache_) busy.insert(digest);
   }
   struct Entry {
     fs::file_time_type at;

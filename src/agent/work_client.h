@@ -4,34 +4,42 @@
 //
 //  - lease: POST /api/v1/agent/jobs/lease {max_jobs, wait_ms}; one call, no retry (the caller's
 //    loop backs off).
-//  - input: GET /api/v1/agent/jobs/{id}/input?attempt=A with Range: bytes=O-(N-1), appended to
-//    <cache>/<digest>.part as it arrives; a cut transfer resumes from the part file's size (the
-//    next agent run too). The whole file is checked against the digest the lease named: a
-//    mismatch throws the part away and fetches once more, then fails. A verified input is
-//    renamed to <cache>/<digest> and served from there to any later job with that digest (a
-//    re-lease after a restart, a client that resubmitted the same input).
+//  - input: GET /api/v1/agent/jobs/{id}/input?attempt=A with Range: bytes=O-(N-1); the bytes
+//    arrive in memory and are hashed as they come, so the proof starts as soon as the last byte
+//    is checked. A cut transfer resumes from what arrived; a fetch that ends unfinished (the
+//    agent stopping, a refusal) leaves what arrived in <cache>/<digest>.part, where the next
+//    fetch (the next agent run too) resumes. The whole input is checked against the digest the
+//    lease named: a mismatch throws it away and fetches once more, then fails. A verified input
+//    is written to <cache>/<digest> behind the proof (a writer thread; served from memory
+//    meanwhile) and from there to any later job with that digest (a re-lease after a restart,
+//    a client that resubmitted the same input), checked again before each use.
 //  - started / result: retried with capped full-jitter backoff (core::kAgentRetryMaxS) until a
 //    200 or a final refusal (404/409/410, or another 4xx that no retry can fix), or until the
 //    caller cancels. A 401 calls on_unauthorized (the agent registers again) and retries.
 //
 // Thread-safe: several workers fetch and report at once; two fetches of one digest are
-// serialized (the second finds the first's file in the cache).
+// serialized (the second finds the first's input in the cache).
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <tl/expected.hpp>
 #include <vector>
 
 #include "agent/manager_client.h"
 #include "core/job.h"
+#include "util/sha256.h"
 
 namespace pf::agent {
 
@@ -96,6 +104,10 @@ struct WorkClientOptions {
 class WorkClient {
  public:
   WorkClient(ManagerClient& manager, WorkClientOptions options);
+  // Writes the inputs still on their way to the cache, then returns.
+  ~WorkClient();
+  WorkClient(const WorkClient&) = delete;
+  WorkClient& operator=(const WorkClient&) = delete;
 
   // One long-poll for up to `max_jobs` (1..64) jobs. An empty list: none came in the wait.
   CallResult<std::vector<LeasedJob>> lease(int max_jobs);
@@ -107,15 +119,56 @@ class WorkClient {
   Delivery report_result(const JobReport& report, const std::function<bool()>& cancelled);
 
   std::string cache_path(const std::string& digest) const;
+  // Returns once every verified input is written to the cache (for tests).
+  void wait_for_cache();
 
  private:
   Delivery deliver(const std::string& path, const nlohmann::json& body,
                    const std::function<bool()>& cancelled);
   bool wait_retry(int failures);
   void log(const std::string& line) const;
-  // Downloads into the part file until it holds input_bytes; a final error, or nothing.
-  tl::expected<void, InputError> download(const LeasedJob& job, const std::string& part,
+  // An input's bytes as they arrive, and their running SHA-256.
+  struct PartInput {
+    std::string bytes;
+    std::optional<util::Sha256> hash;
+    void reset() {
+      bytes.clear();
+      hash.reset();
+    }
+    void append(std::string_view more) {
+      if (!hash) hash.emplace();
+      hash->update(more);
+      bytes.append(more);
+    }
+    std::string digest() {
+      if (!hash) hash.emplace();
+      std::string hex = hash->hex();
+      hash.reset();
+      return hex;
+    }
+  };
+  // Downloads into `held` until it holds input_bytes; a final error, or nothing.
+  tl::expected<void, InputError> download(const LeasedJob& job, PartInput& held,
                                           const std::function<bool()>& cancelled);
+  // What an unfinished fetch got, for the next one to resume from.
+  void save_part(const std::string& part, const std::string& bytes);
+  // Hands a verified input to the cache writer (started on first use).
+  void keep_in_cache(const std::string& digest, std::shared_ptr<const std::string> bytes);
+  void cache_writer_loop();
+  // One digest's fetch at a time (the per-digest mutex lives in fetching_ while anyone uses it).
+  class DigestLock {
+   public:
+    DigestLock(WorkClient& client, std::string digest);
+    ~DigestLock();
+    DigestLock(const DigestLock&) = delete;
+    DigestLock& operator=(const DigestLock&) = delete;
+
+   private:
+    WorkClient& client_;
+    std::string digest_;
+    std::shared_ptr<std::mutex> mutex_;
+    std::unique_lock<std::mutex> held_;
+  };
   // Removes the oldest verified inputs (and stale part files) beyond max_cache_bytes, except
   // `keep` and the digests being fetched now.
   void evict(const std::string& keep);
@@ -125,6 +178,11 @@ class WorkClient {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<std::mutex>> fetching_;  // digest → its fetch lock
   std::mt19937_64 rng_{std::random_device{}()};
+  // Verified inputs the writer has yet to put in the cache (served from here meanwhile).
+  std::map<std::string, std::shared_ptr<const std::string>> to_cache_;
+  std::condition_variable cache_cv_;
+  bool closing_ = false;
+  std::thread cache_writer_;  // last: started after everything it uses
 };
 
 // The lease reply's jobs, checked field by field (a hostile or broken manager cannot make the

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,8 @@ namespace pf::jobs {
 namespace {
 
 constexpr std::string_view kTempPrefix = ".tmp-";
+// put(): bytes hashed and written at a time.
+constexpr std::size_t kWritePiece = 1 << 20;
 
 std::string errno_text() {
   return std::strerror(errno);
@@ -113,23 +116,11 @@ void InputStore::unpin(const std::string& digest) {
 }
 
 InputStore::Stored InputStore::put(std::string_view bytes) {
-  Stored out;
-  out.digest = util::sha256_hex(bytes);
-  out.bytes = static_cast<std::int64_t>(bytes.size());
-  // Pinned before the file is looked at: from here the sweep cannot remove it.
-  out.pin = Pin(this, out.digest);
-  const std::string final_path = path_of(out.digest);
-  struct stat st {};
-  if (::stat(final_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-      st.st_size == static_cast<off_t>(bytes.size())) {
-    return out;
-  }
-
   std::string temp_name;
   {
     std::lock_guard lock(mu_);
-    temp_name = std::string(kTempPrefix) + out.digest.substr(0, 16) + "-" +
-                std::to_string(::getpid()) + "-" + std::to_string(next_temp_++);
+    temp_name =
+        std::string(kTempPrefix) + std::to_string(::getpid()) + "-" + std::to_string(next_temp_++);
     writing_.insert(temp_name);
   }
   struct Unmark {
@@ -147,16 +138,38 @@ InputStore::Stored InputStore::put(std::string_view bytes) {
     return InputStoreError("job inputs: " + what + " '" + temp_path + "': " + why);
   };
 
+  // One pass over the bytes: each piece is hashed and written while it is in the CPU's cache.
   Fd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (fd.get() < 0) throw fail("cannot create");
+  util::Sha256 hash;
   std::size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw fail("cannot write");
+    const std::size_t piece = std::min(kWritePiece, bytes.size() - done);
+    hash.update(bytes.substr(done, piece));
+    for (std::size_t written = 0; written < piece;) {
+      const ssize_t n = ::write(fd.get(), bytes.data() + done + written, piece - written);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw fail("cannot write");
+      }
+      written += static_cast<std::size_t>(n);
     }
-    done += static_cast<std::size_t>(n);
+    done += piece;
+  }
+
+  Stored out;
+  out.digest = hash.hex();
+  out.bytes = static_cast<std::int64_t>(bytes.size());
+  // Pinned before the final name is looked at: from here the sweep cannot remove it.
+  out.pin = Pin(this, out.digest);
+  const std::string final_path = path_of(out.digest);
+  struct stat st {};
+  if (::stat(final_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+      st.st_size == static_cast<off_t>(bytes.size())) {
+    // Same address, same content: the file there is kept (a temporary left by a failed unlink
+    // is swept).
+    ::unlink(temp_path.c_str());
+    return out;
   }
   if (::fsync(fd.get()) != 0) throw fail("cannot sync");
   if (!fd.close()) throw fail("cannot close");

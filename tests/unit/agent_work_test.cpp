@@ -262,6 +262,7 @@ TEST_F(AgentWork, ACutDownloadResumesWhereItStoppedAndTheInputIsCachedByDigest) 
   EXPECT_EQ(ranges[2],
             "bytes=" + std::to_string(350 * 1024) + "-" + std::to_string(input.size() - 1));
   EXPECT_EQ(fake_.attempts_seen[0], "1");
+  client.wait_for_cache();  // written behind the proof
   EXPECT_TRUE(fs::exists(client.cache_path(job.input_digest)));
   EXPECT_FALSE(fs::exists(client.cache_path(job.input_digest) + ".part"));
 
@@ -293,6 +294,32 @@ TEST_F(AgentWork, APartFileFromAnEarlierRunIsResumed) {
             "bytes=" + std::to_string(40 * 1024) + "-" + std::to_string(input.size() - 1));
 }
 
+TEST_F(AgentWork, AFetchThatEndsUnfinishedLeavesItsBytesForTheNext) {
+  const std::string input = test::ParamServer::random_bytes(300 * 1024, 5);
+  fake_.add_job(41, input);
+  fake_.cut_after = {120 * 1024};
+  WorkClient client(*manager_client_, options());
+  const LeasedJob job = lease_one(client);
+  // The agent stops after the cut: what arrived stays in the part file.
+  auto stopped = client.fetch_input(job, [&] { return !fake_.ranges().empty(); });
+  ASSERT_FALSE(stopped);
+  EXPECT_EQ(stopped.error().kind, InputError::Kind::Cancelled);
+  const std::string part = client.cache_path(job.input_digest) + ".part";
+  ASSERT_TRUE(fs::exists(part));
+  EXPECT_EQ(fs::file_size(part), 120u * 1024);
+
+  auto fetched = client.fetch_input(job, {});
+  ASSERT_TRUE(fetched) << fetched.error().message << "\n" << log_;
+  EXPECT_EQ(**fetched, input);
+  const auto ranges = fake_.ranges();
+  ASSERT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(ranges[1],
+            "bytes=" + std::to_string(120 * 1024) + "-" + std::to_string(input.size() - 1));
+  EXPECT_FALSE(fs::exists(part));
+  client.wait_for_cache();
+  EXPECT_TRUE(fs::exists(client.cache_path(job.input_digest)));
+}
+
 TEST_F(AgentWork, AnInputThatDoesNotMatchItsDigestIsRefusedAndFetchedAgain) {
   const std::string input = test::ParamServer::random_bytes(64 * 1024, 3);
   fake_.add_job(31, input);
@@ -317,6 +344,7 @@ TEST_F(AgentWork, AnInputThatDoesNotMatchItsDigestIsRefusedAndFetchedAgain) {
   EXPECT_FALSE(fs::exists(client.cache_path(bad.input_digest) + ".part"));
 
   // A cached file that rotted on disk is not used: it is fetched again.
+  client.wait_for_cache();
   {
     std::fstream f(client.cache_path(job.input_digest),
                    std::ios::in | std::ios::out | std::ios::binary);
