@@ -28,6 +28,7 @@
 #include "core/reconcile.h"
 #include "core/sprt_acceptance.h"
 #include "jobs/job_queue.h"
+#include "manager/job_worker_roster.h"
 #include "market/market.h"
 #include "store/store.h"
 
@@ -223,8 +224,12 @@ class Manager {
   // What the queue needs from the fleet (jobs::JobQueueHooks): workers() = job_workers(),
   // strikes against the instance's machine, events on its row.
   jobs::JobQueueHooks job_hooks();
-  // Instances that take jobs now (core::job_worker), with their plan's proofs in flight.
+  // Instances that take jobs now (core::job_worker), with their plan's proofs in flight. The
+  // rows are read once per change of what decides it (JobWorkerRoster), not per call.
   std::vector<core::WorkerView> job_workers();
+  // Instance rows were written outside the Manager's methods (tests, tools on the same store):
+  // the next job_workers() reads them again.
+  void instances_written() { job_worker_roster_.changed(); }
 
   store::Store& store() { return store_; }
   // Empty when the last reconcile saw a complete market list.
@@ -283,6 +288,8 @@ class Manager {
   // Rows whose create call is running: reconcile must not close them for missing from a list.
   std::set<std::int64_t> creates_in_flight_;
   std::atomic<jobs::JobQueue*> jobs_{nullptr};  // attach_jobs; none: no gateway
+  // job_workers()'s rows; told of every change of a state, verdict or plan, and of heartbeats.
+  JobWorkerRoster job_worker_roster_;
 };
 
 // Random token (hex of 32 bytes from the OS) and its SHA-256 hex.
