@@ -93,8 +93,8 @@ struct JobQueue::Impl {
   // Wakes lease waiters (caller holds mu).
   void wake_workers();
   // Up to max_jobs placements on `instance_id` from the current plan, planning first when
-  // the plan in hand is not for this generation, this fleet (`workers`, from the hook) or
-  // younger than kPlanMaxAgeS (caller holds mu). The caller leases them.
+  // the plan in hand was made for another generation or fleet (`workers`, from the hook) or
+  // kPlanMaxAgeS ago (caller holds mu). The caller leases them.
   std::vector<core::JobPlacement> placements_for(std::int64_t instance_id, int max_jobs,
                                                  std::vector<core::WorkerView> workers, double now);
   // Finds an open job or the stored row (caller holds mu). Throws StoreError.
