@@ -3,9 +3,10 @@
 //
 // 2,000 jobs (distinct 1 KiB inputs, a backlog of two per agent) are queued first (not timed);
 // then 16 threads, each acting for 1/16 of the 1,000 agents, call lease(agent, 1 job, no wait)
-// round-robin until every job is assigned. Each lease places the queue on the whole fleet view
-// (core::place_jobs over 1,000 workers) and records the assignment durably, so the figure is
-// what one manager hands out.
+// round-robin until every job is assigned. Each lease records its assignment durably and carries
+// out the queue's placement (core::plan_jobs over the whole queue and the 1,000 workers), made
+// again whenever the queue or the fleet changed and at least every 2 s (jobs/lease_plan.h), so
+// the figure is what one manager hands out. The plans made are printed with it.
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,9 +107,27 @@ int main() {
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     queue.shutdown();
 
+    // What a plan itself costs (the queue makes one after every change of the queue or fleet).
+    std::vector<pf::core::JobToPlace> queued(kJobs);
+    for (int j = 0; j < kJobs; ++j) {
+      queued[j].job_id = j + 1;
+      queued[j].submitted_at = epoch_now();
+      queued[j].deadline_at = queued[j].submitted_at + 1800;
+    }
+    const auto fleet = hooks.workers();
+    const auto plan_start = Clock::now();
+    const auto plan = pf::core::plan_jobs(epoch_now(), queued, fleet);
+    const double plan_ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - plan_start).count();
+
     std::printf("gateway_dispatch_per_s: %.0f\n", assigned.load() / seconds);
-    std::printf("# %d of %d jobs assigned to %d agents (%d threads) in %.2f s, %d lease errors\n",
-                assigned.load(), kJobs, kAgents, kThreads, seconds, errors.load());
+    std::printf(
+        "# %d of %d jobs assigned to %d agents (%d threads) in %.2f s, %d lease errors, "
+        "%llu placements planned\n",
+        assigned.load(), kJobs, kAgents, kThreads, seconds, errors.load(),
+        static_cast<unsigned long long>(queue.plans_made()));
+    std::printf("# one plan of %d jobs on %d agents: %.1f ms (%zu placed)\n", kJobs, kAgents,
+                plan_ms, plan.placements.size());
     if (assigned.load() != kJobs || errors.load() != 0) status = 1;
   }
   fs::remove_all(dir);

@@ -40,7 +40,62 @@ struct Candidate {
   bool avoided = true;
   bool late = true;
   double finish = std::numeric_limits<double>::infinity();
-  auto key() const { return std::tuple(avoided, late, finish); }
+};
+
+// Workers in order of (expected finish of one more job, position in `workers`): the order the
+// rule ranks candidates in once the avoid list and the deadline are set aside — lateness only
+// grows with the finish, so among the instances a job does not avoid the first in this order is
+// its best, and when it avoids them all the first overall is. A heap, so that a plan costs
+// O(jobs × log workers) rather than jobs × workers: the queue plans under its lock while
+// agents wait for work.
+// Entries go stale when their worker's lanes change (its version moves on); stale ones are
+// dropped as they surface.
+class FinishOrder {
+ public:
+  struct Entry {
+    double finish = 0;
+    std::size_t worker = 0;
+    std::uint64_t version = 0;
+  };
+
+  void push(double finish, std::size_t worker, std::uint64_t version) {
+    heap_.push_back({finish, worker, version});
+    std::push_heap(heap_.begin(), heap_.end(), later);
+  }
+
+  // The best candidate for `job` among the entries whose version is current; worker -1: none.
+  Candidate best(const JobToPlace& job, const std::vector<WorkerView>& workers,
+                 const std::vector<std::uint64_t>& versions) {
+    Candidate first_avoided;
+    std::vector<Entry> set_aside;  // current entries of avoided workers, put back after
+    Candidate out;
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), later);
+      const Entry e = heap_.back();
+      heap_.pop_back();
+      if (e.version != versions[e.worker]) continue;  // stale
+      set_aside.push_back(e);
+      Candidate c;
+      c.worker = static_cast<int>(e.worker);
+      c.finish = e.finish;
+      c.late = job.deadline_at > 0 && e.finish > job.deadline_at;
+      c.avoided = avoids(job, workers[e.worker].instance_id);
+      if (!c.avoided) {
+        out = c;
+        break;
+      }
+      if (first_avoided.worker < 0) first_avoided = c;
+    }
+    for (const auto& e : set_aside) push(e.finish, e.worker, e.version);
+    return out.worker >= 0 ? out : first_avoided;
+  }
+
+ private:
+  // Heap order: the top is the smallest (finish, worker).
+  static bool later(const Entry& a, const Entry& b) {
+    return std::tie(a.finish, a.worker) > std::tie(b.finish, b.worker);
+  }
+  std::vector<Entry> heap_;
 };
 
 }  // namespace
@@ -62,21 +117,24 @@ JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
   free_at.reserve(workers.size());
   for (const auto& w : workers) free_at.push_back(slot_free_times(now, w));
 
+  // Every worker with a measured rate in `any`; those with a slot free now also in `free`.
+  FinishOrder any, free;
+  std::vector<std::uint64_t> versions(workers.size(), 0);
+  const auto enter = [&](std::size_t i) {
+    const double first_free = *std::min_element(free_at[i].begin(), free_at[i].end());
+    const double start = std::max(now, first_free);
+    const double finish = start + workers[i].seconds_per_proof;
+    any.push(finish, i, versions[i]);
+    if (start <= now) free.push(finish, i, versions[i]);
+  };
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    if (workers[i].seconds_per_proof > 0) enter(i);  // no measured rate: not placed on
+  }
+
   JobPlan plan;
   for (const JobToPlace* job : order) {
-    Candidate best_any, best_free;
-    for (std::size_t i = 0; i < workers.size(); ++i) {
-      const WorkerView& w = workers[i];
-      if (!(w.seconds_per_proof > 0)) continue;  // no measured rate: not placed on
-      const double start = std::max(now, *std::min_element(free_at[i].begin(), free_at[i].end()));
-      Candidate c;
-      c.worker = static_cast<int>(i);
-      c.finish = start + w.seconds_per_proof;
-      c.late = job->deadline_at > 0 && c.finish > job->deadline_at;
-      c.avoided = avoids(*job, w.instance_id);
-      if (best_any.worker < 0 || c.key() < best_any.key()) best_any = c;
-      if (start <= now && (best_free.worker < 0 || c.key() < best_free.key())) best_free = c;
-    }
+    const Candidate best_any = any.best(*job, workers, versions);
+    const Candidate best_free = free.best(*job, workers, versions);
     if (best_any.worker < 0) {
       plan.waits.push_back({job->job_id, 0, 0, false, "no instance with a measured rate"});
       continue;
@@ -96,6 +154,8 @@ JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
     const auto wi = static_cast<std::size_t>(chosen.worker);
     const std::int64_t instance = workers[wi].instance_id;
     *std::min_element(free_at[wi].begin(), free_at[wi].end()) = chosen.finish;
+    ++versions[wi];
+    enter(wi);
 
     std::string reason = "expected to finish in " + fixed(chosen.finish - now, 0) + " s on #" +
                          std::to_string(instance);

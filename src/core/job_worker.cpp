@@ -6,8 +6,16 @@ namespace pf::core {
 
 std::optional<WorkerView> job_worker(const InstanceRecord& rec, int plan_slots, double now,
                                      double heard_within_s) {
+  if (!heard_for_jobs(rec.last_heartbeat_at, now, heard_within_s)) return std::nullopt;
+  return job_worker_if_heard(rec, plan_slots);
+}
+
+bool heard_for_jobs(double last_heard_at, double now, double heard_within_s) {
+  return last_heard_at >= now - heard_within_s;
+}
+
+std::optional<WorkerView> job_worker_if_heard(const InstanceRecord& rec, int plan_slots) {
   if (rec.state != InstanceState::Proving) return std::nullopt;
-  if (rec.last_heartbeat_at < now - heard_within_s) return std::nullopt;
   if (!rec.verdict || !(rec.verdict->rate > 0)) return std::nullopt;
   WorkerView w;
   w.instance_id = rec.id;

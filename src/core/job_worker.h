@@ -18,4 +18,10 @@ namespace pf::core {
 std::optional<WorkerView> job_worker(const InstanceRecord& rec, int plan_slots, double now,
                                      double heard_within_s);
 
+// The two halves of job_worker, for a shell that keeps the rows between reads and follows
+// heartbeats itself (manager/job_worker_roster.h): what the row decides (state and rate) ...
+std::optional<WorkerView> job_worker_if_heard(const InstanceRecord& rec, int plan_slots);
+// ... and whether an agent last heard at `last_heard_at` is heard enough at `now`.
+bool heard_for_jobs(double last_heard_at, double now, double heard_within_s);
+
 }  // namespace pf::core

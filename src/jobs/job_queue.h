@@ -163,10 +163,15 @@ class JobQueue {
   std::vector<core::Job> list(const std::vector<core::JobState>& states, std::size_t limit);
 
   // --- agents -------------------------------------------------------------------------------
-  // Long-poll: up to `max_jobs` jobs placed on this instance (core::place_jobs), waiting up to
-  // `wait` for one. Each is leased (state assigned) before it is returned.
+  // Long-poll: up to `max_jobs` jobs placed on this instance (core::plan_jobs), waiting up to
+  // `wait` for one. Each is leased (state assigned) before it is returned. The placement is
+  // made once per state of the queue and the fleet and carried out lease by lease: see
+  // jobs/lease_plan.h for what makes the next lease plan again.
   JobResult<std::vector<Lease>> lease(std::int64_t instance_id, int max_jobs,
                                       std::chrono::milliseconds wait);
+  // Placements made so far (core::plan_jobs over the whole queue and fleet): a lease carries out
+  // the plan in hand while nothing else changed (jobs/lease_plan.h). For tests and the bench.
+  std::uint64_t plans_made();
   // A byte range of the input of a job the instance holds (resumable download).
   JobResult<InputChunk> read_input(std::int64_t instance_id, std::int64_t job_id, int attempt,
                                    std::int64_t offset, std::int64_t max_bytes);

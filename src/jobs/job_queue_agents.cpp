@@ -1,5 +1,6 @@
-// JobQueue, the agents' side: leases (placed by core::place_jobs), input downloads, started and
-// result reports (fenced by attempt and instance), lease renewal from heartbeats.
+// JobQueue, the agents' side: leases (placed by core::plan_jobs, carried out through
+// jobs/lease_plan.h), input downloads, started and result reports (fenced by attempt and
+// instance), lease renewal from heartbeats.
 #include <algorithm>
 
 #include "core/job_outcome.h"
@@ -39,6 +40,38 @@ std::optional<std::string> JobQueue::Impl::not_held(const core::Job& job, std::i
   return std::nullopt;
 }
 
+std::vector<core::JobPlacement> JobQueue::Impl::placements_for(
+    std::int64_t instance_id, int max_jobs, std::vector<core::WorkerView> workers, double now) {
+  if (!plan.current(work_generation, workers, now)) {
+    if (plan.fleet_changed(workers)) wake_workers();  // waiters may be placed differently now
+    std::map<std::int64_t, int> held;
+    std::vector<core::JobToPlace> queued;
+    for (const auto& [id, job] : open) {
+      if (core::is_leased(job.state)) {
+        if (job.instance_id) ++held[*job.instance_id];
+      } else {
+        queued.push_back({job.id, job.kind, job.priority, job.submitted_at, job.deadline_at,
+                          job.avoid_instances});
+      }
+    }
+    std::vector<core::WorkerView> placed_on = workers;
+    for (auto& w : placed_on) w.held = held[w.instance_id];
+    plan.remake(work_generation, std::move(workers), now, core::plan_jobs(now, queued, placed_on));
+  }
+  auto taken = plan.take(instance_id, max_jobs);
+  // Every job of the plan is still queued while its generation lasts; should one not be (a
+  // change that forgot to bump the generation), it is skipped and the plan made again next time.
+  const auto gone = std::remove_if(taken.begin(), taken.end(), [&](const core::JobPlacement& p) {
+    const auto it = open.find(p.job_id);
+    return it == open.end() || it->second.state != core::JobState::Queued;
+  });
+  if (gone != taken.end()) {
+    taken.erase(gone, taken.end());
+    plan.forget();
+  }
+  return taken;
+}
+
 JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_jobs,
                                               std::chrono::milliseconds wait) {
   Impl& q = *impl_;
@@ -57,26 +90,13 @@ JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_
       std::unique_lock lock(q.mu);
       q.enter(nullptr);
       if (q.stopping) return tl::unexpected(job_error(Code::Unavailable, "shutting down"));
-      const std::uint64_t generation = q.work_generation;
+      const double now = q.clock();
       const bool is_worker =
           std::any_of(workers.begin(), workers.end(),
                       [&](const core::WorkerView& w) { return w.instance_id == instance_id; });
       if (is_worker) {
-        const double now = q.clock();
-        std::map<std::int64_t, int> held;
-        std::vector<core::JobToPlace> queued;
-        for (const auto& [id, job] : q.open) {
-          if (core::is_leased(job.state)) {
-            if (job.instance_id) ++held[*job.instance_id];
-          } else {
-            queued.push_back({job.id, job.kind, job.priority, job.submitted_at, job.deadline_at,
-                              job.avoid_instances});
-          }
-        }
-        for (auto& w : workers) w.held = held[w.instance_id];
         std::vector<core::Job> leased;
-        for (const auto& p : core::place_jobs(now, queued, workers)) {
-          if (p.instance_id != instance_id) continue;
+        for (const auto& p : q.placements_for(instance_id, max_jobs, std::move(workers), now)) {
           core::Job job = q.open.at(p.job_id);
           job.state = core::JobState::Assigned;
           ++job.attempts;
@@ -89,21 +109,23 @@ JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_
                                                        std::to_string(leased.back().attempts) +
                                                        (p.late ? " (expected late)" : "") + ": " +
                                                        p.reason);
-          if (static_cast<int>(leased.size()) >= max_jobs) break;
         }
         if (!leased.empty()) {
           try {
             q.commit(leased);
           } catch (const store::StoreError& e) {
+            // The placements taken are not leased: the next lease plans again.
+            q.plan.forget();
             return tl::unexpected(job_error(Code::Unavailable, e.what()));
           }
           for (const auto& job : leased) out.push_back(Lease{job, q.config.lease_s});
         }
       }
+      const std::uint64_t generation = q.work_generation;
       if (out.empty()) {
-        const auto now = std::chrono::steady_clock::now();
-        if (now >= until) return out;
-        q.work_cv.wait_until(lock, std::min(until, now + kLeaseRecheck),
+        const auto at = std::chrono::steady_clock::now();
+        if (at >= until) return out;
+        q.work_cv.wait_until(lock, std::min(until, at + kLeaseRecheck),
                              [&] { return q.stopping || q.work_generation != generation; });
         continue;
       }
@@ -112,6 +134,11 @@ JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_
     effects.run(q.hooks);
     return out;
   }
+}
+
+std::uint64_t JobQueue::plans_made() {
+  std::lock_guard lock(impl_->mu);
+  return impl_->plan.plans_made();
 }
 
 JobResult<InputChunk> JobQueue::read_input(std::int64_t instance_id, std::int64_t job_id,

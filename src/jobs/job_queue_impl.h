@@ -19,6 +19,7 @@
 
 #include "jobs/input_store.h"
 #include "jobs/job_queue.h"
+#include "jobs/lease_plan.h"
 
 namespace pf::jobs {
 
@@ -32,6 +33,10 @@ struct Effects {
 inline JobError job_error(JobError::Code code, std::string message) {
   return JobError{code, std::move(message)};
 }
+
+// A plan is made again at least this often even when nothing changed (lease_plan.h): held
+// proofs' expected ends and deadlines move with time. The long-poll's own recheck period.
+constexpr double kPlanMaxAgeS = 2;
 
 // "job 12 (request r-1)": how events and errors name a job.
 std::string describe(const core::Job& job);
@@ -48,7 +53,11 @@ struct JobQueue::Impl {
   std::mutex mu;
   std::condition_variable finished_cv;  // a job reached a terminal state (await)
   std::condition_variable work_cv;      // jobs became placeable or slots freed (lease)
-  std::uint64_t work_generation = 0;    // bumped with every work_cv notification
+  // Bumped with every work_cv notification: every change of the queued or leased jobs other
+  // than a lease the current plan made (submit, requeue, finish, fail, cancel, close, expiry).
+  std::uint64_t work_generation = 0;
+  // The placement of the current generation and fleet, consumed by leases (lease_plan.h).
+  LeasePlan plan{kPlanMaxAgeS};
   bool stopping = false;
   // Queued, assigned and proving jobs: a write-through copy of their rows. Lease renewals
   // (every heartbeat) change only this copy: after a restart every lease is given a fresh
@@ -83,6 +92,11 @@ struct JobQueue::Impl {
   static void requeue(core::Job& job);
   // Wakes lease waiters (caller holds mu).
   void wake_workers();
+  // Up to max_jobs placements on `instance_id` from the current plan, planning first when
+  // the plan in hand was made for another generation or fleet (`workers`, from the hook) or
+  // kPlanMaxAgeS ago (caller holds mu). The caller leases them.
+  std::vector<core::JobPlacement> placements_for(std::int64_t instance_id, int max_jobs,
+                                                 std::vector<core::WorkerView> workers, double now);
   // Finds an open job or the stored row (caller holds mu). Throws StoreError.
   std::optional<core::Job> find(std::int64_t job_id);
   // Why `instance_id` may not act on attempt `attempt` of `job`, or nullopt if it holds it.

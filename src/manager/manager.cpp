@@ -23,6 +23,9 @@
 namespace pf::manager {
 namespace {
 
+// The proofs an agent's plan keeps in flight (defined with the proof jobs below).
+int plan_slots(const std::string& plan_json);
+
 using core::InstanceRecord;
 using core::InstanceState;
 using S = core::InstanceState;
@@ -95,7 +98,10 @@ Manager::Manager(store::Store& store, market::Market& market, ManagerConfig conf
       market_(market),
       config_(std::move(config)),
       clock_(std::move(clock)),
-      acceptance_(core::with_caps(config_.sprt, config_.acceptance)) {
+      acceptance_(core::with_caps(config_.sprt, config_.acceptance)),
+      job_worker_roster_([this] { return store_.instances(false); },
+                         [](const InstanceRecord& rec) { return plan_slots(rec.plan_json); },
+                         config_.heartbeat_s) {
   // A manager that just started heard nothing before now: its restart is not the agents' fault.
   listening_.listening_since = clock_();
 }
@@ -152,6 +158,7 @@ void Manager::transition(InstanceRecord& rec, S to, const std::string& reason) {
            std::move(data));
   }
   if (to == S::Destroyed) forget_hands_on(rec.id);
+  job_worker_roster_.changed();
 }
 
 int Manager::others_on_machine(const InstanceRecord& rec) {
@@ -174,6 +181,7 @@ bool Manager::close(InstanceRecord& rec, const core::Closing& closing,
            {"reason", closing.reason},
            {"cause", core::to_string(closing.cause)}});
   });
+  job_worker_roster_.changed();
   if (step->strike) record_strike(rec.id, *step->strike);
   if (closing.cause == core::CloseCause::Rejected ||
       closing.cause == core::CloseCause::MarketExited) {
@@ -449,6 +457,7 @@ ApiResult<RegisterReply> Manager::agent_register(const RegisterRequest& req) {
   rec->last_heartbeat_at = clock_();
   store_.transaction([&] {
     store_.update_instance(*rec);
+    job_worker_roster_.heard(rec->id, rec->last_heartbeat_at);
     event(rec->id, "agent",
           std::string(again ? "agent registered again with its token" : "agent registered") +
               " (version " + (req.agent_version.empty() ? "?" : req.agent_version) + ")",
@@ -536,6 +545,7 @@ ApiResult<HeartbeatReply> Manager::agent_heartbeat(std::int64_t id, const Heartb
     if (hb.gpu_throttled) rec->gpu_throttled = true;
     store_.update_agent_progress(*rec);
     live_[id] = live_status_from_heartbeat(hb.raw, rec->last_heartbeat_at);
+    job_worker_roster_.heard(id, rec->last_heartbeat_at);
     if (rec->state == S::Benchmarking) {
       // The test's time rules (the cap, a host gone silent) must fire without a new proof.
       evaluate_benchmark(*rec);
@@ -583,6 +593,7 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
       return;
     }
     InstanceRecord rec = std::move(*row);
+    const std::string plan_before = rec.plan_json;
     // Set when the row changed beyond the agent progress columns (a state).
     bool row_changed = false;
     for (const auto& ev : sorted) {
@@ -660,6 +671,7 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
     } else if (reply.accepted > 0) {
       store_.update_agent_progress(rec);
     }
+    if (row_changed || rec.plan_json != plan_before) job_worker_roster_.changed();
   });
   if (!found) return tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
   if (closed) return tl::unexpected(*closed);
@@ -676,7 +688,10 @@ void Manager::evaluate_benchmark(InstanceRecord& rec) {
     const bool same = rec.verdict && rec.verdict->decision == v.decision &&
                       rec.verdict->samples == v.samples && rec.verdict->reason == v.reason;
     rec.verdict = std::move(v);
-    if (!same) store_.update_instance(rec);
+    if (!same) {
+      store_.update_instance(rec);
+      job_worker_roster_.changed();
+    }
     return;
   }
   rec.verdict = v;
@@ -895,7 +910,6 @@ void Manager::tick() {
 // --- proof jobs ----------------------------------------------------------------------------------
 
 namespace {
-
 // The proofs the agent's prover plan keeps in flight (agent/plan_json.cpp "proofs_in_flight");
 // 1 when the plan is missing or says nothing usable.
 int plan_slots(const std::string& plan_json) {
@@ -915,17 +929,9 @@ void Manager::attach_jobs(jobs::JobQueue& queue) {
 }
 
 std::vector<core::WorkerView> Manager::job_workers() {
-  std::vector<core::WorkerView> out;
   // Agents heartbeat every heartbeat_s; three missed ones and it takes no new work (its held
   // jobs stay leased until the lease or the silence rule ends them).
-  const double now = clock_();
-  const double heard_within_s = 3 * config_.heartbeat_s;
-  for (const auto& rec : store_.instances(false)) {
-    if (auto w = core::job_worker(rec, plan_slots(rec.plan_json), now, heard_within_s)) {
-      out.push_back(*w);
-    }
-  }
-  return out;
+  return job_worker_roster_.workers(clock_(), 3 * config_.heartbeat_s);
 }
 
 jobs::JobQueueHooks Manager::job_hooks() {

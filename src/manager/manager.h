@@ -32,6 +32,7 @@
 #include "jobs/job_queue.h"
 #include "manager/benchmark_input.h"
 #include "manager/deploy_defaults.h"
+#include "manager/job_worker_roster.h"
 #include "market/market.h"
 #include "store/store.h"
 
@@ -251,8 +252,12 @@ class Manager {
   // What the queue needs from the fleet (jobs::JobQueueHooks): workers() = job_workers(),
   // strikes against the instance's machine, events on its row.
   jobs::JobQueueHooks job_hooks();
-  // Instances that take jobs now (core::job_worker), with their plan's proofs in flight.
+  // Instances that take jobs now (core::job_worker), with their plan's proofs in flight. The
+  // rows are read once per change of what decides it (JobWorkerRoster), not per call.
   std::vector<core::WorkerView> job_workers();
+  // Instance rows were written outside the Manager's methods (tests, tools on the same store):
+  // the next job_workers() reads them again.
+  void instances_written() { job_worker_roster_.changed(); }
 
   // --- the operator's day by hand (manager_ops.cpp) -------------------------------------------
   // Queues set_concurrency / replan for the instance's agent (sent with its next heartbeat
@@ -342,6 +347,8 @@ class Manager {
   void forget_hands_on(std::int64_t id);
   // The webhook data naming an instance.
   static nlohmann::json webhook_instance(const core::InstanceRecord& rec);
+  // job_workers()'s rows; told of every change of a state, verdict or plan, and of heartbeats.
+  JobWorkerRoster job_worker_roster_;
 };
 
 // Random token (hex of 32 bytes from the OS) and its SHA-256 hex.

@@ -5,7 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <map>
+#include <random>
+#include <string>
+#include <tuple>
+
+#include "core/text.h"
 
 namespace pf::core {
 namespace {
@@ -215,6 +222,179 @@ TEST(JobSchedule, AFullFleetPlacesNothingAndEveryJobWaitsOnItsBestInstance) {
   // #2 frees at 10 s (job 1 done at 110 s); #1's first slot at 40 s (job 2 at 140 s).
   EXPECT_EQ(plan.waits[0].instance_id, 2);
   EXPECT_EQ(plan.waits[1].instance_id, 1);
+}
+
+// --- the rule as first written (a scan of every instance for every job) ---------------------
+// plan_jobs finds the same candidates through a heap; this is the oracle it must match exactly.
+
+bool ref_avoids(const JobToPlace& job, std::int64_t instance_id) {
+  return std::find(job.avoid_instances.begin(), job.avoid_instances.end(), instance_id) !=
+         job.avoid_instances.end();
+}
+
+// When each of a worker's slots frees (epoch s), as far as this plan knows.
+std::vector<double> ref_slot_free_times(double now, const WorkerView& w) {
+  const int slots = std::max(1, w.slots);
+  const int held = std::max(0, w.held);
+  std::vector<double> free_at(static_cast<std::size_t>(slots), now);
+  // The held proofs in flight finish spread over what is left of them: until busy_s when the
+  // shell knows it, else (progress unknown, on average half way) one proof time's share each.
+  const int running = std::min(held, slots);
+  for (int k = 1; k <= running; ++k) {
+    const double done =
+        w.busy_s >= 0 ? w.busy_s * k / running : w.seconds_per_proof * k / (running + 1);
+    free_at[static_cast<std::size_t>(k - 1)] = now + done;
+  }
+  // Held beyond its slots (should not happen: an agent leases at most its slots) queue behind.
+  for (int k = running; k < held; ++k) {
+    auto first = std::min_element(free_at.begin(), free_at.end());
+    *first += w.seconds_per_proof;
+  }
+  return free_at;
+}
+
+struct RefCandidate {
+  int worker = -1;
+  bool avoided = true;
+  bool late = true;
+  double finish = std::numeric_limits<double>::infinity();
+  auto key() const { return std::tuple(avoided, late, finish); }
+};
+
+JobPlan reference_plan(double now, const std::vector<JobToPlace>& queued,
+                       const std::vector<WorkerView>& workers, const PlacementConfig& config) {
+  std::vector<const JobToPlace*> order;
+  order.reserve(queued.size());
+  for (const auto& job : queued) order.push_back(&job);
+  std::stable_sort(order.begin(), order.end(), [](const JobToPlace* a, const JobToPlace* b) {
+    if (a->priority != b->priority) return a->priority > b->priority;
+    const double da = a->deadline_at > 0 ? a->deadline_at : std::numeric_limits<double>::max();
+    const double db = b->deadline_at > 0 ? b->deadline_at : std::numeric_limits<double>::max();
+    if (da != db) return da < db;
+    return a->submitted_at < b->submitted_at;
+  });
+
+  std::vector<std::vector<double>> free_at;  // per worker, when each slot frees
+  free_at.reserve(workers.size());
+  for (const auto& w : workers) free_at.push_back(ref_slot_free_times(now, w));
+
+  JobPlan plan;
+  for (const JobToPlace* job : order) {
+    RefCandidate best_any, best_free;
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      const WorkerView& w = workers[i];
+      if (!(w.seconds_per_proof > 0)) continue;  // no measured rate: not placed on
+      const double start = std::max(now, *std::min_element(free_at[i].begin(), free_at[i].end()));
+      RefCandidate c;
+      c.worker = static_cast<int>(i);
+      c.finish = start + w.seconds_per_proof;
+      c.late = job->deadline_at > 0 && c.finish > job->deadline_at;
+      c.avoided = ref_avoids(*job, w.instance_id);
+      if (best_any.worker < 0 || c.key() < best_any.key()) best_any = c;
+      if (start <= now && (best_free.worker < 0 || c.key() < best_free.key())) best_free = c;
+    }
+    if (best_any.worker < 0) {
+      plan.waits.push_back({job->job_id, 0, 0, false, "no instance with a measured rate"});
+      continue;
+    }
+    // Wait for a busy instance only when it is clearly better than every free one.
+    bool wait = best_free.worker < 0;
+    if (!wait && best_any.worker != best_free.worker) {
+      const bool better_class = std::tuple(best_any.avoided, best_any.late) <
+                                std::tuple(best_free.avoided, best_free.late);
+      const bool same_class = std::tuple(best_any.avoided, best_any.late) ==
+                              std::tuple(best_free.avoided, best_free.late);
+      const double free_takes = best_free.finish - now;
+      wait = better_class ||
+             (same_class && best_any.finish < now + free_takes * (1 - config.hold_margin));
+    }
+    const RefCandidate& chosen = wait ? best_any : best_free;
+    const auto wi = static_cast<std::size_t>(chosen.worker);
+    const std::int64_t instance = workers[wi].instance_id;
+    *std::min_element(free_at[wi].begin(), free_at[wi].end()) = chosen.finish;
+
+    std::string reason = "expected to finish in " + fixed(chosen.finish - now, 0) + " s on #" +
+                         std::to_string(instance);
+    if (chosen.late) reason += " (after its deadline: no instance can meet it)";
+    if (chosen.avoided) reason += " (an instance that failed it: no other can take it)";
+    if (wait) {
+      reason = best_free.worker < 0
+                   ? "waits: no free slot; " + reason
+                   : "waits for busy #" + std::to_string(instance) + ": " + reason +
+                         ", the best free one #" +
+                         std::to_string(
+                             workers[static_cast<std::size_t>(best_free.worker)].instance_id) +
+                         " would take " + fixed(best_free.finish - now, 0) + " s" +
+                         (best_free.late && !chosen.late ? " and miss its deadline" : "");
+      plan.waits.push_back({job->job_id, instance, chosen.finish, chosen.late, std::move(reason)});
+      continue;
+    }
+    JobPlacement placement;
+    placement.job_id = job->job_id;
+    placement.instance_id = instance;
+    placement.expected_finish_at = chosen.finish;
+    placement.late = chosen.late;
+    placement.reason = std::move(reason);
+    plan.placements.push_back(std::move(placement));
+  }
+  return plan;
+}
+
+bool same_plan(const JobPlan& a, const JobPlan& b, std::string& why) {
+  if (a.placements.size() != b.placements.size() || a.waits.size() != b.waits.size()) {
+    why = "sizes differ";
+    return false;
+  }
+  for (std::size_t i = 0; i < a.placements.size(); ++i) {
+    const auto &x = a.placements[i], &y = b.placements[i];
+    if (x.job_id != y.job_id || x.instance_id != y.instance_id ||
+        x.expected_finish_at != y.expected_finish_at || x.late != y.late || x.reason != y.reason) {
+      why = "placement " + std::to_string(i) + ": " + x.reason + " | " + y.reason;
+      return false;
+    }
+  }
+  for (std::size_t i = 0; i < a.waits.size(); ++i) {
+    const auto &x = a.waits[i], &y = b.waits[i];
+    if (x.job_id != y.job_id || x.instance_id != y.instance_id ||
+        x.expected_finish_at != y.expected_finish_at || x.late != y.late || x.reason != y.reason) {
+      why = "wait " + std::to_string(i) + ": " + x.reason + " | " + y.reason;
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST(JobSchedule, MatchesTheRuleAsFirstWrittenOnRandomQueuesAndFleets) {
+  std::mt19937_64 rng(12);
+  const auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int round = 0; round < 400; ++round) {
+    std::vector<WorkerView> workers;
+    const int n_workers = pick(0, 12);
+    for (int i = 0; i < n_workers; ++i) {
+      // Few distinct rates and busy times: ties in expected finish are common.
+      const double spp = pick(0, 9) == 0 ? 0 : 50.0 * pick(1, 4);
+      const int slots = pick(1, 3);
+      const int held = pick(0, slots + (pick(0, 9) == 0 ? 1 : 0));
+      const double busy = pick(0, 2) == 0 ? 25.0 * pick(0, 4) : -1;
+      workers.push_back(worker(100 + i, spp, slots, held, busy));
+    }
+    std::vector<JobToPlace> jobs;
+    const int n_jobs = pick(0, 30);
+    for (int j = 0; j < n_jobs; ++j) {
+      auto one =
+          job(j + 1, pick(0, 2) == 0 ? 0 : 60.0 * pick(1, 8), pick(0, 4) == 0 ? 1 : 0, pick(0, 3));
+      for (int k = pick(0, 3); k > 0 && n_workers > 0; --k) {
+        one.avoid_instances.push_back(100 + pick(0, n_workers - 1));
+      }
+      jobs.push_back(one);
+    }
+    PlacementConfig config;
+    config.hold_margin = pick(0, 1) == 0 ? 0.2 : 0;
+    std::string why;
+    EXPECT_TRUE(same_plan(plan_jobs(kNow, jobs, workers, config),
+                          reference_plan(kNow, jobs, workers, config), why))
+        << "round " << round << ": " << why;
+  }
 }
 
 }  // namespace

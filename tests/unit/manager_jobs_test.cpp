@@ -59,6 +59,7 @@ class ManagerJobsTest : public ::testing::Test {
     row.plan_json = nlohmann::json{{"partitions", 12}, {"proofs_in_flight", in_flight}}.dump();
     row.last_heartbeat_at = now_;  // its agent is heard
     store_->update_instance(row);
+    manager_->instances_written();  // written here, not by the Manager
     return rec->id;
   }
   std::int64_t submit(const std::string& id) {
@@ -112,6 +113,33 @@ TEST_F(ManagerJobsTest, ASilentAgentTakesNoNewWork) {
   auto none = queue_->lease(proving, 4, 0ms);
   ASSERT_TRUE(none);
   EXPECT_TRUE(none->empty());
+}
+
+// The queue plans once and carries the plan out lease by lease (jobs/lease_plan.h): an agent
+// that falls silent after a plan put a job on it does not get it; a heard one does, at once.
+TEST_F(ManagerJobsTest, AnAgentSilentSinceThePlanGetsNoWorkAndTheHeardOneDoes) {
+  const auto fast = accepted(101, 360, 1);  // 10 s a proof
+  const auto slow = accepted(102, 36, 1);   // 100 s a proof
+  now_ += 29.5;
+  ASSERT_TRUE(manager_->agent_heartbeat(slow, Heartbeat{}));  // only the slow one is heard again
+  submit("a");
+  auto none = queue_->lease(slow, 1, 0ms);  // the plan: "a" on the fast one
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+  now_ += 1;  // the fast one has not been heard for three heartbeats
+  ASSERT_EQ(manager_->job_workers().size(), 1u);
+  EXPECT_TRUE(queue_->lease(fast, 1, 0ms)->empty());
+  auto got = queue_->lease(slow, 1, 0ms);
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].job.request_id, "a");
+}
+
+TEST_F(ManagerJobsTest, AClosedInstanceLeavesTheWorkersAtOnce) {
+  const auto a = accepted(101, 90, 2);
+  ASSERT_EQ(manager_->job_workers().size(), 1u);
+  ASSERT_TRUE(manager_->request_destroy(a, "operator request"));  // the Manager's own write
+  EXPECT_TRUE(manager_->job_workers().empty());
 }
 
 TEST_F(ManagerJobsTest, AClosedInstancesJobsReturnToTheQueueAtOnce) {
