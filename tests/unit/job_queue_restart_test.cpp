@@ -96,6 +96,8 @@ TEST_F(JobQueueRestartTest, AQuickRestartKeepsEachLeaseExpiryRenewalsIncluded) {
   advance(50);
   EXPECT_TRUE(queue_->renew(7, {{renewed, 1}}).empty());  // expires at t=110; stale at t=60
   queue_->tick();                                         // records the queue alive at t=50
+  // Only the holder's renewals are stored.
+  EXPECT_EQ(store_->renew_job_leases(8, {renewed}, now_.load() + 1e6), 0);
 
   open();  // the manager restarts at once
   EXPECT_DOUBLE_EQ(queue_->job(renewed)->lease_expires_at, now_.load() + 60);
