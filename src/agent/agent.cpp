@@ -616,6 +616,9 @@ struct Agent::Impl {
     WorkLoopOptions lo;
     lo.lease_retry_max_s = core::kAgentRetryMaxS;
     lo.log = [this](const std::string& line) { log(line); };
+    lo.cancel_proof = [this](std::int64_t job_id) {
+      if (Prover* current = prover_ptr.load()) current->cancel(job_id);
+    };
     work = std::make_unique<WorkLoop>(*work_client, std::move(lo));
   }
 
@@ -914,6 +917,8 @@ struct Agent::Impl {
           }
           case ProofOutcome::Kind::Stopped:
             return;
+          case ProofOutcome::Kind::Cancelled:  // the manager dropped the job: not a failure
+            break;
         }
       }
     };

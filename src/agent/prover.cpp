@@ -16,6 +16,8 @@ const char* to_string(ProofOutcome::Kind kind) {
       return "out of memory";
     case ProofOutcome::Kind::Stopped:
       return "stopped";
+    case ProofOutcome::Kind::Cancelled:
+      return "cancelled";
   }
   return "failed";
 }

@@ -37,6 +37,7 @@ struct ProofOutcome {
     Transport,    // the prover went away (crash, restart, connection lost)
     OutOfMemory,  // the prover was killed for memory
     Stopped,      // stop() was called
+    Cancelled,    // cancel() was called for this proof's job
   };
   Kind kind = Kind::Failed;
   double seconds = 0;  // submit to result, simulated seconds for `sim`
@@ -69,6 +70,10 @@ class Prover {
   virtual ProverHealth health() = 0;
   // Stops the prover; blocked prove() calls return soon after. Idempotent.
   virtual void stop() = 0;
+  // Cancels the proof of client job `job_id` (ProofJob::job_id) if one is in flight: its
+  // prove() returns Cancelled soon after and what it held (GPU time, a process) is free again.
+  // No effect on other proofs, or when no such proof runs. Called from any thread.
+  virtual void cancel(std::int64_t job_id) = 0;
   // Highest memory the running prover reached, GiB, when known.
   virtual std::optional<double> peak_memory_gib() = 0;
   // GPU readings the prover itself provides (sim); nullopt: ask nvidia-smi.

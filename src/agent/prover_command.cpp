@@ -128,6 +128,12 @@ ProofOutcome CommandProver::prove(const ProofJob& job) {
   const double started = clock_.now();
   auto child = ChildProcess::spawn(std::move(co));
   if (!child) return {ProofOutcome::Kind::Failed, 0, 0, 0, child.error()};
+  const bool cancellable = job.input != nullptr;
+  if (cancellable) {
+    std::lock_guard lock(mu_);
+    jobs_in_flight_[job.job_id] = false;
+  }
+  bool cancelled = false;
   ChildProcess* raw = child->get();
   // Waits in short slices so a stop() is noticed; the child is only ever touched by the
   // thread that owns it.
@@ -141,16 +147,19 @@ ProofOutcome CommandProver::prove(const ProofJob& job) {
     {
       std::lock_guard lock(mu_);
       stop_now = stopping_;
+      cancelled = cancellable && jobs_in_flight_[job.job_id];
     }
-    if (stop_now || std::chrono::steady_clock::now() >= deadline) {
-      timed_out = !stop_now;
+    if (stop_now || cancelled || std::chrono::steady_clock::now() >= deadline) {
+      timed_out = !stop_now && !cancelled;
       status = raw->terminate(std::chrono::seconds(5));
     }
   }
   child->reset();  // joins the output reader
   const double seconds = clock_.now() - started;
   std::lock_guard lock(mu_);
+  if (cancellable) jobs_in_flight_.erase(job.job_id);
   if (stopping_) return {ProofOutcome::Kind::Stopped, 0, 0, 0, "stopped"};
+  if (cancelled) return {ProofOutcome::Kind::Cancelled, 0, 0, 0, "cancelled"};
   if (timed_out) {
     return {ProofOutcome::Kind::Failed, 0, 0, 0,
             "proof command timed out after " + core::fixed(options_.proof_timeout_s, 0) + " s"};
@@ -200,6 +209,12 @@ ProofOutcome CommandProver::prove(const ProofJob& job) {
 ProverHealth CommandProver::health() {
   std::lock_guard lock(mu_);
   return ProverHealth{running_, oom_, oom_ ? last_message_ : (running_ ? "running" : "stopped")};
+}
+
+void CommandProver::cancel(std::int64_t job_id) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_in_flight_.find(job_id);
+  if (it != jobs_in_flight_.end()) it->second = true;  // its prove() ends the process
 }
 
 void CommandProver::stop() {

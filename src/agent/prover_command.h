@@ -41,6 +41,7 @@ class CommandProver final : public Prover {
   ProofOutcome prove(const ProofJob& job) override;
   ProverHealth health() override;
   void stop() override;
+  void cancel(std::int64_t job_id) override;
   std::optional<double> peak_memory_gib() override;
 
  private:
@@ -54,6 +55,8 @@ class CommandProver final : public Prover {
   int partitions_ = 0;
   int gpus_ = 1;
   double budget_gib_ = 0;
+  // Client jobs being proved → whether cancel() asked for them.
+  std::map<std::int64_t, bool> jobs_in_flight_;
 };
 
 }  // namespace pf::agent

@@ -192,6 +192,17 @@ void CuzkClient::cancel_all() {
   for (auto* ctx : impl_->active) ctx->TryCancel();
 }
 
+tl::expected<bool, RpcError> CuzkClient::cancel(const std::string& request_id, double timeout_s) {
+  cuzk::v1::CancelProofRequest req;
+  req.set_job_id(request_id);  // cuzk's job id is the request id it was given
+  cuzk::v1::CancelProofResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(deadline_in(timeout_s));
+  const grpc::Status s = impl_->stub->CancelProof(&ctx, req, &resp);
+  if (!s.ok()) return tl::unexpected(to_error(s));
+  return resp.was_running();
+}
+
 tl::expected<CuzkStatus, RpcError> CuzkClient::status(double timeout_s) {
   cuzk::v1::GetStatusRequest req;
   cuzk::v1::GetStatusResponse resp;
@@ -325,15 +336,41 @@ ProofOutcome CuzkProver::prove(const ProofJob& job) {
   std::shared_ptr<const CuzkPreparedProof> request = prepared_;
   std::string request_id = "pf-" + nonce_ + "-" + std::to_string(job.index);
   if (job.input) {
-    auto prepared = CuzkClient::prepare_request(*job.input);
-    if (!prepared) return {ProofOutcome::Kind::Failed, 0, 0, 0, prepared.error()};
-    request = std::move(*prepared);
     request_id += "-job" + std::to_string(job.job_id);
+    {
+      std::lock_guard lock(mu_);
+      job_requests_[job.job_id] = request_id;
+      job_cancelled_[job.job_id] = false;
+    }
+    auto prepared = CuzkClient::prepare_request(*job.input);
+    if (!prepared) {
+      std::lock_guard lock(mu_);
+      job_requests_.erase(job.job_id);
+      job_cancelled_.erase(job.job_id);
+      return {ProofOutcome::Kind::Failed, 0, 0, 0, prepared.error()};
+    }
+    request = std::move(*prepared);
+    std::lock_guard lock(mu_);
+    if (job_cancelled_[job.job_id]) {  // cancelled before the daemon had it
+      job_requests_.erase(job.job_id);
+      job_cancelled_.erase(job.job_id);
+      return {ProofOutcome::Kind::Cancelled, 0, 0, 0, "cancelled"};
+    }
   }
   const auto t0 = Clock::now();
   auto r = client_->prove(request, request_id, options_.prove_timeout_s);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  bool cancelled = false;
+  if (job.input) {
+    std::lock_guard lock(mu_);
+    cancelled = job_cancelled_[job.job_id];
+    job_requests_.erase(job.job_id);
+    job_cancelled_.erase(job.job_id);
+  }
   if (stopping_) return {ProofOutcome::Kind::Stopped, 0, 0, 0, "stopped"};
+  if (cancelled && !(r && r->status == CuzkProofResult::Status::Completed)) {
+    return {ProofOutcome::Kind::Cancelled, 0, 0, 0, "cancelled"};
+  }
   if (!r) {
     if (r.error().transport()) {
       return {ProofOutcome::Kind::Transport, 0, 0, 0,
@@ -383,6 +420,24 @@ ProverHealth CuzkProver::health() {
   h.running = true;
   h.message = "running";
   return h;
+}
+
+void CuzkProver::cancel(std::int64_t job_id) {
+  std::string request_id;
+  {
+    std::lock_guard lock(mu_);
+    auto it = job_requests_.find(job_id);
+    if (it == job_requests_.end()) return;
+    request_id = it->second;
+    job_cancelled_[job_id] = true;
+  }
+  auto r = client_->cancel(request_id, 10);
+  if (!r) {
+    log("cuzk did not cancel " + request_id + " (gRPC code " + std::to_string(r.error().code) +
+        "): " + r.error().message + "; it runs to its end");
+  } else {
+    log("cuzk cancelled " + request_id + (*r ? "" : " (it was not running)"));
+  }
 }
 
 void CuzkProver::stop() {

@@ -78,6 +78,8 @@ class CuzkClient {
   tl::expected<CuzkStatus, RpcError> status(double timeout_s);
   // Cancels every Prove in flight (they fail with CANCELLED).
   void cancel_all();
+  // CancelProof on the daemon for the proof `request_id`; true: it was running there.
+  tl::expected<bool, RpcError> cancel(const std::string& request_id, double timeout_s);
 
  private:
   struct Impl;
@@ -124,6 +126,9 @@ class CuzkProver final : public Prover {
   ProofOutcome prove(const ProofJob& job) override;
   ProverHealth health() override;
   void stop() override;
+  // CancelProof on the daemon for that job's request id: its Prove then ends CANCELLED and the
+  // daemon's GPU is free. Should the daemon not cancel it, the proof runs to its end.
+  void cancel(std::int64_t job_id) override;
   std::optional<double> peak_memory_gib() override;
   nlohmann::json status_json() override;
 
@@ -140,6 +145,9 @@ class CuzkProver final : public Prover {
   std::atomic<bool> stopping_{false};
   std::optional<double> peak_gib_;
   std::optional<ExitStatus> exit_;
+  // Client jobs being proved → their request id on the daemon, and those cancel() asked for.
+  std::map<std::int64_t, std::string> job_requests_;
+  std::map<std::int64_t, bool> job_cancelled_;
 };
 
 }  // namespace pf::agent

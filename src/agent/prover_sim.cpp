@@ -244,8 +244,18 @@ ProofOutcome SimProver::prove(const ProofJob& job) {
   const double oom_at = oom_at_.value_or(kNever);
   const double end = std::min({done_at, crash_at, oom_at});
   ++in_flight_;
-  cv_.wait_until(lock, clock_.real_deadline(end), [&] { return generation_ != gen; });
+  const bool cancellable = job.input != nullptr;
+  if (cancellable) jobs_in_flight_[job.job_id] = JobInFlight{begin, done_at, false};
+  cv_.wait_until(lock, clock_.real_deadline(end), [&] {
+    return generation_ != gen || (cancellable && jobs_in_flight_[job.job_id].cancelled);
+  });
   --in_flight_;
+  if (cancellable) {
+    const bool cancelled = jobs_in_flight_[job.job_id].cancelled;
+    jobs_in_flight_.erase(job.job_id);
+    if (cancelled && generation_ == gen)
+      return {ProofOutcome::Kind::Cancelled, 0, 0, 0, "cancelled"};
+  }
   if (generation_ != gen) {
     if (stopping_) return {ProofOutcome::Kind::Stopped, 0, 0, 0, "stopped"};
     if (oom_) return {ProofOutcome::Kind::OutOfMemory, 0, 0, 0, "sim prover killed for memory"};
@@ -292,6 +302,17 @@ ProverHealth SimProver::health() {
               : running_ ? "running"
                          : "stopped";
   return h;
+}
+
+void SimProver::cancel(std::int64_t job_id) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_in_flight_.find(job_id);
+  if (it == jobs_in_flight_.end() || it->second.cancelled) return;
+  it->second.cancelled = true;
+  // The GPU is free from now: a proof begun after this one no longer waits for its end (one
+  // already waiting keeps its time).
+  if (last_done_ == it->second.done_at) last_done_ = std::max(it->second.begin, clock_.now());
+  cv_.notify_all();
 }
 
 void SimProver::stop() {

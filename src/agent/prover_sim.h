@@ -18,6 +18,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -60,6 +61,7 @@ class SimProver final : public Prover {
   ProofOutcome prove(const ProofJob& job) override;
   ProverHealth health() override;
   void stop() override;
+  void cancel(std::int64_t job_id) override;
   std::optional<double> peak_memory_gib() override;
   std::optional<std::vector<GpuInfo>> gpu_samples() override;
 
@@ -92,6 +94,12 @@ class SimProver final : public Prover {
   double last_done_ = 0;
   int proofs_begun_ = 0;  // since the last start: the warm-up truth counts them
   std::optional<double> oom_at_;
+  // Client jobs being proved: their place on the GPU's timeline, and whether cancel() asked.
+  struct JobInFlight {
+    double begin = 0, done_at = 0;
+    bool cancelled = false;
+  };
+  std::map<std::int64_t, JobInFlight> jobs_in_flight_;
 };
 
 }  // namespace pf::agent

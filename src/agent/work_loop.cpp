@@ -36,7 +36,8 @@ void WorkLoop::stop(std::chrono::milliseconds drain) {
 // --- heartbeat -----------------------------------------------------------------------------------
 
 void WorkLoop::on_heartbeat(bool work, const std::vector<std::int64_t>& drop_jobs) {
-  std::lock_guard lock(mu_);
+  std::vector<std::int64_t> proving;  // dropped jobs whose proofs run: cancelled in the prover
+  std::unique_lock lock(mu_);
   if (work != work_ && options_.log) {
     options_.log(work ? "the manager has work for this instance: taking jobs"
                       : "the manager has no work for this instance: no new jobs");
@@ -51,10 +52,18 @@ void WorkLoop::on_heartbeat(bool work, const std::vector<std::int64_t>& drop_job
     if (it->second.stage == Stage::Queued) {
       held_.erase(it);
     } else {
+      if (it->second.stage == Stage::Proving) proving.push_back(id);
       it->second.dropped = true;  // its worker or upload forgets it
     }
   }
   cv_.notify_all();
+  lock.unlock();  // a prover's cancel may wait for its daemon
+  if (options_.cancel_proof) {
+    for (const std::int64_t id : proving) {
+      options_.cancel_proof(id);
+      if (options_.log) options_.log("cancelled the proof of job " + std::to_string(id));
+    }
+  }
 }
 
 json WorkLoop::held_json() const {
@@ -184,6 +193,8 @@ std::optional<ProofOutcome> WorkLoop::prove_next(std::chrono::milliseconds wait,
   if (it == held_.end() || it->second.job.attempt != attempt) return out;
   if (it->second.dropped) {
     forget_locked(id);
+    // A proof cancelled because its job was dropped says nothing of the prover.
+    if (out.kind == ProofOutcome::Kind::Cancelled) return std::nullopt;
     return out;
   }
   if (out.kind == ProofOutcome::Kind::Stopped || cut_short) {

@@ -11,7 +11,8 @@
 //    its result is delivered.
 //  - Heartbeats name every held job (held_json) and read the reply: `work` switches leasing on
 //    and off (held jobs are finished either way); `drop_jobs` forgets those jobs at once: a
-//    queued one is discarded, a fetch is cancelled, a proof's result is not uploaded.
+//    queued one is discarded, a fetch is cancelled, a proof is cancelled in the prover (its
+//    slot is free as soon as the prover lets go) and its result is never uploaded.
 //  - A proof cut short because the prover stopped (a re-plan, a restart, the agent stopping)
 //    goes back to the front of the local queue and runs again when the prover is back; its
 //    lease is kept meanwhile. A proof that failed on its own, or was killed for memory
@@ -44,6 +45,9 @@ struct WorkLoopOptions {
   double lease_retry_base_s = 0.5;
   double lease_retry_max_s = 15;  // core::kAgentRetryMaxS
   std::function<void(const std::string&)> log;
+  // Cancels the prover's proof of a job the manager dropped (Prover::cancel); unset: the proof
+  // runs to its end and its result is discarded.
+  std::function<void(std::int64_t job_id)> cancel_proof;
 };
 
 class WorkLoop {

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "core/job_lease.h"
 #include "core/job_outcome.h"
 #include "jobs/job_queue_impl.h"
 
@@ -19,7 +20,24 @@ constexpr std::size_t kMaxRequestIdBytes = 256;
 // The retention sweep lists the input directory: often enough that disk is freed within a
 // minute of a job's retention ending, rarely enough to cost nothing.
 constexpr double kSweepEveryS = 60;
+// How often tick() records the queue alive: the downtime a restart measures is longer than the
+// real one by at most this (plus a tick), in the lease holders' favour.
+constexpr double kAliveEveryS = 5;
 constexpr const char* kObservedSinceKey = "jobs.observed_since";
+// The last time this queue recorded itself running (every tick): after a restart, the downtime
+// since then is not held against leases (core/job_lease.h).
+constexpr const char* kAliveAtKey = "jobs.alive_at";
+
+// A setting holding a number (epoch seconds); nullopt when absent.
+std::optional<double> number_setting(store::Store& store, const char* key) {
+  auto text = store.setting(key);
+  if (!text) return std::nullopt;
+  try {
+    return std::stod(*text);
+  } catch (const std::exception&) {
+    throw store::StoreError(std::string("setting ") + key + " is not a number: '" + *text + "'");
+  }
+}
 
 std::optional<JobError> check_request(const SubmitRequest& r, const JobQueueConfig& config) {
   if (r.request_id.empty()) return job_error(Code::InvalidArgument, "request_id: empty");
@@ -90,20 +108,25 @@ JobQueue::Impl::Impl(store::Store& store_in, JobQueueConfig config_in, JobQueueH
       clock(std::move(clock_in)),
       inputs(config.data_dir) {
   const double now = clock();
-  // Leases held when the manager stopped are given a fresh lease_s: their agents name them on
-  // their next heartbeat, and those lost meanwhile return within lease_s of this start.
+  // Leases held when the manager stopped keep what they had left then (renewals included):
+  // their agents name them on their next heartbeat; a lease that had run out returns at once.
+  const auto alive_at = number_setting(store, kAliveAtKey);
+  std::vector<core::Job> restored;
   for (auto& job : store.open_jobs()) {
-    if (core::is_leased(job.state))
-      job.lease_expires_at = std::max(job.lease_expires_at, now + config.lease_s);
+    if (core::is_leased(job.state)) {
+      job.lease_expires_at =
+          core::restored_lease_expiry(job.lease_expires_at, alive_at, now, config.lease_s);
+      restored.push_back(job);
+    }
     open.emplace(job.id, std::move(job));
   }
-  if (auto since = store.setting(kObservedSinceKey)) {
-    try {
-      observed_since = std::stod(*since);
-    } catch (const std::exception&) {
-      throw store::StoreError(std::string("setting ") + kObservedSinceKey + " is not a number: '" +
-                              *since + "'");
-    }
+  // Stored too: a second restart before the next renewal starts from these expiries.
+  store.transaction([&] {
+    for (const auto& job : restored) store.update_job(job);
+  });
+  host_failures_in_a_row = store.job_failure_streaks();
+  if (auto since = number_setting(store, kObservedSinceKey)) {
+    observed_since = *since;
   } else {
     observed_since = now;
     store.put_setting(kObservedSinceKey, std::to_string(now));
@@ -376,6 +399,7 @@ QueueStatus JobQueue::status() {
     };
     out.completed = count(core::JobState::Done);
     out.failed = count(core::JobState::Failed);
+    out.cancelled = count(core::JobState::Cancelled);
   } catch (const store::StoreError&) {
     // The live counts above are what backpressure needs; totals come back with the store.
   }
@@ -498,6 +522,10 @@ void JobQueue::tick() {
       }
       q.commit(expired);
       q.wake_workers();
+    }
+    if (now >= q.alive_written_at + kAliveEveryS || now < q.alive_written_at) {
+      q.store.put_setting(kAliveAtKey, std::to_string(now));
+      q.alive_written_at = now;
     }
     if (now >= q.next_sweep_at) {
       q.next_sweep_at = now + kSweepEveryS;

@@ -16,7 +16,9 @@
 //  - only the holder of a job's current attempt completes it; a late or duplicate result is
 //    acknowledged and ignored.
 //  - a lease not renewed (the agent names its jobs on every heartbeat) for lease_s returns the
-//    job to the queue; an instance closed returns its jobs at once.
+//    job to the queue; an instance closed returns its jobs at once. Renewals and each
+//    instance's run of failed proofs are stored: a restart forgets neither (the manager's
+//    downtime is not held against a lease: core/job_lease.h).
 #pragma once
 
 #include <chrono>
@@ -87,8 +89,8 @@ struct KindCounts {
 };
 struct QueueStatus {
   std::map<core::JobKind, KindCounts> by_kind;
-  std::int64_t completed = 0, failed = 0;  // since the store began
-  int free_slots = 0;                      // fleet slots not holding a job now
+  std::int64_t completed = 0, failed = 0, cancelled = 0;  // since the store began
+  int free_slots = 0;                                     // fleet slots not holding a job now
 };
 
 struct Lease {

@@ -232,8 +232,12 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
         job.prove_ms = r.prove_ms;
         job.gpu_ms = r.gpu_ms;
         job.queue_ms = r.queue_ms;
-        // The row says done only together with its proof.
-        q.commit({job}, [&] { q.store.put_job_proof(job.id, r.proof); });
+        // The row says done only together with its proof; a proof ends the host's streak.
+        const bool had_streak = q.host_failures_in_a_row.count(instance_id) > 0;
+        q.commit({job}, [&] {
+          q.store.put_job_proof(job.id, r.proof);
+          if (had_streak) q.store.put_job_failure_streak(instance_id, 0);
+        });
         q.host_failures_in_a_row.erase(instance_id);
         effects.events.emplace_back(
             instance_id, describe(job) + " done, attempt " + std::to_string(r.attempt) + ", " +
@@ -263,8 +267,14 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
         } else {
           Impl::requeue(job);
         }
-        q.commit({job});
-        q.host_failures_in_a_row[instance_id] = outcome.host_failures_in_a_row;
+        q.commit({job}, [&] {
+          q.store.put_job_failure_streak(instance_id, outcome.host_failures_in_a_row);
+        });
+        if (outcome.host_failures_in_a_row > 0) {
+          q.host_failures_in_a_row[instance_id] = outcome.host_failures_in_a_row;
+        } else {
+          q.host_failures_in_a_row.erase(instance_id);
+        }
         effects.events.emplace_back(instance_id, describe(job) + " failed, attempt " +
                                                      std::to_string(r.attempt) + ": " + r.message +
                                                      " (" + outcome.reason + ")");
@@ -295,17 +305,32 @@ std::vector<std::int64_t> JobQueue::renew(std::int64_t instance_id,
                                           const std::vector<std::pair<std::int64_t, int>>& held) {
   Impl& q = *impl_;
   std::vector<std::int64_t> drop;
-  std::lock_guard lock(q.mu);
-  q.enter(nullptr);
-  const double expires = q.clock() + q.config.lease_s;
-  for (const auto& [job_id, attempt] : held) {
-    auto it = q.open.find(job_id);
-    if (it == q.open.end() || Impl::not_held(it->second, instance_id, attempt)) {
-      drop.push_back(job_id);
-      continue;
+  Effects effects;
+  {
+    std::lock_guard lock(q.mu);
+    q.enter(nullptr);
+    const double expires = q.clock() + q.config.lease_s;
+    std::vector<std::int64_t> renewed;
+    for (const auto& [job_id, attempt] : held) {
+      auto it = q.open.find(job_id);
+      if (it == q.open.end() || Impl::not_held(it->second, instance_id, attempt)) {
+        drop.push_back(job_id);
+        continue;
+      }
+      it->second.lease_expires_at = expires;
+      renewed.push_back(job_id);
     }
-    it->second.lease_expires_at = expires;
+    // Stored so a restart knows the expiry. The agent is alive whatever the store says: a
+    // failed write keeps the renewal here and only a restart would see the older expiry.
+    try {
+      q.store.renew_job_leases(instance_id, renewed, expires);
+    } catch (const store::StoreError& e) {
+      effects.events.emplace_back(instance_id,
+                                  std::string("job lease renewal not stored: ") + e.what());
+    }
+    q.enter(&effects);
   }
+  effects.run(q.hooks);
   return drop;
 }
 

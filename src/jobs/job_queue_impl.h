@@ -59,14 +59,14 @@ struct JobQueue::Impl {
   // The placement of the current generation and fleet, consumed by leases (lease_plan.h).
   LeasePlan plan{kPlanMaxAgeS};
   bool stopping = false;
-  // Queued, assigned and proving jobs: a write-through copy of their rows. Lease renewals
-  // (every heartbeat) change only this copy: after a restart every lease is given a fresh
-  // lease_s, so the stored expiry need not follow each renewal.
+  // Queued, assigned and proving jobs: a write-through copy of their rows (lease renewals
+  // included, so a restart knows each lease's expiry).
   std::map<std::int64_t, core::Job> open;
-  // Failed proofs in a row per instance (any job); reset by a proof. Memory only: a restart
-  // forgives a streak, which costs at most strike_after_failures - 1 more failures.
+  // Failed proofs in a row per instance (any job); reset by a proof. Write-through copy of the
+  // store's job_failure_streaks: a restart forgives no streak.
   std::map<std::int64_t, int> host_failures_in_a_row;
   double next_sweep_at = 0;
+  double alive_written_at = 0;  // when tick() last recorded the queue alive
   double observed_since = 0;
 
   // Instances closed, whose jobs are not yet back in the queue. instance_closed() is called by

@@ -62,6 +62,7 @@ JobsReport build_jobs_report(Manager& manager, jobs::JobQueue& queue,
   const auto status = queue.status();
   report.completed = status.completed;
   report.failed = status.failed;
+  report.cancelled = status.cancelled;
 
   // Every open job (any age) and the newest jobs, as many as the bound allows.
   std::set<std::int64_t> listed;

@@ -31,10 +31,10 @@ struct JobsReport {
   double at = 0;
   double since = 0;  // the window's start: now − window_s, or when the gateway began if later
   bool has_jobs = false;  // the gateway ever recorded a job (sets the fleet's profit basis)
-  std::map<core::JobKind, int> queued_by_kind;       // jobs waiting now
-  std::map<core::JobKind, int> in_progress_by_kind;  // assigned or proving now
-  std::map<core::JobState, int> open_by_state;       // queued, assigned, proving
-  std::int64_t completed = 0, failed = 0;            // since the store began
+  std::map<core::JobKind, int> queued_by_kind;            // jobs waiting now
+  std::map<core::JobKind, int> in_progress_by_kind;       // assigned or proving now
+  std::map<core::JobState, int> open_by_state;            // queued, assigned, proving
+  std::int64_t completed = 0, failed = 0, cancelled = 0;  // since the store began
   int arrivals_last_hour = 0;
   std::map<std::int64_t, int> in_flight_by_instance;  // assigned or proving, by holder
   core::LatencyStats latency;

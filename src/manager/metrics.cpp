@@ -223,6 +223,9 @@ std::string render_jobs_prometheus(const JobsReport& report,
   header(out, "proverfleet_jobs_failed_total", "counter",
          "Gateway jobs failed since the store was created.");
   out << "proverfleet_jobs_failed_total " << report.failed << "\n";
+  header(out, "proverfleet_jobs_cancelled_total", "counter",
+         "Gateway jobs cancelled by their clients since the store was created.");
+  out << "proverfleet_jobs_cancelled_total " << report.cancelled << "\n";
   gauge(out, "proverfleet_jobs_arrivals_last_hour", "Jobs submitted in the last hour.",
         report.arrivals_last_hour);
   gauge(out, "proverfleet_jobs_idle_instance_hours",

@@ -279,6 +279,7 @@ json to_json(const JobsReport& r) {
       {"in_progress_by_kind", kind_counts(r.in_progress_by_kind)},
       {"completed", r.completed},
       {"failed", r.failed},
+      {"cancelled", r.cancelled},
       {"arrivals_last_hour", r.arrivals_last_hour},
       {"in_flight_by_instance", in_flight},
       {"queue_wait_s", quantiles(l.queue_wait_s)},

@@ -197,6 +197,16 @@ CREATE TABLE agent_logs (
 ) STRICT;
 CREATE INDEX agent_logs_instance ON agent_logs(instance_id, id);
 )sql"},
+    // Restart state of the job queue (issue 12): a lease's renewals are written to the job's
+    // row (lease_expires_at, no schema change), and each instance's run of failed proofs lives
+    // here, so a restarted manager still strikes a host that keeps failing. A row exists only
+    // while its streak is running (> 0).
+    Migration{5, "job failure streaks per instance", R"sql(
+CREATE TABLE job_failure_streaks (
+  instance_id INTEGER PRIMARY KEY,
+  failures_in_a_row INTEGER NOT NULL CHECK (failures_in_a_row > 0)
+) STRICT;
+)sql"},
 };
 
 consteval bool versions_are_consecutive() {

@@ -83,6 +83,10 @@ class SqliteStore final : public Store {
   std::optional<std::string> job_proof(std::int64_t id) override;
   int drop_job_proofs(double before) override;
   std::vector<std::string> job_inputs_in_use(double since) override;
+  int renew_job_leases(std::int64_t instance_id, const std::vector<std::int64_t>& job_ids,
+                       double lease_expires_at) override;
+  std::map<std::int64_t, int> job_failure_streaks() override;
+  void put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) override;
 
  private:
   struct DbCloser {

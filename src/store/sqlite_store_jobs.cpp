@@ -245,4 +245,54 @@ std::vector<std::string> SqliteStore::job_inputs_in_use(double since) {
   return out;
 }
 
+int SqliteStore::renew_job_leases(std::int64_t instance_id,
+                                  const std::vector<std::int64_t>& job_ids,
+                                  double lease_expires_at) {
+  if (job_ids.empty()) return 0;
+  std::lock_guard lock(mutex_);
+  // One statement for the whole heartbeat: the ids travel as a JSON list.
+  Statement s(*statements_, db_.get(),
+              "UPDATE jobs SET lease_expires_at = :expires WHERE instance_id = :instance AND "
+              "state IN ('assigned', 'proving') AND id IN (SELECT value FROM json_each(:ids))",
+              "renewing the job leases of instance " + std::to_string(instance_id));
+  s.bind_real(":expires", lease_expires_at);
+  s.bind_int(":instance", instance_id);
+  s.bind_text(":ids", json(job_ids).dump());
+  s.run();
+  return s.changes();
+}
+
+std::map<std::int64_t, int> SqliteStore::job_failure_streaks() {
+  std::lock_guard lock(mutex_);
+  Statement s(*statements_, db_.get(),
+              "SELECT instance_id, failures_in_a_row FROM job_failure_streaks",
+              "reading job failure streaks");
+  std::map<std::int64_t, int> out;
+  while (s.next()) out[s.integer("instance_id")] = s.int32("failures_in_a_row");
+  return out;
+}
+
+void SqliteStore::put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) {
+  std::lock_guard lock(mutex_);
+  const std::string doing =
+      "writing the job failure streak of instance " + std::to_string(instance_id);
+  if (failures_in_a_row < 0) throw StoreError(doing + ": negative streak");
+  if (failures_in_a_row == 0) {
+    Statement s(*statements_, db_.get(),
+                "DELETE FROM job_failure_streaks WHERE instance_id = :instance", doing);
+    s.bind_int(":instance", instance_id);
+    s.run();
+    return;
+  }
+  Statement s(
+      *statements_, db_.get(),
+      "INSERT INTO job_failure_streaks (instance_id, failures_in_a_row) "
+      "VALUES (:instance, :n) "
+      "ON CONFLICT (instance_id) DO UPDATE SET failures_in_a_row = excluded.failures_in_a_row",
+      doing);
+  s.bind_int(":instance", instance_id);
+  s.bind_int(":n", failures_in_a_row);
+  s.run();
+}
+
 }  // namespace pf::store

@@ -115,6 +115,14 @@ class Store {
   // Input digests some job still needs: open jobs, and finished ones whose last news (finish
   // or delivery) is at or after `since`.
   virtual std::vector<std::string> job_inputs_in_use(double since) = 0;
+  // A heartbeat's lease renewal: sets lease_expires_at of those jobs that `instance_id` holds
+  // (assigned or proving); returns how many rows changed.
+  virtual int renew_job_leases(std::int64_t instance_id, const std::vector<std::int64_t>& job_ids,
+                               double lease_expires_at) = 0;
+  // Failed proofs in a row per instance (the job queue's strike rule): instances with a
+  // running streak only. Putting 0 ends the streak (removes the row).
+  virtual std::map<std::int64_t, int> job_failure_streaks() = 0;
+  virtual void put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) = 0;
 };
 
 // Opens the store named by `url`: a file path or "sqlite:PATH" (":memory:" for tests).

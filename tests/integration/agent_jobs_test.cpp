@@ -4,7 +4,8 @@
 // and answered with the proof derived from each job's own input; an agent SIGKILLed mid-proof
 // loses its job back to the queue within the lease bound and another agent finishes it; the
 // dead agent's late result is acknowledged and ignored; and heartbeats and /healthz keep being
-// answered while 50 lease long-polls are parked.
+// answered while 50 lease long-polls are parked; a job cancelled while an agent proves it is
+// cancelled in that agent's prover, whose slot then takes new work at once.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -133,9 +134,9 @@ class AgentJobs : public ::testing::Test {
   };
 
   // Rents `offer` and starts a real agent for it; `slow_file` holds the sim prover's
-  // co-tenant count: "1" makes its proofs 50× slower (contention 0.02).
+  // co-tenant count: "1" makes its proofs 1/contention times slower (50× by default).
   RunningAgent& spawn_agent(std::int64_t offer, const std::string& name,
-                            const std::string& slow_file) {
+                            const std::string& slow_file, double contention = 0.02) {
     std::ofstream(slow_file) << "0\n";
     auto rec = manager_->deploy(offer, "test");
     EXPECT_TRUE(rec) << (rec ? "" : rec.error().message);
@@ -145,7 +146,7 @@ class AgentJobs : public ::testing::Test {
                         {"ram_visible_gib", 256},
                         {"proof_time_cv", 0.1},
                         {"warmup_min", 0.01},
-                        {"contention", 0.02},
+                        {"contention", contention},
                         {"co_tenants_file", slow_file},
                         {"seed", offer}};
     test::SpawnOptions spawn;
@@ -331,6 +332,61 @@ TEST_F(AgentJobs, HeartbeatsAndHealthzAreAnsweredWhileFiftyLongPollsAreParked) {
   // refused.
   for (int i = 0; i < kPolls; ++i) EXPECT_EQ(statuses[static_cast<std::size_t>(i)], 200) << i;
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - started).count(), 60.0);
+}
+
+// A client cancels a job an agent is proving (the gateway's CancelProof calls JobQueue::cancel):
+// the next heartbeat's drop_jobs reaches the agent, which cancels the proof in its prover. The
+// sim prover runs one proof at a time, so the next job finishing within a minute, while the
+// cancelled proof had 1,000 s to go, shows the prover let go of it.
+TEST_F(AgentJobs, ACancelledJobIsStoppedInTheAgentsProverAndItsSlotTakesNewWork) {
+  const std::string slow = (dir_ / "slow").string();
+  RunningAgent& a = spawn_agent(101, "a", slow, 0.001);
+  ASSERT_TRUE(
+      wait_for([&] { return state_of(a.instance_id) == core::InstanceState::Proving; }, 120s))
+      << agent_logs(a);
+  std::ofstream(slow) << "1\n";  // proofs from now take 1,000 s
+  const std::int64_t doomed = submit("req-doomed", test::ParamServer::random_bytes(30 * 1024, 3));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        auto job = queue_->job(doomed);
+        return job && job->state == core::JobState::Proving;
+      },
+      60s))
+      << agent_logs(a);
+  const int attempt = queue_->job(doomed)->attempts;
+  const auto was_running = queue_->cancel(doomed);
+  ASSERT_TRUE(was_running.has_value()) << was_running.error().message;
+  EXPECT_TRUE(*was_running);
+  ASSERT_TRUE(wait_for(
+      [&] {
+        return agent_logs(a).find("cancelled the proof of job " + std::to_string(doomed)) !=
+               std::string::npos;
+      },
+      30s))
+      << agent_logs(a);
+
+  std::ofstream(slow) << "0\n";
+  const std::string input = test::ParamServer::random_bytes(40 * 1024, 4);
+  const std::int64_t next = submit("req-next", input);
+  EXPECT_EQ(proof_of(next, 60s), agent::sim_proof_of(input)) << agent_logs(a);
+  EXPECT_EQ(queue_->job(doomed)->state, core::JobState::Cancelled);
+
+  // A late result for the cancelled job is acknowledged and changes nothing.
+  std::string token;
+  std::getline(std::ifstream(a.state_dir + "/agent-token"), token);
+  httplib::Client client("127.0.0.1", serving_->port());
+  const json late = {{"attempt", attempt},
+                     {"ok", true},
+                     {"proof_b64", util::base64_encode("too late")},
+                     {"prove_ms", 1}};
+  auto r = client.Post(("/api/v1/agent/jobs/" + std::to_string(doomed) + "/result").c_str(),
+                       httplib::Headers{{"Authorization", "Bearer " + token}}, late.dump(),
+                       "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body).value("applied", true), false) << r->body;
+  EXPECT_EQ(queue_->job(doomed)->state, core::JobState::Cancelled);
+  EXPECT_TRUE(queue_->job(doomed)->proof_digest.empty());
 }
 
 }  // namespace

@@ -49,6 +49,11 @@ class FakeCuzk final : public cuzk::v1::ProvingEngine::Service {
     std::lock_guard lock(mu_);
     return requests_;
   }
+  // The job ids CancelProof named, in order.
+  std::vector<std::string> cancelled() const {
+    std::lock_guard lock(mu_);
+    return cancelled_;
+  }
 
   grpc::Status Prove(grpc::ServerContext* ctx, const cuzk::v1::ProveRequest* req,
                      cuzk::v1::ProveResponse* resp) override {
@@ -62,13 +67,18 @@ class FakeCuzk final : public cuzk::v1::ProvingEngine::Service {
       requests_.push_back(req->submit());
     }
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(delay_ms.load());
-    while (std::chrono::steady_clock::now() < end && !ctx->IsCancelled()) {
+    const std::string& id = req->submit().request_id();
+    while (std::chrono::steady_clock::now() < end && !ctx->IsCancelled() && !is_cancelled(id)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     --running_;
     if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
     auto* r = resp->mutable_result();
-    r->set_job_id(req->submit().request_id());
+    r->set_job_id(id);
+    if (is_cancelled(id)) {  // as cuzk answers a Prove whose job was cancelled
+      r->set_status(cuzk::v1::AwaitProofResponse::CANCELLED);
+      return grpc::Status::OK;
+    }
     switch (mode.load()) {
       case Mode::Complete:
         r->set_status(cuzk::v1::AwaitProofResponse::COMPLETED);
@@ -86,6 +96,16 @@ class FakeCuzk final : public cuzk::v1::ProvingEngine::Service {
       case Mode::Internal:
         return grpc::Status(grpc::StatusCode::INTERNAL, "synthesis panicked");
     }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status CancelProof(grpc::ServerContext*, const cuzk::v1::CancelProofRequest* req,
+                           cuzk::v1::CancelProofResponse* resp) override {
+    std::lock_guard lock(mu_);
+    cancelled_.push_back(req->job_id());
+    resp->set_was_running(std::any_of(requests_.begin(), requests_.end(), [&](const auto& r) {
+      return r.request_id() == req->job_id();
+    }));
     return grpc::Status::OK;
   }
 
@@ -110,6 +130,12 @@ class FakeCuzk final : public cuzk::v1::ProvingEngine::Service {
   std::atomic<int> running_{0};
   mutable std::mutex mu_;
   std::vector<cuzk::v1::SubmitProofRequest> requests_;
+  std::vector<std::string> cancelled_;
+
+  bool is_cancelled(const std::string& id) const {
+    std::lock_guard lock(mu_);
+    return std::find(cancelled_.begin(), cancelled_.end(), id) != cancelled_.end();
+  }
 };
 
 }  // namespace pf::test

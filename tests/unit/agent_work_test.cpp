@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -402,7 +404,7 @@ TEST_F(AgentWork, ResultsAreRetriedUntilTheManagerHasThemAndAFinalRefusalEndsIt)
 
 TEST_F(AgentWork, TheWorkLoopFillsItsSlotsProvesAndReportsEachJobWithItsOwnProof) {
   WorkClient client(*manager_client_, options());
-  WorkLoop loop(client, {0.01, 0.05, {}});
+  WorkLoop loop(client, {0.01, 0.05, {}, {}});
   std::vector<std::string> inputs;
   for (int i = 0; i < 5; ++i) {
     inputs.push_back("input of job " + std::to_string(100 + i));
@@ -452,7 +454,7 @@ TEST_F(AgentWork, TheWorkLoopFillsItsSlotsProvesAndReportsEachJobWithItsOwnProof
 
 TEST_F(AgentWork, DroppedJobsAreForgottenAndACutShortProofRunsAgain) {
   WorkClient client(*manager_client_, options());
-  WorkLoop loop(client, {0.01, 0.05, {}});
+  WorkLoop loop(client, {0.01, 0.05, {}, {}});
   fake_.add_job(201, "first");
   fake_.add_job(202, "second");
   loop.set_slots(2);
@@ -513,6 +515,91 @@ TEST_F(AgentWork, DroppedJobsAreForgottenAndACutShortProofRunsAgain) {
   ASSERT_EQ(oom_report.size(), 1u);
   EXPECT_EQ(oom_report[0].second["ok"], false);
   EXPECT_EQ(oom_report[0].second["oom"], true);
+  loop.stop(std::chrono::milliseconds(0));
+}
+
+// A job the manager drops while its proof runs (a client's CancelProof) is cancelled in the
+// prover; the cancelled proof is neither reported nor counted against the prover, and the slot
+// takes the next job.
+TEST_F(AgentWork, ADroppedJobsRunningProofIsCancelledInTheProverAndItsSlotTakesNewWork) {
+  WorkClient client(*manager_client_, options());
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::int64_t> cancelled;
+  bool proving = false;
+  WorkLoopOptions lo{0.01, 0.05, {}, {}};
+  lo.cancel_proof = [&](std::int64_t id) {
+    std::lock_guard lock(mu);
+    cancelled.push_back(id);
+    cv.notify_all();
+  };
+  WorkLoop loop(client, lo);
+  fake_.add_job(301, "doomed");
+  loop.set_slots(1);
+  loop.on_heartbeat(true, {});
+  // A prover whose proof runs until it is cancelled.
+  auto until_cancelled = [&](ProofJob job) {
+    std::unique_lock lock(mu);
+    proving = true;
+    cv.notify_all();
+    ProofOutcome out;
+    out.kind = cv.wait_for(lock, std::chrono::seconds(30),
+                           [&] {
+                             return std::find(cancelled.begin(), cancelled.end(), job.job_id) !=
+                                    cancelled.end();
+                           })
+                   ? ProofOutcome::Kind::Cancelled
+                   : ProofOutcome::Kind::Completed;
+    out.proof = sim_proof_of(*job.input);
+    return out;
+  };
+  std::optional<ProofOutcome> outcome;
+  bool returned = false;
+  std::thread worker([&] {
+    std::optional<ProofOutcome> out;
+    for (int i = 0; i < 50 && !out; ++i) {
+      out = loop.prove_next(std::chrono::milliseconds(200), until_cancelled, [] { return false; });
+      std::lock_guard lock(mu);
+      if (proving) break;  // the doomed proof ran and ended: out says how
+    }
+    std::lock_guard lock(mu);
+    outcome = out;
+    returned = true;
+    cv.notify_all();
+  });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return proving; }));
+  }
+  loop.on_heartbeat(true, {301});  // the manager's drop_jobs
+  {
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return returned; }));
+  }
+  worker.join();
+  EXPECT_EQ(cancelled, std::vector<std::int64_t>{301});
+  EXPECT_FALSE(outcome) << "a cancelled proof is no outcome of the prover's";
+  EXPECT_EQ(loop.held_count(), 0);
+
+  // The slot is free: the next job is leased and proved; the doomed one was never reported.
+  fake_.add_job(302, "next");
+  auto done = [](ProofJob job) {
+    ProofOutcome out;
+    out.kind = ProofOutcome::Kind::Completed;
+    out.proof = sim_proof_of(*job.input);
+    return out;
+  };
+  std::optional<ProofOutcome> next;
+  for (int i = 0; i < 50 && !next; ++i) {
+    next = loop.prove_next(std::chrono::milliseconds(200), done, [] { return false; });
+  }
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->kind, ProofOutcome::Kind::Completed);
+  for (int i = 0; i < 200 && fake_.posts_of("result 302").empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(fake_.posts_of("result 302").size(), 1u);
+  EXPECT_TRUE(fake_.posts_of("result 301").empty());
   loop.stop(std::chrono::milliseconds(0));
 }
 

@@ -91,6 +91,7 @@ TEST(JobMetricsText, HasTheJobSeriesWithCumulativeBuckets) {
   report.queued_by_kind[core::JobKind::SnapUpdate] = 3;
   report.completed = 10;
   report.failed = 1;
+  report.cancelled = 4;
   report.arrivals_last_hour = 12;
   report.money.idle_hours = 0.5;
   report.latency.on_time_share = 0.9;
@@ -106,6 +107,7 @@ TEST(JobMetricsText, HasTheJobSeriesWithCumulativeBuckets) {
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_queued{kind=\"porep-c2\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_completed_total 10\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_failed_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_jobs_cancelled_total 4\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_arrivals_last_hour 12\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_idle_instance_hours 0.5\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_on_time_share 0.9\n"));

@@ -249,6 +249,15 @@ TEST_F(JobsApiTest, MetricsCarryJobGaugesHistogramsAndRevenueCountedOnce) {
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_revenue_usd_total 0.05\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_delivered_on_time_total 1\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_on_time_share 1\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_jobs_cancelled_total 0\n"));
+
+  // A client cancels the job still queued: counted, in /metrics and the fleet's jobs section.
+  const auto c = submit("r-c");
+  ASSERT_TRUE(queue_->cancel(c.id).has_value());
+  auto r = get("/metrics", false);
+  ASSERT_TRUE(r);
+  EXPECT_THAT(r->body, HasSubstr("proverfleet_jobs_cancelled_total 1\n"));
+  EXPECT_EQ(get_json("/api/v1/fleet")["jobs"]["cancelled"], 1);
 }
 
 class JobsApiWithoutGatewayTest : public JobsApiTest {

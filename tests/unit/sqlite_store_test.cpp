@@ -797,6 +797,7 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
   }
   // What schema 1 looked like.
   raw_exec(path,
+           "DROP TABLE job_failure_streaks;"
            "DROP TABLE jobs;"
            "DROP TABLE agent_logs;"
            "ALTER TABLE instances DROP COLUMN close_cause;"
