@@ -847,6 +847,7 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
   // What schema 1 looked like.
   raw_exec(path,
            "DROP TABLE jobs;"
+           "DROP TABLE memory_observations;"
            "ALTER TABLE instances DROP COLUMN close_cause;"
            "ALTER TABLE instances DROP COLUMN bench_since;"
            "ALTER TABLE instances DROP COLUMN gpu_throttled;"
