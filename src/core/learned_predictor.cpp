@@ -360,11 +360,23 @@ DownloadKnowledge learn_download_fraction(const std::vector<InstanceRecord>& fle
     auto [it, fresh] = latest.try_emplace(r.offer.machine_id, r.created_at, ratio);
     if (!fresh && r.created_at >= it->second.first) it->second = {r.created_at, ratio};
   }
+  // Weighted median of the machines' ratios and the configured fraction (weight w): one
+  // machine that crawled, or one that flew, does not move the fleet's figure on its own.
   const double w = std::max(0.0, cfg.download_prior_weight);
-  double sum = w * std::log(out.prior_fraction);
-  for (const auto& [machine, seen] : latest) sum += std::log(seen.second);
+  std::vector<std::pair<double, double>> weighted;  // (ratio, weight)
+  weighted.emplace_back(out.prior_fraction, w);
+  for (const auto& [machine, seen] : latest) weighted.emplace_back(seen.second, 1.0);
   out.machines = static_cast<int>(latest.size());
-  if (w + out.machines > 0) out.fraction = std::clamp(std::exp(sum / (w + out.machines)), lo, 1.0);
+  std::sort(weighted.begin(), weighted.end());
+  const double total = w + out.machines;
+  double below = 0;
+  for (const auto& [ratio, weight] : weighted) {
+    below += weight;
+    if (below >= total / 2 && weight > 0) {
+      out.fraction = std::clamp(ratio, lo, 1.0);
+      break;
+    }
+  }
   if (!cfg.download_fraction_may_rise) out.fraction = std::min(out.fraction, out.prior_fraction);
   return out;
 }

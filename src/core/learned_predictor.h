@@ -65,8 +65,9 @@ struct LearnedPredictorConfig {
   double cpu_factor_min = 0.6;
   double cpu_factor_max = 1.2;
   // Parameter download: the fleet's measured speed over the advertised one, per machine (the
-  // latest rental of each), blended in log space with the configured download_speed_fraction,
-  // which counts as this many machines; bounded to [download_fraction_min, 1].
+  // latest rental of each): the weighted median of those ratios and the configured
+  // download_speed_fraction, which weighs as this many machines; bounded to
+  // [download_fraction_min, 1].
   double download_prior_weight = 3;
   double download_fraction_min = 0.02;
   // Whether downloads faster than the configured fraction may shorten the setup estimate. Off:
