@@ -376,6 +376,35 @@ export function offersForm({ q = '', sort = 'cost', limit = 50 } = {}) {
     `<button type="submit" data-testid="offers-search">Search</button></form>`;
 }
 
+// "Did this machine fail before?": its rentals, runs, median rate, last verdict and an active
+// bad-host entry with its reason (the row's `history`, from the manager's store).
+export function machineHistory(h) {
+  if (!h || (!h.rentals && !h.bad_host)) return '<span class="muted">never rented</span>';
+  const parts = [];
+  if (h.rentals) parts.push(`${int(h.rentals)} rental${h.rentals === 1 ? '' : 's'}`);
+  if (h.runs) parts.push(`${int(h.runs)} run${h.runs === 1 ? '' : 's'}`);
+  if (isNum(h.median_rate)) parts.push(`median ${num(h.median_rate)}/h`);
+  const verdict = h.last_verdict
+    ? `<div class="sub ${h.last_verdict === 'accept' ? 'good' : 'bad'}" data-testid="offer-last-verdict" title="${esc(h.last_verdict_reason ?? '')}">last: ${esc(h.last_verdict)}</div>`
+    : '';
+  const trouble = [h.ooms ? `${int(h.ooms)} OOM` : '', h.crashes ? `${int(h.crashes)} crash${h.crashes === 1 ? '' : 'es'}` : '']
+    .filter(Boolean).join(', ');
+  const blocked = h.bad_host
+    ? `<div class="sub bad" data-testid="offer-bad-host">blocked (${esc(h.bad_host.source ?? '')}): ${esc(h.bad_host.reason ?? '')}</div>`
+    : '';
+  return `${esc(parts.join(' · '))}${verdict}${trouble ? `<div class="sub bad">${esc(trouble)}</div>` : ''}${blocked}`;
+}
+
+// The break-even every decision uses, and the other one where the two differ.
+export function breakEvenCell(o) {
+  const rate = isNum(o.break_even_rate) ? o.break_even_rate : o.min_rate;
+  if (!o.break_evens_differ) return `${esc(num(rate))}/h`;
+  const other = o.break_even_objective === 'target'
+    ? `revenue ${num(o.revenue_break_even_rate)}/h`
+    : `target $/proof ${num(o.target_break_even_rate)}/h`;
+  return `${esc(num(rate))}/h <span class="muted">(${esc(o.break_even_objective ?? '')})</span><div class="sub" data-testid="offer-other-break-even">${esc(other)}</div>`;
+}
+
 export function offersTable(offers) {
   if (!offers) return '<p class="empty">Search the market to see ranked offers.</p>';
   if (!offers.length) return '<p class="empty">No offers match.</p>';
@@ -393,8 +422,10 @@ export function offersTable(offers) {
       `<td>${esc(o.geolocation || '—')}<div class="sub">reliability ${esc(num((o.reliability ?? 0) * 100, 1))}%</div></td>` +
       `<td class="num">${esc(usd(o.dph_total, 3))}</td>` +
       `<td>${esc(perHour(o.predicted_rate))} <span class="muted">${esc(o.prediction_source ?? '')}</span>` +
-      `${intervalBar({ rate: o.predicted_rate, low: o.predicted_rate_low, high: o.predicted_rate_high, breakEven: o.min_rate })}` +
-      `<div class="sub">[${esc(num(o.predicted_rate_low))}–${esc(num(o.predicted_rate_high))}] vs ${esc(num(o.min_rate))}/h</div></td>` +
+      `${intervalBar({ rate: o.predicted_rate, low: o.predicted_rate_low, high: o.predicted_rate_high, breakEven: isNum(o.break_even_rate) ? o.break_even_rate : o.min_rate })}` +
+      `<div class="sub">[${esc(num(o.predicted_rate_low))}–${esc(num(o.predicted_rate_high))}]</div></td>` +
+      `<td class="num" data-testid="offer-break-even">${breakEvenCell(o)}</td>` +
+      `<td data-testid="offer-history">${machineHistory(o.history)}</td>` +
       `<td class="num">${esc(int(o.partitions))}<span class="muted">/${esc(int(o.partitions_full))}</span></td>` +
       `<td class="num">${esc(num(o.setup_hours, 1))} h<div class="sub">${esc(usd(o.setup_cost_usd))}</div></td>` +
       `<td class="num">${esc(usd(o.expected_cost_per_proof, 3))}</td>` +
@@ -402,7 +433,7 @@ export function offersTable(offers) {
       `<td class="why">${why}</td>` +
       `<td class="actions"><button type="button" class="small primary" data-action="deploy" data-testid="deploy-button" data-offer-id="${esc(o.id)}" data-label="${esc(`${gpus(o.num_gpus, o.gpu_name)} at ${usd(o.dph_total, 3)}/h`)}">Deploy</button></td></tr>`;
   }).join('');
-  return `<table class="grid offers" data-testid="offers-table"><thead><tr><th>#</th><th>Offer</th><th>GPU</th><th>Location</th><th>$/hour</th><th>Predicted rate</th><th>Partitions</th><th>Setup</th><th>$/proof</th><th>Profit/hour</th><th>Why</th><th></th></tr></thead><tbody>${rows}</tbody></table>`;
+  return `<table class="grid offers" data-testid="offers-table"><thead><tr><th>#</th><th>Offer</th><th>GPU</th><th>Location</th><th>$/hour</th><th>Predicted rate</th><th>Break-even</th><th>Machine history</th><th>Partitions</th><th>Setup</th><th>$/proof</th><th>Profit/hour</th><th>Why</th><th></th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 // ---- hosts ----------------------------------------------------------------------------------

@@ -150,6 +150,10 @@ struct Agent::Impl {
   std::string benchmark_input_path;  // the verified local copy, once fetched
   json prover_settings = json::object();
   int machine_oom_partitions = 0;  // the manager's word: plan below this (0: no OOM known)
+  // The manager's memory model for this machine, learned from peaks seen on it or its GPU
+  // model (0: the planner's own). Only ever raises the per-partition figure.
+  double machine_per_partition_gib = 0;
+  std::string machine_memory_reason;
   double heartbeat_s = 10;
   int max_samples = 0;
   std::unique_ptr<Prover> prover;
@@ -325,6 +329,15 @@ struct Agent::Impl {
         if (reply.contains("machine") && reply["machine"].is_object()) {
           const int known = setting<int>(reply["machine"], "oom_partitions").value_or(0);
           if (known > 0 && known <= core::kMaxPlanPartitions) machine_oom_partitions = known;
+          machine_per_partition_gib = 0;
+          machine_memory_reason.clear();
+          if (reply["machine"].contains("memory_model")) {
+            const json& mm = reply["machine"]["memory_model"];
+            const double per = setting<double>(mm, "per_partition_gib").value_or(0);
+            // Outside (0, 64] GiB per partition is not a memory model: ignored.
+            if (std::isfinite(per) && per > 0 && per <= 64) machine_per_partition_gib = per;
+            machine_memory_reason = setting<std::string>(mm, "reason").value_or("");
+          }
         }
         if (reply.contains("benchmark")) {
           max_samples = setting<int>(reply["benchmark"], "max_samples").value_or(0);
@@ -774,6 +787,7 @@ struct Agent::Impl {
 
   core::PlanLimits plan_limits(std::optional<int> oom_cap) {
     core::PlanLimits lim;
+    lim.model.per_partition_gib = std::max(lim.model.per_partition_gib, machine_per_partition_gib);
     std::optional<int> cap = oom_cap;
     auto tighten = [&](std::optional<int> c) {
       if (c && *c > 0) cap = cap ? std::min(*cap, *c) : *c;
@@ -1026,6 +1040,7 @@ struct Agent::Impl {
       plan = *first;
     }
     for (const auto& r : first->reasons) log("plan: " + r);
+    if (!machine_memory_reason.empty()) log("plan: " + machine_memory_reason);
 
     int crash_streak = 0;
     bool cache_warmed = false;

@@ -676,6 +676,7 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   // ranking shows.
   pol.scoring.economics = cfg.rank.economics;
   pol.scoring.profit_objective = cfg.profit_objective;
+  cfg.rank.profit_objective = cfg.profit_objective;  // the offers table's break-even
   pol.scoring.setup = cfg.rank.setup;
   pol.predictor.base = cfg.rank.predictor;
   env.finish();

@@ -1,4 +1,6 @@
-// `proverfleet offers`: search the market and print offers ranked by expected $/proof.
+// `proverfleet offers`: offers ranked by expected $/proof, with the break-even verdicts use and,
+// through a running manager (--manager), each machine's history.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -6,10 +8,13 @@
 #include "cli/commands.h"
 #include "cli/config.h"
 #include "cli/flag_checks.h"
-#include "cli/table.h"
+#include "cli/manager_client.h"
+#include "cli/offers_table.h"
+#include "cli/secrets.h"
 #include "core/ranking.h"
 #include "core/text.h"
 #include "manager/views.h"
+#include "market/http_client.h"
 #include "market/query.h"
 #include "market/vast_market.h"
 
@@ -29,54 +34,60 @@ struct OffersOptions {
   std::string type = "on-demand";
   int search_limit = 1000;
   bool no_default_filters = false;
+  // A running manager to rank with (its fleet's history); nullopt: search the market here.
+  std::optional<std::string> manager;
+  RefusedSecretFlag token_flag{"--token", "$PROVERFLEET_TOKEN or --token-file PATH", std::nullopt};
+  std::string token_file = "operator.token";
 };
 
-// The reasons worth a table cell: adjustments and risks, not the prior's provenance.
-std::string short_reasons(const core::RankedOffer& r) {
-  std::string out;
-  auto add = [&](const std::string& s) {
-    if (!out.empty()) out += "; ";
-    out += s;
-  };
-  for (std::size_t i = 1; i < r.prediction.reasons.size(); ++i) add(r.prediction.reasons[i]);
-  for (const auto& s : r.valuation.reasons) {
-    if (s.rfind("setup ~", 0) != 0) add(s);
-  }
-  return out.empty() ? "-" : out;
+void print_footer(const core::RankConfig& cfg, std::size_t shown, std::size_t total) {
+  const auto& e = cfg.economics;
+  std::cout << "\n"
+            << shown << " of " << total << " offers; revenue $"
+            << core::fixed(e.revenue_per_proof_usd, 4) << "/proof, target $"
+            << core::fixed(e.target_cost_per_proof_usd, 4) << "/proof; break-even against "
+            << (cfg.profit_objective ? "revenue" : "the target")
+            << " (as verdicts, deadlines and the autopilot); setup amortised over "
+            << core::fixed(cfg.setup.expected_lifetime_h, 0) << " h. Rates are predictions.\n";
+  std::cout << "No machine history here: with --manager URL (or $PROVERFLEET_MANAGER) a running "
+               "manager ranks with its fleet's measurements and shows each machine's history.\n";
 }
 
-void print_table(const std::vector<core::RankedOffer>& ranked, const core::RankConfig& cfg,
-                 std::size_t total) {
-  using A = Table::Align;
-  Table t({{"ID"},
-           {"GPU"},
-           {"$/HR", A::Right},
-           {"RATE/HR (BAND)", A::Right},
-           {"MIN", A::Right},
-           {"$/PROOF", A::Right},
-           {"PROFIT/HR", A::Right},
-           {"WHY", A::Left, 90}});
-  for (const auto& r : ranked) {
-    const auto& v = r.valuation;
-    t.add_row({std::to_string(r.offer.id),
-               r.offer.gpu_name + " x" + std::to_string(r.offer.num_gpus),
-               core::fixed(r.offer.dph_total, 3),
-               core::fixed(r.prediction.rate, 1) + " (" + core::fixed(r.prediction.low, 0) + "-" +
-                   core::fixed(r.prediction.high, 0) + ")",
-               core::fixed(v.min_rate, 1),
-               v.expected_cost_per_proof ? core::fixed(*v.expected_cost_per_proof, 4) : "-",
-               core::fixed(v.expected_profit_per_hour, 3), short_reasons(r)});
+// Ranked by a running manager: its fleet's runs, verdicts and bad hosts are in every row.
+void run_offers_via_manager(const OffersOptions& opt) {
+  if (opt.revenue || opt.target || opt.no_default_filters || opt.type != "on-demand" ||
+      opt.search_limit != 1000) {
+    throw CommandFailed(
+        "--revenue, --target, --type, --search-limit and --no-default-filters apply to a local "
+        "search only; the manager ranks with its own configuration",
+        2);
   }
-  t.print(std::cout);
+  check_refused_secret_flag(opt.token_flag);
+  auto token = resolve_operator_token(secret_from_env("PROVERFLEET_TOKEN"), opt.token_file);
+  if (!token) throw CommandFailed(token.error());
+  auto client = ManagerClient::create(ManagerEndpoint{*opt.manager, *token});
+  if (!client) throw CommandFailed(client.error());
+  std::string text;
+  for (const auto& q : opt.query) text += (text.empty() ? "" : " ") + q;
+  std::string path = "/api/v1/offers?sort=" + opt.sort;
+  if (!text.empty()) path += "&q=" + market::url_encode(text);
+  // The API caps a page; 0 (all) asks for its maximum.
+  path += "&limit=" + std::to_string(opt.limit > 0 ? std::min(opt.limit, 1000) : 1000);
+  auto rows = client->get(path);
+  if (!rows) throw CommandFailed(rows.error());
+  if (!rows->is_array()) throw CommandFailed("the manager's offers reply is not a list");
+  if (opt.json) {
+    std::cout << rows->dump(2) << "\n";
+    return;
+  }
+  print_offers_table(*rows, std::cout);
   std::cout << "\n"
-            << ranked.size() << " of " << total << " offers; revenue $"
-            << core::fixed(cfg.economics.revenue_per_proof_usd, 4) << "/proof, target $"
-            << core::fixed(cfg.economics.target_cost_per_proof_usd, 4)
-            << "/proof; setup amortised over " << core::fixed(cfg.setup.expected_lifetime_h, 0)
-            << " h. Rates are predictions (source: prior), not measurements.\n";
+            << rows->size() << " offers ranked by the manager at " << client->base_url()
+            << " (its prediction, break-even and each machine's history).\n";
 }
 
 void run_offers(const OffersOptions& opt) {
+  if (opt.manager) return run_offers_via_manager(opt);
   auto cfg = load_config(opt.config_path);
   if (!cfg) throw CommandFailed(cfg.error());
   core::RankConfig rank = cfg->rank;
@@ -112,12 +123,13 @@ void run_offers(const OffersOptions& opt) {
   if (opt.limit > 0 && ranked.size() > static_cast<std::size_t>(opt.limit)) {
     ranked.resize(static_cast<std::size_t>(opt.limit));
   }
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : ranked) rows.push_back(manager::to_json(r));
   if (opt.json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& r : ranked) out.push_back(manager::to_json(r));
-    std::cout << out.dump(2) << "\n";
+    std::cout << rows.dump(2) << "\n";
   } else {
-    print_table(ranked, rank, total);
+    print_offers_table(rows, std::cout);
+    print_footer(rank, ranked.size(), total);
   }
 }
 
@@ -151,6 +163,15 @@ void register_offers(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--search-limit", opt->search_limit, "Offers asked of the market")
       ->check(finite_range(1, 1e5))
+      ->capture_default_str();
+  cmd->add_option("--manager", opt->manager,
+                  "Rank through a running manager (GET /api/v1/offers): its learned predictions "
+                  "and each machine's history (runs, median rate, last verdict, bad-host entry)")
+      ->envname("PROVERFLEET_MANAGER");
+  add_refused_secret_flag(cmd, opt->token_flag);
+  cmd->add_option("--token-file", opt->token_file,
+                  "With --manager: file holding the operator token (or $PROVERFLEET_TOKEN)")
+      ->envname("PROVERFLEET_TOKEN_FILE")
       ->capture_default_str();
   cmd->add_flag("--no-default-filters", opt->no_default_filters,
                 "Drop the CLI defaults verified=true rentable=true rented=false external=false");

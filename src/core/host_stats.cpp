@@ -74,4 +74,51 @@ std::vector<HostSummary> summarize_hosts(const std::vector<BenchRun>& runs, doub
   return out;
 }
 
+MachineHistory machine_history(const HostKey& host, std::span<const InstanceRecord> fleet,
+                               std::span<const BenchRun> runs, std::span<const BadHost> bad_hosts,
+                               double now) {
+  MachineHistory h;
+  h.machine_id = host.machine_id;
+  const InstanceRecord* latest = nullptr;
+  for (const auto& rec : fleet) {
+    if (rec.offer.machine_id != host.machine_id) continue;
+    ++h.rentals;
+    h.ooms += std::max(0, rec.ooms);
+    h.crashes += std::max(0, rec.prover_crashes);
+    // The latest rental that got a verdict or was closed: what the machine did last time.
+    const bool judged = rec.verdict.has_value() || rec.close_cause.has_value();
+    if (!judged) continue;
+    if (!latest || rec.created_at > latest->created_at ||
+        (rec.created_at == latest->created_at && rec.id > latest->id)) {
+      latest = &rec;
+    }
+  }
+  for (const auto& rec : fleet) {
+    if (rec.offer.machine_id == host.machine_id) h.last_at = std::max(h.last_at, rec.created_at);
+  }
+  if (latest) {
+    if (latest->verdict && latest->verdict->decision != Verdict::Decision::Continue) {
+      h.last_verdict = to_string(latest->verdict->decision);
+      h.last_verdict_reason = latest->verdict->reason;
+    } else if (latest->close_cause) {
+      h.last_verdict = to_string(*latest->close_cause);
+      h.last_verdict_reason = latest->destroy_reason;
+    }
+  }
+  std::vector<BenchRun> slice;
+  for (const auto& r : runs) {
+    if (r.host == host) slice.push_back(r);
+  }
+  if (!slice.empty()) {
+    const HostSummary s = summarize_host(host, slice);
+    h.runs = s.runs;
+    if (std::any_of(slice.begin(), slice.end(), usable)) h.median_rate = s.median;
+  }
+  for (const auto& b : bad_hosts) {
+    if (b.machine_id != host.machine_id || !is_active(b, now)) continue;
+    if (!h.bad_host || (h.bad_host->source != "operator" && b.source == "operator")) h.bad_host = b;
+  }
+  return h;
+}
+
 }  // namespace pf::core

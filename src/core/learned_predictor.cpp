@@ -62,6 +62,21 @@ double median_rate(const HostKey& key, std::vector<BenchRun> runs) {
   return summarize_host(key, std::move(runs)).median;
 }
 
+// CPU names compare case-insensitively with runs of blanks folded ("AMD  EPYC 7502 " and
+// "amd epyc 7502" are one CPU).
+std::string cpu_key(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (!out.empty() && out.back() != ' ') out.push_back(' ');
+    } else {
+      out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    }
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
 double prior_rate_for(const std::string& gpu_name, const PredictorConfig& base) {
   const GpuPrior* p = find_prior(base, gpu_name);
   return p ? p->rate_per_gpu : base.unknown_gpu.rate_per_gpu;
@@ -90,6 +105,14 @@ const ModelKnowledge* FleetKnowledge::model(const std::string& gpu_name) const {
   const std::string want = lower(gpu_name);
   for (const auto& m : models)
     if (lower(m.gpu_name) == want) return &m;
+  return nullptr;
+}
+
+const CpuKnowledge* FleetKnowledge::cpu(const std::string& cpu_name) const {
+  const std::string want = cpu_key(cpu_name);
+  if (want.empty()) return nullptr;
+  for (const auto& c : cpus)
+    if (cpu_key(c.cpu_name) == want) return &c;
   return nullptr;
 }
 
@@ -249,6 +272,33 @@ FleetKnowledge learn_fleet(std::span<const Measurement> history,
     return a.gpu_name < b.gpu_name;
   });
 
+  // CPU effects: each measured host's rate against what its model predicts on its hardware,
+  // grouped by CPU; shrunk toward 1 with the weight spread² ÷ prior sd² (in hosts).
+  {
+    std::map<std::string, std::pair<double, int>> sums;  // cpu key -> (Σ residual, n)
+    std::map<std::string, std::string> display;
+    for (const auto& [key, h] : hosts) {
+      const std::string cpu = cpu_key(h.hardware.cpu_name);
+      if (cpu.empty() || h.alone <= 0 || h.other_factor <= 0) continue;
+      auto it = models.find(lower(h.key.gpu_name));
+      if (it == models.end() || it->second.rate_per_gpu <= 0) continue;
+      const double expected = it->second.rate_per_gpu * h.other_factor *
+                              std::pow(static_cast<double>(h.gpus), k.multi_gpu_exponent);
+      sums[cpu].first += std::log(h.alone) - std::log(expected);
+      sums[cpu].second += 1;
+      display.emplace(cpu, h.hardware.cpu_name);
+    }
+    const double tau = std::max(1e-3, cfg.cpu_effect_prior_sd);
+    const double weight = k.spread_log_sd * k.spread_log_sd / (tau * tau);
+    for (const auto& [cpu, sum] : sums) {
+      const double f = std::exp(sum.first / (weight + sum.second));
+      k.cpus.push_back(CpuKnowledge{
+          display[cpu], std::clamp(f, cfg.cpu_factor_min, cfg.cpu_factor_max), sum.second});
+    }
+    std::sort(k.cpus.begin(), k.cpus.end(),
+              [](const CpuKnowledge& a, const CpuKnowledge& b) { return a.cpu_name < b.cpu_name; });
+  }
+
   const double c = k.contention_factor;
   for (auto& [key, h] : hosts) {
     HostKnowledge hk;
@@ -288,6 +338,47 @@ FleetKnowledge learn_fleet(std::span<const Measurement> history,
     return tuple_of(a.host) < tuple_of(b.host);
   });
   return k;
+}
+
+DownloadKnowledge learn_download_fraction(const std::vector<InstanceRecord>& fleet,
+                                          double prior_fraction,
+                                          const LearnedPredictorConfig& cfg) {
+  DownloadKnowledge out;
+  const double lo = std::clamp(cfg.download_fraction_min, 1e-4, 1.0);
+  out.prior_fraction = std::clamp(std::isfinite(prior_fraction) ? prior_fraction : lo, lo, 1.0);
+  out.fraction = out.prior_fraction;
+  std::map<std::int64_t, std::pair<double, double>> latest;  // machine -> (created_at, ratio)
+  for (const auto& r : fleet) {
+    const double advertised = r.offer.inet_down_mbps;
+    const double measured = r.params_rate_bps * 8 / 1e6;
+    if (!(advertised > 0) || !(measured > 0) || !std::isfinite(advertised) ||
+        !std::isfinite(measured)) {
+      continue;
+    }
+    // A ratio beyond [lo/10, 2] is a report error or a cache, not a network: bounded.
+    const double ratio = std::clamp(measured / advertised, lo / 10, 2.0);
+    auto [it, fresh] = latest.try_emplace(r.offer.machine_id, r.created_at, ratio);
+    if (!fresh && r.created_at >= it->second.first) it->second = {r.created_at, ratio};
+  }
+  // Weighted median of the machines' ratios and the configured fraction (weight w): one
+  // machine that crawled, or one that flew, does not move the fleet's figure on its own.
+  const double w = std::max(0.0, cfg.download_prior_weight);
+  std::vector<std::pair<double, double>> weighted;  // (ratio, weight)
+  weighted.emplace_back(out.prior_fraction, w);
+  for (const auto& [machine, seen] : latest) weighted.emplace_back(seen.second, 1.0);
+  out.machines = static_cast<int>(latest.size());
+  std::sort(weighted.begin(), weighted.end());
+  const double total = w + out.machines;
+  double below = 0;
+  for (const auto& [ratio, weight] : weighted) {
+    below += weight;
+    if (below >= total / 2 && weight > 0) {
+      out.fraction = std::clamp(ratio, lo, 1.0);
+      break;
+    }
+  }
+  if (!cfg.download_fraction_may_rise) out.fraction = std::min(out.fraction, out.prior_fraction);
+  return out;
 }
 
 double prediction_log_sd(const Prediction& p, double z) {
@@ -332,7 +423,16 @@ Prediction predict_offer(const Offer& offer, const FleetKnowledge& k,
                         std::to_string(k.multi_gpu_hosts) + " multi-GPU host(s)");
   }
 
+  // The CPU's learned effect on its GPU model's rate (a measured host needs none: its own runs
+  // include it).
   const HostKnowledge* host = k.host({offer.machine_id, offer.gpu_name, offer.num_gpus});
+  if (const CpuKnowledge* cpu = host ? nullptr : k.cpu(offer.cpu_name);
+      cpu && cpu->hosts > 0 && std::fabs(cpu->factor - 1) >= 0.005) {
+    p.rate *= cpu->factor;
+    p.reasons.push_back("CPU " + cpu->cpu_name + ": x" + fixed(cpu->factor, 2) + " learned from " +
+                        std::to_string(cpu->hosts) + " host(s)");
+  }
+
   if (host) {
     p.source = "host";
     p.rate = host->rate;

@@ -56,6 +56,25 @@ struct LearnedPredictorConfig {
   double host_log_sd = 0.08;
   // The band is ±band_z standard deviations in log space.
   double band_z = 1.645;
+  // CPU model (offer.cpu_name): how much faster or slower hosts with this CPU run than their
+  // GPU model's learned rate on their hardware. Before data every CPU is 1; the prior sd of a
+  // CPU's effect (log) sets its weight against host spread (empirical Bayes: a CPU seen on
+  // few hosts moves little), and the factor stays within [cpu_factor_min, cpu_factor_max].
+  // The field saw a 16-core Broadwell feed a new GPU too slowly.
+  double cpu_effect_prior_sd = 0.12;
+  double cpu_factor_min = 0.6;
+  double cpu_factor_max = 1.2;
+  // Parameter download: the fleet's measured speed over the advertised one, per machine (the
+  // latest rental of each): the weighted median of those ratios and the configured
+  // download_speed_fraction, which weighs as this many machines; bounded to
+  // [download_fraction_min, 1].
+  double download_prior_weight = 3;
+  double download_fraction_min = 0.02;
+  // Whether downloads faster than the configured fraction may shorten the setup estimate. Off:
+  // the fleet's ratio only ever lengthens it. Measured on demo-small (the simulator's advertised
+  // speeds are truly 5–99% real, median 0.6): learning upward cost $0.97 of $30.68 (88.8% →
+  // 86.0% of the bound) by renting unmeasured slow-download hosts on a rosier average.
+  bool download_fraction_may_rise = false;
 };
 
 struct ModelKnowledge {
@@ -63,6 +82,12 @@ struct ModelKnowledge {
   double rate_per_gpu = 0;        // learned: one GPU with enough RAM, cores and PCIe
   double prior_rate_per_gpu = 0;  // what the prior said
   int hosts = 0;                  // hosts of this model that contributed
+};
+
+struct CpuKnowledge {
+  std::string cpu_name;  // as the market spells it
+  double factor = 1;     // multiplies model/prior predictions of offers with this CPU
+  int hosts = 0;         // measured hosts with this CPU
 };
 
 struct HostKnowledge {
@@ -77,6 +102,7 @@ struct HostKnowledge {
 struct FleetKnowledge {
   std::vector<ModelKnowledge> models;  // sorted by gpu_name
   std::vector<HostKnowledge> hosts;    // sorted by (machine_id, gpu_name, num_gpus)
+  std::vector<CpuKnowledge> cpus;      // sorted by cpu_name
   double spread_log_sd = 0;            // learned host-to-host spread within a model
   double contention_factor = 1;
   int contention_runs = 0;
@@ -86,6 +112,7 @@ struct FleetKnowledge {
 
   const ModelKnowledge* model(const std::string& gpu_name) const;
   const HostKnowledge* host(const HostKey& key) const;
+  const CpuKnowledge* cpu(const std::string& cpu_name) const;
 };
 
 // Learns from every measurement (benchmark verdicts and production windows alike). Pure and
@@ -97,6 +124,21 @@ FleetKnowledge learn_fleet(std::span<const Measurement> history,
 // would share the machine with it (their contention is applied).
 Prediction predict_offer(const Offer& offer, const FleetKnowledge& knowledge,
                          const LearnedPredictorConfig& config, int our_others_on_machine = 0);
+
+// What the fleet's parameter downloads say about advertised speeds.
+struct DownloadKnowledge {
+  double fraction = 0.35;        // expected real ÷ advertised download speed
+  double prior_fraction = 0.35;  // the configured SetupConfig::download_speed_fraction
+  int machines = 0;              // machines with a measured download and an advertised speed
+};
+
+// Learns the real/advertised download ratio from the fleet (any order, destroyed rows
+// included): each machine's latest rental with a measured rate (params_rate_bps) and an
+// advertised inet_down. Pure; bounded (see LearnedPredictorConfig); never above the configured
+// fraction unless download_fraction_may_rise.
+DownloadKnowledge learn_download_fraction(const std::vector<InstanceRecord>& fleet,
+                                          double prior_fraction,
+                                          const LearnedPredictorConfig& config);
 
 // The standard deviation of log rate a prediction's band stands for, given the band is
 // ±z standard deviations (works for the prior's linear band too).

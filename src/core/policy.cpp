@@ -215,7 +215,14 @@ std::optional<DownloadJudgement> judge_download(const InstanceRecord& rec, const
 std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
                            const std::vector<Offer>& offers, const PolicyHistory& history,
                            const std::vector<BadHost>& bad_hosts, double now,
-                           const PolicyConfig& cfg) {
+                           const PolicyConfig& configured) {
+  // Setup is valued at the fleet's measured real/advertised download ratio, not the configured
+  // guess alone (learn_download_fraction; the offers table uses the same).
+  PolicyConfig cfg = configured;
+  cfg.scoring.setup.download_speed_fraction =
+      learn_download_fraction(fleet, configured.scoring.setup.download_speed_fraction,
+                              configured.predictor)
+          .fraction;
   std::vector<Action> actions;
   const FleetKnowledge knowledge = learn_fleet(history.measurements, cfg.predictor);
   const double lifetime = lifetime_hours(now, cfg);

@@ -18,6 +18,7 @@
 #include "core/reconcile.h"
 #include "core/text.h"
 #include "manager/webhooks.h"
+#include "manager/memory_observations.h"
 #include "util/bounded_json.h"
 
 namespace pf::manager {
@@ -270,7 +271,15 @@ ApiResult<std::vector<core::RankedOffer>> Manager::rank_offers(const json& filte
   req.query = filters;
   auto found = market_.search_offers(req);
   if (!found) return tl::unexpected(market_failure("offer search failed", found.error()));
-  auto ranked = core::rank_offers(std::move(found->offers), config_.rank, order);
+  // The autopilot's prediction (the machine's runs, its model's fleet data) and the verdicts'
+  // break-even, with each machine's history.
+  core::RankConfig rank = config_.rank;
+  rank.profit_objective = config_.profit_objective;
+  const auto fleet = store_.instances(true);
+  const auto runs = store_.all_bench_runs();
+  const auto bad_hosts = store_.bad_hosts();
+  auto ranked = core::rank_offers(std::move(found->offers), rank, order,
+                                  core::RankHistory{fleet, runs, bad_hosts, clock_()});
   if (limit > 0 && ranked.size() > static_cast<std::size_t>(limit)) {
     ranked.resize(static_cast<std::size_t>(limit));
   }
@@ -489,9 +498,18 @@ ApiResult<RegisterReply> Manager::agent_register(const RegisterRequest& req) {
         {"usable_cores", rec->offer.usable_cores}}},
       // What earlier rentals of this machine taught: the agent's first plan starts below the
       // smallest plan one of them was killed for memory at (0: none), as the simulator plans.
-      {"machine", {{"oom_partitions", machine_oom_partitions(rec->offer.machine_id)}}},
+      // and the memory model learned from the peaks seen on it (or on its GPU model).
+      {"machine",
+       {{"oom_partitions", machine_oom_partitions(rec->offer.machine_id)},
+        {"memory_model", memory_model_json(learned_memory(rec->offer))}}},
   };
   return out;
+}
+
+core::LearnedMemory Manager::learned_memory(const core::Offer& offer) {
+  const auto seen = store_.memory_observations(offer.machine_id, offer.gpu_name);
+  return core::learned_memory_model(config_.rank.predictor.memory, seen, offer.machine_id,
+                                    offer.gpu_name);
 }
 
 int Manager::machine_oom_partitions(std::int64_t machine_id) {
@@ -647,9 +665,18 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
             core::record_oom(rec, ran->get<std::int64_t>())) {
           row_changed = true;
         }
+        if (auto seen = memory_observation(rec, ev.type, ev.data, at)) {
+          store_.insert_memory_observation(*seen);
+        }
         event(id, "agent",
               "prover killed for memory (OOM)" + (ev.message.empty() ? "" : ": " + ev.message),
               ev.data);
+      } else if (ev.type == "memory_check") {
+        // The peak seen at a plan: the machine's (and its GPU model's) next plan learns from it.
+        if (auto seen = memory_observation(rec, ev.type, ev.data, at)) {
+          store_.insert_memory_observation(*seen);
+        }
+        event(id, "agent", "memory_check" + (ev.message.empty() ? "" : ": " + ev.message), ev.data);
       } else if (ev.type == "prover_crashed") {
         rec.prover_crashes++;
         event(id, "agent", "prover crashed" + (ev.message.empty() ? "" : ": " + ev.message),

@@ -302,6 +302,8 @@ class Manager {
   void machine_event(std::int64_t machine_id, const std::string& message, nlohmann::json data);
   // The smallest plan any rental of ours on the machine was killed for memory at (0: none).
   int machine_oom_partitions(std::int64_t machine_id);
+  // The memory model for a plan on the offer's machine, learned from stored observations.
+  core::LearnedMemory learned_memory(const core::Offer& offer);
   // Other live instances of ours on rec's machine: their contention colours its measurements.
   int others_on_machine(const core::InstanceRecord& rec);
   // Records the production windows of a proving instance completed since those on its row

@@ -301,6 +301,21 @@ json to_json(const JobsReport& r) {
   };
 }
 
+json to_json(const core::MachineHistory& h) {
+  return {
+      {"machine_id", h.machine_id},
+      {"rentals", h.rentals},
+      {"runs", h.runs},
+      {"median_rate", optional_number(h.median_rate)},
+      {"last_verdict", h.last_verdict},
+      {"last_verdict_reason", h.last_verdict_reason},
+      {"last_at", h.last_at > 0 ? json(h.last_at) : json(nullptr)},
+      {"ooms", h.ooms},
+      {"crashes", h.crashes},
+      {"bad_host", h.bad_host ? to_json(*h.bad_host) : json(nullptr)},
+  };
+}
+
 json to_json(const core::RankedOffer& r) {
   const auto& o = r.offer;
   const auto& p = r.prediction;
@@ -324,7 +339,19 @@ json to_json(const core::RankedOffer& r) {
       {"prediction_source", p.source},
       {"partitions", p.partitions},
       {"partitions_full", p.partitions_full},
+      // One break-even everywhere (core/break_even.h): the objective's rate, which verdicts,
+      // deadlines and the autopilot use; min_rate is the same figure under its old name.
       {"min_rate", v.min_rate},
+      {"break_even_rate", r.break_even.rate},
+      {"break_even_objective", r.break_even.objective()},
+      {"revenue_break_even_rate", r.break_even.revenue_rate},
+      {"target_break_even_rate", r.break_even.target_rate},
+      {"break_evens_differ", r.break_even.differ()},
+      {"cpu_name", o.cpu_name},
+      {"our_others_on_machine", r.our_others_on_machine},
+      {"download_fraction", r.download_fraction},
+      {"measured_download_mbps", optional_number(r.measured_download_mbps)},
+      {"history", to_json(r.history)},
       {"setup_hours", v.setup_hours},
       {"setup_cost_usd", v.setup_cost_usd},
       {"expected_cost_per_proof", optional_number(v.expected_cost_per_proof)},

@@ -48,6 +48,8 @@ nlohmann::json to_json(const core::Job& job, double now, const core::PriceConfig
 // The "jobs" section of GET /api/v1/fleet and the dashboard's summary (see docs).
 nlohmann::json to_json(const JobsReport& report);
 // The ranked-offer row of `proverfleet offers --json` and GET /api/v1/offers.
+// A machine's history, as each offers row carries it ("did this machine fail before?").
+nlohmann::json to_json(const core::MachineHistory& history);
 nlohmann::json to_json(const core::RankedOffer& ranked);
 
 // The fleet watch's findings: {checked_at, instances: [alert], fleet: [{kind, reason, since}]}

@@ -207,6 +207,26 @@ CREATE TABLE job_failure_streaks (
   failures_in_a_row INTEGER NOT NULL CHECK (failures_in_a_row > 0)
 ) STRICT;
 )sql"},
+    // What agents saw of the prover's memory (issue 13): the plan and the peak after warm-up
+    // (memory_check) or an OOM kill at a plan. core::learned_memory_model reads them back per
+    // machine and GPU model, so a restart keeps what was learned.
+    Migration{6, "memory observations", R"sql(
+CREATE TABLE memory_observations (
+  id INTEGER PRIMARY KEY,
+  instance_id INTEGER NOT NULL,
+  machine_id INTEGER NOT NULL,
+  gpu_name TEXT NOT NULL,
+  num_gpus INTEGER NOT NULL,
+  at REAL NOT NULL,
+  partitions INTEGER NOT NULL CHECK (partitions > 0),
+  observed_peak_gib REAL NOT NULL CHECK (observed_peak_gib >= 0),
+  model_peak_gib REAL NOT NULL CHECK (model_peak_gib >= 0),
+  usable_ram_gib REAL NOT NULL CHECK (usable_ram_gib >= 0),
+  oom INTEGER NOT NULL CHECK (oom IN (0, 1))
+) STRICT;
+CREATE INDEX memory_observations_machine ON memory_observations(machine_id, at);
+CREATE INDEX memory_observations_gpu ON memory_observations(gpu_name COLLATE NOCASE, at);
+)sql"},
 };
 
 consteval bool versions_are_consecutive() {

@@ -62,6 +62,10 @@ class SqliteStore final : public Store {
   std::int64_t insert_bench_run(const core::BenchRun& run) override;
   std::vector<core::BenchRun> bench_runs(const core::HostKey& host) override;
   std::vector<core::BenchRun> all_bench_runs() override;
+  void insert_memory_observation(const core::MemoryObservation& observation) override;
+  std::vector<core::MemoryObservation> memory_observations(std::int64_t machine_id,
+                                                           const std::string& gpu_name,
+                                                           std::size_t limit = 500) override;
 
   void put_bad_host(const core::BadHost& entry) override;
   bool remove_bad_host(std::int64_t machine_id, const std::string& source) override;

@@ -15,6 +15,7 @@
 
 #include "core/fleet.h"
 #include "core/job.h"
+#include "core/memory_model.h"
 
 namespace pf::store {
 
@@ -78,6 +79,14 @@ class Store {
   // Every run on that host, oldest first. Runs are never overwritten.
   virtual std::vector<core::BenchRun> bench_runs(const core::HostKey& host) = 0;
   virtual std::vector<core::BenchRun> all_bench_runs() = 0;
+
+  // --- memory observations (core/memory_model.h: the model learned from agents' peaks) ----
+  virtual void insert_memory_observation(const core::MemoryObservation& observation) = 0;
+  // Observations on `machine_id` or on machines whose GPU is `gpu_name` (case-insensitive),
+  // newest first, at most `limit` of them.
+  virtual std::vector<core::MemoryObservation> memory_observations(std::int64_t machine_id,
+                                                                   const std::string& gpu_name,
+                                                                   std::size_t limit = 500) = 0;
 
   // --- bad hosts -----------------------------------------------------------------------------
   // Inserts or replaces the entry for (machine_id, source).

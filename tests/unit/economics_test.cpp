@@ -1,7 +1,9 @@
 #include "core/economics.h"
-#include "core/ranking.h"
 
 #include <gtest/gtest.h>
+
+#include "core/break_even.h"
+#include "core/ranking.h"
 
 namespace pf::core {
 namespace {
@@ -120,6 +122,109 @@ TEST(Ranking, ProfitOrderIsDescendingAndStable) {
   EXPECT_EQ(ranked[2].offer.id, 6);
   EXPECT_GE(ranked[0].valuation.expected_profit_per_hour,
             ranked[2].valuation.expected_profit_per_hour);
+}
+
+// --- one break-even, and the machine's history (issue 13 items 5 and 6) -----------------
+
+TEST(Ranking, BreakEvenIsTheObjectiveAndBothFiguresAreShown) {
+  RankConfig cfg;
+  cfg.predictor = default_predictor_config();
+  cfg.economics.revenue_per_proof_usd = 0.012;
+  cfg.economics.target_cost_per_proof_usd = 0.008;
+  cfg.profit_objective = true;
+  const auto ranked = rank_offers({offer(1, 0.24)}, cfg, RankOrder::Cost);
+  ASSERT_EQ(ranked.size(), 1u);
+  const auto& r = ranked[0];
+  // The verdicts' break-even (revenue), not dph / 0.008.
+  EXPECT_NEAR(r.valuation.min_rate, 0.24 / 0.012, 1e-9);
+  EXPECT_NEAR(r.break_even.rate, 0.24 / 0.012, 1e-9);
+  EXPECT_NEAR(r.break_even.revenue_rate, 20, 1e-9);
+  EXPECT_NEAR(r.break_even.target_rate, 30, 1e-9);
+  EXPECT_TRUE(r.break_even.differ());
+  EXPECT_STREQ(r.break_even.objective(), "revenue");
+
+  cfg.profit_objective = false;
+  const auto classic = rank_offers({offer(1, 0.24)}, cfg, RankOrder::Cost);
+  EXPECT_NEAR(classic[0].valuation.min_rate, 30, 1e-9);
+  EXPECT_STREQ(classic[0].break_even.objective(), "target");
+  // The same function the verdicts and deadlines call.
+  EXPECT_DOUBLE_EQ(classic[0].break_even.rate,
+                   instance_break_even_rate(0.24, cfg.economics, false));
+  EXPECT_DOUBLE_EQ(r.break_even.rate, instance_break_even_rate(0.24, cfg.economics, true));
+
+  cfg.economics.target_cost_per_proof_usd = 0.012;
+  EXPECT_FALSE(rank_offers({offer(1, 0.24)}, cfg, RankOrder::Cost)[0].break_even.differ());
+}
+
+TEST(Ranking, AMachineThatFailedBeforeShowsItAndIsPredictedFromItsRuns) {
+  RankConfig cfg;
+  cfg.predictor = default_predictor_config();
+  const Offer seen_before = offer(1, 0.3);  // machine 10
+  const Offer fresh = offer(2, 0.3);        // machine 20, same hardware and price
+  InstanceRecord rental;
+  rental.id = 5;
+  rental.offer = seen_before;
+  rental.created_at = 100;
+  rental.state = InstanceState::Destroyed;
+  rental.verdict = Verdict{Verdict::Decision::Reject, 20, 18, 22, 6, 25, "below break-even"};
+  rental.close_cause = CloseCause::Rejected;
+  BenchRun r1;
+  r1.host = {seen_before.machine_id, seen_before.gpu_name, seen_before.num_gpus};
+  r1.instance_id = 5;
+  r1.at = 200;
+  r1.rate = 20;
+  BenchRun r2 = r1;
+  r2.at = 300;
+  r2.rate = 22;
+  const BadHost entry{
+      seen_before.machine_id, "slow benchmark: 20/hr vs 25/hr", "{}", 300, 5000, 1, "auto"};
+  const std::vector<InstanceRecord> fleet = {rental};
+  const std::vector<BenchRun> runs = {r1, r2};
+  const std::vector<BadHost> bad = {entry};
+  RankHistory history{fleet, runs, bad, 1000};
+
+  const auto ranked = rank_offers({seen_before, fresh}, cfg, RankOrder::Cost, history);
+  ASSERT_EQ(ranked.size(), 2u);
+  // The fresh machine ranks first: the other one measured far below the 4090 prior.
+  EXPECT_EQ(ranked[0].offer.id, 2);
+  const auto& known = ranked[1];
+  EXPECT_EQ(known.prediction.source, "host");
+  EXPECT_NEAR(known.prediction.rate, 21, 1e-9);  // the median of its runs
+  EXPECT_EQ(known.history.rentals, 1);
+  EXPECT_EQ(known.history.runs, 2);
+  EXPECT_NEAR(*known.history.median_rate, 21, 1e-9);
+  EXPECT_EQ(known.history.last_verdict, "reject");
+  ASSERT_TRUE(known.history.bad_host.has_value());
+  EXPECT_EQ(known.history.bad_host->reason, "slow benchmark: 20/hr vs 25/hr");
+  EXPECT_FALSE(ranked[0].history.known());
+  // The fresh machine's model prediction learned from the measured one (fleet data).
+  EXPECT_EQ(ranked[0].prediction.source, "model");
+}
+
+TEST(Ranking, TheFleetsMeasuredDownloadsLengthenSetup) {
+  RankConfig cfg;
+  cfg.predictor = default_predictor_config();
+  const Offer candidate = offer(3, 0.3, 512, 1000);
+  const auto before = rank_offers({candidate}, cfg, RankOrder::Cost);
+  // Ten earlier rentals on other machines each got 5% of their advertised speed.
+  std::vector<InstanceRecord> fleet;
+  for (int i = 0; i < 10; ++i) {
+    InstanceRecord r;
+    r.id = i + 1;
+    r.offer = offer(100 + i, 0.3, 512, 1000);
+    r.params_rate_bps = 50e6 / 8;
+    r.state = InstanceState::Destroyed;
+    fleet.push_back(r);
+  }
+  RankHistory history;
+  history.fleet = fleet;
+  const auto after = rank_offers({candidate}, cfg, RankOrder::Cost, history);
+  EXPECT_LT(after[0].download_fraction, before[0].download_fraction);
+  EXPECT_GT(after[0].valuation.download_hours, before[0].valuation.download_hours);
+  EXPECT_GT(*after[0].valuation.expected_cost_per_proof,
+            *before[0].valuation.expected_cost_per_proof);
+  EXPECT_NE(after[0].valuation.reasons.front().find("measured on 10 machine(s)"),
+            std::string::npos);
 }
 
 }  // namespace

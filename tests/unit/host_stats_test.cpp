@@ -113,5 +113,80 @@ TEST(HostStats, SummarizeHostsGroupsByFullHostKey) {
   EXPECT_DOUBLE_EQ(all[2].median, 90);
 }
 
+// --- "did this machine fail before?" ----------------------------------------------------
+
+InstanceRecord rental_on(std::int64_t id, std::int64_t machine, double created_at) {
+  InstanceRecord r;
+  r.id = id;
+  r.offer.machine_id = machine;
+  r.offer.gpu_name = "RTX 4090";
+  r.offer.num_gpus = 1;
+  r.created_at = created_at;
+  r.state = InstanceState::Destroyed;
+  return r;
+}
+
+TEST(MachineHistory, UnknownMachineHasNoHistory) {
+  const auto h = machine_history(kHost, {}, {}, {}, 1000);
+  EXPECT_FALSE(h.known());
+  EXPECT_EQ(h.rentals, 0);
+  EXPECT_FALSE(h.median_rate.has_value());
+  EXPECT_EQ(h.last_verdict, "");
+}
+
+TEST(MachineHistory, RunsMedianLastVerdictAndActiveBadHost) {
+  auto accepted = rental_on(1, kHost.machine_id, 100);
+  accepted.verdict = Verdict{Verdict::Decision::Accept, 61, 55, 67, 6, 30, "clears break-even"};
+  accepted.ooms = 1;
+  auto rejected = rental_on(2, kHost.machine_id, 500);
+  rejected.verdict = Verdict{Verdict::Decision::Reject, 20, 18, 22, 6, 30, "below break-even"};
+  rejected.close_cause = CloseCause::Rejected;
+  rejected.prover_crashes = 2;
+  auto other_machine = rental_on(3, 999, 900);
+  other_machine.close_cause = CloseCause::Deadline;
+  const std::vector<InstanceRecord> fleet = {accepted, rejected, other_machine};
+  // Three runs on the slice (the fast one contended-free), one on another slice of the machine.
+  const std::vector<BenchRun> runs = {run(100, 61.4), run(200, 58), run(300, 46.2, true),
+                                      run(400, 90, false, false, {4242, "RTX 3090", 1})};
+  BadHost auto_entry{kHost.machine_id, "slow benchmark", "{}", 500, 500 + 3600, 1, "auto"};
+  BadHost expired{kHost.machine_id, "old", "{}", 0, 10, 1, "operator"};
+  const std::vector<BadHost> bad = {expired, auto_entry};
+
+  const auto h = machine_history(kHost, fleet, runs, bad, 1000);
+  EXPECT_TRUE(h.known());
+  EXPECT_EQ(h.rentals, 2);
+  EXPECT_EQ(h.runs, 3);
+  ASSERT_TRUE(h.median_rate.has_value());
+  EXPECT_DOUBLE_EQ(*h.median_rate, (61.4 + 58) / 2);  // clean runs only, never the max
+  EXPECT_EQ(h.last_verdict, "reject");
+  EXPECT_EQ(h.last_verdict_reason, "below break-even");
+  EXPECT_DOUBLE_EQ(h.last_at, 500);
+  EXPECT_EQ(h.ooms, 1);
+  EXPECT_EQ(h.crashes, 2);
+  ASSERT_TRUE(h.bad_host.has_value());
+  EXPECT_EQ(h.bad_host->reason, "slow benchmark");  // the expired operator entry does not count
+
+  // Once the automatic entry expired, none applies; an operator entry wins over an automatic one.
+  EXPECT_FALSE(machine_history(kHost, fleet, runs, bad, 500 + 3601).bad_host.has_value());
+  BadHost op{kHost.machine_id, "operator says no", "{}", 600, std::nullopt, 1, "operator"};
+  const std::vector<BadHost> both = {auto_entry, op};
+  EXPECT_EQ(machine_history(kHost, fleet, runs, both, 1000).bad_host->reason, "operator says no");
+}
+
+TEST(MachineHistory, ARentalClosedWithoutVerdictShowsItsCause) {
+  auto crashed = rental_on(5, kHost.machine_id, 50);
+  crashed.close_cause = CloseCause::MarketExited;
+  crashed.destroy_reason = "market status exited";
+  auto live = rental_on(6, kHost.machine_id, 80);
+  live.state = InstanceState::FetchingParams;  // no verdict, not closed: says nothing yet
+  const std::vector<InstanceRecord> fleet = {crashed, live};
+  const auto h = machine_history(kHost, fleet, {}, {}, 100);
+  EXPECT_EQ(h.rentals, 2);
+  EXPECT_EQ(h.last_verdict, "market_exited");
+  EXPECT_EQ(h.last_verdict_reason, "market status exited");
+  EXPECT_DOUBLE_EQ(h.last_at, 80);
+  EXPECT_FALSE(h.median_rate.has_value());
+}
+
 }  // namespace
 }  // namespace pf::core

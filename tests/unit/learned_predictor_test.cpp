@@ -206,5 +206,108 @@ TEST(LearnedPredictor, JoinsRunsWithTheirInstancesHardware) {
   EXPECT_EQ(joined[0].our_others_on_machine, 1);
 }
 
+// --- CPU model and download ratio (issue 13 item 5) -------------------------------------
+
+Offer offer_with_cpu(std::int64_t machine, const std::string& cpu) {
+  Offer o = offer(machine, "RTX 4090");
+  o.cpu_name = cpu;
+  return o;
+}
+
+TEST(LearnedPredictor, ASlowCpuLowersPredictionsForItsOffersOnly) {
+  const auto cfg = config_with_prior("RTX 4090", 58);
+  std::vector<Measurement> history;
+  // Hosts with an old Broadwell run at ~60% of the model; the EPYC hosts at ~100%.
+  for (int i = 0; i < 5; ++i) {
+    history.push_back(measured(offer_with_cpu(100 + i, "Xeon E5-2683 v4"), 36 + i * 0.5, i));
+    history.push_back(measured(offer_with_cpu(200 + i, "AMD EPYC 7502"), 60 + i * 0.5, i));
+  }
+  const FleetKnowledge k = learn_fleet(history, cfg);
+  ASSERT_TRUE(k.cpu("xeon  e5-2683 V4 "));  // names compare case- and blank-insensitively
+  EXPECT_LT(k.cpu("Xeon E5-2683 v4")->factor, 0.95);
+  EXPECT_GT(k.cpu("AMD EPYC 7502")->factor, 1.0);
+  EXPECT_EQ(k.cpu("Xeon E5-2683 v4")->hosts, 5);
+
+  const Prediction slow = predict_offer(offer_with_cpu(999, "Xeon E5-2683 v4"), k, cfg);
+  const Prediction fast = predict_offer(offer_with_cpu(998, "AMD EPYC 7502"), k, cfg);
+  const Prediction unknown = predict_offer(offer_with_cpu(997, "Intel Core i9-13900K"), k, cfg);
+  EXPECT_LT(slow.rate, unknown.rate);
+  EXPECT_GT(fast.rate, unknown.rate);
+  EXPECT_THAT(slow.reasons.back(), HasSubstr("CPU Xeon E5-2683 v4: x0."));
+  // Bounded: never beyond the configured limits, however extreme the data.
+  EXPECT_GE(slow.rate, unknown.rate * cfg.cpu_factor_min - 1e-9);
+  EXPECT_LE(fast.rate, unknown.rate * cfg.cpu_factor_max + 1e-9);
+  // A measured machine's own runs already include its CPU: no second correction.
+  const Prediction measured_host = predict_offer(offer_with_cpu(100, "Xeon E5-2683 v4"), k, cfg);
+  EXPECT_EQ(measured_host.source, "host");
+  EXPECT_DOUBLE_EQ(measured_host.rate, 36);
+}
+
+TEST(LearnedPredictor, CpuEffectIsShrunkAndClamped) {
+  auto cfg = config_with_prior("RTX 4090", 58);
+  // One host with an absurdly slow CPU: one host moves the factor only part of the way.
+  std::vector<Measurement> history = {measured(offer_with_cpu(1, "Old CPU"), 58 * 0.5, 0)};
+  for (int i = 0; i < 4; ++i) {
+    history.push_back(measured(offer_with_cpu(10 + i, "Good CPU"), 58, i));
+  }
+  const FleetKnowledge k = learn_fleet(history, cfg);
+  ASSERT_TRUE(k.cpu("Old CPU"));
+  EXPECT_GT(k.cpu("Old CPU")->factor, 0.5);  // shrunk toward 1
+  EXPECT_LT(k.cpu("Old CPU")->factor, 1.0);
+  // With a tight prior sd the same data barely moves it; a huge one hits the clamp.
+  cfg.cpu_effect_prior_sd = 0.01;
+  EXPECT_GT(learn_fleet(history, cfg).cpu("Old CPU")->factor, 0.98);
+  cfg.cpu_effect_prior_sd = 10;
+  cfg.cpu_factor_min = 0.8;
+  EXPECT_DOUBLE_EQ(learn_fleet(history, cfg).cpu("Old CPU")->factor, 0.8);
+}
+
+InstanceRecord downloaded(std::int64_t id, std::int64_t machine, double advertised_mbps,
+                          double measured_mbps, double created_at = 0) {
+  InstanceRecord r;
+  r.id = id;
+  r.offer.machine_id = machine;
+  r.offer.inet_down_mbps = advertised_mbps;
+  r.params_rate_bps = measured_mbps * 1e6 / 8;
+  r.created_at = created_at;
+  return r;
+}
+
+TEST(LearnedPredictor, DownloadFractionLearnsFromTheFleetAndIsBounded) {
+  const LearnedPredictorConfig cfg;
+  // Nothing measured: the configured fraction.
+  const auto none = learn_download_fraction({}, 0.35, cfg);
+  EXPECT_DOUBLE_EQ(none.fraction, 0.35);
+  EXPECT_EQ(none.machines, 0);
+  // Every machine delivers 10% of what it advertises: the fraction falls toward 0.1.
+  std::vector<InstanceRecord> slow;
+  for (int i = 0; i < 12; ++i) slow.push_back(downloaded(i + 1, 100 + i, 1000, 100));
+  const auto learned = learn_download_fraction(slow, 0.35, cfg);
+  EXPECT_EQ(learned.machines, 12);
+  EXPECT_NEAR(learned.fraction, 0.1, 1e-9);  // the weighted median: 12 machines outweigh 3
+  // One machine that crawled does not move it: the configured fraction weighs as 3.
+  EXPECT_DOUBLE_EQ(learn_download_fraction({slow.front()}, 0.35, cfg).fraction, 0.35);
+  // Fast ones never make setup rosier than configured, unless allowed; then never above 1.
+  std::vector<InstanceRecord> fast;
+  for (int i = 0; i < 50; ++i) fast.push_back(downloaded(i + 1, 100 + i, 100, 5000));
+  EXPECT_DOUBLE_EQ(learn_download_fraction(fast, 0.35, cfg).fraction, 0.35);
+  LearnedPredictorConfig may_rise = cfg;
+  may_rise.download_fraction_may_rise = true;
+  const auto high = learn_download_fraction(fast, 0.35, may_rise);
+  EXPECT_GT(high.fraction, 0.35);
+  EXPECT_LE(high.fraction, 1.0);
+  // One machine counts once, at its latest rental; rows without an advertised speed are skipped.
+  std::vector<InstanceRecord> repeated = {
+      downloaded(1, 7, 1000, 10, 0), downloaded(2, 7, 1000, 900, 100), downloaded(3, 8, 0, 50, 0)};
+  for (int i = 0; i < 4; ++i) repeated.push_back(downloaded(10 + i, 20 + i, 1000, 900));
+  const auto one = learn_download_fraction(repeated, 0.35, may_rise);
+  EXPECT_EQ(one.machines, 5);
+  EXPECT_NEAR(one.fraction, 0.9, 1e-9);  // machine 7's latest (90%) counts, not its old 1%
+  // Bounded below as well.
+  std::vector<InstanceRecord> crawl;
+  for (int i = 0; i < 100; ++i) crawl.push_back(downloaded(i + 1, 100 + i, 10000, 0.001));
+  EXPECT_GE(learn_download_fraction(crawl, 0.35, cfg).fraction, cfg.download_fraction_min);
+}
+
 }  // namespace
 }  // namespace pf::core

@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 namespace pf::core {
 namespace {
 
@@ -69,6 +72,104 @@ TEST(OomMemory, RecordKeepsTheSmallestKillingPlan) {
 
 TEST(OomMemory, KilledAtOnePartitionCannotRunAgain) {
   EXPECT_FALSE(plan_for_machine(big_machine(), PlanLimits{}, 1));
+}
+
+// --- the memory model learned from observed peaks (memory_check) -----------------------
+
+MemoryObservation seen(std::int64_t machine, int partitions, double peak, bool oom = false,
+                       const std::string& gpu = "RTX 4090") {
+  MemoryObservation o;
+  o.machine_id = machine;
+  o.gpu_name = gpu;
+  o.num_gpus = 2;
+  o.partitions = partitions;
+  o.observed_peak_gib = peak;
+  o.usable_ram_gib = 512;
+  o.oom = oom;
+  return o;
+}
+
+TEST(MemoryLearning, WithoutObservationsTheConfiguredModel) {
+  const MemoryModel configured;
+  const auto learned = learned_memory_model(configured, {}, 7, "RTX 4090");
+  EXPECT_EQ(learned.source, "configured");
+  EXPECT_DOUBLE_EQ(learned.model.per_partition_gib, configured.per_partition_gib);
+  EXPECT_EQ(learned.observations, 0);
+}
+
+TEST(MemoryLearning, APeakAboveTheModelShrinksTheNextPlanOnThatMachine) {
+  // The ordinary plan runs 28 partitions on 512 GiB; this machine peaked at 16 GiB per
+  // partition (518 GiB at 28) instead of 14: at the same plan it would be killed.
+  const auto ordinary = plan_prover(big_machine(), PlanLimits{});
+  ASSERT_TRUE(ordinary);
+  ASSERT_EQ(ordinary->partitions, 28);
+  const std::vector<MemoryObservation> obs = {seen(7, 28, 70 + 16 * 28.0),
+                                              seen(7, 28, 70 + 16.2 * 28)};
+  const auto learned = learned_memory_model(MemoryModel{}, obs, 7, "RTX 4090");
+  EXPECT_EQ(learned.source, "machine");
+  EXPECT_EQ(learned.observations, 2);
+  EXPECT_NEAR(learned.model.per_partition_gib, 16.1, 1e-9);  // the median, not the largest
+  EXPECT_THAT(learned.reason, HasSubstr("this machine's 2 observation(s)"));
+
+  PlanLimits limits;
+  limits.model = learned.model;
+  const auto plan = plan_for_machine(big_machine(), limits, 0);
+  ASSERT_TRUE(plan);
+  EXPECT_LT(plan->partitions, ordinary->partitions);
+  // What the machine really needs at the new plan fits, with the headroom.
+  EXPECT_LE(70 + learned.model.per_partition_gib * plan->partitions,
+            512 - limits.model.headroom_gib);
+}
+
+TEST(MemoryLearning, NeverBelowTheConfiguredModel) {
+  // One warm-up proof's peak under-states several proofs in flight: a low reading is no licence
+  // for a bigger plan.
+  const std::vector<MemoryObservation> obs = {seen(7, 28, 70 + 10 * 28.0)};
+  const auto learned = learned_memory_model(MemoryModel{}, obs, 7, "RTX 4090");
+  EXPECT_EQ(learned.source, "machine");
+  EXPECT_DOUBLE_EQ(learned.model.per_partition_gib, MemoryModel{}.per_partition_gib);
+}
+
+TEST(MemoryLearning, AnOomIsALowerBoundOnThePeak) {
+  // Killed at 28 partitions under 512 GiB, no reading: the peak was above 512.
+  const std::vector<MemoryObservation> obs = {seen(7, 28, 0, /*oom=*/true)};
+  const auto learned = learned_memory_model(MemoryModel{}, obs, 7, "RTX 4090");
+  EXPECT_NEAR(learned.model.per_partition_gib, (512 * 1.05 - 70) / 28, 1e-9);
+  PlanLimits limits;
+  limits.model = learned.model;
+  const auto plan = plan_for_machine(big_machine(), limits, 0);
+  ASSERT_TRUE(plan);
+  EXPECT_LT(plan->partitions, 28);
+}
+
+TEST(MemoryLearning, OtherMachinesOfTheModelCountShrunkTowardTheConfiguredFigure) {
+  const std::vector<MemoryObservation> obs = {
+      seen(1, 20, 70 + 18 * 20.0), seen(2, 20, 70 + 18 * 20.0),
+      seen(3, 20, 70 + 40 * 20.0, false, "RTX 3090")};  // another model: ignored
+  const auto learned = learned_memory_model(MemoryModel{}, obs, 9, "rtx 4090");
+  EXPECT_EQ(learned.source, "model");
+  EXPECT_EQ(learned.observations, 2);
+  // Two machines at 18 against the configured 14 weighted as two: 16.
+  EXPECT_NEAR(learned.model.per_partition_gib, 16, 1e-9);
+  // The machine's own observation wins over its model's.
+  std::vector<MemoryObservation> with_own = obs;
+  with_own.push_back(seen(9, 20, 70 + 15 * 20.0));
+  const auto own = learned_memory_model(MemoryModel{}, with_own, 9, "RTX 4090");
+  EXPECT_EQ(own.source, "machine");
+  EXPECT_NEAR(own.model.per_partition_gib, 15, 1e-9);
+}
+
+TEST(MemoryLearning, ReportsThatSayNothingAreSkippedAndAbsurdOnesBounded) {
+  const std::vector<MemoryObservation> junk = {
+      seen(7, 0, 500), seen(7, 10, std::nan("")), seen(7, 10, 50) /* below the base */,
+      seen(7, 10, std::numeric_limits<double>::infinity())};
+  const auto none = learned_memory_model(MemoryModel{}, junk, 7, "RTX 4090");
+  EXPECT_EQ(none.source, "configured");
+  const std::vector<MemoryObservation> huge = {seen(7, 1, 1e6)};
+  const MemoryLearningConfig cfg;
+  EXPECT_DOUBLE_EQ(
+      learned_memory_model(MemoryModel{}, huge, 7, "RTX 4090", cfg).model.per_partition_gib,
+      cfg.max_per_partition_gib);
 }
 
 }  // namespace

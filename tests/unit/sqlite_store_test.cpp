@@ -729,6 +729,55 @@ TEST_P(StoreTest, ConcurrentWritersLoseNothing) {
   for (int t = 0; t < kThreads; ++t) EXPECT_FALSE(store_->mark_agent_seq(id, t * kPerThread + 1));
 }
 
+// --- memory observations (issue 13: the memory model learns from observed peaks) -------------
+
+core::MemoryObservation memory_seen(std::int64_t machine, const std::string& gpu, double at,
+                                    bool oom = false) {
+  core::MemoryObservation o;
+  o.instance_id = 7;
+  o.machine_id = machine;
+  o.gpu_name = gpu;
+  o.num_gpus = 2;
+  o.at = at;
+  o.partitions = 20;
+  o.observed_peak_gib = oom ? 0 : 391.5;
+  o.model_peak_gib = 350;
+  o.usable_ram_gib = 400;
+  o.oom = oom;
+  return o;
+}
+
+TEST_P(StoreTest, MemoryObservationsByMachineOrGpuModelNewestFirst) {
+  store_->insert_memory_observation(memory_seen(1, "RTX 4090", 100));
+  store_->insert_memory_observation(memory_seen(1, "RTX 4090", 300, /*oom=*/true));
+  store_->insert_memory_observation(memory_seen(2, "rtx 4090", 200));
+  store_->insert_memory_observation(memory_seen(3, "RTX 3090", 400));
+  const auto seen = store_->memory_observations(1, "RTX 4090");
+  ASSERT_EQ(seen.size(), 3u);  // machine 1's two and machine 2's (same model, any case)
+  EXPECT_DOUBLE_EQ(seen[0].at, 300);
+  EXPECT_TRUE(seen[0].oom);
+  EXPECT_DOUBLE_EQ(seen[0].observed_peak_gib, 0);
+  EXPECT_EQ(seen[1].machine_id, 2);
+  EXPECT_EQ(seen[2].instance_id, 7);
+  EXPECT_EQ(seen[2].gpu_name, "RTX 4090");
+  EXPECT_EQ(seen[2].num_gpus, 2);
+  EXPECT_EQ(seen[2].partitions, 20);
+  EXPECT_DOUBLE_EQ(seen[2].observed_peak_gib, 391.5);
+  EXPECT_DOUBLE_EQ(seen[2].model_peak_gib, 350);
+  EXPECT_DOUBLE_EQ(seen[2].usable_ram_gib, 400);
+  EXPECT_FALSE(seen[2].oom);
+  EXPECT_EQ(store_->memory_observations(3, "A100").size(), 1u);         // by machine alone
+  EXPECT_EQ(store_->memory_observations(1, "RTX 4090", 2).size(), 2u);  // bounded
+}
+
+TEST(SqliteStoreOpen, MemoryObservationsSurviveAReopen) {
+  TempDir dir;
+  const std::string path = dir.file("fleet.db");
+  { SqliteStore(path).insert_memory_observation(memory_seen(5, "RTX 5090", 10)); }
+  SqliteStore again(path);
+  EXPECT_EQ(again.memory_observations(5, "RTX 5090").size(), 1u);
+}
+
 // --- opening, migrations, files ----------------------------------------------------------------
 
 TEST(SqliteStoreOpen, ReopeningAFileKeepsDataAndMigratesNothingTwice) {
@@ -800,6 +849,7 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
            "DROP TABLE job_failure_streaks;"
            "DROP TABLE jobs;"
            "DROP TABLE agent_logs;"
+           "DROP TABLE memory_observations;"
            "ALTER TABLE instances DROP COLUMN close_cause;"
            "ALTER TABLE instances DROP COLUMN bench_since;"
            "ALTER TABLE instances DROP COLUMN gpu_throttled;"

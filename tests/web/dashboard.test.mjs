@@ -8,7 +8,7 @@ import { duration, esc, usd } from '../../web/format.js';
 import { backoffDelay, SseParser } from '../../web/sse.js';
 import {
   autopilotBlock, badHostsTable, fleetHeader, hearingBlock, hostsTable, instancePage, instancesTable,
-  jobsPanel, offersTable, sortInstances,
+  jobsPanel, machineHistory, offersTable, sortInstances,
 } from '../../web/views.js';
 
 const NOW = 1_000_000;
@@ -274,4 +274,29 @@ test('instance rows show the jobs each instance holds, and idle accepted ones', 
   const row9 = html.slice(html.indexOf('data-id="9"'));
   assert.doesNotMatch(row9.slice(0, row9.indexOf('</tr>')), /instance-jobs/);
   assert.doesNotMatch(instancesTable(rows, NOW), /instance-jobs/);
+});
+
+test('offers show each machine history and both break-evens', () => {
+  const row = {
+    id: 42, machine_id: 7, gpu_name: 'RTX 4090', num_gpus: 1, dph_total: 0.24, predicted_rate: 21,
+    prediction_source: 'host', reasons: [], min_rate: 20, break_even_rate: 20, break_even_objective: 'revenue',
+    revenue_break_even_rate: 20, target_break_even_rate: 30, break_evens_differ: true,
+    history: {
+      machine_id: 7, rentals: 2, runs: 3, median_rate: 21, last_verdict: 'reject', last_verdict_reason: 'below break-even',
+      ooms: 1, crashes: 0, bad_host: { machine_id: 7, reason: 'slow benchmark <b>', source: 'auto' },
+    },
+  };
+  const html = offersTable([row]);
+  assert.match(html, /2 rentals · 3 runs · median 21.0\/h/);
+  assert.match(html, /last: reject/);
+  assert.match(html, /title="below break-even"/);
+  assert.match(html, /1 OOM/);
+  assert.match(html, /blocked \(auto\): slow benchmark &lt;b&gt;/);
+  assert.match(html, /20.0\/h <span class="muted">\(revenue\)<\/span>/);
+  assert.match(html, /target \$\/proof 30.0\/h/);
+  // Equal break-evens show one figure; a machine never rented says so.
+  const plain = offersTable([{ ...row, break_evens_differ: false, history: { rentals: 0, runs: 0 } }]);
+  assert.doesNotMatch(plain, /offer-other-break-even/);
+  assert.match(plain, /never rented/);
+  assert.match(machineHistory(null), /never rented/);
 });
