@@ -704,11 +704,10 @@ struct Agent::Impl {
     }
     if (kind == "cuzk") {
       CuzkOptions co;
-      co.daemon =
-          o.cuzk_external ? std::string()
-          : !o.cuzk_daemon.empty()
-              ? o.cuzk_daemon
-              : setting<std::string>(prover_settings, "cuzk_daemon").value_or("cuzk-daemon");
+      co.daemon = o.cuzk_external ? std::string()
+                  : !o.cuzk_daemon.empty()
+                      ? o.cuzk_daemon
+                      : setting<std::string>(prover_settings, "cuzk_daemon").value_or(kCuzkProgram);
       co.listen = !o.cuzk_listen.empty()
                       ? o.cuzk_listen
                       : setting<std::string>(prover_settings, "listen").value_or("127.0.0.1:9820");

@@ -28,7 +28,7 @@ struct AgentOptions {
   double time_scale = 1;
   std::string sim_truth;           // JSON object (the scenario truth) for `sim`
   std::string prover_command;      // for `command`
-  std::string cuzk_daemon;         // empty: prover.cuzk_daemon from the manager, else cuzk-daemon
+  std::string cuzk_daemon;         // empty: prover.cuzk_daemon from the manager, else cuzk
   std::string cuzk_listen;         // empty: prover.listen, else 127.0.0.1:9820
   std::string cuzk_status_listen;  // empty: prover.status_listen, else 127.0.0.1:9821
   bool cuzk_external = false;      // use a daemon already running at the listen address

@@ -51,7 +51,7 @@ const char* to_string(ProofOutcome::Kind kind);
 struct ProverHealth {
   bool running = false;
   bool oom = false;     // it died and the evidence says memory (oom_kill count, SIGKILL)
-  std::string message;  // what happened, e.g. "cuzk-daemon killed by signal 9 (SIGKILL)"
+  std::string message;  // what happened, e.g. "cuzk killed by signal 9 (SIGKILL)"
 };
 
 class Prover {

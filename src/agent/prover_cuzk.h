@@ -1,4 +1,4 @@
-// The `cuzk` prover: runs cuzk-daemon with the planned configuration and keeps Prove calls in
+// The `cuzk` prover: runs the cuzk daemon with the planned configuration and keeps Prove calls in
 // flight through the gRPC contract in proto/cuzk/v1/proving.proto (reference cuzk.md §1),
 // reading HTTP GET /status (§2) for heartbeats. A client's job (ProofJob::input) goes to the
 // daemon as the client's own SubmitProofRequest with our request id; its proof comes back. gRPC
@@ -86,8 +86,13 @@ class CuzkClient {
 
 // --- the prover ----------------------------------------------------------------------------
 
+// The daemon's program as curio installs it: `make cuzk` builds cargo's `cuzk-daemon` binary and
+// copies it to ./cuzk, `make install-cuzk` installs that as /usr/local/bin/cuzk (curio's
+// scripts/makefiles/30-build.mk), and the agent image puts it there too (deploy/agent-image).
+inline constexpr const char* kCuzkProgram = "cuzk";
+
 struct CuzkOptions {
-  std::string daemon = "cuzk-daemon";  // empty: use a daemon already listening at `listen`
+  std::string daemon = kCuzkProgram;  // empty: use a daemon already listening at `listen`
   std::string listen = "127.0.0.1:9820";
   std::string status_listen = "127.0.0.1:9821";  // empty: no HTTP /status
   std::string param_dir;                         // [srs] param_cache: parameters and the PCE file

@@ -127,8 +127,8 @@ void register_agent(CLI::App& app) {
       "SIGTERM/SIGINT, 1 when the manager refuses its token and its registration.\n"
       "State (token, event journal, plan caps, cuzk.toml) lives in --state-dir and survives\n"
       "restarts.\n"
-      "Provers: cuzk (spawns cuzk-daemon), sim (market-sim instances: --sim-truth), command\n"
-      "(runs --prover-command once per proof).");
+      "Provers: cuzk (spawns the daemon `cuzk` from PATH), sim (market-sim instances:\n"
+      "--sim-truth), command (runs --prover-command once per proof).");
   cmd->add_option("--manager", o.manager_url, "Manager URL")->envname("PROVERFLEET_MANAGER");
   cmd->add_option("--deployment", o.deployment, "Deployment id")->envname("PROVERFLEET_DEPLOYMENT");
   add_refused_secret_flag(cmd, cli->secret_flag);
@@ -158,7 +158,8 @@ void register_agent(CLI::App& app) {
   cmd->add_option("--prover-command", o.prover_command,
                   "command prover: shell command run once per proof")
       ->envname("PROVERFLEET_PROVER_COMMAND");
-  cmd->add_option("--cuzk-daemon", o.cuzk_daemon, "cuzk: daemon program (default cuzk-daemon)");
+  cmd->add_option("--cuzk-daemon", o.cuzk_daemon,
+                  "cuzk: daemon program (default cuzk, as curio's make install-cuzk installs it)");
   cmd->add_option("--cuzk-listen", o.cuzk_listen, "cuzk: gRPC address (default 127.0.0.1:9820)");
   cmd->add_option("--cuzk-status-listen", o.cuzk_status_listen,
                   "cuzk: HTTP /status address (default 127.0.0.1:9821)");

@@ -17,6 +17,7 @@
 #include "core/policy.h"
 #include "core/ranking.h"
 #include "core/sprt_acceptance.h"
+#include "manager/deploy_defaults.h"
 
 namespace pf::cli {
 
@@ -27,9 +28,9 @@ struct MarketSettings {
 
 // What the manager puts into every rental and tells every agent.
 struct DeploySettings {
-  std::string image = "proverfleet/agent:latest";
+  std::string image = manager::kDefaultImage;
   double disk_gb = 200;
-  std::string onstart = "proverfleet agent";
+  std::string onstart = manager::kDefaultOnstart;
   double heartbeat_s = 10;
   // The parameter files agents fetch: a URL or a file holding a JSON array of
   // {name, url, bytes, digest}. Empty: agents are handed no manifest.

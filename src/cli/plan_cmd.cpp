@@ -106,7 +106,7 @@ void register_plan(CLI::App& app) {
                 "Plan as if the PCE file did not exist yet (--toml then prints the warm-up "
                 "configuration)");
   auto* json_flag = cmd->add_flag("--json", options->json, "Print JSON");
-  cmd->add_flag("--toml", options->toml, "Print the cuzk-daemon TOML configuration")
+  cmd->add_flag("--toml", options->toml, "Print the cuzk daemon's TOML configuration")
       ->excludes(json_flag);
   cmd->callback([options] { run_plan(*options); });
 }

@@ -179,8 +179,7 @@ std::string cuzk_config_toml(const ProverPlan& plan, bool warmup, const CuzkEndp
   t += "[gpus]\ndevices = [" + devices + "]\ngpu_threads = " + std::to_string(plan.gpu_threads) +
        "\ngpu_workers_per_device = " + std::to_string(plan.gpu_workers_per_device) + "\n\n";
   t += "[synthesis]\nthreads = " + std::to_string(plan.synthesis_threads) + "\n\n";
-  t +=
-      "[pipeline]\nenabled = true\nmax_parallel_synthesis = " + std::to_string(partitions) + "\n\n";
+  t += "[pipeline]\nenabled = true\n\n";
   t += "[logging]\nlevel = " + quote(ep.log_level) + "\n";
   return t;
 }

@@ -91,11 +91,15 @@ struct CuzkEndpoints {
   std::string log_level = "info";
 };
 
-// cuzk-daemon's TOML configuration for `plan`, at its full size or (warmup) at the smaller
-// size the first proof runs with while the PCE file does not exist yet. Uses only keys documented
-// for cuzk main: [daemon] listen, status_listen; [srs] param_cache; [memory] total_budget; [gpus]
-// devices, gpu_threads, gpu_workers_per_device; [synthesis] threads; [pipeline] enabled,
-// max_parallel_synthesis; [logging] level.
+// The cuzk daemon's TOML configuration for `plan`, at its full size or (warmup) at the smaller
+// size the first proof runs with while the PCE file does not exist yet. Writes only keys that
+// the pinned cuzk (deploy/agent-image/Dockerfile's CURIO_COMMIT) reads in
+// extern/cuzk/cuzk-core/src/config.rs: [daemon] listen, status_listen; [srs] param_cache;
+// [memory] total_budget; [gpus] devices, gpu_threads, gpu_workers_per_device; [synthesis]
+// threads; [pipeline] enabled; [logging] level. cuzk ignores unknown keys without a word, so a
+// key it does not read would be a setting silently lost. That cuzk has no partition count:
+// partition_workers is deprecated (ignored with a warning) and concurrent syntheses are bounded
+// by memory.total_budget alone, which the plan sets to the model peak at its partitions.
 std::string cuzk_config_toml(const ProverPlan& plan, bool warmup, const CuzkEndpoints& endpoints);
 
 // Parses "256G", "256GiB", "240 GB", "1T", "524288M" or a plain number (GiB) into GiB.

@@ -28,6 +28,7 @@
 #include "core/reconcile.h"
 #include "core/sprt_acceptance.h"
 #include "jobs/job_queue.h"
+#include "manager/deploy_defaults.h"
 #include "market/market.h"
 #include "store/store.h"
 
@@ -62,10 +63,10 @@ struct ManagerConfig {
   // it costs, as the autopilot's policy scores) or against economics.target_cost_per_proof_usd.
   bool profit_objective = true;
   std::string public_url = "http://127.0.0.1:8470";  // what agents are told to call
-  std::string image = "proverfleet/agent:latest";
+  std::string image = kDefaultImage;
   double disk_gb = 200;
-  // Shell run by the instance at start; {manager} etc. come from the env the create sets.
-  std::string onstart = "proverfleet agent";
+  // Shell run by the instance at start; the manager's URL etc. come from the env the create sets.
+  std::string onstart = kDefaultOnstart;
   double heartbeat_s = 10;
   std::vector<ParamFile> params;
   nlohmann::json prover_settings = nlohmann::json::object();

@@ -21,454 +21,22 @@
 #include <utility>
 
 #include "market/offer_json.h"
+#include "store/sqlite_migrations.h"
+#include "store/sqlite_statement.h"
 #include "util/bounded_json.h"
 
 namespace pf::store {
 namespace {
 
 using nlohmann::json;
-
-// --- migrations ------------------------------------------------------------------------------
-// Append-only: a released step is never edited, a change is a new step. Each step runs in its
-// own transaction together with the user_version bump, so a crash leaves either all of it or
-// none. Tables are created without IF NOT EXISTS so that applying a step twice fails loudly.
-struct Migration {
-  int version;
-  const char* description;
-  const char* sql;
-};
-
-constexpr std::array kMigrations{
-    Migration{1, "initial schema", R"sql(
-CREATE TABLE instances (
-  id INTEGER PRIMARY KEY,
-  deployment_id TEXT NOT NULL UNIQUE,
-  market_id INTEGER,
-  -- The offer in vast's own form (market::offer_to_vast_json) plus what that form cannot
-  -- carry exactly: derived fields and data flags.
-  offer_json TEXT NOT NULL,
-  offer_extra_json TEXT NOT NULL,
-  state TEXT NOT NULL,
-  created_at REAL NOT NULL,
-  state_since REAL NOT NULL,
-  deadline_at REAL NOT NULL,
-  destroy_reason TEXT NOT NULL,
-  destroyed_at REAL,
-  secret_hash TEXT NOT NULL,
-  token_hash TEXT NOT NULL,
-  last_heartbeat_at REAL NOT NULL,
-  market_status TEXT NOT NULL,
-  market_status_since REAL NOT NULL,
-  params_done_bytes REAL NOT NULL,
-  params_total_bytes REAL NOT NULL,
-  params_rate_bps REAL NOT NULL,
-  prover_crashes INTEGER NOT NULL,
-  ooms INTEGER NOT NULL,
-  proofs_benchmark INTEGER NOT NULL,
-  proofs_production INTEGER NOT NULL,
-  gpu_util REAL NOT NULL,
-  peak_memory_gib REAL NOT NULL,
-  spend_usd REAL NOT NULL,
-  billed_until REAL NOT NULL,
-  verdict_decision TEXT,  -- NULL: no verdict yet; the other verdict_* columns are then NULL
-  verdict_rate REAL,
-  verdict_low REAL,
-  verdict_high REAL,
-  verdict_samples INTEGER,
-  verdict_break_even_rate REAL,
-  verdict_reason TEXT,
-  plan_json TEXT NOT NULL,
-  origin TEXT NOT NULL
-) STRICT;
-CREATE INDEX instances_market_id ON instances(market_id);
-CREATE INDEX instances_state ON instances(state);
-CREATE INDEX instances_token_hash ON instances(token_hash);
-
-CREATE TABLE instance_events (
-  id INTEGER PRIMARY KEY,
-  instance_id INTEGER NOT NULL REFERENCES instances(id),
-  at REAL NOT NULL,
-  kind TEXT NOT NULL,
-  message TEXT NOT NULL,
-  data_json TEXT NOT NULL
-) STRICT;
-CREATE INDEX instance_events_instance ON instance_events(instance_id, at, id);
-
-CREATE TABLE agent_seqs (
-  instance_id INTEGER NOT NULL REFERENCES instances(id),
-  seq INTEGER NOT NULL,
-  PRIMARY KEY (instance_id, seq)
-) STRICT, WITHOUT ROWID;
-
-CREATE TABLE proof_samples (
-  instance_id INTEGER NOT NULL REFERENCES instances(id),
-  seq INTEGER NOT NULL,
-  at REAL NOT NULL,
-  seconds REAL NOT NULL,
-  gpu_ms REAL NOT NULL,
-  queue_ms REAL NOT NULL,
-  phase TEXT NOT NULL,
-  PRIMARY KEY (instance_id, seq)
-) STRICT, WITHOUT ROWID;
-
--- Host history outlives instances and may be imported, so instance_id is informational.
-CREATE TABLE bench_runs (
-  id INTEGER PRIMARY KEY,
-  machine_id INTEGER NOT NULL,
-  gpu_name TEXT NOT NULL,
-  num_gpus INTEGER NOT NULL,
-  instance_id INTEGER NOT NULL,
-  at REAL NOT NULL,
-  rate REAL NOT NULL,
-  low REAL NOT NULL,
-  high REAL NOT NULL,
-  samples INTEGER NOT NULL,
-  kind TEXT NOT NULL,
-  contended INTEGER NOT NULL CHECK (contended IN (0, 1)),
-  throttled INTEGER NOT NULL CHECK (throttled IN (0, 1)),
-  plan_json TEXT NOT NULL
-) STRICT;
-CREATE INDEX bench_runs_host ON bench_runs(machine_id, gpu_name, num_gpus, at);
-
-CREATE TABLE bad_hosts (
-  machine_id INTEGER NOT NULL,
-  source TEXT NOT NULL,
-  reason TEXT NOT NULL,
-  evidence_json TEXT NOT NULL,
-  added_at REAL NOT NULL,
-  expires_at REAL,  -- NULL: until removed
-  strikes INTEGER NOT NULL,
-  PRIMARY KEY (machine_id, source)
-) STRICT;
-
-CREATE TABLE settings (
-  key TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-) STRICT;
-)sql"},
-    // One lifecycle (issue 11): the close cause is typed and stored, and what the manager
-    // needs after a restart (the benchmark clock, a reported throttle, the production windows
-    // recorded) lives on the row. Rows closed before keep an empty cause, except the
-    // operator's destroys, whose reason was always exactly "operator request": their
-    // cooldown keeps working across the upgrade.
-    Migration{2, "typed close cause and restart state on instances", R"sql(
-ALTER TABLE instances ADD COLUMN close_cause TEXT NOT NULL DEFAULT '';
-ALTER TABLE instances ADD COLUMN bench_since REAL NOT NULL DEFAULT 0;
-ALTER TABLE instances ADD COLUMN gpu_throttled INTEGER NOT NULL DEFAULT 0
-  CHECK (gpu_throttled IN (0, 1));
-ALTER TABLE instances ADD COLUMN production_windows INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE instances ADD COLUMN oom_partitions INTEGER NOT NULL DEFAULT 0
-  CHECK (oom_partitions >= 0);
-UPDATE instances SET close_cause = 'operator'
-  WHERE destroy_reason = 'operator request' AND state IN ('destroying', 'destroyed');
-UPDATE instances SET production_windows =
-  (SELECT COUNT(*) FROM bench_runs
-   WHERE bench_runs.instance_id = instances.id AND bench_runs.kind = 'production');
-UPDATE instances SET bench_since =
-  (SELECT COALESCE(MAX(at), 0) FROM proof_samples
-   WHERE proof_samples.instance_id = instances.id AND proof_samples.phase = 'warmup');
-)sql"},
-    // Real work (issue 12): the gateway's proof jobs. The proof bytes live in the row (a few
-    // KiB: a PoRep C2 proof is 1,920 bytes), so "done" and its proof commit together; inputs
-    // (up to hundreds of MiB) live content-addressed in the data directory (jobs/input_store.h).
-    // instance_id names the holder without a foreign key: a job outlives any one instance row.
-    Migration{3, "proof jobs", R"sql(
-CREATE TABLE jobs (
-  id INTEGER PRIMARY KEY,
-  request_id TEXT NOT NULL UNIQUE,
-  kind TEXT NOT NULL,
-  priority INTEGER NOT NULL,
-  state TEXT NOT NULL
-    CHECK (state IN ('queued', 'assigned', 'proving', 'done', 'failed', 'cancelled')),
-  input_digest TEXT NOT NULL,
-  input_bytes INTEGER NOT NULL CHECK (input_bytes >= 0),
-  attempts INTEGER NOT NULL CHECK (attempts >= 0),
-  failures INTEGER NOT NULL CHECK (failures >= 0),
-  instance_id INTEGER,
-  lease_expires_at REAL NOT NULL,
-  submitted_at REAL NOT NULL,
-  deadline_at REAL NOT NULL,
-  assigned_at REAL NOT NULL,
-  started_at REAL NOT NULL,
-  finished_at REAL NOT NULL,
-  delivered_at REAL NOT NULL,
-  proof_digest TEXT NOT NULL,
-  proof BLOB,
-  error TEXT NOT NULL,
-  avoid_instances TEXT NOT NULL,
-  rejections INTEGER NOT NULL CHECK (rejections >= 0),
-  prove_ms REAL NOT NULL,
-  gpu_ms REAL NOT NULL,
-  queue_ms REAL NOT NULL
-) STRICT;
-CREATE INDEX jobs_state ON jobs(state, id);
-CREATE INDEX jobs_submitted_at ON jobs(submitted_at);
-CREATE INDEX jobs_finished_at ON jobs(finished_at);
-)sql"},
-};
-
-consteval bool versions_are_consecutive() {
-  int expected = 1;
-  for (const auto& m : kMigrations)
-    if (m.version != expected++) return false;
-  return true;
-}
-static_assert(versions_are_consecutive(), "migration versions must be 1, 2, 3, ... in order");
-
-// --- RAII over the C API -----------------------------------------------------------------------
-
-struct StmtFinalizer {
-  void operator()(sqlite3_stmt* stmt) const { sqlite3_finalize(stmt); }
-};
-using StmtHandle = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
-
-[[noreturn]] void fail(sqlite3* db, std::string_view doing) {
-  throw StoreError(std::string(doing) + ": " + sqlite3_errmsg(db));
-}
-
-// Runs SQL that carries no values (DDL, pragmas, transaction control).
-void exec(sqlite3* db, const std::string& sql, std::string_view doing) {
-  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) fail(db, doing);
-}
-
-// Used while an exception is already propagating: a failure here must not replace it.
-void rollback_quietly(sqlite3* db) {
-  if (sqlite3_get_autocommit(db) == 0) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-}
-
-// A prepared statement kept for reuse. Parsing SQL costs more than running it (it dominated the
-// agent heartbeat), so each SqliteStore prepares each distinct SQL text once.
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-
-struct CachedStatement {
-  StmtHandle stmt;
-  // Column name → index, read once at prepare time: rows are read by name, and an `instances`
-  // row has 36 columns.
-  std::unordered_map<std::string, int, StringHash, std::equal_to<>> columns;
-  bool in_use = false;  // a Statement holds it; a second user of the same SQL prepares its own
-};
-
-class StatementCache {
- public:
-  // The cached statement for sql, prepared on first use; nullptr when it is already in use.
-  CachedStatement* borrow(sqlite3* db, std::string_view sql, const std::string& doing) {
-    auto it = by_sql_.find(sql);
-    if (it == by_sql_.end()) {
-      auto entry = std::make_unique<CachedStatement>();
-      entry->stmt = prepare(db, sql, doing);
-      const int n = sqlite3_column_count(entry->stmt.get());
-      for (int i = 0; i < n; ++i)
-        entry->columns.emplace(sqlite3_column_name(entry->stmt.get(), i), i);
-      it = by_sql_.emplace(std::string(sql), std::move(entry)).first;
-    }
-    if (it->second->in_use) return nullptr;
-    it->second->in_use = true;
-    return it->second.get();
-  }
-
-  static StmtHandle prepare(sqlite3* db, std::string_view sql, const std::string& doing) {
-    sqlite3_stmt* raw = nullptr;
-    const int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &raw, nullptr);
-    StmtHandle stmt(raw);
-    if (rc != SQLITE_OK) fail(db, doing + " (preparing)");
-    return stmt;
-  }
-
- private:
-  std::unordered_map<std::string, std::unique_ptr<CachedStatement>, StringHash, std::equal_to<>>
-      by_sql_;
-};
-
-// One use of a prepared statement. Parameters are named (":name") and columns are read by name,
-// so the long instance rows cannot silently shift when a column is added.
-class Statement {
- public:
-  // Prepares sql for this use only (migrations, pragmas: SQL that runs once).
-  Statement(sqlite3* db, std::string_view sql, std::string doing)
-      : db_(db), doing_(std::move(doing)) {
-    owned_ = StatementCache::prepare(db, sql, doing_);
-    stmt_ = owned_.get();
-  }
-  // Uses the cache's statement for sql; resets it for the next user when done.
-  Statement(StatementCache& cache, sqlite3* db, std::string_view sql, std::string doing)
-      : db_(db), doing_(std::move(doing)) {
-    cached_ = cache.borrow(db, sql, doing_);
-    if (cached_ != nullptr) {
-      stmt_ = cached_->stmt.get();
-    } else {
-      owned_ = StatementCache::prepare(db, sql, doing_);
-      stmt_ = owned_.get();
-    }
-  }
-  ~Statement() {
-    if (cached_ == nullptr) return;
-    // Resetting ends the statement's read of the database (an unreset SELECT would pin an old
-    // snapshot) and its result code repeats an error already thrown, so it is not checked.
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-    cached_->in_use = false;
-  }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  void bind_int(const char* name, std::int64_t value) {
-    check(sqlite3_bind_int64(stmt_, param(name), value));
-  }
-  void bind_bool(const char* name, bool value) { bind_int(name, value ? 1 : 0); }
-  void bind_real(const char* name, double value) {
-    // SQLite would turn NaN into NULL, which comes back as 0: refuse rather than lose it.
-    if (std::isnan(value)) throw StoreError(doing_ + ": " + (name + 1) + " is NaN");
-    check(sqlite3_bind_double(stmt_, param(name), value));
-  }
-  void bind_text(const char* name, std::string_view value) {
-    check(sqlite3_bind_text64(stmt_, param(name), value.data(), value.size(), SQLITE_TRANSIENT,
-                              SQLITE_UTF8));
-  }
-  void bind_blob(const char* name, std::string_view value) {
-    check(sqlite3_bind_blob64(stmt_, param(name), value.data(), value.size(), SQLITE_TRANSIENT));
-  }
-  void bind_null(const char* name) { check(sqlite3_bind_null(stmt_, param(name))); }
-  void bind_opt_real(const char* name, const std::optional<double>& value) {
-    if (value)
-      bind_real(name, *value);
-    else
-      bind_null(name);
-  }
-  void bind_opt_int(const char* name, const std::optional<std::int64_t>& value) {
-    if (value)
-      bind_int(name, *value);
-    else
-      bind_null(name);
-  }
-
-  // True while a row is available.
-  bool next() {
-    const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    fail(db_, doing_);
-  }
-  void run() {
-    while (next()) {
-    }
-  }
-  // Rows changed by the last run() (meaningful for INSERT/UPDATE/DELETE).
-  int changes() const { return sqlite3_changes(db_); }
-
-  bool is_null(const char* col) const {
-    return sqlite3_column_type(stmt_, column(col)) == SQLITE_NULL;
-  }
-  std::int64_t integer(const char* col) const { return sqlite3_column_int64(stmt_, column(col)); }
-  int int32(const char* col) const {
-    const std::int64_t v = integer(col);
-    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
-      throw StoreError(doing_ + ": column " + col + " is out of range: " + std::to_string(v));
-    }
-    return static_cast<int>(v);
-  }
-  bool boolean(const char* col) const { return integer(col) != 0; }
-  double real(const char* col) const { return sqlite3_column_double(stmt_, column(col)); }
-  std::string text(const char* col) const { return std::string(text_view(col)); }
-  // Valid until the next step or the end of this Statement.
-  std::string_view text_view(const char* col) const {
-    const int i = column(col);
-    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, i));
-    if (p == nullptr) return {};
-    return {p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, i))};
-  }
-  std::string blob(const char* col) const {
-    const int i = column(col);
-    const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, i));
-    if (p == nullptr) return {};
-    return {p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, i))};
-  }
-  std::optional<double> opt_real(const char* col) const {
-    if (is_null(col)) return std::nullopt;
-    return real(col);
-  }
-  std::optional<std::int64_t> opt_integer(const char* col) const {
-    if (is_null(col)) return std::nullopt;
-    return integer(col);
-  }
-
-  const std::string& doing() const { return doing_; }
-
- private:
-  int param(const char* name) const {
-    const int i = sqlite3_bind_parameter_index(stmt_, name);
-    if (i == 0) throw StoreError(doing_ + ": internal error: no SQL parameter " + name);
-    return i;
-  }
-  int column(const char* name) const {
-    if (cached_ != nullptr) {
-      // SQLite re-prepares a statement after a schema change, which may move a column of
-      // SELECT *: a remembered index is used only while the statement still names it so.
-      auto it = cached_->columns.find(std::string_view(name));
-      if (it != cached_->columns.end() && it->second < sqlite3_column_count(stmt_) &&
-          std::strcmp(sqlite3_column_name(stmt_, it->second), name) == 0) {
-        return it->second;
-      }
-    }
-    const int n = sqlite3_column_count(stmt_);
-    for (int i = 0; i < n; ++i) {
-      if (std::strcmp(sqlite3_column_name(stmt_, i), name) == 0) return i;
-    }
-    throw StoreError(doing_ + ": internal error: no column " + name + " in the result");
-  }
-  void check(int rc) const {
-    if (rc != SQLITE_OK) fail(db_, doing_ + " (binding)");
-  }
-
-  sqlite3* db_;
-  std::string doing_;
-  StmtHandle owned_;                   // set when this use prepared its own statement
-  CachedStatement* cached_ = nullptr;  // set when borrowed from a StatementCache
-  sqlite3_stmt* stmt_ = nullptr;
-};
-
-int read_user_version(sqlite3* db, std::string_view doing) {
-  Statement s(db, "PRAGMA user_version", std::string(doing));
-  if (!s.next()) throw StoreError(std::string(doing) + ": PRAGMA user_version returned nothing");
-  return s.int32("user_version");
-}
-
-int latest_version() {
-  return kMigrations.back().version;
-}
-
-[[noreturn]] void refuse_newer(const std::string& path, int found) {
-  throw StoreError("opening store '" + path + "': database schema version " +
-                   std::to_string(found) + " is newer than this proverfleet (" +
-                   std::to_string(latest_version()) + "); upgrade proverfleet");
-}
-
-void migrate(sqlite3* db, const std::string& path) {
-  const std::string doing = "opening store '" + path + "'";
-  const int found = read_user_version(db, doing + ": reading schema version");
-  if (found > latest_version()) refuse_newer(path, found);
-  for (const auto& step : kMigrations) {
-    if (step.version <= found) continue;
-    const std::string applying = doing + ": applying migration " + std::to_string(step.version) +
-                                 " (" + step.description + ")";
-    exec(db, "BEGIN IMMEDIATE", applying);
-    try {
-      // Another process may have migrated between our first read and BEGIN.
-      const int now = read_user_version(db, applying);
-      if (now > latest_version()) refuse_newer(path, now);
-      if (now < step.version) {
-        exec(db, step.sql, applying);
-        exec(db, "PRAGMA user_version = " + std::to_string(step.version), applying);
-      }
-      exec(db, "COMMIT", applying);
-    } catch (...) {
-      rollback_quietly(db);
-      throw;
-    }
-  }
-}
+using sqlite_detail::dump_json;
+using sqlite_detail::exec;
+using sqlite_detail::fail;
+using sqlite_detail::latest_version;
+using sqlite_detail::migrate;
+using sqlite_detail::read_user_version;
+using sqlite_detail::rollback_quietly;
+using sqlite_detail::Statement;
 
 // --- row mapping -------------------------------------------------------------------------------
 
@@ -478,14 +46,6 @@ std::optional<core::Verdict::Decision> parse_decision(std::string_view text) {
     if (text == core::to_string(d)) return d;
   }
   return std::nullopt;
-}
-
-std::string dump_json(const json& j, std::string_view what) {
-  try {
-    return j.dump();
-  } catch (const json::exception& e) {
-    throw StoreError(std::string(what) + ": " + e.what());
-  }
 }
 
 void bind_offer(Statement& s, const core::Offer& offer) {
@@ -728,84 +288,6 @@ core::BadHost read_bad_host(const Statement& s) {
   return b;
 }
 
-constexpr const char* kJobColumns =
-    "request_id, kind, priority, state, input_digest, input_bytes, attempts, failures, "
-    "instance_id, lease_expires_at, submitted_at, deadline_at, assigned_at, started_at, "
-    "finished_at, delivered_at, proof_digest, error, avoid_instances, rejections, prove_ms, "
-    "gpu_ms, queue_ms";
-
-void bind_job(Statement& s, const core::Job& j) {
-  s.bind_text(":request_id", j.request_id);
-  s.bind_text(":kind", core::to_string(j.kind));
-  s.bind_int(":priority", j.priority);
-  s.bind_text(":state", core::to_string(j.state));
-  s.bind_text(":input_digest", j.input_digest);
-  s.bind_int(":input_bytes", j.input_bytes);
-  s.bind_int(":attempts", j.attempts);
-  s.bind_int(":failures", j.failures);
-  s.bind_opt_int(":instance_id", j.instance_id);
-  s.bind_real(":lease_expires_at", j.lease_expires_at);
-  s.bind_real(":submitted_at", j.submitted_at);
-  s.bind_real(":deadline_at", j.deadline_at);
-  s.bind_real(":assigned_at", j.assigned_at);
-  s.bind_real(":started_at", j.started_at);
-  s.bind_real(":finished_at", j.finished_at);
-  s.bind_real(":delivered_at", j.delivered_at);
-  s.bind_text(":proof_digest", j.proof_digest);
-  s.bind_text(":error", j.error);
-  s.bind_text(":avoid_instances",
-              dump_json(json(j.avoid_instances), s.doing() + ": encoding avoid_instances"));
-  s.bind_int(":rejections", j.rejections);
-  s.bind_real(":prove_ms", j.prove_ms);
-  s.bind_real(":gpu_ms", j.gpu_ms);
-  s.bind_real(":queue_ms", j.queue_ms);
-}
-
-core::Job read_job(const Statement& s) {
-  core::Job j;
-  j.id = s.integer("id");
-  const std::string what = "job " + std::to_string(j.id);
-  j.request_id = s.text("request_id");
-  const std::string kind = s.text("kind");
-  auto parsed_kind = core::parse_job_kind(kind);
-  if (!parsed_kind) throw StoreError(what + " has unknown kind '" + kind + "'");
-  j.kind = *parsed_kind;
-  j.priority = s.int32("priority");
-  const std::string state = s.text("state");
-  auto parsed_state = core::parse_job_state(state);
-  if (!parsed_state) throw StoreError(what + " has unknown state '" + state + "'");
-  j.state = *parsed_state;
-  j.input_digest = s.text("input_digest");
-  j.input_bytes = s.integer("input_bytes");
-  j.attempts = s.int32("attempts");
-  j.failures = s.int32("failures");
-  j.instance_id = s.opt_integer("instance_id");
-  j.lease_expires_at = s.real("lease_expires_at");
-  j.submitted_at = s.real("submitted_at");
-  j.deadline_at = s.real("deadline_at");
-  j.assigned_at = s.real("assigned_at");
-  j.started_at = s.real("started_at");
-  j.finished_at = s.real("finished_at");
-  j.delivered_at = s.real("delivered_at");
-  j.proof_digest = s.text("proof_digest");
-  j.error = s.text("error");
-  auto avoid = util::parse_json(s.text_view("avoid_instances"));
-  if (!avoid || !avoid->is_array()) throw StoreError(what + " has a corrupt avoid_instances list");
-  for (const auto& id : *avoid) {
-    if (!id.is_number_integer()) throw StoreError(what + " has a corrupt avoid_instances list");
-    j.avoid_instances.push_back(id.get<std::int64_t>());
-  }
-  j.rejections = s.int32("rejections");
-  j.prove_ms = s.real("prove_ms");
-  j.gpu_ms = s.real("gpu_ms");
-  j.queue_ms = s.real("queue_ms");
-  return j;
-}
-
-std::string job_select(std::string_view where) {
-  return std::string("SELECT id, ") + kJobColumns + " FROM jobs " + std::string(where);
-}
-
 }  // namespace
 
 namespace {
@@ -865,7 +347,6 @@ void SqliteStore::DbCloser::operator()(sqlite3* db) const {
 }
 
 struct SqliteStore::Caches {
-  StatementCache statements;
   OfferCache offers;
 };
 
@@ -951,7 +432,9 @@ class SqliteStore::Checkpointer {
   std::thread thread_;  // last: started after, and joined before, everything above
 };
 
-SqliteStore::SqliteStore(const std::string& path) : caches_(std::make_unique<Caches>()) {
+SqliteStore::SqliteStore(const std::string& path)
+    : caches_(std::make_unique<Caches>()),
+      statements_(std::make_unique<sqlite_detail::StatementCache>()) {
   if (path.empty()) throw StoreError("opening store: the database path is empty");
   const std::string doing = "opening store '" + path + "'";
   if (path != ":memory:") {
@@ -1031,7 +514,7 @@ void SqliteStore::transaction(const std::function<void()>& fn) {
     return;
   }
 
-  Statement(caches_->statements, db, "BEGIN IMMEDIATE", "starting a transaction").run();
+  Statement(*statements_, db, "BEGIN IMMEDIATE", "starting a transaction").run();
   depth_ = 1;
   try {
     fn();
@@ -1042,7 +525,7 @@ void SqliteStore::transaction(const std::function<void()>& fn) {
   }
   depth_ = 0;
   try {
-    Statement(caches_->statements, db, "COMMIT", "committing a transaction").run();
+    Statement(*statements_, db, "COMMIT", "committing a transaction").run();
   } catch (...) {
     rollback_quietly(db);
     throw;
@@ -1053,7 +536,7 @@ void SqliteStore::transaction(const std::function<void()>& fn) {
 
 std::int64_t SqliteStore::insert_instance(const core::InstanceRecord& record) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               std::string("INSERT INTO instances (") + kInstanceColumns + ") VALUES (" +
                   ":deployment_id, :market_id, :offer_json, :offer_extra_json, :state, "
                   ":created_at, :state_since, :deadline_at, :destroy_reason, :destroyed_at, "
@@ -1074,7 +557,7 @@ std::int64_t SqliteStore::insert_instance(const core::InstanceRecord& record) {
 void SqliteStore::update_instance(const core::InstanceRecord& record) {
   std::lock_guard lock(mutex_);
   const std::string doing = "updating instance " + std::to_string(record.id);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "UPDATE instances SET deployment_id = :deployment_id, market_id = :market_id, "
               "offer_json = :offer_json, offer_extra_json = :offer_extra_json, state = :state, "
               "created_at = :created_at, state_since = :state_since, "
@@ -1105,7 +588,7 @@ void SqliteStore::update_instance(const core::InstanceRecord& record) {
 void SqliteStore::update_agent_progress(const core::InstanceRecord& r) {
   std::lock_guard lock(mutex_);
   const std::string doing = "updating agent progress of instance " + std::to_string(r.id);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "UPDATE instances SET last_heartbeat_at = :last_heartbeat_at, "
               "params_done_bytes = :params_done_bytes, params_total_bytes = :params_total_bytes, "
               "params_rate_bps = :params_rate_bps, prover_crashes = :prover_crashes, "
@@ -1137,7 +620,7 @@ void SqliteStore::update_agent_progress(const core::InstanceRecord& r) {
 
 std::optional<core::InstanceRecord> SqliteStore::instance(std::int64_t id) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(), "SELECT * FROM instances WHERE id = :id",
+  Statement s(*statements_, db_.get(), "SELECT * FROM instances WHERE id = :id",
               "reading instance " + std::to_string(id));
   s.bind_int(":id", id);
   if (!s.next()) return std::nullopt;
@@ -1146,7 +629,7 @@ std::optional<core::InstanceRecord> SqliteStore::instance(std::int64_t id) {
 
 std::optional<core::InstanceRecord> SqliteStore::instance_by_deployment(const std::string& dep) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(), "SELECT * FROM instances WHERE deployment_id = :dep",
+  Statement s(*statements_, db_.get(), "SELECT * FROM instances WHERE deployment_id = :dep",
               "reading instance with deployment_id '" + dep + "'");
   s.bind_text(":dep", dep);
   if (!s.next()) return std::nullopt;
@@ -1155,7 +638,7 @@ std::optional<core::InstanceRecord> SqliteStore::instance_by_deployment(const st
 
 std::optional<core::InstanceRecord> SqliteStore::instance_by_market_id(std::int64_t market_id) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "SELECT * FROM instances WHERE market_id = :market_id ORDER BY id DESC LIMIT 1",
               "reading instance with market id " + std::to_string(market_id));
   s.bind_int(":market_id", market_id);
@@ -1166,8 +649,7 @@ std::optional<core::InstanceRecord> SqliteStore::instance_by_market_id(std::int6
 std::optional<core::InstanceRecord> SqliteStore::instance_by_token_hash(const std::string& hash) {
   if (hash.empty()) return std::nullopt;  // rows without a token have an empty hash
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
-              "SELECT * FROM instances WHERE token_hash = :hash LIMIT 1",
+  Statement s(*statements_, db_.get(), "SELECT * FROM instances WHERE token_hash = :hash LIMIT 1",
               "reading instance by agent token");
   s.bind_text(":hash", hash);
   if (!s.next()) return std::nullopt;
@@ -1176,7 +658,7 @@ std::optional<core::InstanceRecord> SqliteStore::instance_by_token_hash(const st
 
 std::vector<core::InstanceRecord> SqliteStore::instances(bool include_destroyed) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "SELECT * FROM instances WHERE :all OR state != :destroyed ORDER BY id",
               "listing instances");
   s.bind_bool(":all", include_destroyed);
@@ -1191,7 +673,7 @@ std::vector<core::InstanceRecord> SqliteStore::instances(bool include_destroyed)
 std::int64_t SqliteStore::append_event(const core::InstanceEvent& event) {
   std::lock_guard lock(mutex_);
   Statement s(
-      caches_->statements, db_.get(),
+      *statements_, db_.get(),
       "INSERT INTO instance_events (instance_id, at, kind, message, data_json) "
       "VALUES (:instance_id, :at, :kind, :message, :data_json)",
       "appending '" + event.kind + "' event for instance " + std::to_string(event.instance_id));
@@ -1206,7 +688,7 @@ std::int64_t SqliteStore::append_event(const core::InstanceEvent& event) {
 
 std::vector<core::InstanceEvent> SqliteStore::events(std::int64_t instance_id, std::size_t limit) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "SELECT * FROM (SELECT * FROM instance_events WHERE instance_id = :instance_id "
               "ORDER BY at DESC, id DESC LIMIT :limit) ORDER BY at, id",
               "reading events of instance " + std::to_string(instance_id));
@@ -1223,7 +705,7 @@ std::vector<core::InstanceEvent> SqliteStore::events(std::int64_t instance_id, s
 
 bool SqliteStore::mark_agent_seq(std::int64_t instance_id, std::int64_t seq) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "INSERT INTO agent_seqs (instance_id, seq) VALUES (:instance_id, :seq) "
               "ON CONFLICT (instance_id, seq) DO NOTHING",
               "recording agent event " + std::to_string(seq) + " of instance " +
@@ -1237,7 +719,7 @@ bool SqliteStore::mark_agent_seq(std::int64_t instance_id, std::int64_t seq) {
 bool SqliteStore::insert_proof_sample(const core::ProofSample& sample) {
   std::lock_guard lock(mutex_);
   // ON CONFLICT on the key only: any other constraint failure still raises an error.
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "INSERT INTO proof_samples (instance_id, seq, at, seconds, gpu_ms, queue_ms, phase) "
               "VALUES (:instance_id, :seq, :at, :seconds, :gpu_ms, :queue_ms, :phase) "
               "ON CONFLICT (instance_id, seq) DO NOTHING",
@@ -1257,7 +739,7 @@ bool SqliteStore::insert_proof_sample(const core::ProofSample& sample) {
 std::vector<core::ProofSample> SqliteStore::proof_samples(std::int64_t instance_id) {
   std::lock_guard lock(mutex_);
   const std::string doing = "reading proof samples of instance " + std::to_string(instance_id);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "SELECT * FROM proof_samples WHERE instance_id = :id ORDER BY seq", doing);
   s.bind_int(":id", instance_id);
   std::vector<core::ProofSample> out;
@@ -1285,7 +767,7 @@ std::vector<core::ProofSample> SqliteStore::proof_samples(std::int64_t instance_
 
 std::int64_t SqliteStore::insert_bench_run(const core::BenchRun& run) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "INSERT INTO bench_runs (machine_id, gpu_name, num_gpus, instance_id, at, rate, "
               "low, high, samples, kind, contended, throttled, plan_json) VALUES (:machine_id, "
               ":gpu_name, :num_gpus, :instance_id, :at, :rate, :low, :high, :samples, :kind, "
@@ -1310,7 +792,7 @@ std::int64_t SqliteStore::insert_bench_run(const core::BenchRun& run) {
 
 std::vector<core::BenchRun> SqliteStore::bench_runs(const core::HostKey& host) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "SELECT * FROM bench_runs WHERE machine_id = :machine_id AND gpu_name = :gpu_name "
               "AND num_gpus = :num_gpus ORDER BY at, id",
               "reading bench runs of machine " + std::to_string(host.machine_id));
@@ -1324,7 +806,7 @@ std::vector<core::BenchRun> SqliteStore::bench_runs(const core::HostKey& host) {
 
 std::vector<core::BenchRun> SqliteStore::all_bench_runs() {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(), "SELECT * FROM bench_runs ORDER BY at, id",
+  Statement s(*statements_, db_.get(), "SELECT * FROM bench_runs ORDER BY at, id",
               "reading bench runs");
   std::vector<core::BenchRun> out;
   while (s.next()) out.push_back(read_bench_run(s));
@@ -1335,7 +817,7 @@ std::vector<core::BenchRun> SqliteStore::all_bench_runs() {
 
 void SqliteStore::put_bad_host(const core::BadHost& entry) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "INSERT INTO bad_hosts (machine_id, source, reason, evidence_json, added_at, "
               "expires_at, strikes) VALUES (:machine_id, :source, :reason, :evidence_json, "
               ":added_at, :expires_at, :strikes) ON CONFLICT (machine_id, source) DO UPDATE SET "
@@ -1355,7 +837,7 @@ void SqliteStore::put_bad_host(const core::BadHost& entry) {
 
 bool SqliteStore::remove_bad_host(std::int64_t machine_id, const std::string& source) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "DELETE FROM bad_hosts WHERE machine_id = :machine_id AND source = :source",
               "removing bad host " + std::to_string(machine_id) + " (" + source + ")");
   s.bind_int(":machine_id", machine_id);
@@ -1366,7 +848,7 @@ bool SqliteStore::remove_bad_host(std::int64_t machine_id, const std::string& so
 
 std::vector<core::BadHost> SqliteStore::bad_hosts() {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(), "SELECT * FROM bad_hosts ORDER BY machine_id, source",
+  Statement s(*statements_, db_.get(), "SELECT * FROM bad_hosts ORDER BY machine_id, source",
               "reading bad hosts");
   std::vector<core::BadHost> out;
   while (s.next()) out.push_back(read_bad_host(s));
@@ -1377,7 +859,7 @@ std::vector<core::BadHost> SqliteStore::bad_hosts() {
 
 std::optional<std::string> SqliteStore::setting(const std::string& key) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(), "SELECT value FROM settings WHERE key = :key",
+  Statement s(*statements_, db_.get(), "SELECT value FROM settings WHERE key = :key",
               "reading setting '" + key + "'");
   s.bind_text(":key", key);
   if (!s.next()) return std::nullopt;
@@ -1386,164 +868,13 @@ std::optional<std::string> SqliteStore::setting(const std::string& key) {
 
 void SqliteStore::put_setting(const std::string& key, const std::string& value) {
   std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
+  Statement s(*statements_, db_.get(),
               "INSERT INTO settings (key, value) VALUES (:key, :value) "
               "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
               "writing setting '" + key + "'");
   s.bind_text(":key", key);
   s.bind_text(":value", value);
   s.run();
-}
-
-// --- proof jobs ----------------------------------------------------------------------------------
-
-std::int64_t SqliteStore::insert_job(const core::Job& job) {
-  std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
-              std::string("INSERT INTO jobs (") + kJobColumns +
-                  ") VALUES (:request_id, :kind, :priority, :state, :input_digest, "
-                  ":input_bytes, :attempts, :failures, :instance_id, :lease_expires_at, "
-                  ":submitted_at, :deadline_at, :assigned_at, :started_at, :finished_at, "
-                  ":delivered_at, :proof_digest, :error, :avoid_instances, :rejections, "
-                  ":prove_ms, :gpu_ms, :queue_ms)",
-              "inserting job with request_id '" + job.request_id + "'");
-  bind_job(s, job);
-  s.run();
-  return sqlite3_last_insert_rowid(db_.get());
-}
-
-void SqliteStore::update_job(const core::Job& job) {
-  std::lock_guard lock(mutex_);
-  const std::string doing = "updating job " + std::to_string(job.id);
-  Statement s(caches_->statements, db_.get(),
-              "UPDATE jobs SET request_id = :request_id, kind = :kind, priority = :priority, "
-              "state = :state, input_digest = :input_digest, input_bytes = :input_bytes, "
-              "attempts = :attempts, failures = :failures, instance_id = :instance_id, "
-              "lease_expires_at = :lease_expires_at, submitted_at = :submitted_at, "
-              "deadline_at = :deadline_at, assigned_at = :assigned_at, "
-              "started_at = :started_at, finished_at = :finished_at, "
-              "delivered_at = :delivered_at, proof_digest = :proof_digest, error = :error, "
-              "avoid_instances = :avoid_instances, rejections = :rejections, "
-              "prove_ms = :prove_ms, gpu_ms = :gpu_ms, queue_ms = :queue_ms WHERE id = :id",
-              doing);
-  bind_job(s, job);
-  s.bind_int(":id", job.id);
-  s.run();
-  if (s.changes() == 0) throw StoreError(doing + ": no such job");
-}
-
-std::optional<core::Job> SqliteStore::job(std::int64_t id) {
-  std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(), job_select("WHERE id = :id"),
-              "reading job " + std::to_string(id));
-  s.bind_int(":id", id);
-  if (!s.next()) return std::nullopt;
-  return read_job(s);
-}
-
-std::optional<core::Job> SqliteStore::job_by_request(const std::string& request_id) {
-  std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(), job_select("WHERE request_id = :request_id"),
-              "reading job with request_id '" + request_id + "'");
-  s.bind_text(":request_id", request_id);
-  if (!s.next()) return std::nullopt;
-  return read_job(s);
-}
-
-std::vector<core::Job> SqliteStore::open_jobs() {
-  std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
-              job_select("WHERE state IN ('queued', 'assigned', 'proving') ORDER BY id"),
-              "reading open jobs");
-  std::vector<core::Job> out;
-  while (s.next()) out.push_back(read_job(s));
-  return out;
-}
-
-std::vector<core::Job> SqliteStore::jobs(const std::vector<core::JobState>& states,
-                                         std::size_t limit) {
-  std::lock_guard lock(mutex_);
-  // One statement for every filter: the states travel as a JSON list.
-  json names = json::array();
-  for (auto st : states) names.push_back(core::to_string(st));
-  Statement s(caches_->statements, db_.get(),
-              job_select("WHERE :all OR state IN (SELECT value FROM json_each(:states)) "
-                         "ORDER BY id DESC LIMIT :limit"),
-              "listing jobs");
-  s.bind_bool(":all", states.empty());
-  s.bind_text(":states", names.dump());
-  constexpr auto kMax = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
-  s.bind_int(":limit", limit == 0 ? -1 : static_cast<std::int64_t>(std::min(limit, kMax)));
-  std::vector<core::Job> out;
-  while (s.next()) out.push_back(read_job(s));
-  return out;
-}
-
-std::vector<double> SqliteStore::job_arrivals_since(double since) {
-  std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
-              "SELECT submitted_at FROM jobs WHERE submitted_at >= :since", "reading job arrivals");
-  s.bind_real(":since", since);
-  std::vector<double> out;
-  while (s.next()) out.push_back(s.real("submitted_at"));
-  return out;
-}
-
-std::map<core::JobState, std::int64_t> SqliteStore::job_counts() {
-  std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
-              "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state", "counting jobs");
-  std::map<core::JobState, std::int64_t> out;
-  while (s.next()) {
-    const std::string state = s.text("state");
-    auto parsed = core::parse_job_state(state);
-    if (!parsed) throw StoreError("counting jobs: unknown state '" + state + "'");
-    out[*parsed] = s.integer("n");
-  }
-  return out;
-}
-
-void SqliteStore::put_job_proof(std::int64_t id, const std::string& proof) {
-  std::lock_guard lock(mutex_);
-  const std::string doing = "storing the proof of job " + std::to_string(id);
-  Statement s(caches_->statements, db_.get(), "UPDATE jobs SET proof = :proof WHERE id = :id",
-              doing);
-  s.bind_blob(":proof", proof);
-  s.bind_int(":id", id);
-  s.run();
-  if (s.changes() == 0) throw StoreError(doing + ": no such job");
-}
-
-std::optional<std::string> SqliteStore::job_proof(std::int64_t id) {
-  std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(), "SELECT proof FROM jobs WHERE id = :id",
-              "reading the proof of job " + std::to_string(id));
-  s.bind_int(":id", id);
-  if (!s.next() || s.is_null("proof")) return std::nullopt;
-  return s.blob("proof");
-}
-
-int SqliteStore::drop_job_proofs(double before) {
-  std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
-              "UPDATE jobs SET proof = NULL WHERE proof IS NOT NULL AND finished_at > 0 AND "
-              "finished_at < :before AND delivered_at < :before",
-              "removing old proofs");
-  s.bind_real(":before", before);
-  s.run();
-  return s.changes();
-}
-
-std::vector<std::string> SqliteStore::job_inputs_in_use(double since) {
-  std::lock_guard lock(mutex_);
-  Statement s(caches_->statements, db_.get(),
-              "SELECT DISTINCT input_digest FROM jobs WHERE state IN ('queued', 'assigned', "
-              "'proving') OR finished_at >= :since OR delivered_at >= :since",
-              "reading the job inputs in use");
-  s.bind_real(":since", since);
-  std::vector<std::string> out;
-  while (s.next()) out.push_back(s.text("input_digest"));
-  return out;
 }
 
 // --- opening -------------------------------------------------------------------------------------

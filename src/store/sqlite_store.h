@@ -18,6 +18,10 @@ struct sqlite3;
 
 namespace pf::store {
 
+namespace sqlite_detail {
+class StatementCache;
+}
+
 // The schema version this build writes (PRAGMA user_version after migrating).
 int latest_schema_version();
 
@@ -81,14 +85,15 @@ class SqliteStore final : public Store {
   struct DbCloser {
     void operator()(sqlite3* db) const;
   };
-  struct Caches;       // prepared statements, parsed offer snapshots
+  struct Caches;       // parsed offer snapshots
   class Checkpointer;  // copies the WAL into the database file off the committing thread
 
   std::recursive_mutex mutex_;  // held for every call and across a whole transaction
   std::unique_ptr<sqlite3, DbCloser> db_;
   // After db_, so they end before it closes.
   std::unique_ptr<Caches> caches_;
-  std::unique_ptr<Checkpointer> checkpointer_;  // file databases only
+  std::unique_ptr<sqlite_detail::StatementCache> statements_;  // prepared once per connection
+  std::unique_ptr<Checkpointer> checkpointer_;                 // file databases only
   int depth_ = 0;  // transaction nesting; >0 means BEGIN has run on this connection
 };
 

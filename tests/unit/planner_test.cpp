@@ -1,15 +1,18 @@
 // The prover planner against cuzk's published RAM sweep (reference cuzk.md §5: one RTX 5070 Ti,
 // 96 cores; 128 GiB ran pw2, 256 pw7, 384 pw10, 512 pw12) and its generated TOML against the
-// documented configuration keys (§3).
+// keys the pinned cuzk's config.rs reads.
 #include "core/planner.h"
 
 #include <gtest/gtest.h>
 #include <toml++/toml.h>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+
+#include "core/text.h"
 
 namespace pf::core {
 namespace {
@@ -167,23 +170,63 @@ TEST(Planner, OomDuringTheWarmupBacksOffFromTheWarmupSize) {
   EXPECT_EQ(next->warmup_partitions, 8);
 }
 
-// Keys documented for cuzk main (cuzk.md §3), minus the deprecated ones we must not write.
-const std::map<std::string, std::set<std::string>>& cuzk_keys() {
-  static const std::map<std::string, std::set<std::string>> keys = {
+// The keys the pinned cuzk reads: every field of extern/cuzk/cuzk-core/src/config.rs in
+// filecoin-project/curio at commit 0ba6cbcae0348ad781973bbd65faaa90fdcb6be1 (the commit
+// deploy/agent-image/Dockerfile builds), read with the reference search tools. Its structs
+// derive serde::Deserialize without deny_unknown_fields: a key outside this list is dropped
+// without a word, which is how max_parallel_synthesis (in notes about a later cuzk, not in this
+// one) would have gone unnoticed. Deprecated fields it still parses but ignores are kept apart.
+constexpr const char* kPinnedCurioCommit = "0ba6cbcae0348ad781973bbd65faaa90fdcb6be1";
+
+using KeySet = std::map<std::string, std::set<std::string>>;
+
+const KeySet& pinned_cuzk_keys() {
+  static const KeySet keys = {
       {"daemon", {"listen", "status_listen"}},
-      {"srs", {"param_cache"}},
       {"memory", {"total_budget", "safety_margin", "eviction_min_idle"}},
       {"gpus", {"devices", "gpu_threads", "gpu_workers_per_device"}},
       {"scheduler", {"max_batch_size", "max_batch_wait_ms", "sort_by_type"}},
       {"synthesis", {"threads"}},
       {"pipeline",
-       {"enabled", "synthesis_lookahead", "synthesis_concurrency", "max_parallel_synthesis",
-        "slot_size", "max_gpu_queue_depth"}},
+       {"enabled", "synthesis_lookahead", "synthesis_concurrency", "slot_size",
+        "max_gpu_queue_depth"}},
+      {"srs", {"param_cache"}},
       {"logging", {"level", "format"}}};
   return keys;
 }
 
-TEST(Planner, GeneratedCuzkTomlIsValidAndUsesOnlyDocumentedKeys) {
+// Parsed but ignored (a warning at start): writing one would configure nothing.
+const KeySet& deprecated_cuzk_keys() {
+  static const KeySet keys = {{"memory", {"pinned_budget", "working_memory_budget"}},
+                              {"synthesis", {"partition_workers"}},
+                              {"srs", {"preload"}}};
+  return keys;
+}
+
+// What we write, exactly: a new key must be checked against the pinned config.rs first.
+const KeySet& written_keys() {
+  static const KeySet keys = {{"daemon", {"listen", "status_listen"}},
+                              {"srs", {"param_cache"}},
+                              {"memory", {"total_budget"}},
+                              {"gpus", {"devices", "gpu_threads", "gpu_workers_per_device"}},
+                              {"synthesis", {"threads"}},
+                              {"pipeline", {"enabled"}},
+                              {"logging", {"level"}}};
+  return keys;
+}
+
+KeySet keys_of(const toml::table& t) {
+  KeySet out;
+  for (const auto& [section, value] : t) {
+    auto& keys = out[std::string(section.str())];
+    if (const auto* table = value.as_table()) {
+      for (const auto& [key, v] : *table) keys.insert(std::string(key.str()));
+    }
+  }
+  return out;
+}
+
+TEST(Planner, GeneratedCuzkTomlUsesExactlyThePinnedCuzkKeys) {
   auto plan = plan_prover(box(256, 64, 2), PlanLimits{});
   ASSERT_TRUE(plan);
   CuzkEndpoints ep;
@@ -196,21 +239,25 @@ TEST(Planner, GeneratedCuzkTomlIsValidAndUsesOnlyDocumentedKeys) {
     } catch (const toml::parse_error& e) {
       FAIL() << e.what() << "\n" << text;
     }
-    for (const auto& [section, value] : t) {
-      const std::string name(section.str());
-      ASSERT_TRUE(cuzk_keys().count(name)) << "unknown section [" << name << "]";
-      ASSERT_TRUE(value.is_table());
-      for (const auto& [key, v] : *value.as_table()) {
-        EXPECT_TRUE(cuzk_keys().at(name).count(std::string(key.str())))
-            << "unknown key " << name << "." << key.str();
+    const KeySet written = keys_of(t);
+    EXPECT_EQ(written, written_keys()) << text;
+    for (const auto& [section, keys] : written) {
+      ASSERT_TRUE(pinned_cuzk_keys().count(section)) << "cuzk has no section [" << section << "]";
+      for (const auto& key : keys) {
+        EXPECT_TRUE(pinned_cuzk_keys().at(section).count(key))
+            << "cuzk at " << kPinnedCurioCommit << " does not read " << section << "." << key;
+        const auto deprecated = deprecated_cuzk_keys().find(section);
+        EXPECT_FALSE(deprecated != deprecated_cuzk_keys().end() && deprecated->second.count(key))
+            << section << "." << key << " is deprecated: cuzk ignores it";
       }
     }
-    const int p = warmup ? plan->warmup_partitions : plan->partitions;
+    // cuzk parses sizes as an integer before "GiB" (parse_size); "255.5GiB" would fall back to
+    // its 50 GiB default.
     const double budget = warmup ? plan->warmup_budget_gib : plan->total_budget_gib;
     std::ostringstream want;
-    want << budget << "GiB";
+    want << static_cast<long long>(budget) << "GiB";
+    EXPECT_EQ(budget, std::floor(budget));
     EXPECT_EQ(t["memory"]["total_budget"].value<std::string>(), want.str());
-    EXPECT_EQ(t["pipeline"]["max_parallel_synthesis"].value<int64_t>(), p);
     EXPECT_EQ(t["gpus"]["gpu_workers_per_device"].value<int64_t>(), plan->gpu_workers_per_device);
     EXPECT_EQ(t["gpus"]["gpu_threads"].value<int64_t>(), 32);
     EXPECT_EQ(t["synthesis"]["threads"].value<int64_t>(), 64);
@@ -222,6 +269,32 @@ TEST(Planner, GeneratedCuzkTomlIsValidAndUsesOnlyDocumentedKeys) {
     EXPECT_EQ(t["daemon"]["listen"].value<std::string>(), "127.0.0.1:9820");
     EXPECT_EQ(t["daemon"]["status_listen"].value<std::string>(), "127.0.0.1:9821");
   }
+}
+
+// The budget alone bounds cuzk's concurrent syntheses: the warm-up's is the smaller one.
+TEST(Planner, WarmUpBudgetIsSmallerWhenItRunsFewerPartitions) {
+  auto plan = plan_prover(box(128, 96, 1, false), PlanLimits{});
+  ASSERT_TRUE(plan);
+  ASSERT_LT(plan->warmup_partitions, plan->partitions);
+  const auto full = toml::parse(cuzk_config_toml(*plan, false, CuzkEndpoints{}));
+  const auto warm = toml::parse(cuzk_config_toml(*plan, true, CuzkEndpoints{}));
+  EXPECT_EQ(full["memory"]["total_budget"].value<std::string>(),
+            fixed(plan->total_budget_gib, 0) + "GiB");
+  EXPECT_EQ(warm["memory"]["total_budget"].value<std::string>(),
+            fixed(plan->warmup_budget_gib, 0) + "GiB");
+}
+
+// The Dockerfile builds the cuzk whose keys are pinned above: moving the pin means checking
+// config.rs at the new commit and updating the key sets.
+TEST(Planner, AgentImageBuildsThePinnedCuzk) {
+  std::ifstream in(std::string(PF_SOURCE_DIR) + "/deploy/agent-image/Dockerfile");
+  ASSERT_TRUE(in) << "deploy/agent-image/Dockerfile is missing";
+  std::string line, pinned;
+  while (std::getline(in, line)) {
+    const std::string prefix = "ARG CURIO_COMMIT=";
+    if (line.rfind(prefix, 0) == 0) pinned = line.substr(prefix.size());
+  }
+  EXPECT_EQ(pinned, kPinnedCurioCommit);
 }
 
 TEST(Planner, ParsesSizes) {

@@ -1,0 +1,245 @@
+#include "store/sqlite_migrations.h"
+
+#include <array>
+#include <string>
+
+#include "store/sqlite_statement.h"
+
+namespace pf::store::sqlite_detail {
+namespace {
+
+// --- migrations ------------------------------------------------------------------------------
+// Append-only: a released step is never edited, a change is a new step. Each step runs in its
+// own transaction together with the user_version bump, so a crash leaves either all of it or
+// none. Tables are created without IF NOT EXISTS so that applying a step twice fails loudly.
+struct Migration {
+  int version;
+  const char* description;
+  const char* sql;
+};
+
+constexpr std::array kMigrations{
+    Migration{1, "initial schema", R"sql(
+CREATE TABLE instances (
+  id INTEGER PRIMARY KEY,
+  deployment_id TEXT NOT NULL UNIQUE,
+  market_id INTEGER,
+  -- The offer in vast's own form (market::offer_to_vast_json) plus what that form cannot
+  -- carry exactly: derived fields and data flags.
+  offer_json TEXT NOT NULL,
+  offer_extra_json TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  state_since REAL NOT NULL,
+  deadline_at REAL NOT NULL,
+  destroy_reason TEXT NOT NULL,
+  destroyed_at REAL,
+  secret_hash TEXT NOT NULL,
+  token_hash TEXT NOT NULL,
+  last_heartbeat_at REAL NOT NULL,
+  market_status TEXT NOT NULL,
+  market_status_since REAL NOT NULL,
+  params_done_bytes REAL NOT NULL,
+  params_total_bytes REAL NOT NULL,
+  params_rate_bps REAL NOT NULL,
+  prover_crashes INTEGER NOT NULL,
+  ooms INTEGER NOT NULL,
+  proofs_benchmark INTEGER NOT NULL,
+  proofs_production INTEGER NOT NULL,
+  gpu_util REAL NOT NULL,
+  peak_memory_gib REAL NOT NULL,
+  spend_usd REAL NOT NULL,
+  billed_until REAL NOT NULL,
+  verdict_decision TEXT,  -- NULL: no verdict yet; the other verdict_* columns are then NULL
+  verdict_rate REAL,
+  verdict_low REAL,
+  verdict_high REAL,
+  verdict_samples INTEGER,
+  verdict_break_even_rate REAL,
+  verdict_reason TEXT,
+  plan_json TEXT NOT NULL,
+  origin TEXT NOT NULL
+) STRICT;
+CREATE INDEX instances_market_id ON instances(market_id);
+CREATE INDEX instances_state ON instances(state);
+CREATE INDEX instances_token_hash ON instances(token_hash);
+
+CREATE TABLE instance_events (
+  id INTEGER PRIMARY KEY,
+  instance_id INTEGER NOT NULL REFERENCES instances(id),
+  at REAL NOT NULL,
+  kind TEXT NOT NULL,
+  message TEXT NOT NULL,
+  data_json TEXT NOT NULL
+) STRICT;
+CREATE INDEX instance_events_instance ON instance_events(instance_id, at, id);
+
+CREATE TABLE agent_seqs (
+  instance_id INTEGER NOT NULL REFERENCES instances(id),
+  seq INTEGER NOT NULL,
+  PRIMARY KEY (instance_id, seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE proof_samples (
+  instance_id INTEGER NOT NULL REFERENCES instances(id),
+  seq INTEGER NOT NULL,
+  at REAL NOT NULL,
+  seconds REAL NOT NULL,
+  gpu_ms REAL NOT NULL,
+  queue_ms REAL NOT NULL,
+  phase TEXT NOT NULL,
+  PRIMARY KEY (instance_id, seq)
+) STRICT, WITHOUT ROWID;
+
+-- Host history outlives instances and may be imported, so instance_id is informational.
+CREATE TABLE bench_runs (
+  id INTEGER PRIMARY KEY,
+  machine_id INTEGER NOT NULL,
+  gpu_name TEXT NOT NULL,
+  num_gpus INTEGER NOT NULL,
+  instance_id INTEGER NOT NULL,
+  at REAL NOT NULL,
+  rate REAL NOT NULL,
+  low REAL NOT NULL,
+  high REAL NOT NULL,
+  samples INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  contended INTEGER NOT NULL CHECK (contended IN (0, 1)),
+  throttled INTEGER NOT NULL CHECK (throttled IN (0, 1)),
+  plan_json TEXT NOT NULL
+) STRICT;
+CREATE INDEX bench_runs_host ON bench_runs(machine_id, gpu_name, num_gpus, at);
+
+CREATE TABLE bad_hosts (
+  machine_id INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  evidence_json TEXT NOT NULL,
+  added_at REAL NOT NULL,
+  expires_at REAL,  -- NULL: until removed
+  strikes INTEGER NOT NULL,
+  PRIMARY KEY (machine_id, source)
+) STRICT;
+
+CREATE TABLE settings (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) STRICT;
+)sql"},
+    // One lifecycle (issue 11): the close cause is typed and stored, and what the manager
+    // needs after a restart (the benchmark clock, a reported throttle, the production windows
+    // recorded) lives on the row. Rows closed before keep an empty cause, except the
+    // operator's destroys, whose reason was always exactly "operator request": their
+    // cooldown keeps working across the upgrade.
+    Migration{2, "typed close cause and restart state on instances", R"sql(
+ALTER TABLE instances ADD COLUMN close_cause TEXT NOT NULL DEFAULT '';
+ALTER TABLE instances ADD COLUMN bench_since REAL NOT NULL DEFAULT 0;
+ALTER TABLE instances ADD COLUMN gpu_throttled INTEGER NOT NULL DEFAULT 0
+  CHECK (gpu_throttled IN (0, 1));
+ALTER TABLE instances ADD COLUMN production_windows INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE instances ADD COLUMN oom_partitions INTEGER NOT NULL DEFAULT 0
+  CHECK (oom_partitions >= 0);
+UPDATE instances SET close_cause = 'operator'
+  WHERE destroy_reason = 'operator request' AND state IN ('destroying', 'destroyed');
+UPDATE instances SET production_windows =
+  (SELECT COUNT(*) FROM bench_runs
+   WHERE bench_runs.instance_id = instances.id AND bench_runs.kind = 'production');
+UPDATE instances SET bench_since =
+  (SELECT COALESCE(MAX(at), 0) FROM proof_samples
+   WHERE proof_samples.instance_id = instances.id AND proof_samples.phase = 'warmup');
+)sql"},
+    // Real work (issue 12): the gateway's proof jobs. The proof bytes live in the row (a few
+    // KiB: a PoRep C2 proof is 1,920 bytes), so "done" and its proof commit together; inputs
+    // (up to hundreds of MiB) live content-addressed in the data directory (jobs/input_store.h).
+    // instance_id names the holder without a foreign key: a job outlives any one instance row.
+    Migration{3, "proof jobs", R"sql(
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY,
+  request_id TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL,
+  priority INTEGER NOT NULL,
+  state TEXT NOT NULL
+    CHECK (state IN ('queued', 'assigned', 'proving', 'done', 'failed', 'cancelled')),
+  input_digest TEXT NOT NULL,
+  input_bytes INTEGER NOT NULL CHECK (input_bytes >= 0),
+  attempts INTEGER NOT NULL CHECK (attempts >= 0),
+  failures INTEGER NOT NULL CHECK (failures >= 0),
+  instance_id INTEGER,
+  lease_expires_at REAL NOT NULL,
+  submitted_at REAL NOT NULL,
+  deadline_at REAL NOT NULL,
+  assigned_at REAL NOT NULL,
+  started_at REAL NOT NULL,
+  finished_at REAL NOT NULL,
+  delivered_at REAL NOT NULL,
+  proof_digest TEXT NOT NULL,
+  proof BLOB,
+  error TEXT NOT NULL,
+  avoid_instances TEXT NOT NULL,
+  rejections INTEGER NOT NULL CHECK (rejections >= 0),
+  prove_ms REAL NOT NULL,
+  gpu_ms REAL NOT NULL,
+  queue_ms REAL NOT NULL
+) STRICT;
+CREATE INDEX jobs_state ON jobs(state, id);
+CREATE INDEX jobs_submitted_at ON jobs(submitted_at);
+CREATE INDEX jobs_finished_at ON jobs(finished_at);
+)sql"},
+};
+
+consteval bool versions_are_consecutive() {
+  int expected = 1;
+  for (const auto& m : kMigrations)
+    if (m.version != expected++) return false;
+  return true;
+}
+static_assert(versions_are_consecutive(), "migration versions must be 1, 2, 3, ... in order");
+
+}  // namespace
+
+int read_user_version(sqlite3* db, std::string_view doing) {
+  Statement s(db, "PRAGMA user_version", std::string(doing));
+  if (!s.next()) throw StoreError(std::string(doing) + ": PRAGMA user_version returned nothing");
+  return s.int32("user_version");
+}
+
+int latest_version() {
+  return kMigrations.back().version;
+}
+
+namespace {
+
+[[noreturn]] void refuse_newer(const std::string& path, int found) {
+  throw StoreError("opening store '" + path + "': database schema version " +
+                   std::to_string(found) + " is newer than this proverfleet (" +
+                   std::to_string(latest_version()) + "); upgrade proverfleet");
+}
+
+}  // namespace
+
+void migrate(sqlite3* db, const std::string& path) {
+  const std::string doing = "opening store '" + path + "'";
+  const int found = read_user_version(db, doing + ": reading schema version");
+  if (found > latest_version()) refuse_newer(path, found);
+  for (const auto& step : kMigrations) {
+    if (step.version <= found) continue;
+    const std::string applying = doing + ": applying migration " + std::to_string(step.version) +
+                                 " (" + step.description + ")";
+    exec(db, "BEGIN IMMEDIATE", applying);
+    try {
+      // Another process may have migrated between our first read and BEGIN.
+      const int now = read_user_version(db, applying);
+      if (now > latest_version()) refuse_newer(path, now);
+      if (now < step.version) {
+        exec(db, step.sql, applying);
+        exec(db, "PRAGMA user_version = " + std::to_string(step.version), applying);
+      }
+      exec(db, "COMMIT", applying);
+    } catch (...) {
+      rollback_quietly(db);
+      throw;
+    }
+  }
+}
+
+}  // namespace pf::store::sqlite_detail
