@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <limits>
 #include <map>
 #include <numbers>
@@ -10,12 +9,14 @@
 #include <set>
 
 #include "core/bench_run.h"
+#include "core/job_worker.h"
 #include "core/memory_model.h"
 #include "core/oom_memory.h"
 #include "core/planner.h"
 #include "core/text.h"
 #include "scenario/draws.h"
 #include "scenario/truth_model.h"
+#include "sim/des_dispatch.h"
 #include "sim/des_lifecycle.h"
 
 namespace pf::sim {
@@ -419,6 +420,7 @@ class Engine {
       if (in.job != kNone) {
         paid = now_ - jobs_[in.job] <= sc_.demand->deadline_min * 60;
         ++(paid ? report_.jobs_served_on_time : report_.jobs_late);
+        dispatch_.done(in.rec.id, job_id(in.job));
         in.job = kNone;
       }
     } else {
@@ -438,23 +440,54 @@ class Engine {
   }
 
   // --- jobs (/2) ------------------------------------------------------------------------------
-  // Jobs wait in one FIFO queue; an accepted instance takes one for each production proof it
-  // begins, and waits (idle, its prover up) while the queue is empty. A job still queued at its
-  // deadline can no longer pay: it leaves the queue unserved.
+  // Jobs wait in the queue (sim/des_dispatch.h) until an instance asking for work is given them
+  // by core::place_jobs, as the manager's job queue gives them. An accepted instance asks for one
+  // at each production proof it begins and waits (idle, its prover up) while it gets none; idle
+  // instances ask again when a job arrives or returns, and every tick (the agent's long-poll
+  // re-asks). A job still queued at its deadline can no longer pay: it leaves unserved.
+
+  static std::int64_t job_id(std::size_t job) { return static_cast<std::int64_t>(job) + 1; }
 
   void job_arrives() {
-    waiting_.push_back(next_job_++);
+    const std::size_t job = next_job_++;
+    dispatch_.arrive(job_id(job), epoch(jobs_[job]),
+                     epoch(jobs_[job] + sc_.demand->deadline_min * 60));
     if (next_job_ < jobs_.size()) push(jobs_[next_job_], EvKind::Arrival);
     dispatch_waiting_jobs();
   }
 
-  // Pops the oldest job that can still be delivered on time; false when there is none.
+  // Whether the instance's agent takes work now: its prover is up and past any warm-up (after an
+  // OOM re-plan the agent warms up again before it asks). A stopped prover asks for nothing.
+  bool takes_jobs(const Inst& in) const {
+    return is_live(in) && in.rec.state == S::Proving && in.prover_running && !in.oom_pending &&
+           in.warmup_left == 0;
+  }
+
+  // The workers place_jobs sees, as Manager::job_workers gives them to the job queue
+  // (core::job_worker: proving, heard within three heartbeats — the simulated agents heartbeat
+  // every tick — and its measured rate). The simulated prover keeps one proof in flight. A
+  // policy that proves without a benchmark has no measured rate: its instances are placed by
+  // the rate they prove at now (only clairvoyant does this, and it knows the truth).
+  std::vector<core::WorkerView> job_workers() const {
+    std::vector<core::WorkerView> out;
+    const double heard_within_s = 3 * opt_.tick_s;
+    for (const auto& in : insts_) {
+      if (!takes_jobs(in)) continue;
+      auto w = core::job_worker(in.rec, 1, epoch(now_), heard_within_s);
+      if (!w && !policy_.acceptance() && in.rate_now > 0) {
+        w = core::WorkerView{in.rec.id, 3600 / in.rate_now, 1, 0, -1};
+      }
+      if (w) out.push_back(*w);
+    }
+    return out;
+  }
+
+  // The instance asks for a job; false when the plan gives it none.
   bool take_job(Inst& in) {
-    const double deadline_s = sc_.demand->deadline_min * 60;
-    while (!waiting_.empty() && now_ - jobs_[waiting_.front()] >= deadline_s) waiting_.pop_front();
-    if (waiting_.empty()) return false;
-    in.job = waiting_.front();
-    waiting_.pop_front();
+    dispatch_.expire(epoch(now_));
+    const auto leased = dispatch_.lease(in.rec.id, 1, epoch(now_), job_workers());
+    if (leased.empty()) return false;
+    in.job = static_cast<std::size_t>(leased.front() - 1);
     queue_waits_s_.push_back(now_ - jobs_[in.job]);
     return true;
   }
@@ -462,10 +495,7 @@ class Engine {
   // A proof begins: in /2 a production proof needs a job, or the instance waits for one.
   void claim_job_or_idle(std::size_t i) {
     Inst& in = insts_[i];
-    if (!sc_.demand || !is_live(in) || in.rec.state != S::Proving || !in.prover_running ||
-        in.oom_pending || in.warmup_left > 0 || in.job != kNone || in.idle) {
-      return;
-    }
+    if (!sc_.demand || !takes_jobs(in) || in.job != kNone || in.idle) return;
     if (take_job(in)) return;
     advance(in, now_);
     in.idle = true;
@@ -491,17 +521,19 @@ class Engine {
     reschedule(i);
   }
 
-  // The prover stopped: the job it held goes back to the queue in arrival order.
+  // The prover stopped: the job it held goes back to the queue (the manager returns a closed or
+  // silent instance's jobs).
   void release_job(Inst& in) {
     end_idle(in);
     if (in.job == kNone) return;
-    waiting_.insert(std::lower_bound(waiting_.begin(), waiting_.end(), in.job), in.job);
+    dispatch_.release(in.rec.id);
     in.job = kNone;
   }
 
+  // Idle instances ask, in instance order, while jobs are queued.
   void dispatch_waiting_jobs() {
-    for (std::size_t i = 0; i < insts_.size() && !waiting_.empty(); ++i) {
-      if (insts_[i].idle && is_live(insts_[i])) resume_with_job(i);
+    for (std::size_t i = 0; i < insts_.size() && dispatch_.queued() > 0; ++i) {
+      if (insts_[i].idle && takes_jobs(insts_[i])) resume_with_job(i);
     }
   }
 
@@ -596,6 +628,7 @@ class Engine {
         close(i, closing->cause, closing->reason, std::nullopt);
       }
     }
+    if (sc_.demand) dispatch_waiting_jobs();  // the agents' long-polls ask again
     if (now_ + opt_.tick_s < horizon_) push(now_ + opt_.tick_s, EvKind::Tick);
   }
 
@@ -618,16 +651,10 @@ class Engine {
       while (arrivals_seen_.size() < next_job_) {
         arrivals_seen_.push_back(epoch(jobs_[arrivals_seen_.size()]));
       }
-      const double deadline_s = sc_.demand->deadline_min * 60;
-      queued_deadlines_.clear();
-      for (std::size_t j : waiting_) {
-        if (now_ - jobs_[j] < deadline_s) queued_deadlines_.push_back(epoch(jobs_[j] + deadline_s));
-      }
-      const auto in_flight = std::count_if(insts_.begin(), insts_.end(),
-                                           [](const Inst& in) { return in.job != kNone; });
-      jobs = core::QueueObservation{epoch(now_),       epoch(0),
-                                    arrivals_seen_,    static_cast<int>(queued_deadlines_.size()),
-                                    queued_deadlines_, static_cast<int>(in_flight)};
+      dispatch_.expire(epoch(now_));
+      queued_deadlines_ = dispatch_.queued_deadlines();
+      jobs = core::QueueObservation{epoch(now_),        epoch(0),          arrivals_seen_,
+                                    dispatch_.queued(), queued_deadlines_, dispatch_.in_flight()};
     }
     const DesView view{epoch(now_),        fleet, offers, index, history_, bad_hosts_, sc_,
                        fleet_offer_index_, jobs};
@@ -807,7 +834,7 @@ class Engine {
   std::vector<double> paid_per_hour_;
   std::vector<double> jobs_;  // /2: arrival times, ascending; a job is its index
   std::size_t next_job_ = 0;
-  std::deque<std::size_t> waiting_;
+  JobDispatch dispatch_;  // /2: the queue; job id = index in jobs_ + 1
   // Epoch seconds of the jobs arrived so far: the arrivals the policy is shown.
   std::vector<double> arrivals_seen_;
   std::vector<double> queue_waits_s_;

@@ -20,10 +20,11 @@
 //   (not billed, no heartbeats). A throttle with reported: false marks nothing, it only slows.
 //   Prices: a rental pays the price listed when it was created (/2 dph_changes).
 //   Revenue /1: production proofs earn revenue_per_proof, at most demand per simulated hour
-//   (buckets [h, h+1)). /2: jobs arrive (Poisson, demand.arrivals) into one FIFO queue; an
-//   accepted instance takes one per production proof (idle while none waits) and earns only
-//   if it delivers within deadline_min of the arrival; a job still queued at its deadline
-//   leaves unserved.
+//   (buckets [h, h+1)). /2: jobs arrive (Poisson, demand.arrivals) into the queue; an accepted
+//   instance asks for one per production proof (idle while it gets none) and the manager's
+//   placement (core::place_jobs, as jobs::JobQueue::lease runs it: sim/des_dispatch.h) decides
+//   which; a job earns only if delivered within deadline_min of its arrival; a job still queued
+//   at its deadline leaves unserved.
 // Randomness: each rental draws its proof times from its own stream, seeded by the scenario
 // seed, the offer id and how many times that offer was rented before, so policies that rent
 // the same offer see the same machine behaviour (common random numbers); job arrivals come
