@@ -599,8 +599,11 @@ TEST(JobStoreMigration, SchemaTwoUpgradesKeepingRows) {
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
   ASSERT_EQ(
-      sqlite3_exec(raw, "DROP TABLE job_failure_streaks; DROP TABLE jobs; PRAGMA user_version = 2;",
-                   nullptr, nullptr, nullptr),
+      sqlite3_exec(
+          raw,
+          "DROP TABLE memory_observations; DROP TABLE job_failure_streaks; DROP TABLE agent_logs; "
+          "DROP TABLE jobs; PRAGMA user_version = 2;",
+          nullptr, nullptr, nullptr),
       SQLITE_OK);
   sqlite3_close(raw);
 
