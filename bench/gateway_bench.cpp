@@ -39,6 +39,7 @@
 #include "manager/manager.h"
 #include "net/http_server.h"
 #include "store/store.h"
+#include "support/accepted_instance.h"
 #include "support/fake_cuzk.h"
 #include "support/unreachable_market.h"
 
@@ -149,19 +150,10 @@ int main() {
     UnreachableMarket market;
     pf::manager::ManagerConfig cfg;
     pf::manager::Manager manager(*store, market, cfg, epoch_now);
-    const double now = epoch_now();
-    pf::core::InstanceRecord r;
-    r.deployment_id = "bench-gateway";
-    r.offer.id = 1001;
-    r.offer.machine_id = 5001;
-    r.offer.gpu_name = "RTX 4090";
-    r.offer.num_gpus = 1;
-    r.offer.dph_total = 0.4;
-    r.state = pf::core::InstanceState::Proving;
-    r.created_at = r.state_since = r.last_heartbeat_at = now;
-    const std::string token = pf::manager::random_token();
-    r.token_hash = pf::manager::hash_token(token);
-    const std::int64_t instance = store->insert_instance(r);
+    const auto accepted =
+        pf::testing::insert_accepted_instance(*store, "bench-gateway", epoch_now());
+    const std::int64_t instance = accepted.id;
+    const std::string& token = accepted.token;
 
     pf::jobs::JobQueueConfig qc;
     qc.data_dir = (dir / "data").string();
