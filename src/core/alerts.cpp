@@ -46,6 +46,15 @@ std::optional<Alert> download_alert(const InstanceRecord& rec,
   return a;
 }
 
+double stall_reference_rate(const InstanceRecord& rec, const std::vector<BenchRun>& windows) {
+  const BenchRun* latest = nullptr;
+  for (const auto& w : windows) {
+    if (!latest || w.at > latest->at) latest = &w;
+  }
+  if (latest && latest->at >= rec.state_since) return latest->rate;
+  return rec.verdict ? rec.verdict->rate : 0;
+}
+
 std::optional<Alert> stall_alert(const InstanceRecord& rec, double last_progress_at, double rate,
                                  double now, double heard_within_s, bool holds_work,
                                  const StallConfig& cfg) {

@@ -83,6 +83,10 @@ std::optional<Alert> production_alert(const InstanceRecord& instance,
 std::optional<Alert> download_alert(const InstanceRecord& instance,
                                     const std::optional<DownloadJudgement>& judged);
 
+// The rate (proofs/hour) a stall is judged at: the instance's latest production window when
+// it was measured in its current state, else its benchmark verdict's rate (0 without either).
+double stall_reference_rate(const InstanceRecord& instance, const std::vector<BenchRun>& windows);
+
 // A stalled prover: a proving instance that holds work (`holds_work`: jobs leased to it; an
 // accepted instance with nothing to prove is idle, not stalled), whose agent is heard (last
 // heartbeat within `heard_within_s`), but whose last proof — or, with none since it took work

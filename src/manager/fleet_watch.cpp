@@ -84,12 +84,7 @@ core::AlertsView FleetWatch::run_once() {
                                                now, config_.policy);
       if (auto a = core::download_alert(rec, judged)) found.push_back(*a);
     }
-    double rate = rec.verdict ? rec.verdict->rate : 0;
-    const core::BenchRun* latest = nullptr;
-    for (const auto& w : ws) {
-      if (!latest || w.at > latest->at) latest = &w;
-    }
-    if (latest && latest->at >= rec.state_since) rate = latest->rate;
+    const double rate = core::stall_reference_rate(rec, ws);
     if (auto a = core::stall_alert(rec, it->second.second, rate, now, 3 * config_.heartbeat_s,
                                    holds_work, config_.alerts.stall)) {
       found.push_back(*a);

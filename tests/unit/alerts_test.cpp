@@ -122,6 +122,19 @@ TEST(Alerts, StallNeedsAHeardAgentAndQuietForFactorIntervalsOrTheMinimum) {
   EXPECT_FALSE(stall_alert(rec, kNow - 3 * 3600, 60, kNow, 30, true, cfg));
 }
 
+TEST(Alerts, StallIsJudgedAtTheLatestWindowOfThisStateElseTheVerdict) {
+  auto rec = instance(InstanceState::Proving, kNow - 3600);
+  EXPECT_EQ(stall_reference_rate(rec, {}), 0);
+  rec.verdict = Verdict{};
+  rec.verdict->rate = 12;
+  EXPECT_EQ(stall_reference_rate(rec, {}), 12);
+  // A window from before the instance entered its state says nothing of it now.
+  EXPECT_EQ(stall_reference_rate(rec, {window(30, 25, 35, kNow - 7200)}), 12);
+  // The latest window of this state rules, whatever the order given.
+  EXPECT_EQ(stall_reference_rate(rec, {window(8, 6, 10, kNow - 60), window(9, 7, 11, kNow - 600)}),
+            8);
+}
+
 TEST(Alerts, TheManagerActsOnlyOnWarrantedDropsForTheOriginsItWasLetActOn) {
   Alert a;
   a.drop_warranted = true;
