@@ -19,6 +19,7 @@
 
 #include "market/backoff.h"
 #include "util/bounded_json.h"
+#include "util/hex.h"
 
 namespace pf::agent {
 namespace {
@@ -52,16 +53,6 @@ class Fd {
 
 std::string errno_text(int err) {
   return std::strerror(err);
-}
-
-std::string hex(const unsigned char* data, std::size_t n) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < n; ++i) {
-    out.push_back(kHex[data[i] >> 4]);
-    out.push_back(kHex[data[i] & 0xF]);
-  }
-  return out;
 }
 
 std::int64_t mtime_ns(const struct stat& st) {
@@ -512,7 +503,7 @@ std::string param_digest_of(const std::string& data) {
   blake2b_init(&state, BLAKE2B_OUTBYTES);
   blake2b_update(&state, reinterpret_cast<const std::uint8_t*>(data.data()), data.size());
   blake2b_final(&state, out, BLAKE2B_OUTBYTES);
-  return hex(out, 16);
+  return util::lower_hex(out, 16);
 }
 
 tl::expected<std::string, std::string> param_digest(const std::string& path) {
@@ -533,7 +524,7 @@ tl::expected<std::string, std::string> param_digest(const std::string& path) {
   }
   unsigned char out[BLAKE2B_OUTBYTES];
   blake2b_final(&state, out, BLAKE2B_OUTBYTES);
-  return hex(out, 16);
+  return util::lower_hex(out, 16);
 }
 
 void FetchProgress::set_total(std::uint64_t total, int files) {

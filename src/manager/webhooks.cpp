@@ -10,23 +10,13 @@
 
 #include "manager/manager.h"
 #include "market/http_client.h"
+#include "util/hex.h"
 
 namespace pf::manager {
 namespace {
 
 double steady_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string hex(const unsigned char* data, std::size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  out.reserve(n * 2);
-  for (std::size_t i = 0; i < n; ++i) {
-    out.push_back(digits[data[i] >> 4]);
-    out.push_back(digits[data[i] & 15]);
-  }
-  return out;
 }
 
 // A URL for messages: scheme and host only; paths and queries of webhook URLs often carry the
@@ -49,7 +39,7 @@ std::string webhook_signature(std::string_view secret, std::int64_t timestamp,
            &len) == nullptr) {
     throw std::runtime_error("HMAC-SHA256 failed");
   }
-  return "t=" + std::to_string(timestamp) + ",v1=" + hex(md, len);
+  return "t=" + std::to_string(timestamp) + ",v1=" + util::lower_hex(md, len);
 }
 
 WebhookPoster curl_webhook_poster() {

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "util/hex.h"
+
 namespace pf::util {
 
 void Sha256::CtxFree::operator()(evp_md_ctx_st* ctx) const {
@@ -34,14 +36,7 @@ std::string Sha256::hex() {
   if (EVP_DigestFinal_ex(ctx_.get(), md.data(), &len) != 1) {
     throw std::runtime_error("sha256: digest final failed");
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(len * 2);
-  for (unsigned int i = 0; i < len; ++i) {
-    out.push_back(kHex[md[i] >> 4]);
-    out.push_back(kHex[md[i] & 0xf]);
-  }
-  return out;
+  return lower_hex(md.data(), len);
 }
 
 std::string sha256_hex(std::string_view bytes) {
