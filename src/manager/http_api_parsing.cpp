@@ -32,7 +32,10 @@ Reply json_reply(int status, const json& body) {
 }
 
 Reply error_reply(int status, const std::string& message) {
-  return json_reply(status, json{{"error", message}});
+  Reply reply = json_reply(status, json{{"error", message}});
+  // Every 503 is "temporarily unavailable" (the market busy or unreachable): say when to retry.
+  if (status == 503) reply.headers.emplace_back("Retry-After", "10");
+  return reply;
 }
 
 double system_clock_now() {

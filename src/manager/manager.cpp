@@ -17,9 +17,10 @@
 #include "core/proof_flow.h"
 #include "core/reconcile.h"
 #include "core/text.h"
-#include "manager/webhooks.h"
 #include "manager/memory_observations.h"
+#include "manager/webhooks.h"
 #include "util/bounded_json.h"
+#include "util/hex.h"
 
 namespace pf::manager {
 namespace {
@@ -32,19 +33,14 @@ using core::InstanceState;
 using S = core::InstanceState;
 using nlohmann::json;
 
-std::string hex(const unsigned char* data, std::size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  out.reserve(n * 2);
-  for (std::size_t i = 0; i < n; ++i) {
-    out.push_back(digits[data[i] >> 4]);
-    out.push_back(digits[data[i] & 15]);
-  }
-  return out;
-}
-
+// The market being busy or unreachable after every retry is not the client's mistake and not a
+// fault of ours: 503 (with Retry-After, see error_reply) tells a client to come back; any other
+// market failure is a bad gateway.
 ApiError market_failure(const std::string& what, const market::MarketError& e) {
-  int status = e.kind == market::ErrorKind::OfferGone ? 409 : 502;
+  int status = 502;
+  if (e.kind == market::ErrorKind::OfferGone) status = 409;
+  if (e.kind == market::ErrorKind::RateLimited || e.kind == market::ErrorKind::Transport)
+    status = 503;
   return ApiError{status, what + ": " + e.message + " (" + market::to_string(e.kind) + ")"};
 }
 
@@ -72,7 +68,7 @@ json params_json(const std::vector<ParamFile>& params) {
 std::string random_token() {
   unsigned char buf[32];
   if (RAND_bytes(buf, sizeof buf) != 1) throw std::runtime_error("no randomness for a token");
-  return hex(buf, sizeof buf);
+  return util::lower_hex(buf, sizeof buf);
 }
 
 std::string hash_token(const std::string& token) {
@@ -81,7 +77,7 @@ std::string hash_token(const std::string& token) {
   if (EVP_Digest(token.data(), token.size(), md, &len, EVP_sha256(), nullptr) != 1) {
     throw std::runtime_error("sha256 failed");
   }
-  return hex(md, len);
+  return util::lower_hex(md, len);
 }
 
 bool is_agent_token(const std::string& token) {

@@ -94,25 +94,36 @@ struct RawReply {
   bool reset = false;      // the connection failed or was closed before a status line
 };
 
-// The Content-Length of a response head, if it has one (header names case-insensitive).
-inline std::optional<std::size_t> content_length_of(std::string_view head) {
+// The value of header `name` (given in lower case) in a response head, if it has one (header
+// names case-insensitive).
+inline std::optional<std::string_view> header_of(std::string_view head, std::string_view name) {
   std::size_t pos = 0;
   while ((pos = head.find("\r\n", pos)) != std::string_view::npos) {
     pos += 2;
     const std::string_view rest = head.substr(pos);
-    constexpr std::string_view kName = "content-length:";
-    if (rest.size() < kName.size()) break;
+    if (rest.size() < name.size() + 1 || rest[name.size()] != ':') continue;
     bool match = true;
-    for (std::size_t i = 0; i < kName.size(); ++i) {
+    for (std::size_t i = 0; i < name.size(); ++i) {
       const char c = rest[i];
-      if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != kName[i]) {
+      if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != name[i]) {
         match = false;
         break;
       }
     }
-    if (match) return std::strtoull(std::string(rest.substr(kName.size())).c_str(), nullptr, 10);
+    if (!match) continue;
+    std::string_view value = rest.substr(name.size() + 1);
+    value = value.substr(0, value.find("\r\n"));
+    while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+    return value;
   }
   return std::nullopt;
+}
+
+// The Content-Length of a response head, if it has one.
+inline std::optional<std::size_t> content_length_of(std::string_view head) {
+  const auto value = header_of(head, "content-length");
+  if (!value) return std::nullopt;
+  return std::strtoull(std::string(*value).c_str(), nullptr, 10);
 }
 
 // Reads one response from `s`: returns when the head and a Content-Length body arrived, when

@@ -912,6 +912,27 @@ TEST_F(HttpApiTest, OfferQueryValueOutOfRangeIs400NotABadGateway) {
   EXPECT_EQ(parse(get("/api/v1/offers?q=cpu_ram%3E%3D1")->body).size(), 2u);
 }
 
+TEST_F(HttpApiTest, AMarketBusyOrDownAfterItsRetriesIs503WithRetryAfter) {
+  market_.search_fails = true;  // the offer re-check cannot reach the market
+  auto down = post("/api/v1/instances", R"({"offer_id": 101})");
+  expect_error(down, 503, "(transport)");
+  EXPECT_EQ(down->get_header_value("Retry-After"), "10");
+  market_.search_fails = false;
+
+  market_.create_errors.push_back(
+      pf::market::MarketError{pf::market::ErrorKind::RateLimited, 429, "", "slow down"});
+  auto busy = post("/api/v1/instances", R"({"offer_id": 101})");
+  expect_error(busy, 503, "(rate_limited)");
+  EXPECT_EQ(busy->get_header_value("Retry-After"), "10");
+
+  // Any other market failure is still a bad gateway, without a retry hint.
+  market_.create_errors.push_back(
+      pf::market::MarketError{pf::market::ErrorKind::BadResponse, 200, "", "truncated"});
+  auto bad = post("/api/v1/instances", R"({"offer_id": 101})");
+  expect_error(bad, 502, "(bad_response)");
+  EXPECT_FALSE(bad->has_header("Retry-After"));
+}
+
 // The reproduction at full size: 600 KB bodies need a body limit above this fixture's 64 KiB.
 class HttpApiLargeBodyTest : public HttpApiTest {
  protected:
