@@ -4,6 +4,7 @@
 #include <array>
 #include <condition_variable>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -151,14 +152,20 @@ struct Dashboard::Impl {
     json summary = options.summary ? options.summary() : to_json(manager.summary());
     json autopilot = options.autopilot ? options.autopilot() : json(nullptr);
     const double recent_since = options.clock() - options.recent_destroyed_s;
-    json instances = json::array();
-    for (const auto& record : manager.store().instances(true)) {
-      if (record.state == core::InstanceState::Destroyed &&
-          (!record.destroyed_at || *record.destroyed_at < recent_since)) {
-        continue;
+    // The live rows and the recently destroyed ones, by id; never the whole history (issue 14).
+    auto& store = manager.store();
+    const auto live = store.instances(false);
+    std::vector<core::InstanceRecord> recent;
+    for (auto& record : store.destroyed_instances_since(recent_since)) {
+      if (record.destroyed_at && *record.destroyed_at >= recent_since) {
+        recent.push_back(std::move(record));
       }
-      instances.push_back(instance_row(record));
     }
+    std::vector<core::InstanceRecord> rows;
+    std::merge(live.begin(), live.end(), recent.begin(), recent.end(), std::back_inserter(rows),
+               [](const auto& a, const auto& b) { return a.id < b.id; });
+    json instances = json::array();
+    for (const auto& record : rows) instances.push_back(instance_row(record));
     return {{"summary", std::move(summary)},
             {"autopilot", std::move(autopilot)},
             {"alerts", to_json(manager.alerts())},

@@ -1,6 +1,7 @@
 #include "manager/jobs_report.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 namespace pf::manager {
@@ -96,15 +97,27 @@ JobsReport build_jobs_report(Manager& manager, jobs::JobQueue& queue,
 
   report.latency = core::latency_stats(report.scanned, report.since, now);
 
-  const auto instances = manager.store().instances(true);
-  // The bench runs are read only when a closed instance may have been accepted in the window.
-  bool need_runs = false;
+  // The live rows and the closed ones the window still sees (billed into it, or closed in it):
+  // every other row adds exactly 0 to the money figures, and a fleet keeps thousands (issue 14).
+  // Merged by id, so the sums add in the order they always did.
+  auto& store = manager.store();
+  const auto live = store.instances(false);
+  const auto closed = store.destroyed_instances_since(report.since);
+  std::vector<core::InstanceRecord> instances;
+  instances.reserve(live.size() + closed.size());
+  std::merge(live.begin(), live.end(), closed.begin(), closed.end(), std::back_inserter(instances),
+             [](const auto& a, const auto& b) { return a.id < b.id; });
+  // The accepting run of each instance accepted but no longer proving, whose span may reach
+  // into the window.
+  std::vector<core::BenchRun> runs;
   for (const auto& rec : instances) {
-    need_runs = need_runs || (rec.state != core::InstanceState::Proving && rec.verdict &&
-                              rec.verdict->decision == core::Verdict::Decision::Accept &&
-                              (!rec.destroyed_at || *rec.destroyed_at >= report.since));
+    if (rec.state != core::InstanceState::Proving && rec.verdict &&
+        rec.verdict->decision == core::Verdict::Decision::Accept &&
+        (!rec.destroyed_at || *rec.destroyed_at >= report.since)) {
+      const auto mine = store.instance_bench_runs(rec.id);
+      runs.insert(runs.end(), mine.begin(), mine.end());
+    }
   }
-  const auto runs = need_runs ? manager.store().all_bench_runs() : std::vector<core::BenchRun>{};
   report.money = core::jobs_money(report.scanned, instances, accepted_spans(instances, runs, now),
                                   options.prices, report.since, now);
   return report;

@@ -409,19 +409,22 @@ ApiResult<InstanceRecord> Manager::request_destroy(std::int64_t id, const std::s
 
 FleetSummary Manager::summary() {
   FleetSummary s;
-  const auto rows = store_.instances(true);
+  // All-time figures from the database's totals, the rest from the live rows: the summary's
+  // cost does not grow with the destroyed rows a fleet keeps (issue 14).
+  for (const auto& [state, totals] : store_.instance_totals()) {
+    s.by_state[core::to_string(state)] = static_cast<int>(totals.instances);
+    s.spend_usd += totals.spend_usd;
+    s.proofs += static_cast<int>(totals.proofs_production);
+  }
+  const auto rows = store_.instances(false);
   for (const auto& r : rows) {
-    s.by_state[core::to_string(r.state)]++;
-    s.spend_usd += r.spend_usd;
-    s.proofs += r.proofs_production;
-    if (r.state == S::Destroyed) continue;
     s.dollars_per_hour += r.offer.dph_total;
     if (r.state == S::Proving && r.verdict) s.proofs_per_hour += r.verdict->rate;
   }
   if (s.proofs_per_hour > 0) s.cost_per_proof = s.dollars_per_hour / s.proofs_per_hour;
   s.profit_per_hour =
       s.proofs_per_hour * config_.rank.economics.revenue_per_proof_usd - s.dollars_per_hour;
-  s.hearing = hearing_of(rows, clock_());  // judges only the live ones among them
+  s.hearing = hearing_of(rows, clock_());
   return s;
 }
 

@@ -227,6 +227,19 @@ CREATE TABLE memory_observations (
 CREATE INDEX memory_observations_machine ON memory_observations(machine_id, at);
 CREATE INDEX memory_observations_gpu ON memory_observations(gpu_name COLLATE NOCASE, at);
 )sql"},
+    // The hot reads (issue 14): the fleet summary, the jobs report and the dashboard read the
+    // live rows, the history's totals and its recent rows, never every row
+    // (sqlite_store_summary.cpp). Partial indexes keep the live rows apart from the history, and
+    // the destroyed rows' totals come from an index, not from their wide rows. Queries name
+    // 'destroyed' literally: a bound value cannot select a partial index.
+    Migration{7, "indexes for the hot reads", R"sql(
+CREATE INDEX instances_live ON instances(id) WHERE state <> 'destroyed';
+CREATE INDEX instances_destroyed ON instances(state, destroyed_at, spend_usd, proofs_production)
+  WHERE state = 'destroyed';
+CREATE INDEX instances_destroyed_billed ON instances(state, billed_until)
+  WHERE state = 'destroyed';
+CREATE INDEX bench_runs_instance ON bench_runs(instance_id, at);
+)sql"},
 };
 
 consteval bool versions_are_consecutive() {

@@ -658,13 +658,24 @@ std::optional<core::InstanceRecord> SqliteStore::instance_by_token_hash(const st
 
 std::vector<core::InstanceRecord> SqliteStore::instances(bool include_destroyed) {
   std::lock_guard lock(mutex_);
+  // The live rows through the partial index instances_live (migration 7), which only a literal
+  // 'destroyed' lets the planner use: they are read every tick, beside the whole history.
   Statement s(*statements_, db_.get(),
-              "SELECT * FROM instances WHERE :all OR state != :destroyed ORDER BY id",
+              include_destroyed ? "SELECT * FROM instances ORDER BY id"
+                                : "SELECT * FROM instances WHERE state <> 'destroyed' ORDER BY id",
               "listing instances");
-  s.bind_bool(":all", include_destroyed);
-  s.bind_text(":destroyed", core::to_string(core::InstanceState::Destroyed));
+  return read_instances(s);
+}
+
+std::vector<core::InstanceRecord> SqliteStore::read_instances(Statement& s) {
   std::vector<core::InstanceRecord> out;
   while (s.next()) out.push_back(read_instance(s, caches_->offers));
+  return out;
+}
+
+std::vector<core::BenchRun> SqliteStore::read_bench_runs(Statement& s) {
+  std::vector<core::BenchRun> out;
+  while (s.next()) out.push_back(read_bench_run(s));
   return out;
 }
 

@@ -19,8 +19,9 @@ struct sqlite3;
 namespace pf::store {
 
 namespace sqlite_detail {
+class Statement;
 class StatementCache;
-}
+}  // namespace sqlite_detail
 
 // The schema version this build writes (PRAGMA user_version after migrating).
 int latest_schema_version();
@@ -48,6 +49,9 @@ class SqliteStore final : public Store {
   std::optional<core::InstanceRecord> instance_by_market_id(std::int64_t market_id) override;
   std::optional<core::InstanceRecord> instance_by_token_hash(const std::string& hash) override;
   std::vector<core::InstanceRecord> instances(bool include_destroyed) override;
+  // In sqlite_store_summary.cpp.
+  std::map<core::InstanceState, InstanceTotals> instance_totals() override;
+  std::vector<core::InstanceRecord> destroyed_instances_since(double since) override;
 
   std::int64_t append_event(const core::InstanceEvent& event) override;
   std::vector<core::InstanceEvent> events(std::int64_t instance_id, std::size_t limit) override;
@@ -62,6 +66,7 @@ class SqliteStore final : public Store {
   std::int64_t insert_bench_run(const core::BenchRun& run) override;
   std::vector<core::BenchRun> bench_runs(const core::HostKey& host) override;
   std::vector<core::BenchRun> all_bench_runs() override;
+  std::vector<core::BenchRun> instance_bench_runs(std::int64_t instance_id) override;
   void insert_memory_observation(const core::MemoryObservation& observation) override;
   std::vector<core::MemoryObservation> memory_observations(std::int64_t machine_id,
                                                            const std::string& gpu_name,
@@ -96,7 +101,11 @@ class SqliteStore final : public Store {
   struct DbCloser {
     void operator()(sqlite3* db) const;
   };
-  struct Caches;       // parsed offer snapshots
+  struct Caches;  // parsed offer snapshots
+  // The rows a `SELECT * FROM instances|bench_runs` statement yields (the row mapping lives in
+  // sqlite_store.cpp), for the other SqliteStore files. The caller holds mutex_.
+  std::vector<core::InstanceRecord> read_instances(sqlite_detail::Statement& s);
+  std::vector<core::BenchRun> read_bench_runs(sqlite_detail::Statement& s);
   class Checkpointer;  // copies the WAL into the database file off the committing thread
 
   std::recursive_mutex mutex_;  // held for every call and across a whole transaction

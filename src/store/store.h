@@ -26,6 +26,13 @@ struct StoreError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The instances in one state, with what they spent and proved (Store::instance_totals).
+struct InstanceTotals {
+  std::int64_t instances = 0;
+  double spend_usd = 0;
+  std::int64_t proofs_production = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -53,6 +60,15 @@ class Store {
   // Ordered by id. include_destroyed=false returns only live rows.
   virtual std::vector<core::InstanceRecord> instances(bool include_destroyed) = 0;
 
+  // --- hot reads: the history as the fleet summary and the dashboard need it, without reading
+  // every row (their cost must not grow with the destroyed instances a fleet keeps) -----------
+  // Instances, spend and production proofs by state over every row, read at once (all-time
+  // totals never step back between two calls). States with no instance are absent.
+  virtual std::map<core::InstanceState, InstanceTotals> instance_totals() = 0;
+  // Destroyed rows that may count in a window starting at `since`: destroyed at or after it,
+  // billed up to it or later, or without destroyed_at. Ordered by id.
+  virtual std::vector<core::InstanceRecord> destroyed_instances_since(double since) = 0;
+
   // --- audit trail ---------------------------------------------------------------------------
   virtual std::int64_t append_event(const core::InstanceEvent& event) = 0;
   // Newest last; at most `limit` most recent (0 = all).
@@ -79,6 +95,8 @@ class Store {
   // Every run on that host, oldest first. Runs are never overwritten.
   virtual std::vector<core::BenchRun> bench_runs(const core::HostKey& host) = 0;
   virtual std::vector<core::BenchRun> all_bench_runs() = 0;
+  // The runs whose instance_id is `instance_id`, oldest first.
+  virtual std::vector<core::BenchRun> instance_bench_runs(std::int64_t instance_id) = 0;
 
   // --- memory observations (core/memory_model.h: the model learned from agents' peaks) ----
   virtual void insert_memory_observation(const core::MemoryObservation& observation) = 0;

@@ -1,0 +1,315 @@
+// The hot read paths (issue 14) read only live rows and what the database totals for them, yet
+// show exactly what the old full scans showed: the store's aggregates, the fleet summary, the
+// jobs report's money and the dashboard's instance list are each compared, on a seeded store,
+// with the computation over every row they replaced (the reference oracles below).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+
+#include "core/job_economics.h"
+#include "jobs/job_queue.h"
+#include "manager/dashboard.h"
+#include "manager/jobs_report.h"
+#include "manager/manager.h"
+#include "support/fake_market.h"
+#include "support/temp_dir.h"
+
+namespace pf::manager {
+namespace {
+
+using S = core::InstanceState;
+using nlohmann::json;
+
+constexpr double kNow = 1'000'000'000;
+constexpr double kWindow = 3600;
+
+// ---- the computations the hot paths replaced, over every row ------------------------------
+
+struct OldTotals {
+  std::map<std::string, int> by_state;
+  double spend_usd = 0, dollars_per_hour = 0, proofs_per_hour = 0;
+  int proofs = 0;
+};
+
+OldTotals old_summary(const std::vector<core::InstanceRecord>& every_row) {
+  OldTotals t;
+  for (const auto& r : every_row) {
+    t.by_state[core::to_string(r.state)]++;
+    t.spend_usd += r.spend_usd;
+    t.proofs += r.proofs_production;
+    if (r.state == S::Destroyed) continue;
+    t.dollars_per_hour += r.offer.dph_total;
+    if (r.state == S::Proving && r.verdict) t.proofs_per_hour += r.verdict->rate;
+  }
+  return t;
+}
+
+bool old_in_window(const core::InstanceRecord& r, double since) {
+  return r.state == S::Destroyed &&
+         (!r.destroyed_at || *r.destroyed_at >= since || r.billed_until >= since);
+}
+
+std::vector<std::int64_t> ids_of(const std::vector<core::InstanceRecord>& rows) {
+  std::vector<std::int64_t> ids;
+  for (const auto& r : rows) ids.push_back(r.id);
+  return ids;
+}
+
+// ---- a seeded history ---------------------------------------------------------------------
+
+// Rows in every state, most destroyed over the past days; some closed inside the window, some
+// billed into it after closing, a few without destroyed_at; bench runs of both kinds, and runs
+// whose instance_id names no row (imported history).
+void seed(store::Store& store, unsigned seed_value) {
+  std::mt19937 rng(seed_value);
+  std::uniform_real_distribution<double> unit(0, 1);
+  store.transaction([&] {
+    for (int n = 0; n < 400; ++n) {
+      core::InstanceRecord r;
+      r.deployment_id = "seed-" + std::to_string(n);
+      r.offer.id = 1000 + n;
+      r.offer.machine_id = 50 + n % 37;
+      r.offer.gpu_name = n % 2 ? "RTX 4090" : "A100";
+      r.offer.num_gpus = 1 + n % 3;
+      r.offer.dph_total = 0.1 + unit(rng);
+      r.state = unit(rng) < 0.7 ? S::Destroyed : static_cast<S>(n % 8);
+      r.created_at = kNow - 20 * 86400 * unit(rng) - 3600;
+      r.state_since = r.created_at + 60;
+      r.spend_usd = 30 * unit(rng);
+      r.proofs_production = static_cast<int>(500 * unit(rng));
+      r.billed_until = kNow - 600 * unit(rng);
+      if (unit(rng) < 0.6) {
+        core::Verdict v;
+        v.decision =
+            unit(rng) < 0.7 ? core::Verdict::Decision::Accept : core::Verdict::Decision::Reject;
+        v.rate = 10 + 50 * unit(rng);
+        r.verdict = v;
+      }
+      if (r.state == S::Destroyed) {
+        const double x = unit(rng);
+        if (x < 0.05) {
+          r.destroyed_at.reset();
+        } else if (x < 0.25) {
+          r.destroyed_at = kNow - kWindow * unit(rng);  // closed inside the window
+        } else {
+          r.destroyed_at = kNow - kWindow - 10 * 86400 * unit(rng);
+          // Most stopped billing when they closed; some were billed into the window.
+          r.billed_until = unit(rng) < 0.8 ? *r.destroyed_at : kNow - kWindow * unit(rng);
+        }
+      }
+      const std::int64_t id = store.insert_instance(r);
+      for (const char* kind : {"benchmark", "production"}) {
+        if (unit(rng) < 0.5) continue;
+        core::BenchRun run;
+        run.host = {r.offer.machine_id, r.offer.gpu_name, r.offer.num_gpus};
+        run.instance_id = id;
+        run.at = r.created_at + 1200 * unit(rng);
+        run.rate = 30;
+        run.kind = kind;
+        store.insert_bench_run(run);
+      }
+    }
+    core::BenchRun imported;
+    imported.host = {9, "V100", 1};
+    imported.instance_id = 99'999;
+    imported.at = kNow - 100;
+    store.insert_bench_run(imported);
+  });
+}
+
+// A row at the exact edge of the window, and one closed at exactly `since` by billing only.
+void seed_edges(store::Store& store, double since) {
+  core::InstanceRecord r;
+  r.deployment_id = "edge-destroyed";
+  r.offer.id = 1;
+  r.state = S::Destroyed;
+  r.destroyed_at = since;
+  r.billed_until = since - 100;
+  store.insert_instance(r);
+  r.deployment_id = "edge-billed";
+  r.destroyed_at = since - 1;
+  r.billed_until = since;
+  store.insert_instance(r);
+  r.deployment_id = "edge-before";
+  r.destroyed_at = since - 1;
+  r.billed_until = since - 1;
+  store.insert_instance(r);
+}
+
+TEST(HotReadsStore, InstanceTotalsMatchEveryRow) {
+  for (unsigned seed_value : {1u, 2u, 3u}) {
+    auto store = store::open_store(":memory:");
+    seed(*store, seed_value);
+    const auto every_row = store->instances(true);
+    const OldTotals want = old_summary(every_row);
+    std::map<std::string, int> by_state;
+    double spend = 0;
+    std::int64_t proofs = 0;
+    for (const auto& [state, totals] : store->instance_totals()) {
+      by_state[core::to_string(state)] = static_cast<int>(totals.instances);
+      spend += totals.spend_usd;
+      proofs += totals.proofs_production;
+    }
+    EXPECT_EQ(by_state, want.by_state) << "seed " << seed_value;
+    EXPECT_NEAR(spend, want.spend_usd, 1e-9 * want.spend_usd) << "seed " << seed_value;
+    EXPECT_EQ(proofs, want.proofs) << "seed " << seed_value;
+  }
+}
+
+TEST(HotReadsStore, TotalsOfAnEmptyStoreAreEmpty) {
+  auto store = store::open_store(":memory:");
+  EXPECT_TRUE(store->instance_totals().empty());
+}
+
+TEST(HotReadsStore, DestroyedSinceIsTheWindowsShareOfEveryRow) {
+  auto store = store::open_store(":memory:");
+  seed(*store, 7);
+  const double since = kNow - kWindow;
+  seed_edges(*store, since);
+  const auto every_row = store->instances(true);
+  for (double at : {since, kNow - 10 * 86400.0, kNow, kNow + 1}) {
+    std::vector<core::InstanceRecord> want;
+    for (const auto& r : every_row)
+      if (old_in_window(r, at)) want.push_back(r);
+    EXPECT_EQ(ids_of(store->destroyed_instances_since(at)), ids_of(want)) << "since " << at;
+  }
+  // The edges: destroyed exactly at `since`, billed exactly to it; not the one before both.
+  std::vector<std::string> edges;
+  for (const auto& r : store->destroyed_instances_since(since))
+    if (r.deployment_id.rfind("edge-", 0) == 0) edges.push_back(r.deployment_id);
+  EXPECT_EQ(edges, (std::vector<std::string>{"edge-destroyed", "edge-billed"}));
+}
+
+TEST(HotReadsStore, InstanceBenchRunsAreTheInstancesShareOfAllRuns) {
+  auto store = store::open_store(":memory:");
+  seed(*store, 11);
+  const auto all = store->all_bench_runs();
+  for (std::int64_t id : {std::int64_t{1}, std::int64_t{5}, std::int64_t{77}, std::int64_t{99'999},
+                          std::int64_t{123'456}}) {
+    std::vector<std::int64_t> want, got;
+    for (const auto& run : all)
+      if (run.instance_id == id) want.push_back(run.id);
+    for (const auto& run : store->instance_bench_runs(id)) got.push_back(run.id);
+    EXPECT_EQ(got, want) << "instance " << id;
+  }
+}
+
+TEST(HotReadsStore, LiveListingLeavesOutOnlyTheDestroyed) {
+  auto store = store::open_store(":memory:");
+  seed(*store, 13);
+  std::vector<core::InstanceRecord> want;
+  for (const auto& r : store->instances(true))
+    if (r.state != S::Destroyed) want.push_back(r);
+  EXPECT_EQ(ids_of(store->instances(false)), ids_of(want));
+}
+
+// ---- the manager's hot paths against the old computation -----------------------------------
+
+class HotReadsManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = store::open_store(":memory:");
+    seed(*store_, 17);
+    seed_edges(*store_, kNow - kWindow);
+    ManagerConfig cfg;
+    cfg.rank.predictor = core::default_predictor_config();
+    cfg.rank.economics.revenue_per_proof_usd = 0.05;
+    manager_ = std::make_unique<Manager>(*store_, market_, cfg, [] { return kNow; });
+  }
+
+  // Gateway jobs held by live and closed instances, some delivered in the window; the queue's
+  // record begins long before it.
+  jobs::JobQueue& queue() {
+    const auto every_row = store_->instances(true);
+    store_->transaction([&] {
+      for (std::size_t i = 0; i < every_row.size(); i += 3) {
+        core::Job job;
+        job.request_id = "job-" + std::to_string(i);
+        job.input_digest = std::string(64, 'a');
+        job.instance_id = every_row[i].id;
+        job.submitted_at = kNow - 2 * kWindow + static_cast<double>(i) * 10;
+        job.deadline_at = job.submitted_at + 900;
+        job.assigned_at = job.submitted_at + 30;
+        job.attempts = 1;
+        job.state = i % 2 ? core::JobState::Done : core::JobState::Proving;
+        if (job.state == core::JobState::Done) {
+          job.finished_at = job.delivered_at = job.assigned_at + 300;
+        }
+        store_->insert_job(job);
+      }
+      store_->put_setting("jobs.observed_since", std::to_string(kNow - 30 * 86400));
+    });
+    jobs::JobQueueConfig qc;
+    qc.data_dir = dir_.file("data");
+    queue_ =
+        std::make_unique<jobs::JobQueue>(*store_, qc, manager_->job_hooks(), [] { return kNow; });
+    return *queue_;
+  }
+
+  pf::testing::TempDir dir_{"pf_hot_reads"};
+  std::unique_ptr<store::Store> store_;
+  testing::FakeMarket market_;
+  std::unique_ptr<Manager> manager_;
+  std::unique_ptr<jobs::JobQueue> queue_;
+};
+
+TEST_F(HotReadsManagerTest, FleetSummaryShowsWhatTheFullScanShowed) {
+  const OldTotals want = old_summary(store_->instances(true));
+  const FleetSummary got = manager_->summary();
+  EXPECT_EQ(got.by_state, want.by_state);
+  EXPECT_NEAR(got.spend_usd, want.spend_usd, 1e-9 * want.spend_usd);
+  EXPECT_EQ(got.proofs, want.proofs);
+  EXPECT_DOUBLE_EQ(got.dollars_per_hour, want.dollars_per_hour);
+  EXPECT_DOUBLE_EQ(got.proofs_per_hour, want.proofs_per_hour);
+  ASSERT_TRUE(got.cost_per_proof);
+  EXPECT_DOUBLE_EQ(*got.cost_per_proof, want.dollars_per_hour / want.proofs_per_hour);
+  EXPECT_DOUBLE_EQ(got.profit_per_hour, want.proofs_per_hour * 0.05 - want.dollars_per_hour);
+  const core::Hearing hearing = manager_->hearing();
+  EXPECT_EQ(got.hearing.agents_expected, hearing.agents_expected);
+  EXPECT_EQ(got.hearing.agents_silent, hearing.agents_silent);
+}
+
+TEST_F(HotReadsManagerTest, JobsMoneyIsWhatEveryRowAndRunGave) {
+  JobsReportOptions options;
+  options.prices.per_proof[core::JobKind::PorepC2] = 0.5;
+  options.window_s = kWindow;
+  const JobsReport report = build_jobs_report(*manager_, queue(), options, kNow);
+  ASSERT_TRUE(report.has_jobs);
+  ASSERT_EQ(report.since, kNow - kWindow);
+  const auto every_row = store_->instances(true);
+  const core::JobsMoney want = core::jobs_money(
+      report.scanned, every_row, accepted_spans(every_row, store_->all_bench_runs(), kNow),
+      options.prices, report.since, kNow);
+  EXPECT_GT(want.spend_usd, 0);
+  EXPECT_GT(want.idle_hours, 0);
+  EXPECT_NEAR(report.money.spend_usd, want.spend_usd, 1e-9 * want.spend_usd);
+  EXPECT_NEAR(report.money.idle_hours, want.idle_hours, 1e-9 * want.idle_hours);
+  EXPECT_EQ(report.money.delivered_on_time, want.delivered_on_time);
+  EXPECT_DOUBLE_EQ(report.money.revenue_usd, want.revenue_usd);
+  ASSERT_EQ(report.money.realised_cost_per_proof.has_value(),
+            want.realised_cost_per_proof.has_value());
+}
+
+TEST_F(HotReadsManagerTest, DashboardListsTheLiveAndTheRecentlyDestroyed) {
+  DashboardOptions options;
+  options.clock = [] { return kNow; };
+  options.recent_destroyed_s = kWindow;
+  Dashboard dashboard(*manager_, options);
+  const json snapshot = dashboard.snapshot();
+  std::vector<std::int64_t> want;
+  for (const auto& r : store_->instances(true)) {
+    if (r.state == S::Destroyed && (!r.destroyed_at || *r.destroyed_at < kNow - kWindow)) continue;
+    want.push_back(r.id);
+  }
+  std::vector<std::int64_t> got;
+  for (const auto& row : snapshot["instances"]) got.push_back(row["id"].get<std::int64_t>());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(snapshot["summary"]["by_state"]["destroyed"],
+            old_summary(store_->instances(true)).by_state["destroyed"]);
+}
+
+}  // namespace
+}  // namespace pf::manager
