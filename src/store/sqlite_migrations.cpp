@@ -231,8 +231,11 @@ CREATE INDEX memory_observations_gpu ON memory_observations(gpu_name COLLATE NOC
     // live rows, the history's totals and its recent rows, never every row
     // (sqlite_store_summary.cpp). Partial indexes keep the live rows apart from the history, and
     // the destroyed rows' totals come from an index, not from their wide rows. Queries name
-    // 'destroyed' literally: a bound value cannot select a partial index.
+    // 'destroyed' literally: a bound value cannot select a partial index. instances_state goes:
+    // no query wants it any more, and the planner, ordering a GROUP BY state with it, walked
+    // every row's entry instead of the few live ones.
     Migration{7, "indexes for the hot reads", R"sql(
+DROP INDEX instances_state;
 CREATE INDEX instances_live ON instances(id) WHERE state <> 'destroyed';
 CREATE INDEX instances_destroyed ON instances(state, destroyed_at, spend_usd, proofs_production)
   WHERE state = 'destroyed';
