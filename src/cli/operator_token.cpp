@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "core/text.h"
 #include "manager/manager.h"
+#include "store/store_url.h"
 
 namespace pf::cli {
 namespace {
@@ -77,7 +78,16 @@ std::string load_or_create_operator_token(const std::filesystem::path& path) {
 }
 
 std::string fleet_operator_token_hash(store::Store& store, const std::string& db) {
-  const std::filesystem::path path = operator_token_path(db);
+  return fleet_operator_token_hash(store, operator_token_path(db), store::is_postgres_url(db));
+}
+
+std::string fleet_operator_token_hash(store::Store& store, const std::filesystem::path& path,
+                                      bool shared_database) {
+  if (!shared_database) {
+    const std::string hash = manager::hash_token(load_or_create_operator_token(path));
+    store.put_setting(kOperatorTokenHashKey, hash);
+    return hash;
+  }
   const std::optional<std::string> recorded = store.setting(kOperatorTokenHashKey);
   std::error_code ec;
   const bool have_file = std::filesystem::exists(path, ec);
@@ -97,11 +107,10 @@ std::string fleet_operator_token_hash(store::Store& store, const std::string& db
   } else if (*recorded == hash) {
     return hash;
   }
-  throw CommandFailed(
-      "operator token file " + std::filesystem::absolute(path).string() +
-      " holds a different token from the one this fleet's database records (another "
-      "replica created the fleet's token): copy that replica's operator.token here, "
-      "or remove this file to serve with the fleet's token");
+  throw CommandFailed("operator token file " + std::filesystem::absolute(path).string() +
+                      " holds a different token from the one this fleet's database records "
+                      "(another replica created the fleet's token): copy that replica's "
+                      "operator.token here, or remove this file to serve with the fleet's token");
 }
 
 }  // namespace pf::cli

@@ -18,12 +18,18 @@ std::filesystem::path operator_token_path(const std::string& db);
 // write different tokens). Throws CommandFailed when it cannot.
 std::string load_or_create_operator_token(const std::filesystem::path& path);
 
-// The hash of the fleet's operator token, as `serve` starts:
-// - the database holds one and this host has no token file: that hash (another replica
-//   created the token; copy its operator.token here to use the CLI on this host);
-// - a token file and no hash yet: the file's token, recorded in the database;
-// - no file, no hash: a new token in a new file, recorded;
-// - a file whose token is not the database's: refused, saying which replica's file to copy.
+// The hash of the operator token `serve` accepts, as it starts on the database `db`.
+// A SQLite database has one host: its token file is the token (deleting it makes a new one), and
+// its hash is recorded. A server database may have many replicas, and the hash recorded in it is
+// the fleet's token:
+// - recorded, and this host has no token file: that hash (another replica created the token;
+//   copy its operator.token here to use the CLI on this host);
+// - a token file and nothing recorded yet: the file's token, recorded;
+// - no file, nothing recorded: a new token in a new file, recorded;
+// - a file whose token is not the recorded one: refused, saying which file to copy.
 std::string fleet_operator_token_hash(store::Store& store, const std::string& db);
+// The same with the token file and the kind of database given (tests).
+std::string fleet_operator_token_hash(store::Store& store, const std::filesystem::path& token_file,
+                                      bool shared_database);
 
 }  // namespace pf::cli

@@ -27,7 +27,7 @@ std::string first_line(const fs::path& path) {
 TEST(OperatorToken, TheFirstStartCreatesTheFileAndRecordsItsHashLaterStartsReuseBoth) {
   pf::testing::TempDir dir("pf_token");
   const std::string db = (fs::path(dir.path()) / "fleet.db").string();
-  auto store = store::open_store(":memory:");
+  auto store = store::open_store(db);
 
   const std::string hash = fleet_operator_token_hash(*store, db);
   const fs::path file = fs::path(dir.path()) / "operator.token";
@@ -40,6 +40,13 @@ TEST(OperatorToken, TheFirstStartCreatesTheFileAndRecordsItsHashLaterStartsReuse
 
   EXPECT_EQ(fleet_operator_token_hash(*store, db), hash);
   EXPECT_EQ(manager::hash_token(first_line(file)), hash);
+
+  // One host: deleting the file makes a new token, and the database follows it.
+  fs::remove(file);
+  const std::string rotated = fleet_operator_token_hash(*store, db);
+  EXPECT_NE(rotated, hash);
+  EXPECT_EQ(manager::hash_token(first_line(file)), rotated);
+  EXPECT_EQ(store->setting("operator_token_hash"), rotated);
 }
 
 TEST(OperatorToken, AReplicaWithoutTheFileServesTheFleetsTokenAndCreatesNoOther) {
@@ -47,10 +54,11 @@ TEST(OperatorToken, AReplicaWithoutTheFileServesTheFleetsTokenAndCreatesNoOther)
   pf::testing::TempDir second_host("pf_token_b");
   auto store = store::open_store(":memory:");
   const std::string hash =
-      fleet_operator_token_hash(*store, (fs::path(first_host.path()) / "fleet.db").string());
+      fleet_operator_token_hash(*store, fs::path(first_host.path()) / "operator.token", true);
 
-  const std::string db_b = (fs::path(second_host.path()) / "fleet.db").string();
-  EXPECT_EQ(fleet_operator_token_hash(*store, db_b), hash);
+  EXPECT_EQ(
+      fleet_operator_token_hash(*store, fs::path(second_host.path()) / "operator.token", true),
+      hash);
   EXPECT_FALSE(fs::exists(fs::path(second_host.path()) / "operator.token"));
 }
 
@@ -59,7 +67,7 @@ TEST(OperatorToken, AFileWithAnotherTokenThanTheFleetsIsRefusedAndNothingChanges
   pf::testing::TempDir second_host("pf_token_b");
   auto store = store::open_store(":memory:");
   const std::string hash =
-      fleet_operator_token_hash(*store, (fs::path(first_host.path()) / "fleet.db").string());
+      fleet_operator_token_hash(*store, fs::path(first_host.path()) / "operator.token", true);
   const fs::path stray = fs::path(second_host.path()) / "operator.token";
   {
     std::ofstream out(stray);
@@ -67,7 +75,7 @@ TEST(OperatorToken, AFileWithAnotherTokenThanTheFleetsIsRefusedAndNothingChanges
   }
   fs::permissions(stray, fs::perms::owner_read | fs::perms::owner_write);
   try {
-    fleet_operator_token_hash(*store, (fs::path(second_host.path()) / "fleet.db").string());
+    fleet_operator_token_hash(*store, stray, true);
     ADD_FAILURE() << "a stray token file was accepted";
   } catch (const CommandFailed& e) {
     EXPECT_NE(std::string(e.what()).find("holds a different token"), std::string::npos) << e.what();
@@ -85,8 +93,7 @@ TEST(OperatorToken, AnExistingFileFromBeforeTheDatabaseRecordedAHashIsAdopted) {
   }
   fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
   auto store = store::open_store(":memory:");
-  const std::string hash =
-      fleet_operator_token_hash(*store, (fs::path(dir.path()) / "fleet.db").string());
+  const std::string hash = fleet_operator_token_hash(*store, file, true);
   EXPECT_EQ(hash, manager::hash_token("kept-token"));
   EXPECT_EQ(store->setting("operator_token_hash"), hash);
 }
