@@ -101,12 +101,13 @@ class SqliteStore final : public Store {
   struct DbCloser {
     void operator()(sqlite3* db) const;
   };
-  struct Caches;  // parsed offer snapshots
+  struct Caches;       // parsed offer snapshots
+  class Checkpointer;  // copies the WAL into the database file off the committing thread
+
   // The rows a `SELECT * FROM instances|bench_runs` statement yields (the row mapping lives in
   // sqlite_store.cpp), for the other SqliteStore files. The caller holds mutex_.
   std::vector<core::InstanceRecord> read_instances(sqlite_detail::Statement& s);
   std::vector<core::BenchRun> read_bench_runs(sqlite_detail::Statement& s);
-  class Checkpointer;  // copies the WAL into the database file off the committing thread
 
   std::recursive_mutex mutex_;  // held for every call and across a whole transaction
   std::unique_ptr<sqlite3, DbCloser> db_;
