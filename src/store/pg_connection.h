@@ -7,6 +7,13 @@
 // database restart); one that breaks inside a transaction fails that transaction: every
 // statement of it throws until rollback_quietly(), and the next use reconnects. Every failure
 // is a StoreError naming what was being done; no message carries the URL's password.
+//
+// For SQL run here: PostgreSQL infers each parameter's type from where it stands, so a
+// parameter with no context (`:x IS NULL`, `SELECT :x`) needs a cast (`CAST(:x AS BIGINT)` or
+// `:x::bigint`); integers bind as BIGINT text, so columns they go to are BIGINT. A failed
+// statement aborts the whole transaction (unlike SQLite): a failure the store means to survive
+// inside one runs under a SAVEPOINT. As in SQLite, an unbound parameter is NULL and a NULL reads
+// as 0 / "" through integer()/real()/text(); a BOOLEAN column reads as 0/1 through integer().
 #pragma once
 
 #include <cstddef>
