@@ -12,6 +12,8 @@
 #include <system_error>
 #include <utility>
 
+#include "store/store_url.h"
+
 namespace pf::store {
 
 namespace {
@@ -19,6 +21,12 @@ namespace {
 // Fixed OIDs of PostgreSQL's catalog (pg_type.dat), the same on YugabyteDB.
 constexpr pqxx::oid kBoolOid = 16;
 constexpr pqxx::oid kByteaOid = 17;
+constexpr pqxx::oid kInt8Oid = 20;
+constexpr pqxx::oid kInt2Oid = 21;
+constexpr pqxx::oid kInt4Oid = 23;
+constexpr pqxx::oid kFloat4Oid = 700;
+constexpr pqxx::oid kFloat8Oid = 701;
+constexpr pqxx::oid kNumericOid = 1700;
 
 // Settings every session starts with, so values read back the same on every server:
 // bytea as hex (decoded here), doubles with enough digits to round-trip on PostgreSQL 11-based
@@ -145,25 +153,6 @@ int hex_digit(char c) {
 }
 
 }  // namespace
-
-bool is_postgres_url(std::string_view url) {
-  return starts_with_ci(url, "postgres://") || starts_with_ci(url, "postgresql://");
-}
-
-std::string redact_postgres_url(std::string_view url) {
-  std::vector<std::pair<std::size_t, std::size_t>> spans = query_passwords(url);
-  if (const auto p = userinfo_password(url)) spans.push_back(*p);
-  std::sort(spans.begin(), spans.end());
-  std::string out;
-  std::size_t at = 0;
-  for (const auto& [begin, end] : spans) {
-    out.append(url.substr(at, begin - at));
-    out.append("***");
-    at = end;
-  }
-  out.append(url.substr(at));
-  return out;
-}
 
 namespace pg_detail {
 
@@ -361,6 +350,24 @@ class PgConnection::PgCursor final : public sql::Cursor {
     return it->second;
   }
   bool is_null(int index) const override { return field(index).is_null(); }
+  sql::ValueKind kind(int index) const override {
+    if (field(index).is_null()) return sql::ValueKind::Null;
+    switch (type_of(index)) {
+      case kBoolOid:
+      case kInt2Oid:
+      case kInt4Oid:
+      case kInt8Oid:
+        return sql::ValueKind::Integer;
+      case kFloat4Oid:
+      case kFloat8Oid:
+      case kNumericOid:
+        return sql::ValueKind::Real;
+      case kByteaOid:
+        return sql::ValueKind::Blob;
+      default:
+        return sql::ValueKind::Text;
+    }
+  }
   std::int64_t integer(int index) const override {
     const pqxx::field f = field(index);
     if (f.is_null()) return 0;  // as SQLite reads NULL
@@ -486,7 +493,7 @@ class PgConnection::PgCursor final : public sql::Cursor {
 // --- the connection ------------------------------------------------------------------------------
 
 PgConnection::PgConnection(std::string url) : url_(std::move(url)) {
-  redacted_url_ = redact_postgres_url(url_);
+  redacted_url_ = store::redacted_url(url_);
   if (!is_postgres_url(url_)) {
     throw StoreError("opening " + redacted_url_ + ": not a postgres:// or postgresql:// URL");
   }

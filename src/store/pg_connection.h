@@ -29,12 +29,6 @@
 
 namespace pf::store {
 
-// True for "postgres://…" and "postgresql://…" (what `--db` takes for PostgreSQL).
-bool is_postgres_url(std::string_view url);
-
-// The URL with its password (user info or ?password=) replaced by "***": safe to print or log.
-std::string redact_postgres_url(std::string_view url);
-
 namespace pg_detail {
 
 // SQL with ":name" parameters rewritten to PostgreSQL's $k. A name used twice maps to one $k;
@@ -55,7 +49,8 @@ struct SqlHash {
 class PgConnection final : public sql::Connection {
  public:
   // `url`: postgres://[user[:password]@][host][:port][/dbname][?param=value&…] (or
-  // postgresql://). Connects now; throws StoreError (the URL redacted) when it cannot.
+  // postgresql://; store/store_url.h reads them). Connects now; throws StoreError (the URL
+  // redacted) when it cannot.
   // A connect timeout and TCP keepalives are added unless the URL sets them.
   explicit PgConnection(std::string url);
   ~PgConnection() override;

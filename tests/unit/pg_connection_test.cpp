@@ -44,20 +44,6 @@ TEST(PgPositionalParameters, AWordEndingInEIsNoEscapeString) {
   EXPECT_EQ(p.text, "SELECT 'a\\' || $1, ne'b' AS c");
 }
 
-TEST(PgUrl, RedactsThePasswordWhereverTheUrlCarriesIt) {
-  EXPECT_EQ(pf::store::redact_postgres_url("postgres://fleet:s3cret@db:5432/pf"),
-            "postgres://fleet:***@db:5432/pf");
-  EXPECT_EQ(pf::store::redact_postgres_url("postgresql://db/pf?sslmode=require&password=s3cret"),
-            "postgresql://db/pf?sslmode=require&password=***");
-  EXPECT_EQ(pf::store::redact_postgres_url("postgres://fleet@db/pf"), "postgres://fleet@db/pf");
-  EXPECT_EQ(pf::store::redact_postgres_url("postgres://a:p%40ss@db/x?password=q"),
-            "postgres://a:***@db/x?password=***");
-  EXPECT_TRUE(pf::store::is_postgres_url("postgres://x"));
-  EXPECT_TRUE(pf::store::is_postgres_url("postgresql://x"));
-  EXPECT_FALSE(pf::store::is_postgres_url("/var/lib/proverfleet/fleet.db"));
-  EXPECT_FALSE(pf::store::is_postgres_url("sqlite:fleet.db"));
-}
-
 // --- on the server
 // --------------------------------------------------------------------------------
 
@@ -147,7 +133,7 @@ TEST_F(PgConnectionTest, TextAndBytesRoundTripWhateverTheyHold) {
   const std::vector<std::pair<std::string, std::string>> values{
       {"", ""},
       {"it's a 'quote' with :colon, ::cast, ? and $1", std::string("\0", 1)},
-      {"π ≈ 3.14 🚀", "\xff\x00\xfe"},
+      {"π ≈ 3.14 🚀", std::string("\xff\x00\xfe", 3)},
       {std::string(100000, 'x'), all_bytes},
   };
   for (std::size_t k = 0; k < values.size(); ++k) {
@@ -165,6 +151,24 @@ TEST_F(PgConnectionTest, TextAndBytesRoundTripWhateverTheyHold) {
     EXPECT_EQ(sel.blob("b"), values[k].second) << k;
     EXPECT_EQ(sel.integer("n"), static_cast<std::int64_t>(values[k].second.size())) << k;
   }
+}
+
+TEST_F(PgConnectionTest, KindSaysWhatEachColumnHolds) {
+  Statement ins(*conn_, "INSERT INTO v (id, i, r, s, b) VALUES (1, 2, 0.5, 'x', '\\x00')",
+                "inserting");
+  ins.run();
+  Statement sel(*conn_, "SELECT id, i, r, s, b, NULL::bigint AS n, TRUE AS t FROM v", "reading");
+  ASSERT_TRUE(sel.next());
+  using pf::store::sql::ValueKind;
+  auto& c = sel.cursor();
+  EXPECT_EQ(c.kind(c.column("i")), ValueKind::Integer);
+  EXPECT_EQ(c.kind(c.column("r")), ValueKind::Real);
+  EXPECT_EQ(c.kind(c.column("s")), ValueKind::Text);
+  EXPECT_EQ(c.kind(c.column("b")), ValueKind::Blob);
+  EXPECT_EQ(c.kind(c.column("n")), ValueKind::Null);
+  EXPECT_EQ(c.kind(c.column("t")), ValueKind::Integer);
+  EXPECT_EQ(sel.integer("t"), 1);
+  EXPECT_EQ(sel.blob("b"), std::string(1, '\0'));
 }
 
 TEST_F(PgConnectionTest, NullsBindAndReadAsNull) {
