@@ -1,27 +1,27 @@
-// SqliteStore's hot reads (issue 14): what the fleet summary, the jobs report and the dashboard
+// SqlStore's hot reads (issue 14): what the fleet summary, the jobs report and the dashboard
 // need of the fleet's history, asked of the database so that neither reads every row. A fleet
 // keeps each rental it ever made; these paths run every second (dashboard) or on every scrape
 // (/metrics), and their cost must not grow with the destroyed rows.
 //
 // Each query names the state 'destroyed' as a literal, never a bound value: that is what lets
-// the partial indexes of migration 7 (instances_live, instances_destroyed,
+// the partial indexes of migration 8 (instances_live, instances_destroyed,
 // instances_destroyed_billed) serve it, on SQLite and on PostgreSQL alike. The SQL is portable
 // (see store/sql_connection.h).
 #include <string>
 
-#include "store/sqlite_statement.h"
-#include "store/sqlite_store.h"
+#include "store/sql_store.h"
+#include "store/sql_store_detail.h"
 
 namespace pf::store {
 
-using sqlite_detail::Statement;
+using sql::Statement;
 
-std::map<core::InstanceState, InstanceTotals> SqliteStore::instance_totals() {
+std::map<core::InstanceState, InstanceTotals> SqlStore::instance_totals() {
   std::lock_guard lock(mutex_);
   // One statement, so one snapshot: the all-time totals of two calls never step back (they
   // feed Prometheus counters). Live rows are read through instances_live; the destroyed ones
   // only through the covering index instances_destroyed, never from their (wide) rows.
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "SELECT state, COUNT(*) AS instances, COALESCE(SUM(spend_usd), 0.0) AS spend_usd, "
               "CAST(COALESCE(SUM(proofs_production), 0) AS BIGINT) AS proofs_production "
               "FROM instances WHERE state <> 'destroyed' GROUP BY state "
@@ -45,11 +45,11 @@ std::map<core::InstanceState, InstanceTotals> SqliteStore::instance_totals() {
   return out;
 }
 
-std::vector<core::InstanceRecord> SqliteStore::destroyed_instances_since(double since) {
+std::vector<core::InstanceRecord> SqlStore::destroyed_instances_since(double since) {
   std::lock_guard lock(mutex_);
   // Three index searches rather than one OR: neither SQLite's nor PostgreSQL's planner serves
   // an OR across two columns from two partial indexes as reliably.
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "SELECT * FROM instances WHERE id IN ("
               "SELECT id FROM instances WHERE state = 'destroyed' AND destroyed_at >= :since "
               "UNION SELECT id FROM instances WHERE state = 'destroyed' AND billed_until >= :since "
@@ -60,10 +60,9 @@ std::vector<core::InstanceRecord> SqliteStore::destroyed_instances_since(double 
   return read_instances(s);
 }
 
-std::vector<core::BenchRun> SqliteStore::instance_bench_runs(std::int64_t instance_id) {
+std::vector<core::BenchRun> SqlStore::instance_bench_runs(std::int64_t instance_id) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
-              "SELECT * FROM bench_runs WHERE instance_id = :instance_id ORDER BY at, id",
+  Statement s(*conn_, "SELECT * FROM bench_runs WHERE instance_id = :instance_id ORDER BY at, id",
               "reading bench runs of instance " + std::to_string(instance_id));
   s.bind_int(":instance_id", instance_id);
   return read_bench_runs(s);
