@@ -12,7 +12,7 @@
 
 #include "core/job_lease.h"
 #include "jobs/job_queue.h"
-#include "store/sqlite_store.h"
+#include "store/sql_store.h"
 #include "support/temp_dir.h"
 
 namespace pf::jobs {
@@ -31,7 +31,7 @@ class JobQueueRestartTest : public ::testing::Test {
   void open() {
     queue_.reset();
     store_.reset();
-    store_ = std::make_unique<store::SqliteStore>(dir_.file("fleet.db"));
+    store_ = store::open_sql_store(dir_.file("fleet.db"));
     JobQueueHooks hooks;
     hooks.workers = [this] {
       std::lock_guard lock(mu_);
@@ -82,7 +82,7 @@ class JobQueueRestartTest : public ::testing::Test {
   std::vector<core::WorkerView> workers_;
   std::vector<std::pair<std::int64_t, core::Strike>> strikes_;
   std::atomic<double> now_{1'000'000};
-  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<store::SqlStore> store_;
   std::unique_ptr<JobQueue> queue_;
 };
 

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "store/sqlite_store.h"
+#include "store/sql_store.h"
 #include "support/temp_dir.h"
 #include "util/sha256.h"
 
@@ -78,7 +78,7 @@ class JobQueueTest : public ::testing::Test {
   void open() {
     queue_.reset();
     store_.reset();
-    store_ = std::make_unique<store::SqliteStore>(dir_.file("fleet.db"));
+    store_ = store::open_sql_store(dir_.file("fleet.db"));
     queue_ = std::make_unique<JobQueue>(*store_, config_, fleet_.hooks(),
                                         [this] { return now_.load(); });
   }
@@ -151,7 +151,7 @@ class JobQueueTest : public ::testing::Test {
   JobQueueConfig config_;
   FakeManager fleet_;
   std::atomic<double> now_{1'000'000};
-  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<store::SqlStore> store_;
   std::unique_ptr<JobQueue> queue_;
 };
 
@@ -589,7 +589,8 @@ TEST(JobStoreMigration, SchemaTwoUpgradesKeepingRows) {
   TempDir dir;
   const std::string path = dir.file("fleet.db");
   {
-    store::SqliteStore store(path);
+    auto store_opened = store::open_sql_store(path);
+    store::SqlStore& store = *store_opened;
     store.put_setting("operator_token_hash", "abc");
     core::BenchRun run;
     run.host = {42, "RTX 4090", 1};
@@ -607,7 +608,8 @@ TEST(JobStoreMigration, SchemaTwoUpgradesKeepingRows) {
       SQLITE_OK);
   sqlite3_close(raw);
 
-  store::SqliteStore store(path);
+  auto store_opened = store::open_sql_store(path);
+  store::SqlStore& store = *store_opened;
   EXPECT_EQ(store.schema_version(), store::latest_schema_version());
   EXPECT_EQ(store.setting("operator_token_hash"), "abc");
   ASSERT_EQ(store.all_bench_runs().size(), 1u);
@@ -625,7 +627,8 @@ TEST(JobStoreMigration, SchemaTwoUpgradesKeepingRows) {
 // what retention keeps.
 TEST(JobStore, QueriesAndRetention) {
   TempDir dir;
-  store::SqliteStore store(dir.file("fleet.db"));
+  auto store_opened = store::open_sql_store(dir.file("fleet.db"));
+  store::SqlStore& store = *store_opened;
   const auto make = [&](const std::string& rid, core::JobState state, double submitted,
                         double finished, double delivered) {
     core::Job j;

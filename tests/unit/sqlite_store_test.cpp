@@ -1,5 +1,3 @@
-#include "store/sqlite_store.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -14,6 +12,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "store/sql_store.h"
 #include "store/store.h"
 #include "support/temp_dir.h"
 
@@ -773,8 +772,9 @@ TEST_P(StoreTest, MemoryObservationsByMachineOrGpuModelNewestFirst) {
 TEST(SqliteStoreOpen, MemoryObservationsSurviveAReopen) {
   TempDir dir;
   const std::string path = dir.file("fleet.db");
-  { SqliteStore(path).insert_memory_observation(memory_seen(5, "RTX 5090", 10)); }
-  SqliteStore again(path);
+  { open_sql_store(path)->insert_memory_observation(memory_seen(5, "RTX 5090", 10)); }
+  auto again_opened = open_sql_store(path);
+  SqlStore& again = *again_opened;
   EXPECT_EQ(again.memory_observations(5, "RTX 5090").size(), 1u);
 }
 
@@ -786,7 +786,8 @@ TEST(SqliteStoreOpen, ReopeningAFileKeepsDataAndMigratesNothingTwice) {
   std::int64_t id = 0;
   auto record = full_record("persist");
   {
-    SqliteStore store(path);
+    auto store_opened = open_sql_store(path);
+    SqlStore& store = *store_opened;
     EXPECT_EQ(store.schema_version(), latest_schema_version());
     id = store.insert_instance(record);
     store.append_event(event(id, 1, "rented"));
@@ -794,7 +795,8 @@ TEST(SqliteStoreOpen, ReopeningAFileKeepsDataAndMigratesNothingTwice) {
     store.insert_bench_run(bench({1, "A100", 1}, 5, 10));
   }
   for (int round = 0; round < 2; ++round) {
-    SqliteStore store(path);  // a re-applied CREATE TABLE would throw here
+    auto store_opened = open_sql_store(path);
+    SqlStore& store = *store_opened;  // a re-applied CREATE TABLE would throw here
     EXPECT_EQ(store.schema_version(), latest_schema_version());
     auto got = store.instance(id);
     ASSERT_TRUE(got);
@@ -823,7 +825,8 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
   const std::string path = dir.file("fleet.db");
   std::int64_t by_operator = 0, dropped = 0;
   {
-    SqliteStore store(path);
+    auto store_opened = open_sql_store(path);
+    SqlStore& store = *store_opened;
     auto a = full_record("by-operator");
     a.state = core::InstanceState::Destroyed;
     a.destroy_reason = "operator request";
@@ -856,7 +859,8 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
            "ALTER TABLE instances DROP COLUMN production_windows;"
            "ALTER TABLE instances DROP COLUMN oom_partitions;"
            "PRAGMA user_version = 1;");
-  SqliteStore store(path);
+  auto store_opened = open_sql_store(path);
+  SqlStore& store = *store_opened;
   EXPECT_EQ(store.schema_version(), latest_schema_version());
   EXPECT_EQ(store.instance(by_operator)->close_cause, core::CloseCause::Operator);
   const auto proving = *store.instance(dropped);
@@ -869,11 +873,11 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
 TEST(SqliteStoreOpen, NewerSchemaVersionIsRefused) {
   TempDir dir;
   const std::string path = dir.file("fleet.db");
-  { SqliteStore store(path); }
+  { open_sql_store(path); }
   const int newer = latest_schema_version() + 1;
   set_user_version(path, newer);
   try {
-    SqliteStore store(path);
+    open_sql_store(path);
     FAIL() << "expected StoreError";
   } catch (const StoreError& e) {
     EXPECT_THAT(e.what(), HasSubstr("database schema version " + std::to_string(newer) +
@@ -930,7 +934,8 @@ TEST(SqliteStoreOpen, DatabaseWalAndShmAreOwnerOnly) {
   const std::string path = dir.file("fleet.db");
   const mode_t old_mask = ::umask(022);  // the usual one, which made them world-readable
   {
-    SqliteStore store(path);
+    auto store_opened = open_sql_store(path);
+    SqlStore& store = *store_opened;
     store.put_setting("k", "v");
     ASSERT_TRUE(fs::exists(path + "-wal"));
     ASSERT_TRUE(fs::exists(path + "-shm"));
@@ -945,12 +950,13 @@ TEST(SqliteStoreOpen, DatabaseWalAndShmAreOwnerOnly) {
 TEST(SqliteStoreOpen, FilesLeftReadableByAnOlderBuildAreMadePrivate) {
   TempDir dir;
   const std::string path = dir.file("fleet.db");
-  { SqliteStore(path).put_setting("k", "v"); }
+  { open_sql_store(path)->put_setting("k", "v"); }
   for (const std::string& f : {path, path + "-wal", path + "-shm"}) {
     if (!fs::exists(f)) std::ofstream(f).flush();
     fs::permissions(f, fs::perms::group_read | fs::perms::others_read, fs::perm_options::add);
   }
-  SqliteStore store(path);
+  auto store_opened = open_sql_store(path);
+  SqlStore& store = *store_opened;
   EXPECT_EQ(store.setting("k"), "v");
   for (const std::string& f : {path, path + "-wal", path + "-shm"}) {
     EXPECT_EQ(mode_of(f) & (fs::perms::group_all | fs::perms::others_all), fs::perms::none) << f;
@@ -964,7 +970,7 @@ TEST(SqliteStoreOpen, AWorldWritableDirectoryIsRefused) {
   fs::permissions(shared, fs::perms::all);  // 0777, as /tmp without its sticky bit
   const std::string path = (shared / "fleet.db").string();
   try {
-    SqliteStore store(path);
+    open_sql_store(path);
     FAIL() << "expected StoreError";
   } catch (const StoreError& e) {
     EXPECT_THAT(e.what(), HasSubstr("writable by every user"));
@@ -976,8 +982,10 @@ TEST(SqliteStoreOpen, AWorldWritableDirectoryIsRefused) {
 TEST(SqliteStoreOpen, UncommittedWritesAreInvisibleToAnotherConnection) {
   TempDir dir;
   const std::string path = dir.file("fleet.db");
-  SqliteStore writer(path);
-  SqliteStore reader(path);
+  auto writer_opened = open_sql_store(path);
+  SqlStore& writer = *writer_opened;
+  auto reader_opened = open_sql_store(path);
+  SqlStore& reader = *reader_opened;
   writer.transaction([&] {
     writer.put_setting("k", "v");
     EXPECT_FALSE(reader.setting("k"));  // WAL: the reader sees the last commit
@@ -990,8 +998,10 @@ TEST(SqliteStoreOpen, UncommittedWritesAreInvisibleToAnotherConnection) {
 TEST(SqliteStoreOpen, RowsRewrittenByAnotherConnectionAreReadFresh) {
   TempDir dir;
   const std::string path = dir.file("fleet.db");
-  SqliteStore manager(path);
-  SqliteStore other(path);
+  auto manager_opened = open_sql_store(path);
+  SqlStore& manager = *manager_opened;
+  auto other_opened = open_sql_store(path);
+  SqlStore& other = *other_opened;
   auto record = full_record("dep-fresh");
   record.id = manager.insert_instance(record);
   expect_same(*manager.instance(record.id), record);
@@ -1018,7 +1028,8 @@ TEST(SqliteStoreOpen, RowsRewrittenByAnotherConnectionAreReadFresh) {
 TEST(SqliteStoreOpen, WalIsCheckpointedIntoTheDatabaseFile) {
   TempDir dir;
   const std::string path = dir.file("fleet.db");
-  SqliteStore store(path);
+  auto store_opened = open_sql_store(path);
+  SqlStore& store = *store_opened;
   const auto id = store.insert_instance(full_record("dep-wal"));
   const auto before = fs::file_size(path);
   // Well over SQLite's 1000-page threshold, each event in a commit of its own.
@@ -1037,13 +1048,15 @@ TEST(SqliteStoreOpen, WalIsCheckpointedIntoTheDatabaseFile) {
 TEST(SqliteStoreOpen, TwoConnectionsOnOneFileWriteConcurrently) {
   TempDir dir;
   const std::string path = dir.file("fleet.db");
-  SqliteStore a(path);
-  SqliteStore b(path);
+  auto a_opened = open_sql_store(path);
+  SqlStore& a = *a_opened;
+  auto b_opened = open_sql_store(path);
+  SqlStore& b = *b_opened;
   const auto id = a.insert_instance(full_record("shared"));
   constexpr int kPerThread = 50;
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
-    SqliteStore& store = t % 2 == 0 ? a : b;
+    SqlStore& store = t % 2 == 0 ? a : b;
     threads.emplace_back([&store, id, t] {
       for (int i = 0; i < kPerThread; ++i) {
         store.transaction([&] { store.append_event(event(id, t, std::to_string(t))); });
