@@ -46,14 +46,13 @@ void run_migrate(const MigrateOptions& o) {
   const bool show_progress = !o.no_progress && !o.json && isatty(STDERR_FILENO) == 1;
   std::vector<store::TableCopy> copied;
   try {
-    copied = store::copy_store(source->connection(), target->connection(),
-                               [&](const store::CopyProgress& p) {
-                                 if (!show_progress) return;
-                                 std::cerr << "\r" << p.table << ": " << p.rows_done << " / "
-                                           << p.rows_total << " rows" << std::string(8, ' ')
-                                           << (p.rows_done == p.rows_total ? "\n" : "")
-                                           << std::flush;
-                               });
+    copied = store::copy_store(
+        source->connection(), target->connection(), [&](const store::CopyProgress& p) {
+          if (!show_progress) return;
+          std::cerr << "\r" << p.table << ": " << p.rows_done << " / " << p.rows_total << " rows"
+                    << std::string(8, ' ') << (p.rows_done == p.rows_total ? "\n" : "")
+                    << std::flush;
+        });
   } catch (const std::exception& e) {
     throw CommandFailed("migrate failed, nothing was written to the target: " +
                         std::string(e.what()));
@@ -88,8 +87,9 @@ void run_migrate(const MigrateOptions& o) {
 void register_migrate(CLI::App& app) {
   auto o = std::make_shared<MigrateOptions>();
   auto* cmd = app.add_subcommand(
-      "migrate", "Copy a fleet's history (instances, events, samples, bench runs, bad hosts, "
-                 "jobs, settings) to an empty database");
+      "migrate",
+      "Copy a fleet's history (instances, events, samples, bench runs, bad hosts, "
+      "jobs, settings) to an empty database");
   cmd->footer(
       "Stop every `serve` on the source first: the copy reads one snapshot of it.\n"
       "Both databases are brought to this build's schema, as `serve` would. The target must be\n"

@@ -29,11 +29,21 @@ std::int64_t count_rows(sql::Connection& c, const std::string& table, const std:
 
 void bind_value(sql::Statement& insert, const char* name, sql::Cursor& row, int index) {
   switch (row.kind(index)) {
-    case sql::ValueKind::Null: insert.bind_null(name); break;
-    case sql::ValueKind::Integer: insert.bind_int(name, row.integer(index)); break;
-    case sql::ValueKind::Real: insert.bind_real(name, row.real(index)); break;
-    case sql::ValueKind::Text: insert.bind_text(name, row.text_view(index)); break;
-    case sql::ValueKind::Blob: insert.bind_blob(name, row.blob(index)); break;
+    case sql::ValueKind::Null:
+      insert.bind_null(name);
+      break;
+    case sql::ValueKind::Integer:
+      insert.bind_int(name, row.integer(index));
+      break;
+    case sql::ValueKind::Real:
+      insert.bind_real(name, row.real(index));
+      break;
+    case sql::ValueKind::Text:
+      insert.bind_text(name, row.text_view(index));
+      break;
+    case sql::ValueKind::Blob:
+      insert.bind_blob(name, row.blob(index));
+      break;
   }
 }
 
@@ -86,11 +96,12 @@ void advance_id_sequences(sql::Connection& target, const std::vector<std::string
       while (cols.next()) has_id = has_id || cols.text("name") == "id";
     }
     if (!has_id) continue;
-    sql::Statement s(target,
-                     "SELECT setval(pg_get_serial_sequence(:table, 'id'), (SELECT COALESCE(MAX(id), "
-                     "0) + 1 FROM " +
-                         quoted(table) + "), false) AS v",
-                     "advancing the id sequence of " + table);
+    sql::Statement s(
+        target,
+        "SELECT setval(pg_get_serial_sequence(:table, 'id'), (SELECT COALESCE(MAX(id), "
+        "0) + 1 FROM " +
+            quoted(table) + "), false) AS v",
+        "advancing the id sequence of " + table);
     s.bind_text(":table", quoted(table));
     s.run();
   }
@@ -134,8 +145,8 @@ std::vector<TableCopy> copy_store(sql::Connection& source, sql::Connection& targ
       throw StoreError("the target has no table " + table);
     const std::int64_t n = count_rows(target, table, "checking that the target is empty");
     if (n != 0) {
-      throw StoreError("the target is not empty: table " + table + " holds " +
-                       std::to_string(n) + " rows (migrate copies into an empty database)");
+      throw StoreError("the target is not empty: table " + table + " holds " + std::to_string(n) +
+                       " rows (migrate copies into an empty database)");
     }
   }
 
@@ -153,8 +164,8 @@ std::vector<TableCopy> copy_store(sql::Connection& source, sql::Connection& targ
         const std::int64_t landed = count_rows(target, table, "counting the copied rows");
         if (copied_rows != c.source_rows || landed != c.source_rows) {
           throw StoreError("table " + table + ": the source holds " +
-                           std::to_string(c.source_rows) + " rows but " +
-                           std::to_string(landed) + " were written");
+                           std::to_string(c.source_rows) + " rows but " + std::to_string(landed) +
+                           " were written");
         }
         out.push_back(std::move(c));
       }

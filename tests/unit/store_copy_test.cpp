@@ -193,7 +193,9 @@ TEST_P(StoreCopyTest, AFailureHalfwayLeavesTheTargetEmpty) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, StoreCopyTest, ::testing::Values("sqlite", "postgres"),
-                         [](const auto& info) { return info.param; });
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           return param_info.param;
+                         });
 
 }  // namespace
 }  // namespace pf::store
