@@ -84,32 +84,26 @@ std::optional<std::pair<std::size_t, std::size_t>> userinfo_password(std::string
   return std::make_pair(colon + 1, at);
 }
 
-// Each "password=" value of the query: [begin, end).
-std::vector<std::pair<std::size_t, std::size_t>> query_passwords(std::string_view url) {
-  std::vector<std::pair<std::size_t, std::size_t>> found;
+// Calls fn(name, value_begin, value_end) for each `name=value` of the URL's query.
+template <typename Fn>
+void for_each_query_param(std::string_view url, Fn&& fn) {
   std::size_t pos = url.find('?');
   while (pos != std::string_view::npos && pos < url.size()) {
     const std::size_t key = pos + 1;
     std::size_t end = url.find('&', key);
     if (end == std::string_view::npos) end = url.size();
     const std::string_view param = url.substr(key, end - key);
-    if (starts_with_ci(param, "password=")) found.emplace_back(key + 9, end);
+    const std::size_t eq = param.find('=');
+    fn(param.substr(0, eq), eq == std::string_view::npos ? end : key + eq + 1, end);
     pos = end < url.size() ? end : std::string_view::npos;
   }
-  return found;
 }
 
 bool has_query_param(std::string_view url, std::string_view name) {
-  std::size_t pos = url.find('?');
-  while (pos != std::string_view::npos && pos < url.size()) {
-    const std::size_t key = pos + 1;
-    std::size_t end = url.find('&', key);
-    if (end == std::string_view::npos) end = url.size();
-    const std::string_view param = url.substr(key, end - key);
-    if (param.substr(0, param.find('=')) == name) return true;
-    pos = end < url.size() ? end : std::string_view::npos;
-  }
-  return false;
+  bool found = false;
+  for_each_query_param(
+      url, [&](std::string_view key, std::size_t, std::size_t) { found = found || key == name; });
+  return found;
 }
 
 std::string percent_decoded(std::string_view s) {
@@ -500,9 +494,11 @@ PgConnection::PgConnection(std::string url) : url_(std::move(url)) {
   if (const auto p = userinfo_password(url_)) {
     secrets_.emplace_back(url_.substr(p->first, p->second - p->first));
   }
-  for (const auto& [begin, end] : query_passwords(url_)) {
-    secrets_.emplace_back(url_.substr(begin, end - begin));
-  }
+  for_each_query_param(url_, [&](std::string_view key, std::size_t begin, std::size_t end) {
+    if (starts_with_ci(key, "password") && key.size() == 8) {
+      secrets_.emplace_back(url_.substr(begin, end - begin));
+    }
+  });
   for (std::size_t i = 0, n = secrets_.size(); i < n; ++i) {
     std::string decoded = percent_decoded(secrets_[i]);
     if (decoded != secrets_[i]) secrets_.push_back(std::move(decoded));

@@ -28,7 +28,7 @@ int latest_schema_version();
 class SqlStore final : public Store {
  public:
   // Applies pending migrations; refuses a database written by a newer proverfleet. `where`
-  // names the database in errors (never with a password: see redact_store_url).
+  // names the database in errors (never with a password: store_url.h redacted_url).
   SqlStore(std::unique_ptr<sql::Connection> connection, std::string where);
   ~SqlStore() override;
   SqlStore(const SqlStore&) = delete;
@@ -106,10 +106,6 @@ class SqlStore final : public Store {
   std::unique_ptr<Caches> caches_;
   int depth_ = 0;  // transaction nesting; >0 means BEGIN has run on this connection
 };
-
-// "postgres://user:secret@host/db" → "postgres://user:***@host/db" (and any password=...
-// parameter likewise): what errors and logs may show of a store URL.
-std::string redact_store_url(std::string_view url);
 
 // open_store, keeping the concrete type (tests read the schema version).
 std::unique_ptr<SqlStore> open_sql_store(const std::string& url);

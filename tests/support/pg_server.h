@@ -16,8 +16,9 @@
 //
 // fresh_pg_database() creates its databases on the server the whole ctest run shares (the
 // pg_server_start fixture, tests/support/pg_test_server.cpp) when PF_TEST_PG_URL_FILE names the
-// file holding that server's URL, else on a server this process starts on first use. Nothing
-// is skipped: when PostgreSQL cannot start, these throw saying why and the test fails.
+// file holding that server's URL, else on a server this process starts on first use (and stops
+// when it exits). Nothing is skipped: when PostgreSQL cannot start, these throw saying why and
+// the test fails.
 #pragma once
 
 #include <fcntl.h>
@@ -39,7 +40,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -327,14 +327,12 @@ class PgServer {
 
 namespace pg_server_detail {
 
-// The server fresh_pg_database() uses, and the databases this process made on a shared one
-// (dropped when the process ends, so a long ctest run does not fill the disk).
+// The server fresh_pg_database() uses. Databases made on the run's shared server stay until the
+// fixture removes the server (a few MB each); a process's own server goes when the process ends.
 struct SharedServer {
-  std::unique_ptr<PgServer> own;  // declared first: ends after the databases are dropped
-  std::string admin_url;          // the `postgres` database of the server
-  std::string url_prefix;         // admin_url without the database name
-  std::mutex mutex;
-  std::vector<std::string> created;
+  std::unique_ptr<PgServer> own;
+  std::string admin_url;   // the `postgres` database of the server
+  std::string url_prefix;  // admin_url without the database name
 
   SharedServer() {
     if (const char* file = std::getenv("PF_TEST_PG_URL_FILE"); file != nullptr && *file != 0) {
@@ -352,17 +350,6 @@ struct SharedServer {
       admin_url = own->url("postgres");
     }
     url_prefix = admin_url.substr(0, admin_url.rfind('/') + 1);
-  }
-  ~SharedServer() {
-    if (own || created.empty()) return;
-    try {
-      store::PgConnection admin(admin_url);
-      for (const auto& name : created) {
-        admin.exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)", "dropping " + name);
-      }
-    } catch (const std::exception& error) {
-      std::fprintf(stderr, "fresh_pg_database: leaving test databases behind: %s\n", error.what());
-    }
   }
 };
 
@@ -383,10 +370,6 @@ inline std::string fresh_pg_database() {
                            "_" + std::to_string(random() % 1000000);
   store::PgConnection admin(server.admin_url);
   admin.exec("CREATE DATABASE " + name, "creating test database " + name);
-  {
-    std::lock_guard lock(server.mutex);
-    server.created.push_back(name);
-  }
   return server.url_prefix + name;
 }
 
