@@ -96,6 +96,8 @@ void register_migrate(CLI::App& app) {
       "empty; the copy is one transaction (all or nothing), ids are kept, and each table's\n"
       "count is checked. Database URLs: a SQLite file path or sqlite:PATH, postgres://... or\n"
       "postgresql://... (password from PGPASSFILE or $PGPASSWORD, never in the URL).\n"
+      "Open jobs' inputs are files (jobs.data_dir/job-inputs), not rows: copy that directory\n"
+      "to the data_dir the new servers share.\n"
       "Example: proverfleet migrate --from ./proverfleet.db --to postgres://pf@db1/proverfleet");
   cmd->add_option("--from", o->from, "Database to copy from")->required();
   cmd->add_option("--to", o->to, "Empty database to copy into")->required();
