@@ -21,6 +21,7 @@ int run(int argc, char** argv) {
   register_fleet_commands(app);
   register_demo(app);
   register_prove(app);
+  register_migrate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

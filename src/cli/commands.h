@@ -28,5 +28,7 @@ void register_fleet_commands(CLI::App& app);
 void register_demo(CLI::App& app);
 // One proof through the gateway's gRPC API, like Curio.
 void register_prove(CLI::App& app);
+// Copies a fleet's history into an empty database (e.g. SQLite → PostgreSQL).
+void register_migrate(CLI::App& app);
 
 }  // namespace pf::cli

@@ -39,6 +39,10 @@ class SqlStore final : public Store {
   // schema_version table).
   int schema_version();
 
+  // The connection itself, for whole-database work outside the Store interface (proverfleet
+  // migrate copies tables). Only while no other thread uses this store.
+  sql::Connection& connection() { return *conn_; }
+
   void transaction(const std::function<void()>& fn) override;
 
   std::int64_t insert_instance(const core::InstanceRecord& record) override;
