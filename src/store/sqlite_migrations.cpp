@@ -227,6 +227,20 @@ CREATE TABLE memory_observations (
 CREATE INDEX memory_observations_machine ON memory_observations(machine_id, at);
 CREATE INDEX memory_observations_gpu ON memory_observations(gpu_name COLLATE NOCASE, at);
 )sql"},
+    // Replicas (issue 14, core/leader_lease.h): one row per lease; the leader renews it, a
+    // follower takes it once it lapsed. Written only by conditional UPDATEs on the epoch read.
+    Migration{7, "leader lease", R"sql(
+CREATE TABLE leader_lease (
+  name TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  holder_url TEXT NOT NULL,
+  holder_process TEXT NOT NULL,
+  epoch INTEGER NOT NULL CHECK (epoch >= 0),
+  expires_at REAL NOT NULL,
+  taken_at REAL NOT NULL,
+  renewed_at REAL NOT NULL
+) STRICT;
+)sql"},
 };
 
 consteval bool versions_are_consecutive() {

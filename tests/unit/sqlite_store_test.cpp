@@ -850,6 +850,7 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
            "DROP TABLE jobs;"
            "DROP TABLE agent_logs;"
            "DROP TABLE memory_observations;"
+           "DROP TABLE leader_lease;"
            "ALTER TABLE instances DROP COLUMN close_cause;"
            "ALTER TABLE instances DROP COLUMN bench_since;"
            "ALTER TABLE instances DROP COLUMN gpu_throttled;"
