@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -51,6 +52,7 @@
 #include "market/query.h"
 #include "market/vast_market.h"
 #include "store/store.h"
+#include "store/store_url.h"
 #include "util/bounded_json.h"
 
 namespace pf::cli {
@@ -339,13 +341,23 @@ void run_serve(const ServeOptions& o) {
                vast_cfg->api_key.empty() ? "no API key" : "API key set");
   market::VastMarket vast(*vast_cfg);
 
+  // A database password rides in $PROVERFLEET_DB, PGPASSFILE or $PGPASSWORD, never on the
+  // command line (every local user can read it there), and is never shown.
+  const char* db_from_env = std::getenv("PROVERFLEET_DB");
+  if (store::url_has_password(o.db) && (db_from_env == nullptr || o.db != db_from_env)) {
+    throw CommandFailed(
+        "--db: a password in a database URL is refused on the command line (every local user "
+        "can read it); put it in PGPASSFILE (a 0600 file), $PGPASSWORD, or the whole URL in "
+        "$PROVERFLEET_DB");
+  }
+  const std::string shown_db = store::redacted_url(o.db);
   std::unique_ptr<store::Store> store;
   try {
     store = store::open_store(o.db);
   } catch (const std::exception& e) {
-    throw CommandFailed("cannot open the database " + o.db + ": " + e.what());
+    throw CommandFailed("cannot open the database " + shown_db + ": " + e.what());
   }
-  spdlog::info("database: {}", o.db);
+  spdlog::info("database: {}", shown_db);
   const std::string operator_token = load_or_create_operator_token(operator_token_path(o.db));
 
   // Blocked before any thread starts, so the server's pool and the loops inherit the mask.
@@ -624,7 +636,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--listen", o->listen, "Address to serve on, HOST:PORT; port 0 picks one")
       ->envname("PROVERFLEET_LISTEN")
       ->capture_default_str();
-  cmd->add_option("--db", o->db, "Database: a SQLite file path")
+  cmd->add_option("--db", o->db,
+                  "Database: a SQLite file path (or sqlite:PATH), or postgres://USER@HOST/DB "
+                  "shared by replicas (password from PGPASSFILE/$PGPASSWORD)")
       ->envname("PROVERFLEET_DB")
       ->capture_default_str();
   cmd->add_option("--public-url", o->public_url,
