@@ -20,9 +20,9 @@ namespace {
 
 struct Replica {
   Replica(const std::string& path, const std::string& id, double* now)
-      : store(path),
+      : db(path),
         leadership(
-            store,
+            db,
             LeadershipConfig{
                 .replica_id = id, .url = "http://" + id, .timing = {.ttl_s = 15, .guard_s = 2}},
             [now] { return *now; }),
@@ -30,7 +30,7 @@ struct Replica {
     leadership.set_hooks({.elected = [this](std::int64_t epoch) { elected.push_back(epoch); },
                           .stepped_down = [this](const std::string&) { ++stepped_down; }});
   }
-  store::SqliteStore store;
+  store::SqliteStore db;
   Leadership leadership;
   pf::testing::FakeMarket market;
   FencedMarket fenced;
@@ -200,7 +200,12 @@ TEST(Leadership, ALeaseOfAProcessGoneFromThisMachineIsTakenWithoutWaiting) {
   dead.expires_at = 2000;
   ASSERT_TRUE(store.write_leader_lease(dead, core::LeaseRow{}));
   double now = 1000;
-  Leadership restarted(store, LeadershipConfig{.replica_id = "new", .url = "http://new"},
+  Leadership restarted(store,
+                       LeadershipConfig{.replica_id = "new",
+                                        .url = "http://new",
+                                        .timing = {},
+                                        .lease_name = kManagerLeaseName,
+                                        .process = process_identity()},
                        [&now] { return now; });
   restarted.step();
   EXPECT_TRUE(restarted.leading());
