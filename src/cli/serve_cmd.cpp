@@ -377,8 +377,16 @@ void run_serve(const ServeOptions& o) {
   leadership_config.url = o.replica_url.value_or(own_url);
   leadership_config.timing.ttl_s = cfg->replicas.lease_ttl_s;
   leadership_config.timing.guard_s = std::min(2.0, cfg->replicas.lease_ttl_s / 5);
+  leadership_config.log = [](bool warning, const std::string& line) {
+    if (warning) {
+      spdlog::warn("{}", line);
+    } else {
+      spdlog::info("{}", line);
+    }
+  };
   manager::Leadership leadership(*store, leadership_config, epoch_now);
-  manager::FencedMarket market(vast, leadership);
+  manager::FencedMarket market(vast, leadership,
+                               [](const std::string& line) { spdlog::warn("{}", line); });
   spdlog::info(
       "replica {} (reached by other replicas at {}): lease of {:.0f} s renewed every {:.1f} s; "
       "a dead leader is replaced within {:.0f} s",
@@ -487,7 +495,10 @@ void run_serve(const ServeOptions& o) {
   api_options.log = [](const std::string& line, int status) {
     const bool routine =
         line.rfind("GET ", 0) == 0 || line.find(" /api/v1/agent/") != std::string::npos;
-    if (status >= 500) {
+    // A load balancer's leader check answers 503 on every follower, as it should.
+    if (line.rfind("GET /healthz/leader ", 0) == 0) {
+      spdlog::debug("{}", line);
+    } else if (status >= 500) {
       spdlog::error("{}", line);
     } else if (status >= 400) {
       spdlog::warn("{}", line);
@@ -591,7 +602,12 @@ void run_serve(const ServeOptions& o) {
   PeriodicTask leadership_loop("leadership",
                                std::chrono::milliseconds(static_cast<long long>(
                                    leadership_config.timing.renew_every_s() * 1000)),
-                               [&leadership] { leadership.step(); });
+                               [&leadership, &term] {
+                                 leadership.step();
+                                 // A gateway whose port was still held (a paused ex-leader on this
+                                 // host) starts late.
+                                 if (leadership.leading()) term.start_gateway_if_missing();
+                               });
 
   int signal_received = 0;
   while (!finished && signal_received == 0) {

@@ -40,14 +40,29 @@ void LeaderTerm::begin(std::int64_t epoch) {
   }
   fleet_.attach_jobs(*queue_);
   spdlog::info("term {}: job queue loaded from the store", epoch);
-  if (!gateway_config_) return;
+  epoch_ = epoch;
+  gateway_failed_logged_ = false;
+  start_gateway_locked();
+}
+
+void LeaderTerm::start_gateway_locked() {
+  if (!gateway_config_ || gateway_ || !queue_) return;
   auto started = gateway::start_gateway(*queue_, *gateway_config_);
   if (!started) {
-    spdlog::error("term {}: the gateway did not start: {}", epoch, started.error());
+    if (!gateway_failed_logged_) {
+      spdlog::error("term {}: the gateway did not start (retried every lease renewal): {}", epoch_,
+                    started.error());
+      gateway_failed_logged_ = true;
+    }
     return;
   }
   gateway_ = std::move(*started);
-  spdlog::info("term {}: gateway listening on port {}", epoch, gateway_->port());
+  spdlog::info("term {}: gateway listening on port {}", epoch_, gateway_->port());
+}
+
+void LeaderTerm::start_gateway_if_missing() {
+  std::lock_guard lock(mu_);
+  start_gateway_locked();
 }
 
 void LeaderTerm::end(const std::string& reason) {

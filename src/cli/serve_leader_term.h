@@ -33,6 +33,9 @@ class LeaderTerm {
   // (the term still runs the loops; job calls answer 503 until the next term).
   void begin(std::int64_t epoch);
   void end(const std::string& reason);
+  // While a term runs without its gateway (its port was busy when the term began: an ex-leader
+  // paused on this host still held it), tries to start it again.
+  void start_gateway_if_missing();
   // Ends the term (if any) for good: serve is stopping.
   void shutdown();
 
@@ -46,6 +49,10 @@ class LeaderTerm {
   std::mutex mu_;
   std::unique_ptr<gateway::GatewayServer> gateway_;
   jobs::JobQueue* queue_ = nullptr;  // the current term's, in queues_
+  std::int64_t epoch_ = 0;           // the current term's
+  bool gateway_failed_logged_ = false;
+  // Starts the gateway over queue_ (caller holds mu_); logs a failure once per term.
+  void start_gateway_locked();
   // Every term's queue, shut down after its term: request handlers may still hold a pointer
   // they read before the term ended, so a queue lives as long as the process.
   std::vector<std::unique_ptr<jobs::JobQueue>> queues_;

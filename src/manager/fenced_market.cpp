@@ -1,7 +1,5 @@
 #include "manager/fenced_market.h"
 
-#include <spdlog/spdlog.h>
-
 namespace pf::manager {
 
 std::optional<market::MarketError> FencedMarket::refuse(const std::string& what) {
@@ -13,7 +11,7 @@ std::optional<market::MarketError> FencedMarket::refuse(const std::string& what)
   }
   if (!why) return std::nullopt;
   ++refused_;
-  spdlog::warn("fence: {} refused, nothing sent: {}", what, *why);
+  if (log_) log_("fence: " + what + " refused, nothing sent: " + *why);
   market::MarketError error;
   error.kind = market::ErrorKind::NotLeader;
   error.code = "not_leader";

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,8 +21,10 @@ namespace pf::manager {
 
 class FencedMarket final : public market::Market {
  public:
-  FencedMarket(market::Market& inner, Leadership& leadership)
-      : inner_(inner), leadership_(leadership) {}
+  // `log` is told each refusal (the manager layer does no logging; serve passes spdlog).
+  FencedMarket(market::Market& inner, Leadership& leadership,
+               std::function<void(const std::string&)> log = {})
+      : inner_(inner), leadership_(leadership), log_(std::move(log)) {}
 
   market::Result<market::SearchResult> search_offers(
       const market::SearchRequest& request) override {
@@ -48,6 +51,7 @@ class FencedMarket final : public market::Market {
 
   market::Market& inner_;
   Leadership& leadership_;
+  std::function<void(const std::string&)> log_;
   std::atomic<int> refused_{0};
 };
 

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <signal.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -133,7 +132,10 @@ void Leadership::end_term(const std::string& reason) {
   {
     std::lock_guard lock(mu_);
     if (!epoch_) return;
-    spdlog::warn("leadership: stepping down from epoch {}: {}", *epoch_, reason);
+    if (config_.log) {
+      config_.log(true,
+                  fmt::format("leadership: stepping down from epoch {}: {}", *epoch_, reason));
+    }
     epoch_.reset();
     expires_at_ = 0;
     reason_ = reason;
@@ -166,7 +168,7 @@ void Leadership::step() {
   } catch (const std::exception& e) {
     std::lock_guard lock(mu_);
     reason_ = std::string("store: ") + e.what();
-    spdlog::error("leadership: {}", reason_);
+    if (config_.log) config_.log(true, "leadership: " + reason_);
     return;
   }
   switch (decision.action) {
@@ -214,7 +216,8 @@ void Leadership::step() {
     ++terms_taken_;
     hooks = hooks_;
   }
-  spdlog::info("leadership: {} leads: {}", config_.replica_id, decision.reason);
+  if (config_.log)
+    config_.log(false, "leadership: " + config_.replica_id + " leads: " + decision.reason);
   if (hooks.elected) hooks.elected(decision.row.epoch);
 }
 
@@ -231,7 +234,7 @@ void Leadership::resign() {
       store_.write_leader_lease(ended, *row);
     }
   } catch (const std::exception& e) {
-    spdlog::warn("leadership: resigning: {}", e.what());
+    if (config_.log) config_.log(true, std::string("leadership: resigning: ") + e.what());
   }
   end_term("resigned (stopping)");
 }

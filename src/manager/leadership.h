@@ -24,7 +24,8 @@ std::string replica_id_for_this_process();
 // "BOOT_ID/PID_NAMESPACE/PID" of this process (core::LeaseRow::holder_process).
 std::string process_identity();
 // Whether the lease holder's process is certainly gone: it ran under this kernel and PID
-// namespace, is not us, and no process has its pid. False whenever that cannot be told.
+// namespace, is not us, and no process has its pid (or only a zombie, killed and not yet
+// reaped). False whenever that cannot be told.
 bool holder_process_gone(const core::LeaseRow& row);
 
 struct LeadershipConfig {
@@ -33,6 +34,9 @@ struct LeadershipConfig {
   core::LeaseTiming timing;
   std::string lease_name = kManagerLeaseName;
   std::string process = process_identity();
+  // Where terms taken and ended are told (warning: an end or a store failure); the manager layer
+  // does no logging of its own, serve passes spdlog. Empty: not told.
+  std::function<void(bool warning, const std::string& line)> log = {};
 };
 
 // What /metrics, /api/v1/fleet, `status` and the dashboard show.
