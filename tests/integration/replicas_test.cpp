@@ -217,7 +217,12 @@ TEST_F(Replicas, APausedExLeaderRentsNothingOnceItWakes) {
   std::this_thread::sleep_for(1s);  // inside the 3 s offer re-check
   ASSERT_EQ(::kill(a.process->pid(), SIGSTOP), 0);
   const auto before = market_mutations();
-  ASSERT_TRUE(wait_leading(b, 60s)) << b.process->stderr_text();
+  // A stopped leader is alive: the follower waits out its lease (no shortcut) and takes it.
+  const auto took = wait_leading(b, 60s);
+  ASSERT_TRUE(took) << b.process->stderr_text();
+  std::cout << "failover by lease expiry: the follower led " << *took << " s after SIGSTOP (bound "
+            << kTtlS * 4 / 3 << " s at lease_ttl_s " << kTtlS << ")\n";
+  EXPECT_LT(*took, 30);
   ASSERT_EQ(::kill(a.process->pid(), SIGCONT), 0);
 
   // a carries on with the deploy it was making: its fence refuses the create, nothing is sent.
