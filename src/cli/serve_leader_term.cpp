@@ -21,6 +21,7 @@ LeaderTerm::~LeaderTerm() {
 
 void LeaderTerm::begin(std::int64_t epoch) {
   std::lock_guard lock(mu_);
+  if (closed_) return;
   // Agents could not reach this replica's loops before: their silence counts from now, and the
   // worker roster reads the rows again.
   fleet_.listening_interrupted();
@@ -80,6 +81,10 @@ void LeaderTerm::end(const std::string& reason) {
 }
 
 void LeaderTerm::shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
   end("stopping");
 }
 

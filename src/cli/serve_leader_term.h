@@ -51,6 +51,7 @@ class LeaderTerm {
   jobs::JobQueue* queue_ = nullptr;  // the current term's, in queues_
   std::int64_t epoch_ = 0;           // the current term's
   bool gateway_failed_logged_ = false;
+  bool closed_ = false;  // shutdown(): no term begins any more
   // Starts the gateway over queue_ (caller holds mu_); logs a failure once per term.
   void start_gateway_locked();
   // Every term's queue, shut down after its term: request handlers may still hold a pointer

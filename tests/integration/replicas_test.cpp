@@ -164,6 +164,11 @@ TEST_F(Replicas, OneLeadsTheFollowerForwardsAndTakesOverWithinTheBoundAfterSigki
   ASSERT_TRUE(offers.is_array() && !offers.empty()) << offers.dump();
   const json deployed = api(b, "POST", "/api/v1/instances", {{"offer_id", offers.at(0)["id"]}});
   ASSERT_TRUE(deployed.contains("id") || deployed.contains("instance")) << deployed.dump();
+  // market-sim logs a request after answering it.
+  const auto logged_by = std::chrono::steady_clock::now() + 20s;
+  while (market_mutations().first < 1 && std::chrono::steady_clock::now() < logged_by) {
+    std::this_thread::sleep_for(100ms);
+  }
   EXPECT_EQ(market_mutations().first, 1);
 
   // SIGKILL the leader: b leads within the failover bound (ttl × 4/3), measured here with
