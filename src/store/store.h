@@ -1,6 +1,7 @@
 // The Store: every fact the manager must not lose. The manager writes an action's intent here
 // before it acts, so a crash at any point leaves a record to resume or reconcile from.
-// Implementations: SqliteStore (src/store/sqlite_store.h). Failures throw StoreError.
+// Implementation: SqlStore (src/store/sql_store.h), on SQLite or PostgreSQL. Failures throw
+// StoreError.
 #pragma once
 
 #include <cstdint>
@@ -144,8 +145,9 @@ class Store {
   virtual bool write_leader_lease(const core::LeaseRow& row, const core::LeaseRow& read) = 0;
 };
 
-// Opens the store named by `url`: a file path or "sqlite:PATH" (":memory:" for tests).
-// Applies pending migrations. Throws StoreError with a clear message.
+// Opens the store named by `url`: a file path or "sqlite:PATH" (":memory:" for tests), or
+// "postgres://..." / "postgresql://...". Applies pending migrations. Throws StoreError with a
+// clear message (never showing a password from the URL).
 std::unique_ptr<Store> open_store(const std::string& url);
 
 }  // namespace pf::store

@@ -1,6 +1,7 @@
-// The leader lease in the store (sqlite_store_leader.cpp): the compare-and-set that lets exactly
-// one of several replicas on one database take a lapsed lease. Two SqliteStores on one file are
-// two replicas (each its own connection, as two processes would have).
+// The leader lease in the store (sql_store_leader.cpp): the compare-and-set that lets exactly
+// one of several replicas on one database take a lapsed lease. Two stores opened on one
+// database (a SQLite file, a PostgreSQL database) are two replicas, each with its own
+// connection, as two processes would have.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,8 +9,7 @@
 #include <thread>
 
 #include "core/leader_lease.h"
-#include "store/sqlite_store.h"
-#include "support/temp_dir.h"
+#include "support/store_backends.h"
 
 namespace pf::store {
 namespace {
@@ -31,8 +31,16 @@ std::pair<core::LeaseDecision, bool> try_lead(Store& store, const std::string& m
   return {d, written};
 }
 
-TEST(LeaderLeaseStore, NoRowUntilTheFirstTakeWhichWritesEpochOne) {
-  SqliteStore store(":memory:");
+class LeaderLeaseStore : public ::testing::TestWithParam<pf::testing::Backend> {
+ protected:
+  pf::testing::TestDatabase db_{GetParam()};
+};
+INSTANTIATE_TEST_SUITE_P(Db, LeaderLeaseStore, pf::testing::kStoreBackends,
+                         pf::testing::backend_name);
+
+TEST_P(LeaderLeaseStore, NoRowUntilTheFirstTakeWhichWritesEpochOne) {
+  auto opened = db_.open();
+  Store& store = *opened;
   EXPECT_EQ(store.leader_lease(kName), std::nullopt);
   const auto [d, written] = try_lead(store, "a", std::nullopt, 1000);
   EXPECT_EQ(d.action, core::LeaseAction::Take);
@@ -46,8 +54,9 @@ TEST(LeaderLeaseStore, NoRowUntilTheFirstTakeWhichWritesEpochOne) {
   EXPECT_DOUBLE_EQ(row->taken_at, 1000);
 }
 
-TEST(LeaderLeaseStore, AWriteDecidedOnARowThatChangedSinceDoesNotLand) {
-  SqliteStore store(":memory:");
+TEST_P(LeaderLeaseStore, AWriteDecidedOnARowThatChangedSinceDoesNotLand) {
+  auto opened = db_.open();
+  Store& store = *opened;
   ASSERT_TRUE(try_lead(store, "a", std::nullopt, 1000).second);
   const core::LeaseRow read = *store.leader_lease(kName);
   // a renews (same holder and epoch, a later expiry) after b read the row.
@@ -66,10 +75,11 @@ TEST(LeaderLeaseStore, AWriteDecidedOnARowThatChangedSinceDoesNotLand) {
   EXPECT_FALSE(store.write_leader_lease(grab, core::LeaseRow{}));
 }
 
-TEST(LeaderLeaseStore, AStaleRenewalOfAnExLeaderDoesNotLand) {
-  pf::testing::TempDir dir;
-  SqliteStore a(dir.file("fleet.db"));
-  SqliteStore b(dir.file("fleet.db"));
+TEST_P(LeaderLeaseStore, AStaleRenewalOfAnExLeaderDoesNotLand) {
+  auto a_store = db_.open();
+  auto b_store = db_.open();
+  Store& a = *a_store;
+  Store& b = *b_store;
   ASSERT_TRUE(try_lead(a, "a", std::nullopt, 1000).second);
   // a is paused; its lease lapses and b takes it.
   const auto [taken, b_written] = try_lead(b, "b", std::nullopt, 1016);
@@ -96,10 +106,8 @@ TEST(LeaderLeaseStore, AStaleRenewalOfAnExLeaderDoesNotLand) {
   EXPECT_DOUBLE_EQ(a.leader_lease(kName)->expires_at, 1035);
 }
 
-TEST(LeaderLeaseStore, TwoReplicasRacingForALapsedLeaseNeverBothWin) {
-  pf::testing::TempDir dir;
-  const std::string path = dir.file("fleet.db");
-  SqliteStore first(path);  // migrates once before the racers open the file
+TEST_P(LeaderLeaseStore, TwoReplicasRacingForALapsedLeaseNeverBothWin) {
+  auto first = db_.open();  // migrates once before the racers open the database
   constexpr int kRounds = 40;
   std::atomic<int> wins[2] = {0, 0};
   std::atomic<int> both = 0;
@@ -109,7 +117,8 @@ TEST(LeaderLeaseStore, TwoReplicasRacingForALapsedLeaseNeverBothWin) {
     round_wins = 0;
   });
   auto racer = [&](int who) {
-    SqliteStore store(path);
+    auto opened = db_.open();
+    Store& store = *opened;
     const std::string me = who == 0 ? "a" : "b";
     for (int round = 0; round < kRounds; ++round) {
       // Each round starts after the previous round's lease expired: both see it lapsed.
@@ -129,7 +138,7 @@ TEST(LeaderLeaseStore, TwoReplicasRacingForALapsedLeaseNeverBothWin) {
   EXPECT_EQ(both.load(), 0);
   EXPECT_EQ(wins[0] + wins[1], kRounds) << "each round has exactly one winner";
   // Every take moved the fencing counter by exactly one.
-  EXPECT_EQ(first.leader_lease(kName)->epoch, kRounds);
+  EXPECT_EQ(first->leader_lease(kName)->epoch, kRounds);
 }
 
 }  // namespace

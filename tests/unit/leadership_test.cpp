@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "manager/fenced_market.h"
-#include "store/sqlite_store.h"
+#include "store/sql_store.h"
 #include "support/fake_market.h"
 #include "support/temp_dir.h"
 
@@ -20,9 +20,9 @@ namespace {
 
 struct Replica {
   Replica(const std::string& path, const std::string& id, double* now)
-      : db(path),
+      : db(store::open_sql_store("sqlite:" + path)),
         leadership(
-            db,
+            *db,
             LeadershipConfig{
                 .replica_id = id, .url = "http://" + id, .timing = {.ttl_s = 15, .guard_s = 2}},
             [now] { return *now; }),
@@ -30,7 +30,7 @@ struct Replica {
     leadership.set_hooks({.elected = [this](std::int64_t epoch) { elected.push_back(epoch); },
                           .stepped_down = [this](const std::string&) { ++stepped_down; }});
   }
-  store::SqliteStore db;
+  std::unique_ptr<store::SqlStore> db;
   Leadership leadership;
   pf::testing::FakeMarket market;
   FencedMarket fenced;
@@ -191,7 +191,8 @@ TEST(Leadership, ALeaseOfAProcessGoneFromThisMachineIsTakenWithoutWaiting) {
   EXPECT_FALSE(holder_process_gone(row));
 
   // A serve SIGKILLed and restarted on the same host leads again at once, with a new epoch.
-  store::SqliteStore store(":memory:");
+  auto opened = store::open_sql_store(":memory:");
+  store::Store& store = *opened;
   core::LeaseRow dead;
   dead.name = kManagerLeaseName;
   dead.holder = "old";

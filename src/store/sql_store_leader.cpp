@@ -1,20 +1,20 @@
-// SqliteStore's leader lease (issue 14, core/leader_lease.h): the `leader_lease` table. The
+// SqlStore's leader lease (issue 14, core/leader_lease.h): the `leader_lease` table. The
 // decision is core's; this file only reads the row and writes a decided one with a
 // compare-and-set (a conditional UPDATE on the holder, epoch and expiry read), so two replicas
 // racing for a lapsed lease cannot both win, and a renewal or take decided on a row that has
 // changed since (a paused replica's stale read) does not land. Plain SQL that SQLite (3.35+) and
 // PostgreSQL/YugabyteDB both run: no advisory locks, INSERT ... ON CONFLICT DO NOTHING, UPDATE ...
 // RETURNING.
-#include "store/sqlite_statement.h"
-#include "store/sqlite_store.h"
+#include "store/sql_store.h"
+#include "store/sql_store_detail.h"
 
 namespace pf::store {
 
-using sqlite_detail::Statement;
+using sql::Statement;
 
-std::optional<core::LeaseRow> SqliteStore::leader_lease(const std::string& name) {
+std::optional<core::LeaseRow> SqlStore::leader_lease(const std::string& name) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "SELECT name, holder, holder_url, holder_process, epoch, expires_at, taken_at, "
               "renewed_at FROM "
               "leader_lease WHERE name = :name",
@@ -33,14 +33,14 @@ std::optional<core::LeaseRow> SqliteStore::leader_lease(const std::string& name)
   return row;
 }
 
-bool SqliteStore::write_leader_lease(const core::LeaseRow& row, const core::LeaseRow& read) {
+bool SqlStore::write_leader_lease(const core::LeaseRow& row, const core::LeaseRow& read) {
   if (row.name.empty() || row.holder.empty()) {
     throw StoreError("writing leader lease: a lease needs a name and a holder");
   }
   std::lock_guard lock(mutex_);
   bool written = false;
   transaction([&] {
-    Statement first(*statements_, db_.get(),
+    Statement first(*conn_,
                     "INSERT INTO leader_lease (name, holder, holder_url, holder_process, epoch, "
                     "expires_at, taken_at, renewed_at) VALUES (:name, '', '', '', 0, 0, 0, 0) "
                     "ON CONFLICT (name) DO NOTHING",
@@ -48,7 +48,7 @@ bool SqliteStore::write_leader_lease(const core::LeaseRow& row, const core::Leas
     first.bind_text(":name", row.name);
     first.run();
     Statement cas(
-        *statements_, db_.get(),
+        *conn_,
         "UPDATE leader_lease SET holder = :holder, holder_url = :holder_url, "
         "holder_process = :holder_process, epoch = :epoch, expires_at = :expires_at, taken_at = "
         ":taken_at, renewed_at = "
