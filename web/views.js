@@ -85,7 +85,7 @@ export function fleetHeader(snapshot) {
     const n = byState[state] ?? 0;
     return `<span class="chip st-${state}${n ? '' : ' zero'}" data-testid="state-count" data-state="${state}">${esc(stateLabel(state))} <b>${esc(n)}</b></span>`;
   }).join('');
-  return `<div class="cards">${cards}</div><div class="chips">${chips}${hearingBlock(s.hearing)}${autopilotBlock(snapshot?.autopilot)}</div>${alertsBanner(snapshot?.alerts, snapshot?.at)}${jobsPanel(s.jobs)}`;
+  return `<div class="cards">${cards}</div><div class="chips">${chips}${hearingBlock(s.hearing)}${replicaBlock(s.replica, snapshot?.at)}${autopilotBlock(snapshot?.autopilot)}</div>${alertsBanner(snapshot?.alerts, snapshot?.at)}${jobsPanel(s.jobs)}`;
 }
 
 // ---- gateway jobs -----------------------------------------------------------------------------
@@ -135,6 +135,19 @@ export function jobsPanel(jobs) {
 
 // While the manager could not hear its agents (restart, stall, most agents silent at once) it
 // judges nobody by silence; say so, with why, rather than let quiet rows look healthy.
+// Replicas (issue 14): whether the replica serving this page leads, who does and for how long.
+export function replicaBlock(replica, now) {
+  if (!replica || typeof replica !== 'object') return '';
+  const role = replica.leading ? 'leader' : 'follower';
+  const leader = replica.leader;
+  if (!leader || typeof leader !== 'object') {
+    return `<span class="pill bad" data-testid="replica" data-role="${role}" title="this replica: ${esc(replica.replica_id)}">no leader: failover in progress</span>`;
+  }
+  const who = replica.leading ? 'this replica leads' : `follower; leader ${esc(leader.replica_id)}`;
+  const age = isNum(now) ? since(leader.taken_at, now) : '';
+  return `<span class="pill on" data-testid="replica" data-role="${role}" title="this replica: ${esc(replica.replica_id)}; epoch ${esc(leader.epoch)}">${who} · ${age}</span>`;
+}
+
 export function hearingBlock(hearing) {
   if (!hearing || typeof hearing !== 'object' || hearing.judging_silence !== false) return '';
   return `<span class="pill paused" data-testid="hearing" data-cause="${esc(hearing.cause)}" title="${esc(hearing.reason)}">silence not judged</span>`;

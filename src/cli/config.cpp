@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/leader_lease.h"
 #include "gateway/client_allow.h"
 #include "gateway/listen_exposure.h"
 #include "util/bounded_json.h"
@@ -69,9 +70,9 @@ constexpr std::size_t kMaxAllowEntries = 1024;
 constexpr int kMaxPendingWindow = 10'000;
 
 // Sections whose keys may be overridden by PROVERFLEET_<SECTION>_<KEY> variables.
-const char* const kSections[] = {"economics",  "setup",  "predictor", "market",  "lifecycle",
-                                 "acceptance", "deploy", "autopilot", "http",    "gateway",
-                                 "jobs",       "prices", "alerts",    "webhooks"};
+const char* const kSections[] = {"economics",  "setup",  "predictor", "market",   "lifecycle",
+                                 "acceptance", "deploy", "autopilot", "http",     "gateway",
+                                 "jobs",       "prices", "alerts",    "webhooks", "replicas"};
 
 std::string env_name(const std::string& path, const char* key) {
   std::string name = "PROVERFLEET_" + path + "_" + key;
@@ -465,6 +466,7 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   top.raw("jobs");
   top.raw("alerts");
   top.raw("webhooks");
+  top.raw("replicas");
   top.finish();
 
   TableReader econ(subtable(root, "economics"), "economics", &env);
@@ -645,6 +647,11 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   jobs.finish();
 
   read_alerts_and_webhooks(root, env, cfg);
+
+  TableReader replicas(subtable(root, "replicas"), "replicas", &env);
+  replicas.number("lease_ttl_s", cfg.replicas.lease_ttl_s,
+                  Range{core::kMinLeaseTtlS, core::kMaxLeaseTtlS});
+  replicas.finish();
 
   auto& ap = cfg.autopilot;
   auto& pol = ap.policy;

@@ -111,6 +111,12 @@ struct WebhooksSettings {
   int queue_max = 1000;
 };
 
+// [replicas]: several `serve` processes on one database (core/leader_lease.h). One leads and
+// runs the loops; a dead leader is replaced within lease_ttl_s × 4/3 (20 s at the default).
+struct ReplicasSettings {
+  double lease_ttl_s = 15;
+};
+
 struct AppConfig {
   core::RankConfig rank;  // predictor priors, economics, setup assumptions
   core::LifecycleConfig lifecycle;
@@ -125,6 +131,7 @@ struct AppConfig {
   JobsSettings jobs;
   AlertsSettings alerts;
   WebhooksSettings webhooks;
+  ReplicasSettings replicas;
   // [prices]: what a delivered job earns per proof kind (porep-c2 defaults to
   // economics.revenue_per_proof_usd, the figure the autopilot scores with).
   core::PriceConfig prices;

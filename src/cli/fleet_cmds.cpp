@@ -404,6 +404,23 @@ void print_alerts(const json& alerts) {
   }
 }
 
+// Replicas (issue 14): which replica answered, whether it leads, and who leads for how long.
+void print_replica(const json& replica) {
+  if (!replica.is_object()) return;
+  std::cout << "replica:    " << str(replica, "replica_id") << " ("
+            << (replica.value("leading", false) ? "leader" : "follower") << ")\n";
+  const json leader = replica.value("leader", json(nullptr));
+  if (!leader.is_object()) {
+    std::cout << "leader:     none at the moment (failover in progress, within "
+              << core::fixed(num(replica, "failover_bound_s"), 0) << " s)\n";
+    return;
+  }
+  std::cout << "leader:     " << str(leader, "replica_id") << " at " << str(leader, "url")
+            << ", epoch " << integer(leader, "epoch") << ", leading for "
+            << duration(num(leader, "lease_age_s")) << ", lease renewed "
+            << core::fixed(num(leader, "renewed_ago_s"), 1) << " s ago\n";
+}
+
 void register_status(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto* cmd = app.add_subcommand(
@@ -425,8 +442,9 @@ void register_status(CLI::App& app) {
       live += count.get<int>();
       states += (states.empty() ? "" : ", ") + std::to_string(count.get<int>()) + " " + name;
     }
-    std::cout << "manager:    " << client.base_url() << "\n"
-              << "instances:  " << live << " live" << (states.empty() ? "" : " (" + states + ")")
+    std::cout << "manager:    " << client.base_url() << "\n";
+    print_replica(fleet.value("replica", json(nullptr)));
+    std::cout << "instances:  " << live << " live" << (states.empty() ? "" : " (" + states + ")")
               << ", " << destroyed << " destroyed\n"
               << "throughput: " << core::fixed(num(fleet, "proofs_per_hour"), 1)
               << " proofs/hr (accepted instances' measured rates)\n"

@@ -37,13 +37,17 @@
 #include "cli/jobs_settings.h"
 #include "cli/operator_token.h"
 #include "cli/serve_gateway.h"
+#include "cli/serve_leader_term.h"
 #include "cli/serve_ops.h"
 #include "cli/serving.h"
 #include "core/http_limits.h"
 #include "jobs/job_queue.h"
 #include "manager/autopilot.h"
+#include "manager/fenced_market.h"
 #include "manager/http_api.h"
 #include "manager/job_signal.h"
+#include "manager/leader_forward.h"
+#include "manager/leadership.h"
 #include "manager/manager.h"
 #include "market/http_client.h"
 #include "market/query.h"
@@ -60,6 +64,7 @@ struct ServeOptions {
   std::string listen = "127.0.0.1:8470";
   std::string db = "./proverfleet.db";
   std::optional<std::string> public_url;
+  std::optional<std::string> replica_url;
   std::optional<std::string> vast_url;
   std::optional<std::string> vast_key_file;
   std::optional<std::string> tls_cert;
@@ -112,6 +117,14 @@ class PeriodicTask {
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
+  // Runs `fn` again now rather than at the end of the interval (a new leader's first round).
+  void wake() {
+    {
+      std::lock_guard lock(mutex_);
+      woken_ = true;
+    }
+    wake_.notify_all();
+  }
 
  private:
   void run() {
@@ -124,7 +137,9 @@ class PeriodicTask {
         spdlog::error("{} failed with an unknown exception", name_);
       }
       std::unique_lock lock(mutex_);
-      if (wake_.wait_for(lock, interval_, [this] { return stopping_; })) return;
+      wake_.wait_for(lock, interval_, [this] { return stopping_ || woken_; });
+      if (stopping_) return;
+      woken_ = false;
     }
   }
 
@@ -134,6 +149,7 @@ class PeriodicTask {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  bool woken_ = false;
   std::thread thread_;
 };
 
@@ -234,6 +250,12 @@ void run_serve(const ServeOptions& o) {
                         "\"");
   }
 
+  if (o.replica_url && o.replica_url->rfind("http://", 0) != 0 &&
+      o.replica_url->rfind("https://", 0) != 0) {
+    throw CommandFailed("--replica-url must start with http:// or https://, got \"" +
+                        *o.replica_url + "\"");
+  }
+
   // TLS files and the port are checked before anything is created on disk.
   auto server = manager::ApiServer::create(tls);
   if (!server) throw CommandFailed(server.error());
@@ -286,6 +308,30 @@ void run_serve(const ServeOptions& o) {
   const std::string shown_host =
       listen->host.find(':') != std::string::npos ? "[" + listen->host + "]" : listen->host;
   const std::string own_url = scheme + "://" + shown_host + ":" + std::to_string(*port);
+
+  // Replicas (issue 14): every serve process on this database competes for one lease; only the
+  // holder runs the loops, the job queue and the gateway, and every market mutation is fenced
+  // by the term it acts under (FencedMarket), so a paused ex-leader cannot rent or destroy.
+  manager::LeadershipConfig leadership_config;
+  leadership_config.replica_id = manager::replica_id_for_this_process();
+  leadership_config.url = o.replica_url.value_or(own_url);
+  leadership_config.timing.ttl_s = cfg->replicas.lease_ttl_s;
+  leadership_config.timing.guard_s = std::min(2.0, cfg->replicas.lease_ttl_s / 5);
+  leadership_config.log = [](bool warning, const std::string& line) {
+    if (warning) {
+      spdlog::warn("{}", line);
+    } else {
+      spdlog::info("{}", line);
+    }
+  };
+  manager::Leadership leadership(*store, leadership_config, epoch_now);
+  manager::FencedMarket market(vast, leadership,
+                               [](const std::string& line) { spdlog::warn("{}", line); });
+  spdlog::info(
+      "replica {} (reached by other replicas at {}): lease of {:.0f} s renewed every {:.1f} s; "
+      "a dead leader is replaced within {:.0f} s",
+      leadership_config.replica_id, leadership_config.url, leadership_config.timing.ttl_s,
+      leadership_config.timing.renew_every_s(), leadership_config.timing.failover_bound_s());
 
   // The same settings `sim` measures (cli::fleet_settings).
   const FleetSettings fleet_cfg = fleet_settings(*cfg);
@@ -340,33 +386,21 @@ void run_serve(const ServeOptions& o) {
                  own_url);
   }
   spdlog::info("agents call {}", manager_config.public_url);
-  manager::Manager fleet(*store, vast, manager_config, epoch_now);
-  // The gateway's job queue: its rows in the same store, inputs beside the database.
+  manager::Manager fleet(*store, market, manager_config, epoch_now);
+  // The gateway's job queue: its rows in the same store, inputs beside the database. Loaded
+  // from the store, with the gateway over it, for each term this replica leads.
   const jobs::JobQueueConfig jobs_config = job_queue_config(cfg->jobs, o.db);
-  std::unique_ptr<jobs::JobQueue> job_queue;
-  try {
-    job_queue = std::make_unique<jobs::JobQueue>(*store, jobs_config, fleet.job_hooks(), epoch_now);
-  } catch (const std::exception& e) {
-    throw CommandFailed(std::string("cannot open the job queue: ") + e.what());
-  }
-  fleet.attach_jobs(*job_queue);
+  LeaderTerm term(fleet, *store, jobs_config, gateway_cfg, leadership, epoch_now);
   // Webhooks and the fleet watch (alerts for every instance, whoever rented it).
   ServeOps ops = make_serve_ops(fleet, *cfg, fleet_cfg, epoch_now);
-  std::unique_ptr<gateway::GatewayServer> gateway;
-  if (gateway_cfg) {
-    auto started = gateway::start_gateway(*job_queue, *gateway_cfg);
-    if (!started) throw CommandFailed(started.error());
-    gateway = std::move(*started);
-  } else {
-    spdlog::info("gateway: off ([gateway] listen / --grpc-listen)");
-  }
+  if (!gateway_cfg) spdlog::info("gateway: off ([gateway] listen / --grpc-listen)");
   spdlog::info("jobs: inputs under {}/job-inputs (at most {} MiB each), leases of {:.0f} s",
                jobs_config.data_dir, cfg->jobs.max_input_mib, jobs_config.lease_s);
   // Once jobs come through the gateway, the autopilot sizes the fleet for its queue; a full
   // admission window (the gateway's max_pending_window) means demand is at least what it sees.
   manager::Autopilot autopilot(
-      fleet, vast, autopilot_config, epoch_now,
-      manager::job_signal(*job_queue, gateway_cfg ? gateway_cfg->max_pending_window : 0));
+      fleet, market, autopilot_config, epoch_now,
+      manager::job_signal(fleet, gateway_cfg ? gateway_cfg->max_pending_window : 0));
   if (autopilot_config.enabled) {
     const auto st = autopilot.status();
     if (st.paused) {
@@ -401,7 +435,10 @@ void run_serve(const ServeOptions& o) {
   api_options.log = [](const std::string& line, int status) {
     const bool routine =
         line.rfind("GET ", 0) == 0 || line.find(" /api/v1/agent/") != std::string::npos;
-    if (status >= 500) {
+    // A load balancer's leader check answers 503 on every follower, as it should.
+    if (line.rfind("GET /healthz/leader ", 0) == 0) {
+      spdlog::debug("{}", line);
+    } else if (status >= 500) {
       spdlog::error("{}", line);
     } else if (status >= 400) {
       spdlog::warn("{}", line);
@@ -411,6 +448,14 @@ void run_serve(const ServeOptions& o) {
       spdlog::info("{}", line);
     }
   };
+  // A follower forwards agent calls, job routes and operator changes to the leader; a lease
+  // long-poll may take max_lease_wait_ms, so a forwarded exchange may take that and more.
+  manager::LeaderForward forward(
+      leadership, static_cast<double>(api_options.max_lease_wait_ms) / 1000.0 + 15.0);
+  api_options.forward = [&forward](const net::HttpRequest& req, const std::string& route) {
+    return forward(req, route);
+  };
+  api_options.leader = [&leadership] { return leadership.view(); };
   manager::HttpApi api(fleet, api_options);
   (*server)->mount(api);
 
@@ -422,14 +467,20 @@ void run_serve(const ServeOptions& o) {
   });
   std::cout << "proverfleet serve listening on " << own_url << std::endl;
 
-  PeriodicTask reconcile_loop("reconcile", reconcile_every, [&fleet] {
+  // The leader-only loops: each round starts only while this replica holds an unexpired lease.
+  PeriodicTask reconcile_loop("reconcile", reconcile_every, [&fleet, &leadership] {
+    if (!leadership.leading()) return;
     fleet.reconcile();
     const std::string error = fleet.last_reconcile_error();
     if (!error.empty()) spdlog::warn("reconcile: market list failed: {}", error);
   });
-  PeriodicTask tick_loop("tick", tick_every, [&fleet] { fleet.tick(); });
+  PeriodicTask tick_loop("tick", tick_every, [&fleet, &leadership] {
+    if (leadership.leading()) fleet.tick();
+  });
   PeriodicTask watch_loop("alerts", interval(cfg->alerts.interval_s, "alerts.interval_s"),
-                          [&ops] { ops.watch->run_once(); });
+                          [&ops, &leadership] {
+                            if (leadership.leading()) ops.watch->run_once();
+                          });
   // The manager's hearing (core/hearing.h): it asks its own front for /healthz the way an
   // agent would reach it, and watches its own loop run on time. While the front does not
   // answer, or after the process stood still, silence is not evidence against any host.
@@ -463,7 +514,9 @@ void run_serve(const ServeOptions& o) {
         last = std::chrono::steady_clock::now();
       });
   PeriodicTask autopilot_loop(
-      "autopilot", interval(cfg->autopilot.interval_s, "autopilot.interval_s"), [&autopilot] {
+      "autopilot", interval(cfg->autopilot.interval_s, "autopilot.interval_s"),
+      [&autopilot, &leadership] {
+        if (!leadership.leading()) return;
         for (const auto& d : autopilot.run_once()) {
           if (d.ok) {
             spdlog::info("autopilot: {} offer {} (instance {}): {}", d.action, d.offer_id,
@@ -476,6 +529,26 @@ void run_serve(const ServeOptions& o) {
         if (!st.last_error.empty()) spdlog::warn("autopilot: {}", st.last_error);
       });
 
+  // Leadership last: a term's first round wakes the loops above at once.
+  leadership.set_hooks({.elected =
+                            [&](std::int64_t epoch) {
+                              term.begin(epoch);
+                              reconcile_loop.wake();
+                              tick_loop.wake();
+                              watch_loop.wake();
+                              autopilot_loop.wake();
+                            },
+                        .stepped_down = [&term](const std::string& reason) { term.end(reason); }});
+  PeriodicTask leadership_loop("leadership",
+                               std::chrono::milliseconds(static_cast<long long>(
+                                   leadership_config.timing.renew_every_s() * 1000)),
+                               [&leadership, &term] {
+                                 leadership.step();
+                                 // A gateway whose port was still held (a paused ex-leader on this
+                                 // host) starts late.
+                                 if (leadership.leading()) term.start_gateway_if_missing();
+                               });
+
   int signal_received = 0;
   while (!finished && signal_received == 0) {
     signal_received = stop_signals.wait(std::chrono::milliseconds(200));
@@ -483,15 +556,17 @@ void run_serve(const ServeOptions& o) {
   if (signal_received != 0) spdlog::info("signal {}: stopping", signal_received);
   // First: the gateway's waiting calls end (their jobs stay queued for the clients' retries),
   // then long-polls and awaits wake, so the server's workers are free to stop.
-  if (gateway) gateway->shutdown();
-  job_queue->shutdown();
+  term.shutdown();
   (*server)->stop();
   serving.join();
+  leadership_loop.stop();
   autopilot_loop.stop();
   hearing_loop.stop();
   reconcile_loop.stop();
   tick_loop.stop();
   watch_loop.stop();
+  // A planned stop hands over at once: a follower takes the lease at its next try.
+  leadership.resign();
   ops.webhooks->stop();  // what is still queued is dropped
   spdlog::info("stopped");
   if (!served_ok && signal_received == 0) throw CommandFailed("serve: the HTTP server failed");
@@ -525,6 +600,10 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--public-url", o->public_url,
                   "URL agents on rented machines call (default: the listen address)")
       ->envname("PROVERFLEET_PUBLIC_URL");
+  cmd->add_option("--replica-url", o->replica_url,
+                  "URL other serve replicas on this database forward agent calls and operator "
+                  "changes to while this one leads (default: the listen address)")
+      ->envname("PROVERFLEET_REPLICA_URL");
   cmd->add_option("--vast-url", o->vast_url, "Market API base URL")
       ->envname("PROVERFLEET_VAST_URL");
   cmd->add_option("--vast-key-file", o->vast_key_file, "File holding the vast.ai API key")

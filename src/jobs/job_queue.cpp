@@ -133,8 +133,16 @@ JobQueue::Impl::Impl(store::Store& store_in, JobQueueConfig config_in, JobQueueH
   }
 }
 
+void JobQueue::Impl::fenced(const std::function<void()>& write) {
+  store.transaction([&] {
+    if (hooks.fence) hooks.fence();
+    write();
+  });
+}
+
 void JobQueue::Impl::commit(const std::vector<core::Job>& jobs, const std::function<void()>& also) {
   store.transaction([&] {
+    if (hooks.fence) hooks.fence();
     if (also) also();
     for (const auto& job : jobs) store.update_job(job);
   });
@@ -255,7 +263,7 @@ JobResult<Submitted> JobQueue::submit(const SubmitRequest& request) {
         job.input_bytes = input.bytes;
         job.submitted_at = now;
         job.deadline_at = now + deadline_s;
-        q.store.transaction([&] { job.id = q.store.insert_job(job); });
+        q.fenced([&] { job.id = q.store.insert_job(job); });
         q.open.emplace(job.id, job);
         out = Submitted{job, false, false};
       }
@@ -294,7 +302,7 @@ JobResult<std::optional<Finished>> JobQueue::await(std::int64_t job_id,
           done.proof = std::move(*proof);
           if (done.job.delivered_at == 0) {
             done.job.delivered_at = q.clock();
-            q.store.update_job(done.job);
+            q.fenced([&] { q.store.update_job(done.job); });
           }
         }
         return std::optional<Finished>(std::move(done));
@@ -316,7 +324,7 @@ JobResult<void> JobQueue::undeliver(std::int64_t job_id) {
     auto job = q.store.job(job_id);
     if (!job || job->state != core::JobState::Done || job->delivered_at == 0) return {};
     job->delivered_at = 0;
-    q.store.update_job(*job);
+    q.fenced([&] { q.store.update_job(*job); });
     return {};
   } catch (const store::StoreError& e) {
     return tl::unexpected(unavailable(e));

@@ -128,6 +128,11 @@ struct JobQueueHooks {
   std::function<void(std::int64_t instance_id, const core::Strike& strike)> strike;
   // Audit trail: an event on the instance's row ("job" type).
   std::function<void(std::int64_t instance_id, const std::string& message)> event;
+  // Replicas (issue 14): throws store::StoreError when this queue may no longer write jobs (the
+  // replica's term as leader ended). Called inside every transaction that changes a job, so a
+  // paused ex-leader's queue cannot lease, finish or requeue what the new leader's queue owns.
+  // Empty: a lone manager.
+  std::function<void()> fence = {};
 };
 
 class JobQueue {

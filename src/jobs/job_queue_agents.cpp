@@ -323,7 +323,7 @@ std::vector<std::int64_t> JobQueue::renew(std::int64_t instance_id,
     // Stored so a restart knows the expiry. The agent is alive whatever the store says: a
     // failed write keeps the renewal here and only a restart would see the older expiry.
     try {
-      q.store.renew_job_leases(instance_id, renewed, expires);
+      q.fenced([&] { q.store.renew_job_leases(instance_id, renewed, expires); });
     } catch (const store::StoreError& e) {
       effects.events.emplace_back(instance_id,
                                   std::string("job lease renewal not stored: ") + e.what());

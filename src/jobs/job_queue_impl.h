@@ -88,6 +88,8 @@ struct JobQueue::Impl {
   // Writes the jobs' rows (and whatever `also` writes) in one transaction, then updates `open`
   // to match (caller holds mu). Throws StoreError, with `open` unchanged.
   void commit(const std::vector<core::Job>& jobs, const std::function<void()>& also = {});
+  // Runs `write` in one transaction after the fence hook (JobQueueHooks::fence), if any.
+  void fenced(const std::function<void()>& write);
   // A leased job back to queued (not a failure): lost lease, closed instance.
   static void requeue(core::Job& job);
   // Wakes lease waiters (caller holds mu).

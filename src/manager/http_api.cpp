@@ -63,6 +63,9 @@ json HttpApi::Impl::fleet_json() {
   auto [summary, report] = fleet_with_jobs();
   json out = to_json(summary);
   out["jobs"] = report ? to_json(*report) : json(nullptr);
+  // Replicas: who leads (stable fields only, so the dashboard's stream is not re-sent for a
+  // renewal; GET /api/v1/fleet adds the ages).
+  if (options.leader) out["replica"] = leader_json(options.leader(), false);
   return out;
 }
 
@@ -98,6 +101,14 @@ net::Handler HttpApi::Impl::handler(const Route& route) {
   return [this, &route](const net::HttpRequest& req, net::HttpResponse& res) {
     Reply reply;
     try {
+      if (options.forward) {
+        if (auto forwarded = options.forward(req, route.label)) {
+          res.status = forwarded->status;
+          for (const auto& [name, value] : forwarded->headers) res.set_header(name, value);
+          res.set_content(std::move(forwarded->body), forwarded->content_type);
+          return;
+        }
+      }
       const std::int64_t agent = authorize(route.access, req);
       reply = route.fn(req, agent);
     } catch (const RequestError& e) {
@@ -131,7 +142,14 @@ void HttpApi::Impl::build_routes() {
     auto [summary, report] = fleet_with_jobs();
     std::string text = render_prometheus(summary, metrics.requests(), metrics.front_events());
     if (report) text += render_jobs_prometheus(*report, job_counters.snapshot());
+    if (options.leader) text += leader_prometheus(options.leader());
     return Reply{200, std::move(text), kPrometheusContentType};
+  });
+
+  add("GET", "/healthz/leader", Access::Public, [this](const net::HttpRequest&, std::int64_t) {
+    if (!options.leader) return json_reply(200, {{"leading", true}});
+    const LeaderView view = options.leader();
+    return json_reply(view.leading ? 200 : 503, leader_json(view, true));
   });
 
   add_agent_routes();
@@ -151,6 +169,7 @@ std::string HttpApi::Impl::route_of(const std::string& method, const std::string
 // neither can starve the other.
 std::string_view HttpApi::Impl::lane_of(const Route& route) {
   if (route.label == "/healthz") return net::kInlineLane;
+  if (route.label == "/healthz/leader") return kOperatorLane;  // reads the store
   if (route.label == "/api/v1/agent/jobs/lease") return kLeaseLane;
   if (route.label.rfind("/api/v1/agent/", 0) == 0) return kAgentLane;
   return kOperatorLane;

@@ -19,6 +19,8 @@
 
 #include "core/http_limits.h"
 #include "manager/jobs_report.h"
+#include "manager/leader_forward.h"
+#include "manager/leadership.h"
 #include "manager/manager.h"
 #include "manager/metrics.h"
 #include "net/http_server.h"
@@ -84,6 +86,15 @@ struct ApiOptions {
   JobsReportOptions jobs_report;
   int jobs_default_limit = 50;  // GET /api/v1/jobs without ?limit
   int jobs_max_limit = 1000;
+  // --- replicas (issue 14) ------------------------------------------------------------------
+  // Called before a route runs; a reply it returns is sent instead (a follower forwards what
+  // only the leader serves: manager/leader_forward.h). Empty: every request is served here.
+  std::function<std::optional<ForwardedReply>(const net::HttpRequest&, const std::string& route)>
+      forward;
+  // This replica's leadership, shown in /metrics, GET /api/v1/fleet ("replica") and answered by
+  // GET /healthz/leader (200 on the leader, 503 on a follower: a load balancer's check for the
+  // gRPC port). Empty: a lone manager, always leading.
+  std::function<LeaderView()> leader;
 };
 
 class HttpApi {

@@ -172,6 +172,7 @@ void HttpApi::Impl::add_operator_routes() {
   add("GET", "/api/v1/fleet", Access::Operator, [this](const net::HttpRequest& req, std::int64_t) {
     reject_unknown_params(req, {});
     json out = fleet_json();
+    if (options.leader) out["replica"] = leader_json(options.leader(), true);
     out["autopilot"] = autopilot_json();
     out["alerts"] = to_json(manager.alerts());
     return json_reply(200, out);

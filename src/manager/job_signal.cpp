@@ -27,4 +27,16 @@ JobSignal job_signal(jobs::JobQueue& queue, int admit_window) {
   };
 }
 
+JobSignal job_signal(Manager& manager, int admit_window) {
+  return [&manager, admit_window](double now, double since) {
+    jobs::JobQueue* queue = manager.jobs();
+    if (queue == nullptr) {
+      core::QueueSnapshot none;
+      none.now = now;
+      return none;
+    }
+    return job_signal(*queue, admit_window)(now, since);
+  };
+}
+
 }  // namespace pf::manager

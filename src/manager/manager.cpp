@@ -39,7 +39,8 @@ using nlohmann::json;
 ApiError market_failure(const std::string& what, const market::MarketError& e) {
   int status = 502;
   if (e.kind == market::ErrorKind::OfferGone) status = 409;
-  if (e.kind == market::ErrorKind::RateLimited || e.kind == market::ErrorKind::Transport)
+  if (e.kind == market::ErrorKind::RateLimited || e.kind == market::ErrorKind::Transport ||
+      e.kind == market::ErrorKind::NotLeader)
     status = 503;
   return ApiError{status, what + ": " + e.message + " (" + market::to_string(e.kind) + ")"};
 }

@@ -249,6 +249,8 @@ class Manager {
   // jobs to it and ticks it; call once before serving (the queue outlives the Manager's use).
   void attach_jobs(jobs::JobQueue& queue);
   jobs::JobQueue* jobs() { return jobs_.load(); }
+  // Replicas: the term that owned the queue ended; the queue stays alive (handlers may hold it).
+  void detach_jobs() { jobs_.store(nullptr); }
   // What the queue needs from the fleet (jobs::JobQueueHooks): workers() = job_workers(),
   // strikes against the instance's machine, events on its row.
   jobs::JobQueueHooks job_hooks();

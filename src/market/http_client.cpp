@@ -148,6 +148,38 @@ const char* to_string(HttpFailure failure) {
   return "request failed";
 }
 
+std::string HttpResponse::header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (key == name) return value;
+  }
+  return "";
+}
+
+namespace {
+
+// Keeps the final reply's headers: a new status line (after 100 Continue) forgets earlier ones.
+std::size_t read_reply_header(char* data, std::size_t size, std::size_t count, void* user) {
+  auto* headers = static_cast<std::vector<std::pair<std::string, std::string>>*>(user);
+  const std::size_t n = size * count;
+  std::string_view line(data, n);
+  if (line.rfind("HTTP/", 0) == 0) {
+    headers->clear();
+    return n;
+  }
+  const std::size_t colon = line.find(':');
+  if (colon == std::string_view::npos || headers->size() >= kMaxReplyHeaders) return n;
+  std::string name(line.substr(0, colon));
+  for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string_view value = line.substr(colon + 1);
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' '))
+    value.remove_suffix(1);
+  headers->emplace_back(std::move(name), std::string(value.substr(0, 8192)));
+  return n;
+}
+
+}  // namespace
+
 tl::expected<HttpResponse, HttpError> http_perform(const HttpOptions& options,
                                                    const HttpRequest& request) {
   if (request.method != "GET" && request.method != "POST" && request.method != "PUT" &&
@@ -183,7 +215,10 @@ tl::expected<HttpResponse, HttpError> http_perform(const HttpOptions& options,
   sink.limit = options.max_body_bytes > 0 ? options.max_body_bytes : SIZE_MAX;
   char error_buffer[CURL_ERROR_SIZE] = {};
 
+  std::vector<std::pair<std::string, std::string>> reply_headers;
   OptionSetter set(h);
+  set(CURLOPT_HEADERFUNCTION, &read_reply_header);
+  set(CURLOPT_HEADERDATA, static_cast<void*>(&reply_headers));
   set(CURLOPT_URL, request.url.c_str());
   set(CURLOPT_PROTOCOLS_STR, "http,https");
   set(CURLOPT_NOSIGNAL, 1L);  // signals are process-wide; timeouts must not use them
@@ -223,7 +258,7 @@ tl::expected<HttpResponse, HttpError> http_perform(const HttpOptions& options,
 
   long status = 0;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-  return HttpResponse{static_cast<int>(status), std::move(sink.body)};
+  return HttpResponse{static_cast<int>(status), std::move(sink.body), std::move(reply_headers)};
 }
 
 namespace {

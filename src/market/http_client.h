@@ -9,7 +9,9 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tl/expected.hpp>
+#include <utility>
 #include <vector>
 
 namespace pf::market {
@@ -31,7 +33,12 @@ struct HttpRequest {
 struct HttpResponse {
   int status = 0;
   std::string body;
+  // The final reply's headers (names lower-cased; at most kMaxReplyHeaders, each cut to 8 KiB).
+  std::vector<std::pair<std::string, std::string>> headers = {};
+  // The first value of header `name` (lower-case), or "".
+  std::string header(std::string_view name) const;
 };
+inline constexpr std::size_t kMaxReplyHeaders = 64;
 
 enum class HttpFailure {
   NotConnected,  // no connection was made (refused, DNS, TLS handshake): nothing was sent

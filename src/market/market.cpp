@@ -13,6 +13,7 @@ const char* to_string(ErrorKind kind) {
     case ErrorKind::InvalidArgument: return "invalid_argument";
     case ErrorKind::CreateUnknown: return "create_unknown";
     case ErrorKind::MarketError: return "market_error";
+    case ErrorKind::NotLeader: return "not_leader";
   }
   return "market_error";
 }

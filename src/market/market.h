@@ -24,6 +24,7 @@ enum class ErrorKind {
   InvalidArgument,  // rejected before anything was sent (or 400 invalid_args)
   CreateUnknown,    // a create's reply was lost and reconciliation could not find the instance
   MarketError,      // any other failure: message carries the market's msg
+  NotLeader,        // refused before sending: this replica does not hold the leader lease
 };
 
 const char* to_string(ErrorKind kind);

@@ -220,6 +220,20 @@ CREATE INDEX instances_destroyed_billed ON instances(state, billed_until)
   WHERE state = 'destroyed';
 CREATE INDEX bench_runs_instance ON bench_runs(instance_id, at);
 )sql"},
+    // Replicas (core/leader_lease.h). expires_at is compared for equality with the value read
+    // (the compare-and-set): a float8 bound parameter round-trips exactly.
+    Migration{9, "leader lease", R"sql(
+CREATE TABLE leader_lease (
+  name TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  holder_url TEXT NOT NULL,
+  holder_process TEXT NOT NULL,
+  epoch BIGINT NOT NULL CHECK (epoch >= 0),
+  expires_at DOUBLE PRECISION NOT NULL,
+  taken_at DOUBLE PRECISION NOT NULL,
+  renewed_at DOUBLE PRECISION NOT NULL
+);
+)sql"},
 };
 
 consteval bool versions_are_consecutive() {

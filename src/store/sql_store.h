@@ -101,6 +101,8 @@ class SqlStore final : public Store {
                        double lease_expires_at) override;
   std::map<std::int64_t, int> job_failure_streaks() override;
   void put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) override;
+  std::optional<core::LeaseRow> leader_lease(const std::string& name) override;
+  bool write_leader_lease(const core::LeaseRow& row, const core::LeaseRow& read) override;
 
  private:
   struct Caches;  // parsed offer snapshots

@@ -243,6 +243,20 @@ CREATE INDEX instances_destroyed_billed ON instances(state, billed_until)
   WHERE state = 'destroyed';
 CREATE INDEX bench_runs_instance ON bench_runs(instance_id, at);
 )sql"},
+    // Replicas (issue 14, core/leader_lease.h): one row per lease; the leader renews it, a
+    // follower takes it once it lapsed. Written only by conditional UPDATEs on the epoch read.
+    Migration{9, "leader lease", R"sql(
+CREATE TABLE leader_lease (
+  name TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  holder_url TEXT NOT NULL,
+  holder_process TEXT NOT NULL,
+  epoch INTEGER NOT NULL CHECK (epoch >= 0),
+  expires_at REAL NOT NULL,
+  taken_at REAL NOT NULL,
+  renewed_at REAL NOT NULL
+) STRICT;
+)sql"},
 };
 
 consteval bool versions_are_consecutive() {

@@ -16,6 +16,7 @@
 
 #include "core/fleet.h"
 #include "core/job.h"
+#include "core/leader_lease.h"
 #include "core/memory_model.h"
 
 namespace pf::store {
@@ -151,6 +152,15 @@ class Store {
   // running streak only. Putting 0 ends the streak (removes the row).
   virtual std::map<std::int64_t, int> job_failure_streaks() = 0;
   virtual void put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) = 0;
+
+  // --- leader lease (replicas: core/leader_lease.h) -------------------------------------------
+  // The lease row `name`; nullopt when none was ever written.
+  virtual std::optional<core::LeaseRow> leader_lease(const std::string& name) = 0;
+  // Compare-and-set of a take or renewal decided by core::decide_lease on the row `read`: writes
+  // `row` only if the stored row still has read's holder, epoch and expiry (the empty row,
+  // holder "", epoch 0, expiry 0, is created first when there is none; pass a default LeaseRow
+  // for it). True when `row` was written.
+  virtual bool write_leader_lease(const core::LeaseRow& row, const core::LeaseRow& read) = 0;
 };
 
 // Opens the store named by `url`: a file path or "sqlite:PATH" (":memory:" for tests), or

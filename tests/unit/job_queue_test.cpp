@@ -605,13 +605,12 @@ TEST(JobStoreMigration, SchemaTwoUpgradesKeepingRows) {
   }
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
-  ASSERT_EQ(
-      sqlite3_exec(
-          raw,
-          "DROP TABLE memory_observations; DROP TABLE job_failure_streaks; DROP TABLE agent_logs; "
-          "DROP TABLE jobs; PRAGMA user_version = 2;",
-          nullptr, nullptr, nullptr),
-      SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw,
+                         "DROP TABLE leader_lease; DROP TABLE memory_observations; DROP TABLE "
+                         "job_failure_streaks; DROP TABLE agent_logs; "
+                         "DROP TABLE jobs; PRAGMA user_version = 2;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
   sqlite3_close(raw);
 
   auto store_opened = store::open_sql_store(path);

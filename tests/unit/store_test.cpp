@@ -895,6 +895,7 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
            "DROP INDEX instances_destroyed_billed;"
            "DROP INDEX bench_runs_instance;"
            "CREATE INDEX instances_state ON instances(state);"
+           "DROP TABLE leader_lease;"
            "ALTER TABLE instances DROP COLUMN close_cause;"
            "ALTER TABLE instances DROP COLUMN bench_since;"
            "ALTER TABLE instances DROP COLUMN gpu_throttled;"

@@ -7,7 +7,7 @@ import { intervalBar, niceTicks, scatterChart } from '../../web/charts.js';
 import { duration, esc, usd } from '../../web/format.js';
 import { backoffDelay, SseParser } from '../../web/sse.js';
 import {
-  autopilotBlock, badHostsTable, fleetHeader, hearingBlock, hostsTable, instancePage, instancesTable,
+  autopilotBlock, badHostsTable, fleetHeader, hearingBlock, replicaBlock, hostsTable, instancePage, instancesTable,
   jobsPanel, machineHistory, offersTable, sortInstances,
 } from '../../web/views.js';
 
@@ -213,6 +213,21 @@ test('the header says when silence is not judged, with the reason', () => {
   assert.match(html, /listened for only 12 s &lt;x&gt;/);
   assert.equal(hearingBlock({ judging_silence: true, cause: 'listening', reason: '' }), '');
   assert.equal(hearingBlock(undefined), '');
+});
+
+test('the header names the leader and how long it has led, or a failover in progress', () => {
+  const follower = {
+    replica_id: 'b-2-x', leading: false,
+    leader: { replica_id: 'a-1-<y>', url: 'http://a', epoch: 7, taken_at: 1000 },
+  };
+  const html = fleetHeader({ at: 1090, summary: { replica: follower } });
+  assert.match(html, /data-testid="replica" data-role="follower"/);
+  assert.match(html, /leader a-1-&lt;y&gt;/);
+  assert.match(html, /data-since="1000"/);
+  assert.match(replicaBlock({ replica_id: 'a', leading: true, leader: { replica_id: 'a', epoch: 1, taken_at: 5 } }, 10),
+    /this replica leads/);
+  assert.match(replicaBlock({ replica_id: 'a', leading: false, leader: null }, 10), /failover in progress/);
+  assert.equal(replicaBlock(undefined, 10), '');
 });
 
 // ---- gateway jobs ------------------------------------------------------------------------------

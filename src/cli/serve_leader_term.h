@@ -1,0 +1,62 @@
+// What a replica of `serve` holds only while it leads (issue 14): the job queue, loaded from the
+// store when the term begins (its leases restored as after a restart: core/job_lease.h), and the
+// gRPC gateway over it. A term's end shuts both (waiting calls answer UNAVAILABLE, jobs stay in
+// the store for the next leader); the Manager is told to hear agents afresh and re-read its rows
+// when a term begins, so a follower that becomes leader needs nothing but the store.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gateway/gateway_server.h"
+#include "jobs/job_queue.h"
+#include "manager/leadership.h"
+#include "manager/manager.h"
+
+namespace pf::cli {
+
+class LeaderTerm {
+ public:
+  LeaderTerm(manager::Manager& fleet, store::Store& store, jobs::JobQueueConfig jobs_config,
+             std::optional<gateway::GatewayConfig> gateway_config, manager::Leadership& leadership,
+             std::function<double()> clock);
+  ~LeaderTerm();
+  LeaderTerm(const LeaderTerm&) = delete;
+  LeaderTerm& operator=(const LeaderTerm&) = delete;
+
+  // Leadership hooks. begin() throws nothing: a queue or gateway that cannot start is logged
+  // (the term still runs the loops; job calls answer 503 until the next term).
+  void begin(std::int64_t epoch);
+  void end(const std::string& reason);
+  // While a term runs without its gateway (its port was busy when the term began: an ex-leader
+  // paused on this host still held it), tries to start it again.
+  void start_gateway_if_missing();
+  // Ends the term (if any) for good: serve is stopping.
+  void shutdown();
+
+ private:
+  manager::Manager& fleet_;
+  store::Store& store_;
+  const jobs::JobQueueConfig jobs_config_;
+  const std::optional<gateway::GatewayConfig> gateway_config_;
+  manager::Leadership& leadership_;
+  const std::function<double()> clock_;
+  std::mutex mu_;
+  std::unique_ptr<gateway::GatewayServer> gateway_;
+  jobs::JobQueue* queue_ = nullptr;  // the current term's, in queues_
+  std::int64_t epoch_ = 0;           // the current term's
+  bool gateway_failed_logged_ = false;
+  bool closed_ = false;  // shutdown(): no term begins any more
+  // Starts the gateway over queue_ (caller holds mu_); logs a failure once per term.
+  void start_gateway_locked();
+  // Every term's queue, shut down after its term: request handlers may still hold a pointer
+  // they read before the term ended, so a queue lives as long as the process.
+  std::vector<std::unique_ptr<jobs::JobQueue>> queues_;
+};
+
+}  // namespace pf::cli
