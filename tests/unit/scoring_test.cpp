@@ -115,18 +115,18 @@ TEST(Scoring, DemandRoomCapsTheRevenue) {
 }
 
 TEST(Scoring, RoomAboveTheLastingLevelIsPaidOnlyWhileItLasts) {
-  // 60 proofs/hour of room now, none that lasts: a departure lasting ~1 h is mostly gone by the
-  // time the rental proves (setup ~1 h), so it pays only e^(−setup) hours of proofs and is not
-  // worth its setup; the same room lasting (no lasting level given) is.
+  // 60 proofs/hour of room now, none that lasts: a backlog worked off over ~half an hour is
+  // mostly gone by the time the rental proves, so it pays only 0.5·e^(−setup/0.5) hours of
+  // proofs and is not worth its setup; the same room lasting (no lasting level given) is.
   ScoreContext lasting;
   lasting.demand_room = 60;
   ScoreContext fleeting = lasting;
   fleeting.lasting_room = 0;
-  fleeting.room_lasts_h = 1;
+  fleeting.room_lasts_h = 0.5;
   const Score keeps = score_offer(offer(0.3), prediction(60, 0.1), config(), lasting);
   const Score goes = score_offer(offer(0.3), prediction(60, 0.1), config(), fleeting);
   EXPECT_GT(keeps.value_usd, 5);
-  EXPECT_NEAR(goes.transient_hours, std::exp(-goes.setup_hours), 1e-9);
+  EXPECT_NEAR(goes.transient_hours, 0.5 * std::exp(-goes.setup_hours / 0.5), 1e-9);
   EXPECT_LT(goes.value_usd, 0);
   EXPECT_LT(goes.expected_proofs, 60 * goes.transient_hours + 1e-9);
   EXPECT_THAT(goes.reasons.front(), HasSubstr("beyond 0/hr"));
