@@ -152,8 +152,10 @@ ScaledDecision decide_for_jobs(const std::vector<InstanceRecord>& fleet,
   out.demand = demand_to_serve(jobs, previous, capacity, config);
   if (out.demand) {
     policy.demand_proofs_per_hour = out.demand->proofs_per_hour;
-    policy.lasting_demand_proofs_per_hour = out.demand->lasting_proofs_per_hour;
-    policy.transient_room_h = config.transient_room_h;
+    if (config.transient_backlog) {
+      policy.lasting_demand_proofs_per_hour = out.demand->lasting_proofs_per_hour;
+      policy.transient_room_h = config.transient_room_h;
+    }
   } else if (previous) {
     policy.demand_proofs_per_hour = previous;
   }
