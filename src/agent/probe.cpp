@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "agent/process.h"
+#include "core/text.h"
 
 namespace pf::agent {
 namespace {
@@ -36,15 +37,8 @@ std::optional<std::string> read_text(const std::string& path) {
   return ss.str();
 }
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  const auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
-
 std::optional<double> parse_number(const std::string& text) {
-  const std::string t = trim(text);
+  const std::string t = core::trim(text);
   if (t.empty()) return std::nullopt;
   char* end = nullptr;
   const double v = std::strtod(t.c_str(), &end);
@@ -80,7 +74,7 @@ std::string self_cgroup_path(const std::string& root, const std::string& control
     const auto b = a == std::string::npos ? a : line.find(':', a + 1);
     if (b == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, b - a - 1);
-    const std::string path = trim(line.substr(b + 1));
+    const std::string path = core::trim(line.substr(b + 1));
     if (controller.empty()) {
       if (line.rfind("0::", 0) == 0) return path.empty() ? "/" : path;
       continue;
@@ -139,7 +133,7 @@ int count_cpu_list(const std::string& list) {
   std::istringstream in(list);
   std::string part;
   while (std::getline(in, part, ',')) {
-    part = trim(part);
+    part = core::trim(part);
     if (part.empty()) continue;
     const auto dash = part.find('-');
     try {
@@ -170,7 +164,7 @@ std::vector<std::string> split_csv_line(const std::string& line) {
   std::vector<std::string> out;
   std::string field;
   std::istringstream in(line);
-  while (std::getline(in, field, ',')) out.push_back(trim(field));
+  while (std::getline(in, field, ',')) out.push_back(core::trim(field));
   if (!line.empty() && line.back() == ',') out.emplace_back();
   return out;
 }
@@ -301,7 +295,7 @@ tl::expected<std::vector<GpuInfo>, std::string> parse_nvidia_smi_csv(const std::
   int line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
-    line = trim(line);
+    line = core::trim(line);
     if (line.empty()) continue;
     const auto f = split_csv_line(line);
     if (f.size() != 13) {
@@ -371,7 +365,7 @@ tl::expected<std::vector<GpuInfo>, std::string> query_gpus(const ProbeOptions& o
   if (!run) return tl::unexpected(run.error());
   if (run->status.code != 0) {
     return tl::unexpected(options.nvidia_smi + " failed (" + run->status.describe() +
-                          "): " + trim(run->err.empty() ? run->out : run->err));
+                          "): " + core::trim(run->err.empty() ? run->out : run->err));
   }
   return parse_nvidia_smi_csv(run->out);
 }

@@ -3,11 +3,16 @@
 #include <filesystem>
 #include <string_view>
 
+#include "store/store_url.h"
+
 namespace pf::cli {
 namespace {
 
-// The database file's directory, from a store URL as store::open_store reads it.
+// The database file's directory, from a store URL as store::open_store reads it; the working
+// directory for a server database (replicas on several hosts need jobs.data_dir on storage
+// they share: an agent may fetch an input from any replica).
 std::string database_directory(std::string_view db) {
+  if (store::is_postgres_url(db)) return ".";
   constexpr std::string_view kScheme = "sqlite:";
   if (db.starts_with(kScheme)) {
     db.remove_prefix(kScheme.size());

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/text.h"
 #include "market/http_client.h"
 #include "util/bounded_json.h"
 
@@ -11,15 +12,8 @@ namespace {
 
 using nlohmann::json;
 
-std::string trim(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return "";
-  const auto last = text.find_last_not_of(" \t\r\n");
-  return text.substr(first, last - first + 1);
-}
-
 std::string excerpt(const std::string& text, std::size_t max_chars = 200) {
-  std::string out = trim(text);
+  std::string out = core::trim(text);
   if (out.size() > max_chars) out = out.substr(0, max_chars) + "...";
   return out.empty() ? "(empty)" : out;
 }
@@ -96,7 +90,7 @@ tl::expected<json, std::string> ManagerClient::call(const char* method, const st
 tl::expected<std::string, std::string> resolve_operator_token(
     const std::optional<std::string>& token, const std::string& token_file) {
   if (token) {
-    std::string t = trim(*token);
+    std::string t = core::trim(*token);
     if (t.empty()) return tl::unexpected(std::string("the operator token given is empty"));
     return t;
   }
@@ -108,7 +102,7 @@ tl::expected<std::string, std::string> resolve_operator_token(
   }
   std::string line;
   std::getline(file, line);
-  line = trim(line);
+  line = core::trim(line);
   if (line.empty()) return tl::unexpected("operator token file '" + token_file + "' is empty");
   return line;
 }

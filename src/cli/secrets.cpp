@@ -9,18 +9,9 @@
 #include <fstream>
 
 #include "cli/commands.h"
+#include "core/text.h"
 
 namespace pf::cli {
-namespace {
-
-std::string trimmed(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return "";
-  const auto last = text.find_last_not_of(" \t\r\n");
-  return text.substr(first, last - first + 1);
-}
-
-}  // namespace
 
 void add_refused_secret_flag(CLI::App* cmd, RefusedSecretFlag& refused) {
   cmd->add_option(refused.flag, refused.value,
@@ -38,7 +29,7 @@ void check_refused_secret_flag(const RefusedSecretFlag& refused) {
 std::optional<std::string> secret_from_env(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr) return std::nullopt;
-  std::string text = trimmed(value);
+  std::string text = core::trim(value);
   if (text.empty()) return std::nullopt;
   return text;
 }
@@ -63,7 +54,7 @@ std::string read_secret_file(const std::string& path, const std::string& what) {
   }
   std::string line;
   std::getline(in, line);
-  line = trimmed(line);
+  line = core::trim(line);
   if (line.empty()) throw CommandFailed(what + " file '" + path + "' is empty");
   return line;
 }

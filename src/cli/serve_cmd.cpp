@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -34,6 +35,7 @@
 #include "cli/commands.h"
 #include "cli/config.h"
 #include "cli/jobs_settings.h"
+#include "cli/operator_token.h"
 #include "cli/serve_gateway.h"
 #include "cli/serve_ops.h"
 #include "cli/serving.h"
@@ -47,6 +49,7 @@
 #include "market/query.h"
 #include "market/vast_market.h"
 #include "store/store.h"
+#include "store/store_url.h"
 #include "util/bounded_json.h"
 
 namespace pf::cli {
@@ -143,67 +146,6 @@ void install_stderr_logger() {
       "serve", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   spdlog::set_default_logger(std::move(logger));
-}
-
-// The operator token lives next to a file database; for ":memory:" and server URLs, in the
-// working directory.
-std::filesystem::path operator_token_path(const std::string& db) {
-  std::string path = db;
-  if (path.rfind("sqlite:", 0) == 0) path = path.substr(7);
-  if (path == ":memory:" || path.find("://") != std::string::npos) return "operator.token";
-  return std::filesystem::path(path).parent_path() / "operator.token";
-}
-
-std::string trim(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return "";
-  const auto last = text.find_last_not_of(" \t\r\n");
-  return text.substr(first, last - first + 1);
-}
-
-// Reuses the token file, or creates it (mode 0600, exclusive create so two starts cannot
-// write different tokens).
-std::string load_or_create_operator_token(const std::filesystem::path& path) {
-  const std::string shown = std::filesystem::absolute(path).string();
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd >= 0) {
-    const std::string token = manager::random_token();
-    const std::string line = token + "\n";
-    const bool written =
-        ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
-        ::fsync(fd) == 0;
-    ::close(fd);
-    if (!written) {
-      std::filesystem::remove(path);
-      throw CommandFailed("cannot write operator token file " + shown + ": " +
-                          std::strerror(errno));
-    }
-    spdlog::info("operator token: created {} (mode 0600); clients read it with --token-file",
-                 shown);
-    return token;
-  }
-  if (errno != EEXIST) {
-    throw CommandFailed("cannot create operator token file " + shown + ": " + std::strerror(errno));
-  }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    throw CommandFailed("operator token path " + shown + " is not a regular file");
-  }
-  if ((st.st_mode & 077) != 0) {
-    spdlog::warn("operator token file {} is readable by other users (mode {:o}); chmod 600 it",
-                 shown, st.st_mode & 0777);
-  }
-  std::ifstream file(path);
-  std::string token;
-  std::getline(file, token);
-  token = trim(token);
-  if (!file && token.empty()) throw CommandFailed("cannot read operator token file " + shown);
-  if (token.empty()) {
-    throw CommandFailed("operator token file " + shown +
-                        " is empty; delete it to have a new token created");
-  }
-  spdlog::info("operator token: using {}", shown);
-  return token;
 }
 
 std::chrono::milliseconds interval(double seconds, const char* flag) {
@@ -317,14 +259,24 @@ void run_serve(const ServeOptions& o) {
                vast_cfg->api_key.empty() ? "no API key" : "API key set");
   market::VastMarket vast(*vast_cfg);
 
+  // A database password rides in $PROVERFLEET_DB, PGPASSFILE or $PGPASSWORD, never on the
+  // command line (every local user can read it there), and is never shown.
+  const char* db_from_env = std::getenv("PROVERFLEET_DB");
+  if (store::url_has_password(o.db) && (db_from_env == nullptr || o.db != db_from_env)) {
+    throw CommandFailed(
+        "--db: a password in a database URL is refused on the command line (every local user "
+        "can read it); put it in PGPASSFILE (a 0600 file), $PGPASSWORD, or the whole URL in "
+        "$PROVERFLEET_DB");
+  }
+  const std::string shown_db = store::redacted_url(o.db);
   std::unique_ptr<store::Store> store;
   try {
     store = store::open_store(o.db);
   } catch (const std::exception& e) {
-    throw CommandFailed("cannot open the database " + o.db + ": " + e.what());
+    throw CommandFailed("cannot open the database " + shown_db + ": " + e.what());
   }
-  spdlog::info("database: {}", o.db);
-  const std::string operator_token = load_or_create_operator_token(operator_token_path(o.db));
+  spdlog::info("database: {}", shown_db);
+  const std::string operator_token_hash = fleet_operator_token_hash(*store, o.db);
 
   // Blocked before any thread starts, so the server's pool and the loops inherit the mask.
   BlockedStopSignals stop_signals;
@@ -430,7 +382,7 @@ void run_serve(const ServeOptions& o) {
   }
 
   manager::ApiOptions api_options;
-  api_options.operator_token_hash = manager::hash_token(operator_token);
+  api_options.operator_token_hash = operator_token_hash;
   api_options.clock = epoch_now;
   api_options.autopilot = &autopilot;
   api_options.jobs_report.prices = cfg->prices;  // revenue of delivered jobs ([prices])
@@ -565,7 +517,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--listen", o->listen, "Address to serve on, HOST:PORT; port 0 picks one")
       ->envname("PROVERFLEET_LISTEN")
       ->capture_default_str();
-  cmd->add_option("--db", o->db, "Database: a SQLite file path")
+  cmd->add_option("--db", o->db,
+                  "Database: a SQLite file path (or sqlite:PATH), or postgres://USER@HOST/DB "
+                  "shared by replicas (password from PGPASSFILE/$PGPASSWORD)")
       ->envname("PROVERFLEET_DB")
       ->capture_default_str();
   cmd->add_option("--public-url", o->public_url,

@@ -24,6 +24,10 @@ namespace pf::store::sql {
 
 enum class Dialect { Sqlite, Postgres };
 
+// What a result value holds, for code that copies rows without knowing the table
+// (proverfleet migrate): SQLite's storage class of the value; PostgreSQL's column type.
+enum class ValueKind { Null, Integer, Real, Text, Blob };
+
 // One use of a prepared statement, by a backend. Parameters are named (":name" in the SQL, the
 // same name with its colon passed to bind_*); columns are found by name once (column()) and
 // then read by index. The first next() runs the statement.
@@ -48,6 +52,7 @@ class Cursor {
   // The index of the column called `name`; throws StoreError when the result has none.
   virtual int column(const char* name) const = 0;
   virtual bool is_null(int index) const = 0;
+  virtual ValueKind kind(int index) const = 0;
   virtual std::int64_t integer(int index) const = 0;
   virtual double real(int index) const = 0;
   // Valid until the next next() or the end of the cursor.

@@ -138,6 +138,18 @@ TEST(AgentCli, SecretsOnTheCommandLineAreRefused) {
   EXPECT_NE(sim.err.find("--api-key-file"), std::string::npos) << sim.err;
 }
 
+// A database password on serve's command line is refused before anything is opened, and the
+// message never repeats it.
+TEST(AgentCli, ADatabasePasswordOnServesCommandLineIsRefusedAndNotRepeated) {
+  const Ran serve = run(
+      {"serve", "--listen", "127.0.0.1:0", "--db", "postgres://pf:s3cret-pw@127.0.0.1:1/fleet"});
+  EXPECT_EQ(serve.code, 1);
+  EXPECT_NE(serve.err.find("--db: a password in a database URL is refused"), std::string::npos)
+      << serve.err;
+  EXPECT_NE(serve.err.find("PGPASSFILE"), std::string::npos) << serve.err;
+  EXPECT_EQ(serve.err.find("s3cret-pw"), std::string::npos) << serve.err;
+}
+
 class AgentProcess : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -261,6 +261,8 @@ TEST_F(GatewayTest, TwoClientsWithOneRequestIdShareOneJob) {
   }
   EXPECT_EQ(queue_->list({}, 10).size(), 1u);
   EXPECT_EQ(agent_->leases.load(), 1);
+  // The report completes the job (and wakes both calls) before the stand-in agent counts it.
+  EXPECT_TRUE(eventually([&] { return agent_->reports.load() == 1; }));
   EXPECT_EQ(agent_->reports.load(), 1);
 }
 

@@ -364,6 +364,8 @@ TEST(Config, JobsSectionFeedsTheJobQueue) {
   EXPECT_EQ(q.max_attempts, 2);
   EXPECT_EQ(q.retention_s, 3600);
   EXPECT_EQ(job_queue_config(cfg->jobs, "fleet.db").data_dir, ".");
+  // A server database has no directory of its own: the working directory (not "postgres:").
+  EXPECT_EQ(job_queue_config(cfg->jobs, "postgres://pf@db1/fleet").data_dir, ".");
   auto bad = parse_config("[jobs]\nlease_s = 0\n", "test.toml");
   ASSERT_FALSE(bad);
   EXPECT_THAT(bad.error(), HasSubstr("jobs.lease_s"));
