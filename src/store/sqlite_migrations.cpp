@@ -1,23 +1,16 @@
-#include "store/sqlite_migrations.h"
-
+// SQLite's migrations. Same versions as pg_migrations.cpp: a step here and its namesake there
+// leave the same tables, columns and indexes.
 #include <array>
-#include <string>
 
-#include "store/sqlite_statement.h"
+#include "store/sql_migrations.h"
 
-namespace pf::store::sqlite_detail {
+namespace pf::store::sql {
 namespace {
 
 // --- migrations ------------------------------------------------------------------------------
 // Append-only: a released step is never edited, a change is a new step. Each step runs in its
 // own transaction together with the user_version bump, so a crash leaves either all of it or
 // none. Tables are created without IF NOT EXISTS so that applying a step twice fails loudly.
-struct Migration {
-  int version;
-  const char* description;
-  const char* sql;
-};
-
 constexpr std::array kMigrations{
     Migration{1, "initial schema", R"sql(
 CREATE TABLE instances (
@@ -227,61 +220,28 @@ CREATE TABLE memory_observations (
 CREATE INDEX memory_observations_machine ON memory_observations(machine_id, at);
 CREATE INDEX memory_observations_gpu ON memory_observations(gpu_name COLLATE NOCASE, at);
 )sql"},
+    // One SQL for SQLite and PostgreSQL (issue 14): GPU models are matched case-insensitively
+    // by lower(gpu_name) = lower(:gpu_name), which an index on the same expression serves on
+    // both (COLLATE NOCASE is SQLite's alone).
+    Migration{7, "case-insensitive GPU index by lower()", R"sql(
+DROP INDEX memory_observations_gpu;
+CREATE INDEX memory_observations_gpu_lower ON memory_observations(lower(gpu_name), at);
+)sql"},
 };
 
 consteval bool versions_are_consecutive() {
   int expected = 1;
   for (const auto& m : kMigrations)
     if (m.version != expected++) return false;
-  return true;
+  return expected - 1 == kLatestSchemaVersion;
 }
-static_assert(versions_are_consecutive(), "migration versions must be 1, 2, 3, ... in order");
+static_assert(versions_are_consecutive(),
+              "migration versions must be 1, 2, 3, ... in order, up to kLatestSchemaVersion");
 
 }  // namespace
 
-int read_user_version(sqlite3* db, std::string_view doing) {
-  Statement s(db, "PRAGMA user_version", std::string(doing));
-  if (!s.next()) throw StoreError(std::string(doing) + ": PRAGMA user_version returned nothing");
-  return s.int32("user_version");
+std::span<const Migration> sqlite_migrations() {
+  return kMigrations;
 }
 
-int latest_version() {
-  return kMigrations.back().version;
-}
-
-namespace {
-
-[[noreturn]] void refuse_newer(const std::string& path, int found) {
-  throw StoreError("opening store '" + path + "': database schema version " +
-                   std::to_string(found) + " is newer than this proverfleet (" +
-                   std::to_string(latest_version()) + "); upgrade proverfleet");
-}
-
-}  // namespace
-
-void migrate(sqlite3* db, const std::string& path) {
-  const std::string doing = "opening store '" + path + "'";
-  const int found = read_user_version(db, doing + ": reading schema version");
-  if (found > latest_version()) refuse_newer(path, found);
-  for (const auto& step : kMigrations) {
-    if (step.version <= found) continue;
-    const std::string applying = doing + ": applying migration " + std::to_string(step.version) +
-                                 " (" + step.description + ")";
-    exec(db, "BEGIN IMMEDIATE", applying);
-    try {
-      // Another process may have migrated between our first read and BEGIN.
-      const int now = read_user_version(db, applying);
-      if (now > latest_version()) refuse_newer(path, now);
-      if (now < step.version) {
-        exec(db, step.sql, applying);
-        exec(db, "PRAGMA user_version = " + std::to_string(step.version), applying);
-      }
-      exec(db, "COMMIT", applying);
-    } catch (...) {
-      rollback_quietly(db);
-      throw;
-    }
-  }
-}
-
-}  // namespace pf::store::sqlite_detail
+}  // namespace pf::store::sql

@@ -1,6 +1,7 @@
 // The Store: every fact the manager must not lose. The manager writes an action's intent here
 // before it acts, so a crash at any point leaves a record to resume or reconcile from.
-// Implementations: SqliteStore (src/store/sqlite_store.h). Failures throw StoreError.
+// Implementation: SqlStore (src/store/sql_store.h), on SQLite or PostgreSQL. Failures throw
+// StoreError.
 #pragma once
 
 #include <cstdint>
@@ -134,8 +135,9 @@ class Store {
   virtual void put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) = 0;
 };
 
-// Opens the store named by `url`: a file path or "sqlite:PATH" (":memory:" for tests).
-// Applies pending migrations. Throws StoreError with a clear message.
+// Opens the store named by `url`: a file path or "sqlite:PATH" (":memory:" for tests), or
+// "postgres://..." / "postgresql://...". Applies pending migrations. Throws StoreError with a
+// clear message (never showing a password from the URL).
 std::unique_ptr<Store> open_store(const std::string& url);
 
 }  // namespace pf::store

@@ -15,7 +15,7 @@
 
 #include "jobs/job_queue.h"
 #include "sim/des_dispatch.h"
-#include "store/sqlite_store.h"
+#include "store/sql_store.h"
 #include "support/temp_dir.h"
 
 namespace pf {
@@ -41,7 +41,7 @@ class Parity {
     config.lease_s = 1e9;  // the script ends leases itself (instance lost)
     jobs::JobQueueHooks hooks;
     hooks.workers = [] { return fleet(); };
-    store_ = std::make_unique<store::SqliteStore>(dir_.file("fleet.db"));
+    store_ = store::open_sql_store(dir_.file("fleet.db"));
     queue_ = std::make_unique<jobs::JobQueue>(*store_, config, hooks, [this] { return now_; });
   }
 
@@ -116,7 +116,7 @@ class Parity {
  private:
   testing::TempDir dir_;
   double now_ = 1'750'000'000;
-  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<store::SqlStore> store_;
   std::unique_ptr<jobs::JobQueue> queue_;
   sim::JobDispatch sim_;
   std::vector<std::int64_t> manager_id_;             // ordinal - 1 → manager's job id

@@ -9,7 +9,7 @@
 
 #include "jobs/job_queue.h"
 #include "jobs/lease_plan.h"
-#include "store/sqlite_store.h"
+#include "store/sql_store.h"
 #include "support/temp_dir.h"
 
 namespace pf::jobs {
@@ -76,7 +76,7 @@ class JobQueuePlanTest : public ::testing::Test {
  protected:
   JobQueuePlanTest() {
     config_.data_dir = dir_.file("data");
-    store_ = std::make_unique<store::SqliteStore>(dir_.file("fleet.db"));
+    store_ = store::open_sql_store(dir_.file("fleet.db"));
     JobQueueHooks hooks;
     hooks.workers = [this] {
       std::lock_guard lock(mu_);
@@ -125,7 +125,7 @@ class JobQueuePlanTest : public ::testing::Test {
   std::mutex mu_;
   std::vector<core::WorkerView> workers_;
   std::atomic<double> now_{1'000'000};
-  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<store::SqlStore> store_;
   std::unique_ptr<JobQueue> queue_;
   std::map<std::string, Lease> leases_;
 };

@@ -12,7 +12,8 @@
 
 #include "core/job_lease.h"
 #include "jobs/job_queue.h"
-#include "store/sqlite_store.h"
+#include "store/sql_store.h"
+#include "support/store_backends.h"
 #include "support/temp_dir.h"
 
 namespace pf::jobs {
@@ -20,7 +21,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class JobQueueRestartTest : public ::testing::Test {
+class JobQueueRestartTest : public ::testing::TestWithParam<pf::testing::Backend> {
  protected:
   JobQueueRestartTest() {
     config_.data_dir = dir_.file("data");
@@ -31,7 +32,7 @@ class JobQueueRestartTest : public ::testing::Test {
   void open() {
     queue_.reset();
     store_.reset();
-    store_ = std::make_unique<store::SqliteStore>(dir_.file("fleet.db"));
+    store_ = db_.open();
     JobQueueHooks hooks;
     hooks.workers = [this] {
       std::lock_guard lock(mu_);
@@ -77,16 +78,20 @@ class JobQueueRestartTest : public ::testing::Test {
   void advance(double s) { now_ = now_.load() + s; }
 
   pf::testing::TempDir dir_;
+  pf::testing::TestDatabase db_{GetParam()};
   JobQueueConfig config_;
   std::mutex mu_;
   std::vector<core::WorkerView> workers_;
   std::vector<std::pair<std::int64_t, core::Strike>> strikes_;
   std::atomic<double> now_{1'000'000};
-  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<store::SqlStore> store_;
   std::unique_ptr<JobQueue> queue_;
 };
 
-TEST_F(JobQueueRestartTest, AQuickRestartKeepsEachLeaseExpiryRenewalsIncluded) {
+INSTANTIATE_TEST_SUITE_P(Db, JobQueueRestartTest, pf::testing::kStoreBackends,
+                         pf::testing::backend_name);
+
+TEST_P(JobQueueRestartTest, AQuickRestartKeepsEachLeaseExpiryRenewalsIncluded) {
   set_workers({7}, 2);
   submit("req-a");
   submit("req-b");
@@ -110,7 +115,7 @@ TEST_F(JobQueueRestartTest, AQuickRestartKeepsEachLeaseExpiryRenewalsIncluded) {
   EXPECT_EQ(state(renewed), core::JobState::Queued);  // its renewal was known, and ran out
 }
 
-TEST_F(JobQueueRestartTest, TheManagersDowntimeIsNotHeldAgainstALease) {
+TEST_P(JobQueueRestartTest, TheManagersDowntimeIsNotHeldAgainstALease) {
   set_workers({7}, 2);
   submit("req-a");
   submit("req-b");
@@ -136,7 +141,7 @@ TEST_F(JobQueueRestartTest, TheManagersDowntimeIsNotHeldAgainstALease) {
   EXPECT_DOUBLE_EQ(queue_->job(renewed)->lease_expires_at, now_.load() + 60);
 }
 
-TEST_F(JobQueueRestartTest, AFailureStreakSurvivesARestartAndStillStrikes) {
+TEST_P(JobQueueRestartTest, AFailureStreakSurvivesARestartAndStillStrikes) {
   config_.strike_after_failures = 3;
   config_.max_attempts = 5;
   open();
@@ -159,7 +164,7 @@ TEST_F(JobQueueRestartTest, AFailureStreakSurvivesARestartAndStillStrikes) {
   EXPECT_TRUE(store_->job_failure_streaks().empty());  // a strike starts the count again
 }
 
-TEST_F(JobQueueRestartTest, AProofEndsTheStoredStreak) {
+TEST_P(JobQueueRestartTest, AProofEndsTheStoredStreak) {
   config_.strike_after_failures = 2;
   open();
   set_workers({7}, 2);
@@ -184,7 +189,7 @@ TEST_F(JobQueueRestartTest, AProofEndsTheStoredStreak) {
   EXPECT_EQ(strikes(), 0u);  // one failure since the proof, not two
 }
 
-TEST_F(JobQueueRestartTest, CancelledJobsAreCounted) {
+TEST_P(JobQueueRestartTest, CancelledJobsAreCounted) {
   const auto a = submit("req-a");
   submit("req-b");
   ASSERT_TRUE(queue_->cancel(a).has_value());

@@ -13,7 +13,10 @@
 #include <mutex>
 #include <thread>
 
-#include "store/sqlite_store.h"
+#include "store/pg_connection.h"
+#include "store/sql_migrations.h"
+#include "store/sql_store.h"
+#include "support/store_backends.h"
 #include "support/temp_dir.h"
 #include "util/sha256.h"
 
@@ -68,7 +71,7 @@ struct FakeManager {
   }
 };
 
-class JobQueueTest : public ::testing::Test {
+class JobQueueTest : public ::testing::TestWithParam<pf::testing::Backend> {
  protected:
   JobQueueTest() {
     config_.data_dir = dir_.file("data");
@@ -78,7 +81,7 @@ class JobQueueTest : public ::testing::Test {
   void open() {
     queue_.reset();
     store_.reset();
-    store_ = std::make_unique<store::SqliteStore>(dir_.file("fleet.db"));
+    store_ = db_.open();
     queue_ = std::make_unique<JobQueue>(*store_, config_, fleet_.hooks(),
                                         [this] { return now_.load(); });
   }
@@ -148,14 +151,17 @@ class JobQueueTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  pf::testing::TestDatabase db_{GetParam()};
   JobQueueConfig config_;
   FakeManager fleet_;
   std::atomic<double> now_{1'000'000};
-  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<store::SqlStore> store_;
   std::unique_ptr<JobQueue> queue_;
 };
 
-TEST_F(JobQueueTest, EveryClientGetsTheProofOfItsOwnInput) {
+INSTANTIATE_TEST_SUITE_P(Db, JobQueueTest, pf::testing::kStoreBackends, pf::testing::backend_name);
+
+TEST_P(JobQueueTest, EveryClientGetsTheProofOfItsOwnInput) {
   fleet_.set_workers({7, 8});
   const auto a = submit("req-a", "input of a");
   const auto b = submit("req-b", "input of b");
@@ -184,7 +190,7 @@ TEST_F(JobQueueTest, EveryClientGetsTheProofOfItsOwnInput) {
   EXPECT_TRUE(fleet_.has_event(7, "done"));
 }
 
-TEST_F(JobQueueTest, InputFilesArePrivateAndContentAddressed) {
+TEST_P(JobQueueTest, InputFilesArePrivateAndContentAddressed) {
   const auto a = submit("req-a", "some input");
   const fs::path dir = fs::path(config_.data_dir) / "job-inputs";
   EXPECT_EQ(fs::status(dir).permissions() & fs::perms::all, fs::perms::owner_all);
@@ -195,7 +201,7 @@ TEST_F(JobQueueTest, InputFilesArePrivateAndContentAddressed) {
   EXPECT_EQ(fs::file_size(file), 10u);
 }
 
-TEST_F(JobQueueTest, RestartLosesNoJobAndAReturningRequestGetsItsResult) {
+TEST_P(JobQueueTest, RestartLosesNoJobAndAReturningRequestGetsItsResult) {
   fleet_.set_workers({7}, 2);
   const auto a = submit("req-a", "input a");
   const auto b = submit("req-b", "input b");
@@ -232,7 +238,7 @@ TEST_F(JobQueueTest, RestartLosesNoJobAndAReturningRequestGetsItsResult) {
   (void)b;
 }
 
-TEST_F(JobQueueTest, DuplicateRequestIdsJoinTheOpenJob) {
+TEST_P(JobQueueTest, DuplicateRequestIdsJoinTheOpenJob) {
   fleet_.set_workers({7});
   const auto first = submit("req-a", "input a");
   const auto second = submit("req-a", "input a");
@@ -248,7 +254,7 @@ TEST_F(JobQueueTest, DuplicateRequestIdsJoinTheOpenJob) {
   EXPECT_EQ(input_files().size(), 1u);
 }
 
-TEST_F(JobQueueTest, ARequestBackAfterDeliveryIsProvedElsewhereAndStrikesTheMaker) {
+TEST_P(JobQueueTest, ARequestBackAfterDeliveryIsProvedElsewhereAndStrikesTheMaker) {
   fleet_.set_workers({7, 8});
   const auto a = submit("req-a", "input a");
   auto leased = lease(7);
@@ -279,7 +285,7 @@ TEST_F(JobQueueTest, ARequestBackAfterDeliveryIsProvedElsewhereAndStrikesTheMake
   EXPECT_EQ(again.proof, proof_of("input a"));
 }
 
-TEST_F(JobQueueTest, AProofThatNeverReachedItsClientIsNotARejection) {
+TEST_P(JobQueueTest, AProofThatNeverReachedItsClientIsNotARejection) {
   fleet_.set_workers({7, 8});
   const auto a = submit("req-a", "input a");
   auto leased = lease(7);
@@ -300,7 +306,7 @@ TEST_F(JobQueueTest, AProofThatNeverReachedItsClientIsNotARejection) {
   EXPECT_EQ(await_now(a.job.id).proof, proof_of("input a"));
 }
 
-TEST_F(JobQueueTest, AnUnrenewedLeaseReturnsTheJobAndItsLateResultIsIgnored) {
+TEST_P(JobQueueTest, AnUnrenewedLeaseReturnsTheJobAndItsLateResultIsIgnored) {
   fleet_.set_workers({7, 8});
   const auto a = submit("req-a", "input a");
   auto first = lease(7);
@@ -330,7 +336,7 @@ TEST_F(JobQueueTest, AnUnrenewedLeaseReturnsTheJobAndItsLateResultIsIgnored) {
   EXPECT_EQ(await_now(a.job.id).job.instance_id, 8);
 }
 
-TEST_F(JobQueueTest, AClosedInstanceReturnsItsJobsAtOnce) {
+TEST_P(JobQueueTest, AClosedInstanceReturnsItsJobsAtOnce) {
   fleet_.set_workers({7}, 2);
   submit("req-a", "input a");
   submit("req-b", "input b");
@@ -349,7 +355,7 @@ TEST_F(JobQueueTest, AClosedInstanceReturnsItsJobsAtOnce) {
 // (holding the store's lock), while other threads hold the queue's lock and wait for the
 // store's. instance_closed must not wait for the queue's lock: no deadlock, and the jobs still
 // come back (at once, or at the next queue call).
-TEST_F(JobQueueTest, ClosingInsideAStoreTransactionNeverDeadlocks) {
+TEST_P(JobQueueTest, ClosingInsideAStoreTransactionNeverDeadlocks) {
   fleet_.set_workers({7}, 64);
   for (int i = 0; i < 20; ++i) submit("req-" + std::to_string(i), "input " + std::to_string(i));
   std::atomic<bool> stop{false};
@@ -379,7 +385,7 @@ TEST_F(JobQueueTest, ClosingInsideAStoreTransactionNeverDeadlocks) {
   for (const auto& job : queue_->list({}, 0)) EXPECT_EQ(job.state, core::JobState::Queued);
 }
 
-TEST_F(JobQueueTest, CancelQueuedAndLeasedJobs) {
+TEST_P(JobQueueTest, CancelQueuedAndLeasedJobs) {
   fleet_.set_workers({7});
   const auto a = submit("req-a", "input a");
   const auto b = submit("req-b", "input b");
@@ -397,7 +403,7 @@ TEST_F(JobQueueTest, CancelQueuedAndLeasedJobs) {
   EXPECT_EQ(queue_->cancel(12345).error().code, JobError::Code::NotFound);
 }
 
-TEST_F(JobQueueTest, BadRequestsAreRefusedNamingTheFieldAndWriteNothing) {
+TEST_P(JobQueueTest, BadRequestsAreRefusedNamingTheFieldAndWriteNothing) {
   config_.max_input_bytes = 10;
   open();
   SubmitRequest r;
@@ -420,7 +426,7 @@ TEST_F(JobQueueTest, BadRequestsAreRefusedNamingTheFieldAndWriteNothing) {
   EXPECT_TRUE(queue_->list({}, 0).empty());
 }
 
-TEST_F(JobQueueTest, TheOpenJobsCapRefusesMore) {
+TEST_P(JobQueueTest, TheOpenJobsCapRefusesMore) {
   config_.max_open_jobs = 2;
   open();
   submit("a", "1");
@@ -432,7 +438,7 @@ TEST_F(JobQueueTest, TheOpenJobsCapRefusesMore) {
   EXPECT_TRUE(submit("a", "1").joined);  // joining needs no room
 }
 
-TEST_F(JobQueueTest, AHalfWrittenInputIsNeverServedAndIsSwept) {
+TEST_P(JobQueueTest, AHalfWrittenInputIsNeverServedAndIsSwept) {
   fleet_.set_workers({7});
   const auto a = submit("req-a", "input a");
   const fs::path dir = fs::path(config_.data_dir) / "job-inputs";
@@ -451,7 +457,7 @@ TEST_F(JobQueueTest, AHalfWrittenInputIsNeverServedAndIsSwept) {
   EXPECT_TRUE(prove(7, leased[0]).applied);
 }
 
-TEST_F(JobQueueTest, RetentionRemovesInputsAndProofsOfOldFinishedJobs) {
+TEST_P(JobQueueTest, RetentionRemovesInputsAndProofsOfOldFinishedJobs) {
   config_.retention_s = 3600;
   open();
   fleet_.set_workers({7});
@@ -467,7 +473,7 @@ TEST_F(JobQueueTest, RetentionRemovesInputsAndProofsOfOldFinishedJobs) {
   EXPECT_EQ(queue_->job(a.job.id)->state, core::JobState::Done);
 }
 
-TEST_F(JobQueueTest, FailuresRetryElsewhereUntilMaxAttemptsThenFail) {
+TEST_P(JobQueueTest, FailuresRetryElsewhereUntilMaxAttemptsThenFail) {
   config_.max_attempts = 2;
   config_.strike_after_failures = 5;
   open();
@@ -492,7 +498,7 @@ TEST_F(JobQueueTest, FailuresRetryElsewhereUntilMaxAttemptsThenFail) {
   EXPECT_TRUE(fleet_.strikes.empty());
 }
 
-TEST_F(JobQueueTest, AnOutOfMemoryIsNotTheJobsFault) {
+TEST_P(JobQueueTest, AnOutOfMemoryIsNotTheJobsFault) {
   config_.max_attempts = 1;
   open();
   fleet_.set_workers({7});
@@ -506,7 +512,7 @@ TEST_F(JobQueueTest, AnOutOfMemoryIsNotTheJobsFault) {
   EXPECT_EQ(lease(7).size(), 1u);
 }
 
-TEST_F(JobQueueTest, FailedProofsInARowStrikeTheHost) {
+TEST_P(JobQueueTest, FailedProofsInARowStrikeTheHost) {
   config_.strike_after_failures = 2;
   open();
   fleet_.set_workers({7}, 2);
@@ -526,7 +532,7 @@ TEST_F(JobQueueTest, FailedProofsInARowStrikeTheHost) {
   EXPECT_EQ(fleet_.strikes[0].second.kind, core::StrikeKind::FailedProofs);
 }
 
-TEST_F(JobQueueTest, ALongPollWakesWhenAJobArrives) {
+TEST_P(JobQueueTest, ALongPollWakesWhenAJobArrives) {
   fleet_.set_workers({7});
   std::atomic<bool> done{false};
   JobResult<std::vector<Lease>> got;
@@ -545,7 +551,7 @@ TEST_F(JobQueueTest, ALongPollWakesWhenAJobArrives) {
   EXPECT_EQ((*got)[0].job.request_id, "req-a");
 }
 
-TEST_F(JobQueueTest, AwaitTimesOutThenShutdownWakesWaiters) {
+TEST_P(JobQueueTest, AwaitTimesOutThenShutdownWakesWaiters) {
   const auto a = submit("req-a", "input a");
   auto waited = queue_->await(a.job.id, 10ms);
   ASSERT_TRUE(waited);
@@ -560,7 +566,7 @@ TEST_F(JobQueueTest, AwaitTimesOutThenShutdownWakesWaiters) {
   EXPECT_EQ(queue_->lease(7, 1, 10s).error().code, JobError::Code::Unavailable);
 }
 
-TEST_F(JobQueueTest, StatusReportsOnlyTheBacklogBeyondFreeSlotsAsPending) {
+TEST_P(JobQueueTest, StatusReportsOnlyTheBacklogBeyondFreeSlotsAsPending) {
   fleet_.set_workers({7}, 3);
   for (int i = 0; i < 5; ++i) submit("req-" + std::to_string(i), "input " + std::to_string(i));
   auto s = queue_->status();
@@ -573,7 +579,7 @@ TEST_F(JobQueueTest, StatusReportsOnlyTheBacklogBeyondFreeSlotsAsPending) {
   EXPECT_EQ(s.by_kind[core::JobKind::PorepC2].in_progress, 3);
 }
 
-TEST_F(JobQueueTest, ArrivalsAndObservedSince) {
+TEST_P(JobQueueTest, ArrivalsAndObservedSince) {
   const double opened = now_.load();
   submit("a", "1");
   now_ = now_ + 100;
@@ -589,7 +595,8 @@ TEST(JobStoreMigration, SchemaTwoUpgradesKeepingRows) {
   TempDir dir;
   const std::string path = dir.file("fleet.db");
   {
-    store::SqliteStore store(path);
+    auto store_opened = store::open_sql_store(path);
+    store::SqlStore& store = *store_opened;
     store.put_setting("operator_token_hash", "abc");
     core::BenchRun run;
     run.host = {42, "RTX 4090", 1};
@@ -607,7 +614,8 @@ TEST(JobStoreMigration, SchemaTwoUpgradesKeepingRows) {
       SQLITE_OK);
   sqlite3_close(raw);
 
-  store::SqliteStore store(path);
+  auto store_opened = store::open_sql_store(path);
+  store::SqlStore& store = *store_opened;
   EXPECT_EQ(store.schema_version(), store::latest_schema_version());
   EXPECT_EQ(store.setting("operator_token_hash"), "abc");
   ASSERT_EQ(store.all_bench_runs().size(), 1u);
@@ -621,11 +629,43 @@ TEST(JobStoreMigration, SchemaTwoUpgradesKeepingRows) {
   EXPECT_THROW(store.insert_job(job), store::StoreError);  // request_id is unique
 }
 
+// The same upgrade on PostgreSQL: a schema-2 database gains the jobs table.
+TEST(JobStoreMigration, PostgresSchemaTwoUpgradesKeepingRows) {
+  const std::string url = pf::test::fresh_pg_database();
+  {
+    store::PgConnection old(url);
+    store::sql::migrate(old, "test database", 2);
+    old.exec(
+        "INSERT INTO bench_runs (machine_id, gpu_name, num_gpus, instance_id, at, rate, low, "
+        "high, samples, kind, contended, throttled, plan_json) VALUES "
+        "(42, 'RTX 4090', 1, 0, 0, 12, 0, 0, 0, '', 0, 0, '')",
+        "writing a schema-2 row");
+  }
+  auto store = store::open_sql_store(url);
+  EXPECT_EQ(store->schema_version(), store::latest_schema_version());
+  ASSERT_EQ(store->all_bench_runs().size(), 1u);
+  EXPECT_EQ(store->all_bench_runs()[0].rate, 12);
+  core::Job job;
+  job.request_id = "r";
+  job.input_digest = util::sha256_hex("x");
+  job.avoid_instances = {3, 4};
+  const auto id = store->insert_job(job);
+  EXPECT_THAT(store->job(id)->avoid_instances, ::testing::ElementsAre(3, 4));
+  EXPECT_THROW(store->insert_job(job), store::StoreError);  // request_id is unique
+}
+
+class JobStore : public ::testing::TestWithParam<pf::testing::Backend> {
+ protected:
+  pf::testing::TestDatabase db_{GetParam()};
+};
+
+INSTANTIATE_TEST_SUITE_P(Db, JobStore, pf::testing::kAllStoreBackends, pf::testing::backend_name);
+
 // The store's job queries: listings by state, counts, arrivals, proofs with their rows and
 // what retention keeps.
-TEST(JobStore, QueriesAndRetention) {
-  TempDir dir;
-  store::SqliteStore store(dir.file("fleet.db"));
+TEST_P(JobStore, QueriesAndRetention) {
+  auto store_opened = db_.open();
+  store::SqlStore& store = *store_opened;
   const auto make = [&](const std::string& rid, core::JobState state, double submitted,
                         double finished, double delivered) {
     core::Job j;
@@ -651,6 +691,16 @@ TEST(JobStore, QueriesAndRetention) {
   EXPECT_EQ(done[0].id, new_done);  // newest first
   EXPECT_EQ(store.jobs({}, 3).size(), 3u);
   EXPECT_EQ(store.jobs({core::JobState::Done, core::JobState::Failed}, 0).size(), 3u);
+  // Repeats change nothing; every state at once is every job.
+  EXPECT_EQ(
+      store.jobs({core::JobState::Done, core::JobState::Done, core::JobState::Queued}, 0).size(),
+      3u);
+  EXPECT_EQ(store
+                .jobs({core::JobState::Queued, core::JobState::Assigned, core::JobState::Proving,
+                       core::JobState::Done, core::JobState::Failed, core::JobState::Cancelled},
+                      2)
+                .size(),
+            2u);
   EXPECT_EQ(store.job_counts()[core::JobState::Done], 2);
   EXPECT_EQ(store.job_arrivals_since(250).size(), 2u);
   EXPECT_EQ(store.job_proof(old_done), std::string("p\0roof", 6));  // bytes, not text

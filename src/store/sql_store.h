@@ -1,8 +1,9 @@
-// The SQLite implementation of Store: one connection, serialised by a mutex so the HTTP
-// server's threads can share it; WAL so CLI commands can read while the manager writes.
-// Statements are prepared once per connection and parsed offer snapshots are reused while their
-// row's text is unchanged: agents call on every heartbeat. A file database is checkpointed by a
-// thread of its own, so no commit pays for copying the WAL back.
+// The Store over SQL, written once for every database it runs on (src/store/sql_connection.h:
+// SqliteConnection, PgConnection). One connection, serialised by a mutex so the HTTP server's
+// threads can share it. Parsed offer snapshots are reused while their row's text is unchanged:
+// agents call on every heartbeat. Several processes may share one database (replicas on
+// PostgreSQL, CLI commands on SQLite): every read-modify-write is one statement or one
+// transaction that locks what it reads.
 #pragma once
 
 #include <cstdint>
@@ -10,31 +11,31 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "store/store.h"
 
-struct sqlite3;
-
 namespace pf::store {
 
-namespace sqlite_detail {
-class StatementCache;
+namespace sql {
+class Connection;
 }
 
-// The schema version this build writes (PRAGMA user_version after migrating).
+// The schema version this build writes (the same on every database kind).
 int latest_schema_version();
 
-class SqliteStore final : public Store {
+class SqlStore final : public Store {
  public:
-  // `path` is a database file (its directory must exist) or ":memory:". Applies pending
-  // migrations; refuses a database written by a newer proverfleet.
-  explicit SqliteStore(const std::string& path);
-  ~SqliteStore() override;
-  SqliteStore(const SqliteStore&) = delete;
-  SqliteStore& operator=(const SqliteStore&) = delete;
+  // Applies pending migrations; refuses a database written by a newer proverfleet. `where`
+  // names the database in errors (never with a password: store_url.h redacted_url).
+  SqlStore(std::unique_ptr<sql::Connection> connection, std::string where);
+  ~SqlStore() override;
+  SqlStore(const SqlStore&) = delete;
+  SqlStore& operator=(const SqlStore&) = delete;
 
-  // The database's PRAGMA user_version.
+  // The database's schema version (SQLite: PRAGMA user_version; PostgreSQL: its
+  // schema_version table).
   int schema_version();
 
   void transaction(const std::function<void()>& fn) override;
@@ -93,19 +94,16 @@ class SqliteStore final : public Store {
   void put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) override;
 
  private:
-  struct DbCloser {
-    void operator()(sqlite3* db) const;
-  };
-  struct Caches;       // parsed offer snapshots
-  class Checkpointer;  // copies the WAL into the database file off the committing thread
+  struct Caches;  // parsed offer snapshots
 
   std::recursive_mutex mutex_;  // held for every call and across a whole transaction
-  std::unique_ptr<sqlite3, DbCloser> db_;
-  // After db_, so they end before it closes.
+  std::unique_ptr<sql::Connection> conn_;
+  std::string where_;  // the database, for errors
   std::unique_ptr<Caches> caches_;
-  std::unique_ptr<sqlite_detail::StatementCache> statements_;  // prepared once per connection
-  std::unique_ptr<Checkpointer> checkpointer_;                 // file databases only
   int depth_ = 0;  // transaction nesting; >0 means BEGIN has run on this connection
 };
+
+// open_store, keeping the concrete type (tests read the schema version).
+std::unique_ptr<SqlStore> open_sql_store(const std::string& url);
 
 }  // namespace pf::store

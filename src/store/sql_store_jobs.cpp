@@ -1,19 +1,19 @@
-// SqliteStore's proof jobs (issue 12): the `jobs` table.
+// SqlStore's proof jobs (issue 12): the `jobs` table.
 #include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "store/sqlite_statement.h"
-#include "store/sqlite_store.h"
+#include "store/sql_store.h"
+#include "store/sql_store_detail.h"
 #include "util/bounded_json.h"
 
 namespace pf::store {
 namespace {
 
 using nlohmann::json;
-using sqlite_detail::dump_json;
-using sqlite_detail::Statement;
+using sql::dump_json;
+using sql::Statement;
 
 constexpr const char* kJobColumns =
     "request_id, kind, priority, state, input_digest, input_bytes, attempts, failures, "
@@ -97,25 +97,24 @@ std::string job_select(std::string_view where) {
 
 // --- proof jobs ----------------------------------------------------------------------------------
 
-std::int64_t SqliteStore::insert_job(const core::Job& job) {
+std::int64_t SqlStore::insert_job(const core::Job& job) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               std::string("INSERT INTO jobs (") + kJobColumns +
                   ") VALUES (:request_id, :kind, :priority, :state, :input_digest, "
                   ":input_bytes, :attempts, :failures, :instance_id, :lease_expires_at, "
                   ":submitted_at, :deadline_at, :assigned_at, :started_at, :finished_at, "
                   ":delivered_at, :proof_digest, :error, :avoid_instances, :rejections, "
-                  ":prove_ms, :gpu_ms, :queue_ms)",
+                  ":prove_ms, :gpu_ms, :queue_ms) RETURNING id",
               "inserting job with request_id '" + job.request_id + "'");
   bind_job(s, job);
-  s.run();
-  return sqlite3_last_insert_rowid(db_.get());
+  return sql::inserted_id(s);
 }
 
-void SqliteStore::update_job(const core::Job& job) {
+void SqlStore::update_job(const core::Job& job) {
   std::lock_guard lock(mutex_);
   const std::string doing = "updating job " + std::to_string(job.id);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "UPDATE jobs SET request_id = :request_id, kind = :kind, priority = :priority, "
               "state = :state, input_digest = :input_digest, input_bytes = :input_bytes, "
               "attempts = :attempts, failures = :failures, instance_id = :instance_id, "
@@ -132,56 +131,62 @@ void SqliteStore::update_job(const core::Job& job) {
   if (s.changes() == 0) throw StoreError(doing + ": no such job");
 }
 
-std::optional<core::Job> SqliteStore::job(std::int64_t id) {
+std::optional<core::Job> SqlStore::job(std::int64_t id) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(), job_select("WHERE id = :id"),
-              "reading job " + std::to_string(id));
+  Statement s(*conn_, job_select("WHERE id = :id"), "reading job " + std::to_string(id));
   s.bind_int(":id", id);
   if (!s.next()) return std::nullopt;
   return read_job(s);
 }
 
-std::optional<core::Job> SqliteStore::job_by_request(const std::string& request_id) {
+std::optional<core::Job> SqlStore::job_by_request(const std::string& request_id) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(), job_select("WHERE request_id = :request_id"),
+  Statement s(*conn_, job_select("WHERE request_id = :request_id"),
               "reading job with request_id '" + request_id + "'");
   s.bind_text(":request_id", request_id);
   if (!s.next()) return std::nullopt;
   return read_job(s);
 }
 
-std::vector<core::Job> SqliteStore::open_jobs() {
+std::vector<core::Job> SqlStore::open_jobs() {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
-              job_select("WHERE state IN ('queued', 'assigned', 'proving') ORDER BY id"),
+  Statement s(*conn_, job_select("WHERE state IN ('queued', 'assigned', 'proving') ORDER BY id"),
               "reading open jobs");
   std::vector<core::Job> out;
   while (s.next()) out.push_back(read_job(s));
   return out;
 }
 
-std::vector<core::Job> SqliteStore::jobs(const std::vector<core::JobState>& states,
-                                         std::size_t limit) {
+std::vector<core::Job> SqlStore::jobs(const std::vector<core::JobState>& states,
+                                      std::size_t limit) {
   std::lock_guard lock(mutex_);
-  // One statement for every filter: the states travel as a JSON list.
-  json names = json::array();
-  for (auto st : states) names.push_back(core::to_string(st));
-  Statement s(*statements_, db_.get(),
-              job_select("WHERE :all OR state IN (SELECT value FROM json_each(:states)) "
+  // One statement for every filter: a slot per state there is, unused ones NULL (which IN
+  // never matches).
+  static constexpr const char* kSlots[] = {":s0", ":s1", ":s2", ":s3", ":s4", ":s5"};
+  static_assert(std::size(kSlots) == static_cast<std::size_t>(core::JobState::Cancelled) + 1,
+                "one slot per job state");
+  Statement s(*conn_,
+              job_select("WHERE :all = 1 OR state IN (:s0, :s1, :s2, :s3, :s4, :s5) "
                          "ORDER BY id DESC LIMIT :limit"),
               "listing jobs");
   s.bind_bool(":all", states.empty());
-  s.bind_text(":states", names.dump());
-  constexpr auto kMax = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
-  s.bind_int(":limit", limit == 0 ? -1 : static_cast<std::int64_t>(std::min(limit, kMax)));
+  bool wanted[std::size(kSlots)] = {};
+  for (auto st : states) wanted[static_cast<std::size_t>(st)] = true;
+  for (std::size_t i = 0; i < std::size(kSlots); ++i) {
+    if (wanted[i])
+      s.bind_text(kSlots[i], core::to_string(static_cast<core::JobState>(i)));
+    else
+      s.bind_null(kSlots[i]);
+  }
+  s.bind_int(":limit", sql::limit_or_all(limit));
   std::vector<core::Job> out;
   while (s.next()) out.push_back(read_job(s));
   return out;
 }
 
-std::vector<double> SqliteStore::job_arrivals_since(double since) {
+std::vector<double> SqlStore::job_arrivals_since(double since) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(), "SELECT submitted_at FROM jobs WHERE submitted_at >= :since",
+  Statement s(*conn_, "SELECT submitted_at FROM jobs WHERE submitted_at >= :since",
               "reading job arrivals");
   s.bind_real(":since", since);
   std::vector<double> out;
@@ -189,10 +194,9 @@ std::vector<double> SqliteStore::job_arrivals_since(double since) {
   return out;
 }
 
-std::map<core::JobState, std::int64_t> SqliteStore::job_counts() {
+std::map<core::JobState, std::int64_t> SqlStore::job_counts() {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(), "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state",
-              "counting jobs");
+  Statement s(*conn_, "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state", "counting jobs");
   std::map<core::JobState, std::int64_t> out;
   while (s.next()) {
     const std::string state = s.text("state");
@@ -203,39 +207,39 @@ std::map<core::JobState, std::int64_t> SqliteStore::job_counts() {
   return out;
 }
 
-void SqliteStore::put_job_proof(std::int64_t id, const std::string& proof) {
+void SqlStore::put_job_proof(std::int64_t id, const std::string& proof) {
   std::lock_guard lock(mutex_);
   const std::string doing = "storing the proof of job " + std::to_string(id);
-  Statement s(*statements_, db_.get(), "UPDATE jobs SET proof = :proof WHERE id = :id", doing);
+  Statement s(*conn_, "UPDATE jobs SET proof = :proof WHERE id = :id", doing);
   s.bind_blob(":proof", proof);
   s.bind_int(":id", id);
   s.run();
   if (s.changes() == 0) throw StoreError(doing + ": no such job");
 }
 
-std::optional<std::string> SqliteStore::job_proof(std::int64_t id) {
+std::optional<std::string> SqlStore::job_proof(std::int64_t id) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(), "SELECT proof FROM jobs WHERE id = :id",
+  Statement s(*conn_, "SELECT proof FROM jobs WHERE id = :id",
               "reading the proof of job " + std::to_string(id));
   s.bind_int(":id", id);
   if (!s.next() || s.is_null("proof")) return std::nullopt;
   return s.blob("proof");
 }
 
-int SqliteStore::drop_job_proofs(double before) {
+int SqlStore::drop_job_proofs(double before) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "UPDATE jobs SET proof = NULL WHERE proof IS NOT NULL AND finished_at > 0 AND "
               "finished_at < :before AND delivered_at < :before",
               "removing old proofs");
   s.bind_real(":before", before);
   s.run();
-  return s.changes();
+  return static_cast<int>(s.changes());
 }
 
-std::vector<std::string> SqliteStore::job_inputs_in_use(double since) {
+std::vector<std::string> SqlStore::job_inputs_in_use(double since) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "SELECT DISTINCT input_digest FROM jobs WHERE state IN ('queued', 'assigned', "
               "'proving') OR finished_at >= :since OR delivered_at >= :since",
               "reading the job inputs in use");
@@ -245,47 +249,47 @@ std::vector<std::string> SqliteStore::job_inputs_in_use(double since) {
   return out;
 }
 
-int SqliteStore::renew_job_leases(std::int64_t instance_id,
-                                  const std::vector<std::int64_t>& job_ids,
-                                  double lease_expires_at) {
+int SqlStore::renew_job_leases(std::int64_t instance_id, const std::vector<std::int64_t>& job_ids,
+                               double lease_expires_at) {
   if (job_ids.empty()) return 0;
   std::lock_guard lock(mutex_);
-  // One statement for the whole heartbeat: the ids travel as a JSON list.
-  Statement s(*statements_, db_.get(),
+  // One statement for the whole heartbeat: the ids travel as a JSON list. It is its own
+  // check: a lease another replica has taken back meanwhile (state or holder changed) is not
+  // renewed, whatever this one read before.
+  Statement s(*conn_,
               "UPDATE jobs SET lease_expires_at = :expires WHERE instance_id = :instance AND "
-              "state IN ('assigned', 'proving') AND id IN (SELECT value FROM json_each(:ids))",
+              "state IN ('assigned', 'proving') AND id IN (" +
+                  sql::id_list_sql(conn_->dialect(), ":ids") + ")",
               "renewing the job leases of instance " + std::to_string(instance_id));
   s.bind_real(":expires", lease_expires_at);
   s.bind_int(":instance", instance_id);
   s.bind_text(":ids", json(job_ids).dump());
   s.run();
-  return s.changes();
+  return static_cast<int>(s.changes());
 }
 
-std::map<std::int64_t, int> SqliteStore::job_failure_streaks() {
+std::map<std::int64_t, int> SqlStore::job_failure_streaks() {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
-              "SELECT instance_id, failures_in_a_row FROM job_failure_streaks",
+  Statement s(*conn_, "SELECT instance_id, failures_in_a_row FROM job_failure_streaks",
               "reading job failure streaks");
   std::map<std::int64_t, int> out;
   while (s.next()) out[s.integer("instance_id")] = s.int32("failures_in_a_row");
   return out;
 }
 
-void SqliteStore::put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) {
+void SqlStore::put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) {
   std::lock_guard lock(mutex_);
   const std::string doing =
       "writing the job failure streak of instance " + std::to_string(instance_id);
   if (failures_in_a_row < 0) throw StoreError(doing + ": negative streak");
   if (failures_in_a_row == 0) {
-    Statement s(*statements_, db_.get(),
-                "DELETE FROM job_failure_streaks WHERE instance_id = :instance", doing);
+    Statement s(*conn_, "DELETE FROM job_failure_streaks WHERE instance_id = :instance", doing);
     s.bind_int(":instance", instance_id);
     s.run();
     return;
   }
   Statement s(
-      *statements_, db_.get(),
+      *conn_,
       "INSERT INTO job_failure_streaks (instance_id, failures_in_a_row) "
       "VALUES (:instance, :n) "
       "ON CONFLICT (instance_id) DO UPDATE SET failures_in_a_row = excluded.failures_in_a_row",

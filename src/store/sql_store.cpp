@@ -1,42 +1,23 @@
-#include "store/sqlite_store.h"
-
-#include <fcntl.h>
-#include <sqlite3.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "store/sql_store.h"
 
 #include <algorithm>
-#include <array>
-#include <cerrno>
-#include <cmath>
-#include <condition_variable>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <string_view>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 
 #include "market/offer_json.h"
-#include "store/sqlite_migrations.h"
-#include "store/sqlite_statement.h"
+#include "store/sql_connection.h"
+#include "store/sql_migrations.h"
+#include "store/sql_store_detail.h"
 #include "util/bounded_json.h"
 
 namespace pf::store {
 namespace {
 
 using nlohmann::json;
-using sqlite_detail::dump_json;
-using sqlite_detail::exec;
-using sqlite_detail::fail;
-using sqlite_detail::latest_version;
-using sqlite_detail::migrate;
-using sqlite_detail::read_user_version;
-using sqlite_detail::rollback_quietly;
-using sqlite_detail::Statement;
+using sql::dump_json;
+using sql::Statement;
 
 // --- row mapping -------------------------------------------------------------------------------
 
@@ -290,253 +271,76 @@ core::BadHost read_bad_host(const Statement& s) {
 
 }  // namespace
 
-namespace {
-
-// The database holds agent token hashes, logs and the event trail: it and its -wal/-shm (which
-// SQLite creates with the database file's mode) are the owner's alone. Created 0600 before
-// SQLite opens it; group and other bits are removed from files an older build left 0644. A
-// directory every user may write is refused: anyone could swap the database or plant a -wal
-// file for it.
-void secure_database_files(const std::string& path, const std::string& doing) {
-  const std::filesystem::path file(path);
-  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
-  struct stat dir_stat {};
-  if (::stat(dir.c_str(), &dir_stat) != 0) {
-    throw StoreError(doing + ": cannot inspect directory '" + dir.string() +
-                     "': " + std::strerror(errno));
-  }
-  if ((dir_stat.st_mode & S_IWOTH) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(dir_stat.st_mode & 07777));
-    throw StoreError(doing + ": directory '" + dir.string() + "' is writable by every user (mode " +
-                     mode +
-                     "), so anyone could replace the database or its -wal/-shm files; keep it "
-                     "in a directory only this user can write (e.g. mkdir -m 700 DIR)");
-  }
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) throw StoreError(doing + ": cannot open: " + std::strerror(errno));
-  struct stat file_stat {};
-  const bool ok = ::fstat(fd, &file_stat) == 0 &&
-                  ((file_stat.st_mode & 077) == 0 || ::fchmod(fd, file_stat.st_mode & 0700) == 0);
-  const int saved = errno;
-  ::close(fd);
-  if (!ok) {
-    throw StoreError(doing +
-                     ": cannot make the database private (chmod 600): " + std::strerror(saved));
-  }
-  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
-    const std::string side = path + suffix;
-    struct stat side_stat {};
-    if (::lstat(side.c_str(), &side_stat) != 0) continue;  // not there yet: created from the db's
-    if (S_ISREG(side_stat.st_mode) && (side_stat.st_mode & 077) != 0 &&
-        ::chmod(side.c_str(), side_stat.st_mode & 0700) != 0) {
-      throw StoreError(doing + ": cannot make '" + side +
-                       "' private (chmod 600): " + std::strerror(errno));
-    }
-  }
-}
-
-}  // namespace
-
 int latest_schema_version() {
-  return latest_version();
+  return sql::kLatestSchemaVersion;
 }
 
-void SqliteStore::DbCloser::operator()(sqlite3* db) const {
-  sqlite3_close_v2(db);
-}
-
-struct SqliteStore::Caches {
+struct SqlStore::Caches {
   OfferCache offers;
 };
 
-// Copies the WAL back into the database file from a thread and connection of its own. SQLite
-// would otherwise do it inside the commit that crosses its threshold, fsyncs included, while
-// that commit holds mutex_ and every agent request waits behind it (in bench/heartbeat_bench
-// this cost a third of the time the lock was held).
-class SqliteStore::Checkpointer {
- public:
-  explicit Checkpointer(const std::string& path) {
-    const std::string doing = "opening store '" + path + "' for checkpoints";
-    sqlite3* raw = nullptr;
-    const int rc =
-        sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
-    db_.reset(raw);
-    if (rc != SQLITE_OK) {
-      throw StoreError(doing + ": " + (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
-    }
-    // NORMAL still syncs the WAL before copying it and the database after: what makes the
-    // copy safe. The thread starts last, once everything it uses exists.
-    exec(db_.get(), "PRAGMA synchronous=NORMAL", doing + ": setting synchronous");
-    thread_ = std::thread([this] { run(); });
-  }
-  ~Checkpointer() {
-    {
-      std::lock_guard lock(mu_);
-      stopping_ = true;
-    }
-    wake_.notify_one();
-    thread_.join();
-  }
-  Checkpointer(const Checkpointer&) = delete;
-  Checkpointer& operator=(const Checkpointer&) = delete;
-
-  // SQLite's WAL hook: runs after every commit of the store's connection (under its mutex).
-  static int on_commit(void* self, sqlite3* db, const char*, int wal_pages) {
-    static_cast<Checkpointer*>(self)->committed(db, wal_pages);
-    return SQLITE_OK;
-  }
-
- private:
-  // SQLite's own threshold (wal_autocheckpoint), so the WAL stays the size it always was.
-  static constexpr int kRequestPages = 1000;
-  // Should the thread fall far behind, the committing connection copies inline, as SQLite
-  // would, rather than let the WAL grow without bound.
-  static constexpr int kInlinePages = 20 * kRequestPages;
-
-  void committed(sqlite3* db, int wal_pages) {
-    if (wal_pages >= kInlinePages) {
-      // PASSIVE never waits; what it cannot copy now is copied after a later commit.
-      sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-      return;
-    }
-    if (wal_pages < kRequestPages) return;
-    {
-      std::lock_guard lock(mu_);
-      if (requested_) return;
-      requested_ = true;
-    }
-    wake_.notify_one();
-  }
-
-  void run() {
-    std::unique_lock lock(mu_);
-    for (;;) {
-      wake_.wait(lock, [this] { return requested_ || stopping_; });
-      if (stopping_) return;
-      requested_ = false;
-      lock.unlock();
-      // PASSIVE copies what no reader still needs, without blocking the writer. A run that
-      // could not copy everything (busy, or the writer went on) is repeated at the next
-      // commit over the threshold, and the writer restarts the WAL once it is all copied.
-      sqlite3_wal_checkpoint_v2(db_.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-      lock.lock();
-    }
-  }
-
-  std::unique_ptr<sqlite3, DbCloser> db_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool requested_ = false;
-  bool stopping_ = false;
-  std::thread thread_;  // last: started after, and joined before, everything above
-};
-
-SqliteStore::SqliteStore(const std::string& path)
-    : caches_(std::make_unique<Caches>()),
-      statements_(std::make_unique<sqlite_detail::StatementCache>()) {
-  if (path.empty()) throw StoreError("opening store: the database path is empty");
-  const std::string doing = "opening store '" + path + "'";
-  if (path != ":memory:") {
-    // SQLite's own message ("unable to open database file") does not say why.
-    const auto dir = std::filesystem::path(path).parent_path();
-    std::error_code ec;
-    if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
-      throw StoreError(doing + ": directory '" + dir.string() + "' does not exist");
-    }
-    secure_database_files(path, doing);
-  }
-  sqlite3* raw = nullptr;
-  // NOMUTEX: mutex_ already serialises every use of this connection, so SQLite's own per-call
-  // locking would only be paid twice.
-  const int rc =
-      sqlite3_open_v2(path.c_str(), &raw,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
-  db_.reset(raw);  // sqlite3_open_v2 may allocate a handle even when it fails
-  if (rc != SQLITE_OK) {
-    throw StoreError(doing + ": " + (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
-  }
-  sqlite3* db = db_.get();
-  sqlite3_extended_result_codes(db, 1);
-  if (sqlite3_busy_timeout(db, 5000) != SQLITE_OK) fail(db, doing + ": setting busy_timeout");
-
-  // WAL lets CLI commands read while the manager writes; :memory: reports "memory".
-  {
-    Statement s(db, "PRAGMA journal_mode=WAL", doing + ": enabling WAL");
-    const std::string mode = s.next() ? s.text("journal_mode") : std::string();
-    if (mode != "wal" && !(path == ":memory:" && mode == "memory")) {
-      throw StoreError(doing + ": cannot enable WAL journal mode (got '" + mode + "')");
-    }
-  }
-  exec(db, "PRAGMA foreign_keys=ON", doing + ": enabling foreign keys");
-  // Durability trade-off: in WAL mode, NORMAL syncs at checkpoints, not at every commit. A
-  // commit survives a crash of the process (what the manager must survive: it writes intent
-  // before acting); a power loss or kernel crash may lose the last few commits, which the
-  // reconciliation with the market's instance list recovers. FULL would add an fsync to every
-  // agent heartbeat.
-  exec(db, "PRAGMA synchronous=NORMAL", doing + ": setting synchronous");
-  migrate(db, path);
-  if (path != ":memory:") {
-    checkpointer_ = std::make_unique<Checkpointer>(path);
-    // Replaces SQLite's automatic checkpoint in the committing connection.
-    sqlite3_wal_hook(db, &Checkpointer::on_commit, checkpointer_.get());
-  }
+SqlStore::SqlStore(std::unique_ptr<sql::Connection> connection, std::string where)
+    : conn_(std::move(connection)), where_(std::move(where)), caches_(std::make_unique<Caches>()) {
+  sql::migrate(*conn_, where_);
 }
 
-SqliteStore::~SqliteStore() {
-  if (checkpointer_) sqlite3_wal_hook(db_.get(), nullptr, nullptr);
-}
+SqlStore::~SqlStore() = default;
 
-int SqliteStore::schema_version() {
+int SqlStore::schema_version() {
   std::lock_guard lock(mutex_);
-  return read_user_version(db_.get(), "reading schema version");
+  return conn_->schema_version();
 }
 
-void SqliteStore::transaction(const std::function<void()>& fn) {
+void SqlStore::transaction(const std::function<void()>& fn) {
   std::lock_guard lock(mutex_);
-  sqlite3* db = db_.get();
   if (depth_ > 0) {
     // Joins the outer transaction; the savepoint lets an inner failure that the caller
-    // catches undo only the inner writes instead of committing half of them.
+    // catches undo only the inner writes instead of committing half of them (and, on
+    // PostgreSQL, leaves the outer transaction usable: an error aborts it up to the savepoint).
     const std::string name = "pf_nested_" + std::to_string(depth_);
-    exec(db, "SAVEPOINT " + name, "starting a nested transaction");
+    conn_->exec("SAVEPOINT " + name, "starting a nested transaction");
     ++depth_;
     try {
       fn();
     } catch (...) {
       --depth_;
-      sqlite3_exec(db, ("ROLLBACK TO " + name).c_str(), nullptr, nullptr, nullptr);
-      sqlite3_exec(db, ("RELEASE " + name).c_str(), nullptr, nullptr, nullptr);
+      try {
+        conn_->exec("ROLLBACK TO SAVEPOINT " + name, "undoing a nested transaction");
+        conn_->exec("RELEASE SAVEPOINT " + name, "undoing a nested transaction");
+      } catch (const StoreError&) {
+        // The outer transaction is lost with the connection's error; the exception already
+        // propagating says why, and the outer rollback ends it.
+      }
       throw;
     }
     --depth_;
-    exec(db, "RELEASE " + name, "finishing a nested transaction");
+    conn_->exec("RELEASE SAVEPOINT " + name, "finishing a nested transaction");
     return;
   }
 
-  Statement(*statements_, db, "BEGIN IMMEDIATE", "starting a transaction").run();
+  conn_->begin();
   depth_ = 1;
   try {
     fn();
   } catch (...) {
     depth_ = 0;
-    rollback_quietly(db);
+    conn_->rollback_quietly();
     throw;
   }
   depth_ = 0;
   try {
-    Statement(*statements_, db, "COMMIT", "committing a transaction").run();
+    conn_->commit();
   } catch (...) {
-    rollback_quietly(db);
+    conn_->rollback_quietly();
     throw;
   }
 }
 
 // --- instances -----------------------------------------------------------------------------------
 
-std::int64_t SqliteStore::insert_instance(const core::InstanceRecord& record) {
+std::int64_t SqlStore::insert_instance(const core::InstanceRecord& record) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               std::string("INSERT INTO instances (") + kInstanceColumns + ") VALUES (" +
                   ":deployment_id, :market_id, :offer_json, :offer_extra_json, :state, "
                   ":created_at, :state_since, :deadline_at, :destroy_reason, :destroyed_at, "
@@ -547,17 +351,16 @@ std::int64_t SqliteStore::insert_instance(const core::InstanceRecord& record) {
                   ":verdict_decision, :verdict_rate, :verdict_low, :verdict_high, "
                   ":verdict_samples, :verdict_break_even_rate, :verdict_reason, :plan_json, "
                   ":origin, :close_cause, :bench_since, :gpu_throttled, :production_windows, "
-                  ":oom_partitions)",
+                  ":oom_partitions) RETURNING id",
               "inserting instance with deployment_id '" + record.deployment_id + "'");
   bind_instance(s, record);
-  s.run();
-  return sqlite3_last_insert_rowid(db_.get());
+  return sql::inserted_id(s);
 }
 
-void SqliteStore::update_instance(const core::InstanceRecord& record) {
+void SqlStore::update_instance(const core::InstanceRecord& record) {
   std::lock_guard lock(mutex_);
   const std::string doing = "updating instance " + std::to_string(record.id);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "UPDATE instances SET deployment_id = :deployment_id, market_id = :market_id, "
               "offer_json = :offer_json, offer_extra_json = :offer_extra_json, state = :state, "
               "created_at = :created_at, state_since = :state_since, "
@@ -585,10 +388,10 @@ void SqliteStore::update_instance(const core::InstanceRecord& record) {
   if (s.changes() == 0) throw StoreError(doing + ": no such instance");
 }
 
-void SqliteStore::update_agent_progress(const core::InstanceRecord& r) {
+void SqlStore::update_agent_progress(const core::InstanceRecord& r) {
   std::lock_guard lock(mutex_);
   const std::string doing = "updating agent progress of instance " + std::to_string(r.id);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "UPDATE instances SET last_heartbeat_at = :last_heartbeat_at, "
               "params_done_bytes = :params_done_bytes, params_total_bytes = :params_total_bytes, "
               "params_rate_bps = :params_rate_bps, prover_crashes = :prover_crashes, "
@@ -618,27 +421,27 @@ void SqliteStore::update_agent_progress(const core::InstanceRecord& r) {
   if (s.changes() == 0) throw StoreError(doing + ": no such instance");
 }
 
-std::optional<core::InstanceRecord> SqliteStore::instance(std::int64_t id) {
+std::optional<core::InstanceRecord> SqlStore::instance(std::int64_t id) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(), "SELECT * FROM instances WHERE id = :id",
+  Statement s(*conn_, "SELECT * FROM instances WHERE id = :id",
               "reading instance " + std::to_string(id));
   s.bind_int(":id", id);
   if (!s.next()) return std::nullopt;
   return read_instance(s, caches_->offers);
 }
 
-std::optional<core::InstanceRecord> SqliteStore::instance_by_deployment(const std::string& dep) {
+std::optional<core::InstanceRecord> SqlStore::instance_by_deployment(const std::string& dep) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(), "SELECT * FROM instances WHERE deployment_id = :dep",
+  Statement s(*conn_, "SELECT * FROM instances WHERE deployment_id = :dep",
               "reading instance with deployment_id '" + dep + "'");
   s.bind_text(":dep", dep);
   if (!s.next()) return std::nullopt;
   return read_instance(s, caches_->offers);
 }
 
-std::optional<core::InstanceRecord> SqliteStore::instance_by_market_id(std::int64_t market_id) {
+std::optional<core::InstanceRecord> SqlStore::instance_by_market_id(std::int64_t market_id) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "SELECT * FROM instances WHERE market_id = :market_id ORDER BY id DESC LIMIT 1",
               "reading instance with market id " + std::to_string(market_id));
   s.bind_int(":market_id", market_id);
@@ -646,20 +449,19 @@ std::optional<core::InstanceRecord> SqliteStore::instance_by_market_id(std::int6
   return read_instance(s, caches_->offers);
 }
 
-std::optional<core::InstanceRecord> SqliteStore::instance_by_token_hash(const std::string& hash) {
+std::optional<core::InstanceRecord> SqlStore::instance_by_token_hash(const std::string& hash) {
   if (hash.empty()) return std::nullopt;  // rows without a token have an empty hash
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(), "SELECT * FROM instances WHERE token_hash = :hash LIMIT 1",
+  Statement s(*conn_, "SELECT * FROM instances WHERE token_hash = :hash LIMIT 1",
               "reading instance by agent token");
   s.bind_text(":hash", hash);
   if (!s.next()) return std::nullopt;
   return read_instance(s, caches_->offers);
 }
 
-std::vector<core::InstanceRecord> SqliteStore::instances(bool include_destroyed) {
+std::vector<core::InstanceRecord> SqlStore::instances(bool include_destroyed) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
-              "SELECT * FROM instances WHERE :all OR state != :destroyed ORDER BY id",
+  Statement s(*conn_, "SELECT * FROM instances WHERE :all = 1 OR state <> :destroyed ORDER BY id",
               "listing instances");
   s.bind_bool(":all", include_destroyed);
   s.bind_text(":destroyed", core::to_string(core::InstanceState::Destroyed));
@@ -670,32 +472,29 @@ std::vector<core::InstanceRecord> SqliteStore::instances(bool include_destroyed)
 
 // --- audit trail ---------------------------------------------------------------------------------
 
-std::int64_t SqliteStore::append_event(const core::InstanceEvent& event) {
+std::int64_t SqlStore::append_event(const core::InstanceEvent& event) {
   std::lock_guard lock(mutex_);
   Statement s(
-      *statements_, db_.get(),
+      *conn_,
       "INSERT INTO instance_events (instance_id, at, kind, message, data_json) "
-      "VALUES (:instance_id, :at, :kind, :message, :data_json)",
+      "VALUES (:instance_id, :at, :kind, :message, :data_json) RETURNING id",
       "appending '" + event.kind + "' event for instance " + std::to_string(event.instance_id));
   s.bind_int(":instance_id", event.instance_id);
   s.bind_real(":at", event.at);
   s.bind_text(":kind", event.kind);
   s.bind_text(":message", event.message);
   s.bind_text(":data_json", event.data_json);
-  s.run();
-  return sqlite3_last_insert_rowid(db_.get());
+  return sql::inserted_id(s);
 }
 
-std::vector<core::InstanceEvent> SqliteStore::events(std::int64_t instance_id, std::size_t limit) {
+std::vector<core::InstanceEvent> SqlStore::events(std::int64_t instance_id, std::size_t limit) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "SELECT * FROM (SELECT * FROM instance_events WHERE instance_id = :instance_id "
-              "ORDER BY at DESC, id DESC LIMIT :limit) ORDER BY at, id",
+              "ORDER BY at DESC, id DESC LIMIT :limit) AS recent ORDER BY at, id",
               "reading events of instance " + std::to_string(instance_id));
   s.bind_int(":instance_id", instance_id);
-  // SQLite reads a negative LIMIT as "no limit".
-  constexpr auto kMax = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
-  s.bind_int(":limit", limit == 0 ? -1 : static_cast<std::int64_t>(std::min(limit, kMax)));
+  s.bind_int(":limit", sql::limit_or_all(limit));
   std::vector<core::InstanceEvent> out;
   while (s.next()) out.push_back(read_event(s));
   return out;
@@ -703,31 +502,41 @@ std::vector<core::InstanceEvent> SqliteStore::events(std::int64_t instance_id, s
 
 // --- agent logs ----------------------------------------------------------------------------------
 
-void SqliteStore::append_agent_log(std::int64_t instance_id, double at, std::string_view text,
-                                   std::size_t max_bytes) {
+void SqlStore::append_agent_log(std::int64_t instance_id, double at, std::string_view text,
+                                std::size_t max_bytes) {
   std::lock_guard lock(mutex_);
   if (text.empty() || max_bytes == 0) return;
   // A chunk larger than the whole allowance keeps its newest bytes.
   if (text.size() > max_bytes) text = text.substr(text.size() - max_bytes);
   const std::string doing = "appending to the log of instance " + std::to_string(instance_id);
   transaction([&] {
+    // Two replicas appending to one instance's log would each trim without seeing the other's
+    // chunk and keep more than allowed: on PostgreSQL the instance row is locked first (NO KEY
+    // UPDATE: the log rows' foreign key checks still pass). SQLite's BEGIN IMMEDIATE already
+    // serialises every writer.
+    if (conn_->dialect() == sql::Dialect::Postgres) {
+      Statement lock_row(
+          *conn_, "SELECT id FROM instances WHERE id = :instance_id FOR NO KEY UPDATE", doing);
+      lock_row.bind_int(":instance_id", instance_id);
+      lock_row.run();
+    }
     {
-      Statement s(*statements_, db_.get(),
+      Statement s(*conn_,
                   "INSERT INTO agent_logs (instance_id, at, bytes, text) "
                   "VALUES (:instance_id, :at, :bytes, :text)",
                   doing);
       s.bind_int(":instance_id", instance_id);
       s.bind_real(":at", at);
       s.bind_int(":bytes", static_cast<std::int64_t>(text.size()));
-      s.bind_text(":text", text);
+      sql::bind_bytes(conn_->dialect(), s, ":text", text);
       s.run();
     }
     // Newest first: everything past the byte allowance or the chunk cap goes.
-    Statement trim(*statements_, db_.get(),
+    Statement trim(*conn_,
                    "DELETE FROM agent_logs WHERE id IN (SELECT id FROM ("
                    "SELECT id, SUM(bytes) OVER (ORDER BY id DESC) AS kept, "
                    "ROW_NUMBER() OVER (ORDER BY id DESC) AS n "
-                   "FROM agent_logs WHERE instance_id = :instance_id) "
+                   "FROM agent_logs WHERE instance_id = :instance_id) AS ranked "
                    "WHERE kept > :max_bytes OR n > :max_chunks)",
                    doing);
     trim.bind_int(":instance_id", instance_id);
@@ -737,22 +546,22 @@ void SqliteStore::append_agent_log(std::int64_t instance_id, double at, std::str
   });
 }
 
-std::string SqliteStore::agent_log(std::int64_t instance_id) {
+std::string SqlStore::agent_log(std::int64_t instance_id) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
-              "SELECT text FROM agent_logs WHERE instance_id = :instance_id ORDER BY id",
+  Statement s(*conn_, "SELECT text FROM agent_logs WHERE instance_id = :instance_id ORDER BY id",
               "reading the log of instance " + std::to_string(instance_id));
   s.bind_int(":instance_id", instance_id);
   std::string out;
-  while (s.next()) out += s.text_view("text");
+  const bool bytea = conn_->dialect() == sql::Dialect::Postgres;
+  while (s.next()) out += bytea ? s.blob("text") : s.text("text");
   return out;
 }
 
 // --- agent reports -------------------------------------------------------------------------------
 
-bool SqliteStore::mark_agent_seq(std::int64_t instance_id, std::int64_t seq) {
+bool SqlStore::mark_agent_seq(std::int64_t instance_id, std::int64_t seq) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "INSERT INTO agent_seqs (instance_id, seq) VALUES (:instance_id, :seq) "
               "ON CONFLICT (instance_id, seq) DO NOTHING",
               "recording agent event " + std::to_string(seq) + " of instance " +
@@ -763,10 +572,10 @@ bool SqliteStore::mark_agent_seq(std::int64_t instance_id, std::int64_t seq) {
   return s.changes() == 1;
 }
 
-bool SqliteStore::insert_proof_sample(const core::ProofSample& sample) {
+bool SqlStore::insert_proof_sample(const core::ProofSample& sample) {
   std::lock_guard lock(mutex_);
   // ON CONFLICT on the key only: any other constraint failure still raises an error.
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "INSERT INTO proof_samples (instance_id, seq, at, seconds, gpu_ms, queue_ms, phase) "
               "VALUES (:instance_id, :seq, :at, :seconds, :gpu_ms, :queue_ms, :phase) "
               "ON CONFLICT (instance_id, seq) DO NOTHING",
@@ -783,11 +592,10 @@ bool SqliteStore::insert_proof_sample(const core::ProofSample& sample) {
   return s.changes() == 1;
 }
 
-std::vector<core::ProofSample> SqliteStore::proof_samples(std::int64_t instance_id) {
+std::vector<core::ProofSample> SqlStore::proof_samples(std::int64_t instance_id) {
   std::lock_guard lock(mutex_);
   const std::string doing = "reading proof samples of instance " + std::to_string(instance_id);
-  Statement s(*statements_, db_.get(),
-              "SELECT * FROM proof_samples WHERE instance_id = :id ORDER BY seq", doing);
+  Statement s(*conn_, "SELECT * FROM proof_samples WHERE instance_id = :id ORDER BY seq", doing);
   s.bind_int(":id", instance_id);
   std::vector<core::ProofSample> out;
   while (s.next()) {
@@ -812,13 +620,13 @@ std::vector<core::ProofSample> SqliteStore::proof_samples(std::int64_t instance_
 
 // --- host history --------------------------------------------------------------------------------
 
-std::int64_t SqliteStore::insert_bench_run(const core::BenchRun& run) {
+std::int64_t SqlStore::insert_bench_run(const core::BenchRun& run) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "INSERT INTO bench_runs (machine_id, gpu_name, num_gpus, instance_id, at, rate, "
               "low, high, samples, kind, contended, throttled, plan_json) VALUES (:machine_id, "
               ":gpu_name, :num_gpus, :instance_id, :at, :rate, :low, :high, :samples, :kind, "
-              ":contended, :throttled, :plan_json)",
+              ":contended, :throttled, :plan_json) RETURNING id",
               "inserting bench run for machine " + std::to_string(run.host.machine_id));
   s.bind_int(":machine_id", run.host.machine_id);
   s.bind_text(":gpu_name", run.host.gpu_name);
@@ -833,13 +641,12 @@ std::int64_t SqliteStore::insert_bench_run(const core::BenchRun& run) {
   s.bind_bool(":contended", run.contended);
   s.bind_bool(":throttled", run.throttled);
   s.bind_text(":plan_json", run.plan_json);
-  s.run();
-  return sqlite3_last_insert_rowid(db_.get());
+  return sql::inserted_id(s);
 }
 
-std::vector<core::BenchRun> SqliteStore::bench_runs(const core::HostKey& host) {
+std::vector<core::BenchRun> SqlStore::bench_runs(const core::HostKey& host) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "SELECT * FROM bench_runs WHERE machine_id = :machine_id AND gpu_name = :gpu_name "
               "AND num_gpus = :num_gpus ORDER BY at, id",
               "reading bench runs of machine " + std::to_string(host.machine_id));
@@ -851,10 +658,9 @@ std::vector<core::BenchRun> SqliteStore::bench_runs(const core::HostKey& host) {
   return out;
 }
 
-std::vector<core::BenchRun> SqliteStore::all_bench_runs() {
+std::vector<core::BenchRun> SqlStore::all_bench_runs() {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(), "SELECT * FROM bench_runs ORDER BY at, id",
-              "reading bench runs");
+  Statement s(*conn_, "SELECT * FROM bench_runs ORDER BY at, id", "reading bench runs");
   std::vector<core::BenchRun> out;
   while (s.next()) out.push_back(read_bench_run(s));
   return out;
@@ -862,9 +668,9 @@ std::vector<core::BenchRun> SqliteStore::all_bench_runs() {
 
 // --- bad hosts -----------------------------------------------------------------------------------
 
-void SqliteStore::put_bad_host(const core::BadHost& entry) {
+void SqlStore::put_bad_host(const core::BadHost& entry) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "INSERT INTO bad_hosts (machine_id, source, reason, evidence_json, added_at, "
               "expires_at, strikes) VALUES (:machine_id, :source, :reason, :evidence_json, "
               ":added_at, :expires_at, :strikes) ON CONFLICT (machine_id, source) DO UPDATE SET "
@@ -882,10 +688,9 @@ void SqliteStore::put_bad_host(const core::BadHost& entry) {
   s.run();
 }
 
-bool SqliteStore::remove_bad_host(std::int64_t machine_id, const std::string& source) {
+bool SqlStore::remove_bad_host(std::int64_t machine_id, const std::string& source) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
-              "DELETE FROM bad_hosts WHERE machine_id = :machine_id AND source = :source",
+  Statement s(*conn_, "DELETE FROM bad_hosts WHERE machine_id = :machine_id AND source = :source",
               "removing bad host " + std::to_string(machine_id) + " (" + source + ")");
   s.bind_int(":machine_id", machine_id);
   s.bind_text(":source", source);
@@ -893,10 +698,9 @@ bool SqliteStore::remove_bad_host(std::int64_t machine_id, const std::string& so
   return s.changes() > 0;
 }
 
-std::vector<core::BadHost> SqliteStore::bad_hosts() {
+std::vector<core::BadHost> SqlStore::bad_hosts() {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(), "SELECT * FROM bad_hosts ORDER BY machine_id, source",
-              "reading bad hosts");
+  Statement s(*conn_, "SELECT * FROM bad_hosts ORDER BY machine_id, source", "reading bad hosts");
   std::vector<core::BadHost> out;
   while (s.next()) out.push_back(read_bad_host(s));
   return out;
@@ -904,40 +708,24 @@ std::vector<core::BadHost> SqliteStore::bad_hosts() {
 
 // --- settings ------------------------------------------------------------------------------------
 
-std::optional<std::string> SqliteStore::setting(const std::string& key) {
+std::optional<std::string> SqlStore::setting(const std::string& key) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(), "SELECT value FROM settings WHERE key = :key",
+  Statement s(*conn_, "SELECT value FROM settings WHERE key = :key",
               "reading setting '" + key + "'");
   s.bind_text(":key", key);
   if (!s.next()) return std::nullopt;
-  return s.text("value");
+  return sql::read_bytes(conn_->dialect(), s, "value");
 }
 
-void SqliteStore::put_setting(const std::string& key, const std::string& value) {
+void SqlStore::put_setting(const std::string& key, const std::string& value) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "INSERT INTO settings (key, value) VALUES (:key, :value) "
               "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
               "writing setting '" + key + "'");
   s.bind_text(":key", key);
-  s.bind_text(":value", value);
+  sql::bind_bytes(conn_->dialect(), s, ":value", value);
   s.run();
-}
-
-// --- opening -------------------------------------------------------------------------------------
-
-std::unique_ptr<Store> open_store(const std::string& url) {
-  std::string_view path = url;
-  constexpr std::string_view kScheme = "sqlite:";
-  if (path.starts_with(kScheme)) {
-    path.remove_prefix(kScheme.size());
-    // "sqlite:///var/lib/pf.db" names the absolute path /var/lib/pf.db.
-    if (path.starts_with("//")) path.remove_prefix(2);
-  } else if (const auto colon = path.find("://"); colon != std::string_view::npos) {
-    throw StoreError("unsupported store URL '" + url + "': only sqlite:PATH or a file path");
-  }
-  if (path.empty()) throw StoreError("store URL '" + url + "' names no database path");
-  return std::make_unique<SqliteStore>(std::string(path));
 }
 
 }  // namespace pf::store

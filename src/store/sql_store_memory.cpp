@@ -1,18 +1,18 @@
-// SqliteStore's memory observations (issue 13): the `memory_observations` table, what agents saw
+// SqlStore's memory observations (issue 13): the `memory_observations` table, what agents saw
 // of the prover's memory (core/memory_model.h learns the per-partition figure from it).
 #include <algorithm>
 #include <limits>
 
-#include "store/sqlite_statement.h"
-#include "store/sqlite_store.h"
+#include "store/sql_store.h"
+#include "store/sql_store_detail.h"
 
 namespace pf::store {
 
-using sqlite_detail::Statement;
+using sql::Statement;
 
-void SqliteStore::insert_memory_observation(const core::MemoryObservation& o) {
+void SqlStore::insert_memory_observation(const core::MemoryObservation& o) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
+  Statement s(*conn_,
               "INSERT INTO memory_observations (instance_id, machine_id, gpu_name, num_gpus, at, "
               "partitions, observed_peak_gib, model_peak_gib, usable_ram_gib, oom) VALUES "
               "(:instance_id, :machine_id, :gpu_name, :num_gpus, :at, :partitions, "
@@ -31,14 +31,15 @@ void SqliteStore::insert_memory_observation(const core::MemoryObservation& o) {
   s.run();
 }
 
-std::vector<core::MemoryObservation> SqliteStore::memory_observations(std::int64_t machine_id,
-                                                                      const std::string& gpu_name,
-                                                                      std::size_t limit) {
+std::vector<core::MemoryObservation> SqlStore::memory_observations(std::int64_t machine_id,
+                                                                   const std::string& gpu_name,
+                                                                   std::size_t limit) {
   std::lock_guard lock(mutex_);
-  Statement s(*statements_, db_.get(),
-              "SELECT * FROM memory_observations WHERE machine_id = :machine_id OR gpu_name = "
-              ":gpu_name COLLATE NOCASE ORDER BY at DESC, id DESC LIMIT :limit",
-              "reading memory observations of machine " + std::to_string(machine_id));
+  Statement s(
+      *conn_,
+      "SELECT * FROM memory_observations WHERE machine_id = :machine_id OR lower(gpu_name) = "
+      "lower(:gpu_name) ORDER BY at DESC, id DESC LIMIT :limit",
+      "reading memory observations of machine " + std::to_string(machine_id));
   s.bind_int(":machine_id", machine_id);
   s.bind_text(":gpu_name", gpu_name);
   s.bind_int(":limit", static_cast<std::int64_t>(

@@ -1,5 +1,3 @@
-#include "store/sqlite_store.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -13,16 +11,31 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
+#include <vector>
 
+// The store on every database it runs on (tests/support/store_backends.h): SQLite in memory,
+// SQLite in a file, PostgreSQL. What only one of them has (SQLite's files, WAL and
+// user_version) is tested on it alone, with its PostgreSQL counterpart where there is one.
+#include "market/offer_json.h"
+#include "store/pg_connection.h"
+#include "store/sql_connection.h"
+#include "store/sql_migrations.h"
+#include "store/sql_store.h"
 #include "store/store.h"
+#include "support/store_backends.h"
 #include "support/temp_dir.h"
 
 namespace pf::store {
 namespace {
 
+using pf::testing::Backend;
 using pf::testing::TempDir;
+using pf::testing::TestDatabase;
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 namespace fs = std::filesystem;
 
 // A fresh directory under /tmp, removed with everything in it.
@@ -229,22 +242,26 @@ core::BenchRun bench(const core::HostKey& host, double at, double rate) {
   return b;
 }
 
-// Every behaviour test runs on an in-memory and on a file-backed store.
-class StoreTest : public ::testing::TestWithParam<bool> {
+// Every behaviour test runs on SQLite in memory, SQLite in a file and PostgreSQL.
+class StoreTest : public ::testing::TestWithParam<Backend> {
  protected:
-  void SetUp() override {
-    store_ = GetParam() ? open_store("sqlite:" + dir_.file("fleet.db")) : open_store(":memory:");
-  }
-  bool file_backed() const { return GetParam(); }
+  void SetUp() override { store_ = db_.open(); }
 
-  TempDir dir_;
+  TestDatabase db_{GetParam()};
   std::unique_ptr<Store> store_;
 };
 
-INSTANTIATE_TEST_SUITE_P(Backing, StoreTest, ::testing::Values(false, true),
-                         [](const auto& param_info) {
-                           return param_info.param ? "File" : "Memory";
-                         });
+INSTANTIATE_TEST_SUITE_P(Db, StoreTest, pf::testing::kAllStoreBackends, pf::testing::backend_name);
+
+// Tests that open a database more than once (a restart, a second process): one every store of
+// the test shares, SQLite's file or PostgreSQL's database.
+class SharedStoreTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  TestDatabase db_{GetParam()};
+};
+
+INSTANTIATE_TEST_SUITE_P(Db, SharedStoreTest, pf::testing::kStoreBackends,
+                         pf::testing::backend_name);
 
 TEST_P(StoreTest, InsertedInstanceRoundTripsEveryField) {
   auto record = full_record("dep-1");
@@ -424,7 +441,7 @@ TEST_P(StoreTest, DuplicateDeploymentIdIsRefused) {
     FAIL() << "expected StoreError";
   } catch (const StoreError& e) {
     EXPECT_THAT(e.what(), HasSubstr("dep-dup"));
-    EXPECT_THAT(e.what(), HasSubstr("UNIQUE"));
+    EXPECT_THAT(e.what(), ContainsRegex("UNIQUE|unique constraint"));
   }
   EXPECT_EQ(store_->instances(true).size(), 1u);
 }
@@ -507,7 +524,7 @@ TEST_P(StoreTest, EventForUnknownInstanceViolatesForeignKey) {
     FAIL() << "expected StoreError";
   } catch (const StoreError& e) {
     EXPECT_THAT(e.what(), HasSubstr("424242"));
-    EXPECT_THAT(e.what(), HasSubstr("FOREIGN KEY"));
+    EXPECT_THAT(e.what(), ContainsRegex("FOREIGN KEY|foreign key constraint"));
   }
 }
 
@@ -770,41 +787,63 @@ TEST_P(StoreTest, MemoryObservationsByMachineOrGpuModelNewestFirst) {
   EXPECT_EQ(store_->memory_observations(1, "RTX 4090", 2).size(), 2u);  // bounded
 }
 
-TEST(SqliteStoreOpen, MemoryObservationsSurviveAReopen) {
-  TempDir dir;
-  const std::string path = dir.file("fleet.db");
-  { SqliteStore(path).insert_memory_observation(memory_seen(5, "RTX 5090", 10)); }
-  SqliteStore again(path);
-  EXPECT_EQ(again.memory_observations(5, "RTX 5090").size(), 1u);
+TEST_P(SharedStoreTest, MemoryObservationsSurviveAReopen) {
+  db_.open()->insert_memory_observation(memory_seen(5, "RTX 5090", 10));
+  EXPECT_EQ(db_.open()->memory_observations(5, "RTX 5090").size(), 1u);
 }
 
 // --- opening, migrations, files ----------------------------------------------------------------
 
-TEST(SqliteStoreOpen, ReopeningAFileKeepsDataAndMigratesNothingTwice) {
-  TempDir dir;
-  const std::string path = dir.file("fleet.db");
+TEST_P(SharedStoreTest, ReopeningKeepsDataAndMigratesNothingTwice) {
   std::int64_t id = 0;
   auto record = full_record("persist");
   {
-    SqliteStore store(path);
-    EXPECT_EQ(store.schema_version(), latest_schema_version());
-    id = store.insert_instance(record);
-    store.append_event(event(id, 1, "rented"));
-    store.put_setting("k", "v");
-    store.insert_bench_run(bench({1, "A100", 1}, 5, 10));
+    auto store = db_.open();
+    EXPECT_EQ(store->schema_version(), latest_schema_version());
+    id = store->insert_instance(record);
+    store->append_event(event(id, 1, "rented"));
+    store->put_setting("k", "v");
+    store->insert_bench_run(bench({1, "A100", 1}, 5, 10));
   }
   for (int round = 0; round < 2; ++round) {
-    SqliteStore store(path);  // a re-applied CREATE TABLE would throw here
-    EXPECT_EQ(store.schema_version(), latest_schema_version());
-    auto got = store.instance(id);
+    auto store = db_.open();  // a re-applied CREATE TABLE would throw here
+    EXPECT_EQ(store->schema_version(), latest_schema_version());
+    auto got = store->instance(id);
     ASSERT_TRUE(got);
     record.id = id;
     expect_same(*got, record);
-    EXPECT_EQ(store.events(id, 0).size(), 1u);
-    EXPECT_EQ(store.setting("k"), "v");
-    EXPECT_EQ(store.all_bench_runs().size(), 1u);
+    EXPECT_EQ(store->events(id, 0).size(), 1u);
+    EXPECT_EQ(store->setting("k"), "v");
+    EXPECT_EQ(store->all_bench_runs().size(), 1u);
   }
-  EXPECT_EQ(journal_mode(path), "wal");
+  if (!db_.is_postgres()) {
+    EXPECT_EQ(journal_mode(db_.url().substr(7)), "wal");
+  }
+}
+
+// Replicas starting together on a new database: each applies what the other has not, and
+// neither fails because the other got there first.
+TEST_P(SharedStoreTest, StoresOpeningANewDatabaseTogetherBothMigrateIt) {
+  constexpr int kStores = 3;
+  std::vector<std::unique_ptr<SqlStore>> stores(kStores);
+  std::vector<std::string> errors(kStores);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStores; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        stores[i] = db_.open();
+      } catch (const StoreError& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kStores; ++i) {
+    ASSERT_EQ(errors[i], "") << "store " << i;
+    EXPECT_EQ(stores[i]->schema_version(), latest_schema_version());
+  }
+  stores[0]->put_setting("k", "v");
+  EXPECT_EQ(stores[kStores - 1]->setting("k"), "v");
 }
 
 // Runs SQL behind the store's back.
@@ -823,7 +862,8 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
   const std::string path = dir.file("fleet.db");
   std::int64_t by_operator = 0, dropped = 0;
   {
-    SqliteStore store(path);
+    auto store_opened = open_sql_store(path);
+    SqlStore& store = *store_opened;
     auto a = full_record("by-operator");
     a.state = core::InstanceState::Destroyed;
     a.destroy_reason = "operator request";
@@ -856,7 +896,8 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
            "ALTER TABLE instances DROP COLUMN production_windows;"
            "ALTER TABLE instances DROP COLUMN oom_partitions;"
            "PRAGMA user_version = 1;");
-  SqliteStore store(path);
+  auto store_opened = open_sql_store(path);
+  SqlStore& store = *store_opened;
   EXPECT_EQ(store.schema_version(), latest_schema_version());
   EXPECT_EQ(store.instance(by_operator)->close_cause, core::CloseCause::Operator);
   const auto proving = *store.instance(dropped);
@@ -869,16 +910,101 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
 TEST(SqliteStoreOpen, NewerSchemaVersionIsRefused) {
   TempDir dir;
   const std::string path = dir.file("fleet.db");
-  { SqliteStore store(path); }
+  { open_sql_store(path); }
   const int newer = latest_schema_version() + 1;
   set_user_version(path, newer);
   try {
-    SqliteStore store(path);
+    open_sql_store(path);
     FAIL() << "expected StoreError";
   } catch (const StoreError& e) {
     EXPECT_THAT(e.what(), HasSubstr("database schema version " + std::to_string(newer) +
                                     " is newer than this proverfleet (" +
                                     std::to_string(latest_schema_version()) + ")"));
+  }
+}
+
+// The PostgreSQL counterparts: its schema version lives in a table the migrations keep.
+TEST(PgStoreOpen, NewerSchemaVersionIsRefused) {
+  const std::string url = pf::test::fresh_pg_database();
+  EXPECT_EQ(open_sql_store(url)->schema_version(), latest_schema_version());
+  const int newer = latest_schema_version() + 1;
+  {
+    PgConnection behind_its_back(url);
+    behind_its_back.begin();
+    behind_its_back.set_schema_version(newer);
+    behind_its_back.commit();
+  }
+  try {
+    open_sql_store(url);
+    FAIL() << "expected StoreError";
+  } catch (const StoreError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("database schema version " + std::to_string(newer) +
+                                    " is newer than this proverfleet (" +
+                                    std::to_string(latest_schema_version()) + ")"));
+  }
+}
+
+// A database at schema 1 (written by the first proverfleet) upgrades as SQLite's does.
+TEST(PgStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
+  const std::string url = pf::test::fresh_pg_database();
+  {
+    PgConnection old(url);
+    sql::migrate(old, "test database", 1);
+    EXPECT_EQ(old.schema_version(), 1);
+    const char* insert_instance =
+        "INSERT INTO instances (deployment_id, offer_json, offer_extra_json, state, created_at, "
+        "state_since, deadline_at, destroy_reason, secret_hash, token_hash, last_heartbeat_at, "
+        "market_status, market_status_since, params_done_bytes, params_total_bytes, "
+        "params_rate_bps, prover_crashes, ooms, proofs_benchmark, proofs_production, gpu_util, "
+        "peak_memory_gib, spend_usd, billed_until, plan_json, origin) VALUES (:dep, :offer, "
+        ":extra, "
+        ":state, 0, 0, 0, :reason, '', '', 0, '', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '', '') "
+        "RETURNING id";
+    for (const auto& [dep, state, reason] :
+         {std::tuple{"by-operator", "destroyed", "operator request"},
+          std::tuple{"dropped", "proving", ""}}) {
+      sql::Statement s(old, insert_instance, "inserting a schema-1 instance");
+      s.bind_text(":dep", dep);
+      s.bind_text(":offer", market::offer_to_vast_json(full_offer()).dump());
+      s.bind_text(":extra", R"({"usable_ram_gib":1,"usable_cores":2,"gpu_total_ram_gib":3,)"
+                            R"("data_flags":[]})");
+      s.bind_text(":state", state);
+      s.bind_text(":reason", reason);
+      s.run();
+    }
+    old.exec(
+        "INSERT INTO proof_samples (instance_id, seq, at, seconds, gpu_ms, queue_ms, phase) "
+        "VALUES (2, 1, 1234, 0, 0, 0, 'warmup');"
+        "INSERT INTO bench_runs (machine_id, gpu_name, num_gpus, instance_id, at, rate, low, "
+        "high, samples, kind, contended, throttled, plan_json) VALUES "
+        "(1, 'A100', 1, 2, 5, 10, 9, 11, 3, 'production', 0, 0, ''), "
+        "(1, 'A100', 1, 2, 6, 10, 9, 11, 3, 'production', 0, 0, '')",
+        "writing schema-1 rows");
+  }
+  auto store = open_sql_store(url);
+  EXPECT_EQ(store->schema_version(), latest_schema_version());
+  ASSERT_TRUE(store->instance_by_deployment("by-operator"));
+  EXPECT_EQ(store->instance_by_deployment("by-operator")->close_cause, core::CloseCause::Operator);
+  const auto proving = *store->instance_by_deployment("dropped");
+  EXPECT_FALSE(proving.close_cause);
+  EXPECT_EQ(proving.bench_since, 1234);
+  EXPECT_EQ(proving.production_windows, 2);
+  EXPECT_FALSE(proving.gpu_throttled);
+  // Ids carry on after the rows written before (identity columns).
+  EXPECT_GT(store->insert_instance(full_record("new")), proving.id);
+}
+
+// A password in the URL never reaches an error (the server here is not listening).
+TEST(PgStoreOpen, APasswordInTheUrlIsNeverShown) {
+  for (const std::string url : {"postgres://fleet:s3cret-pw@127.0.0.1:1/fleet",
+                                "postgresql://fleet@127.0.0.1:1/fleet?password=s3cret-pw"}) {
+    try {
+      open_store(url);
+      FAIL() << "expected StoreError";
+    } catch (const StoreError& e) {
+      EXPECT_THAT(e.what(), Not(HasSubstr("s3cret-pw")));
+      EXPECT_THAT(e.what(), HasSubstr("***"));
+    }
   }
 }
 
@@ -904,7 +1030,7 @@ TEST(SqliteStoreOpen, BadUrlsAndPathsGiveClearErrors) {
   };
   EXPECT_THAT(message(""), HasSubstr("names no database path"));
   EXPECT_THAT(message("sqlite:"), HasSubstr("names no database path"));
-  EXPECT_THAT(message("postgres://db/fleet"), HasSubstr("unsupported store URL"));
+  EXPECT_THAT(message("mysql://db/fleet"), HasSubstr("unsupported store URL"));
 
   const std::string missing_dir = dir.file("no/such/dir") + "/fleet.db";
   const std::string msg = message(missing_dir);
@@ -930,7 +1056,8 @@ TEST(SqliteStoreOpen, DatabaseWalAndShmAreOwnerOnly) {
   const std::string path = dir.file("fleet.db");
   const mode_t old_mask = ::umask(022);  // the usual one, which made them world-readable
   {
-    SqliteStore store(path);
+    auto store_opened = open_sql_store(path);
+    SqlStore& store = *store_opened;
     store.put_setting("k", "v");
     ASSERT_TRUE(fs::exists(path + "-wal"));
     ASSERT_TRUE(fs::exists(path + "-shm"));
@@ -945,12 +1072,13 @@ TEST(SqliteStoreOpen, DatabaseWalAndShmAreOwnerOnly) {
 TEST(SqliteStoreOpen, FilesLeftReadableByAnOlderBuildAreMadePrivate) {
   TempDir dir;
   const std::string path = dir.file("fleet.db");
-  { SqliteStore(path).put_setting("k", "v"); }
+  { open_sql_store(path)->put_setting("k", "v"); }
   for (const std::string& f : {path, path + "-wal", path + "-shm"}) {
     if (!fs::exists(f)) std::ofstream(f).flush();
     fs::permissions(f, fs::perms::group_read | fs::perms::others_read, fs::perm_options::add);
   }
-  SqliteStore store(path);
+  auto store_opened = open_sql_store(path);
+  SqlStore& store = *store_opened;
   EXPECT_EQ(store.setting("k"), "v");
   for (const std::string& f : {path, path + "-wal", path + "-shm"}) {
     EXPECT_EQ(mode_of(f) & (fs::perms::group_all | fs::perms::others_all), fs::perms::none) << f;
@@ -964,7 +1092,7 @@ TEST(SqliteStoreOpen, AWorldWritableDirectoryIsRefused) {
   fs::permissions(shared, fs::perms::all);  // 0777, as /tmp without its sticky bit
   const std::string path = (shared / "fleet.db").string();
   try {
-    SqliteStore store(path);
+    open_sql_store(path);
     FAIL() << "expected StoreError";
   } catch (const StoreError& e) {
     EXPECT_THAT(e.what(), HasSubstr("writable by every user"));
@@ -973,25 +1101,25 @@ TEST(SqliteStoreOpen, AWorldWritableDirectoryIsRefused) {
   EXPECT_FALSE(fs::exists(path));  // nothing created there
 }
 
-TEST(SqliteStoreOpen, UncommittedWritesAreInvisibleToAnotherConnection) {
-  TempDir dir;
-  const std::string path = dir.file("fleet.db");
-  SqliteStore writer(path);
-  SqliteStore reader(path);
+TEST_P(SharedStoreTest, UncommittedWritesAreInvisibleToAnotherConnection) {
+  auto writer_opened = db_.open();
+  SqlStore& writer = *writer_opened;
+  auto reader_opened = db_.open();
+  SqlStore& reader = *reader_opened;
   writer.transaction([&] {
     writer.put_setting("k", "v");
-    EXPECT_FALSE(reader.setting("k"));  // WAL: the reader sees the last commit
+    EXPECT_FALSE(reader.setting("k"));  // the reader sees the last commit
   });
   EXPECT_EQ(reader.setting("k"), "v");
 }
 
 // Reads reuse prepared statements and parsed offer snapshots; neither may hide what another
 // connection wrote since.
-TEST(SqliteStoreOpen, RowsRewrittenByAnotherConnectionAreReadFresh) {
-  TempDir dir;
-  const std::string path = dir.file("fleet.db");
-  SqliteStore manager(path);
-  SqliteStore other(path);
+TEST_P(SharedStoreTest, RowsRewrittenByAnotherConnectionAreReadFresh) {
+  auto manager_opened = db_.open();
+  SqlStore& manager = *manager_opened;
+  auto other_opened = db_.open();
+  SqlStore& other = *other_opened;
   auto record = full_record("dep-fresh");
   record.id = manager.insert_instance(record);
   expect_same(*manager.instance(record.id), record);
@@ -1018,7 +1146,8 @@ TEST(SqliteStoreOpen, RowsRewrittenByAnotherConnectionAreReadFresh) {
 TEST(SqliteStoreOpen, WalIsCheckpointedIntoTheDatabaseFile) {
   TempDir dir;
   const std::string path = dir.file("fleet.db");
-  SqliteStore store(path);
+  auto store_opened = open_sql_store(path);
+  SqlStore& store = *store_opened;
   const auto id = store.insert_instance(full_record("dep-wal"));
   const auto before = fs::file_size(path);
   // Well over SQLite's 1000-page threshold, each event in a commit of its own.
@@ -1034,16 +1163,16 @@ TEST(SqliteStoreOpen, WalIsCheckpointedIntoTheDatabaseFile) {
   EXPECT_EQ(store.events(id, 0).size(), 2500u);
 }
 
-TEST(SqliteStoreOpen, TwoConnectionsOnOneFileWriteConcurrently) {
-  TempDir dir;
-  const std::string path = dir.file("fleet.db");
-  SqliteStore a(path);
-  SqliteStore b(path);
+TEST_P(SharedStoreTest, TwoConnectionsOnOneDatabaseWriteConcurrently) {
+  auto a_opened = db_.open();
+  SqlStore& a = *a_opened;
+  auto b_opened = db_.open();
+  SqlStore& b = *b_opened;
   const auto id = a.insert_instance(full_record("shared"));
   constexpr int kPerThread = 50;
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
-    SqliteStore& store = t % 2 == 0 ? a : b;
+    SqlStore& store = t % 2 == 0 ? a : b;
     threads.emplace_back([&store, id, t] {
       for (int i = 0; i < kPerThread; ++i) {
         store.transaction([&] { store.append_event(event(id, t, std::to_string(t))); });

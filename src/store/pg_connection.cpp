@@ -1,0 +1,701 @@
+#include "store/pg_connection.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <pqxx/pqxx>
+#include <system_error>
+#include <utility>
+
+#include "store/store_url.h"
+
+namespace pf::store {
+
+namespace {
+
+// Fixed OIDs of PostgreSQL's catalog (pg_type.dat), the same on YugabyteDB.
+constexpr pqxx::oid kBoolOid = 16;
+constexpr pqxx::oid kByteaOid = 17;
+constexpr pqxx::oid kInt8Oid = 20;
+constexpr pqxx::oid kInt2Oid = 21;
+constexpr pqxx::oid kInt4Oid = 23;
+constexpr pqxx::oid kFloat4Oid = 700;
+constexpr pqxx::oid kFloat8Oid = 701;
+constexpr pqxx::oid kNumericOid = 1700;
+
+// Settings every session starts with, so values read back the same on every server:
+// bytea as hex (decoded here), doubles with enough digits to round-trip on PostgreSQL 11-based
+// servers too (YugabyteDB; 12+ print the shortest exact form either way), and no NOTICEs
+// ("relation already exists, skipping") on stderr.
+constexpr const char* kSessionSetup =
+    "SET client_min_messages = warning; SET bytea_output = 'hex'; SET extra_float_digits = 3";
+
+// Added to the URL unless it sets them: a server that does not answer fails the connect in
+// 10 s, and a peer that vanished (host down, cable cut) is noticed by TCP keepalives rather
+// than by a query that waits forever.
+constexpr std::array<std::pair<const char*, const char*>, 7> kConnectionDefaults{{
+    {"connect_timeout", "10"},
+    {"keepalives", "1"},
+    {"keepalives_idle", "30"},
+    {"keepalives_interval", "10"},
+    {"keepalives_count", "3"},
+    {"tcp_user_timeout", "30000"},
+    {"application_name", "proverfleet"},
+}};
+
+bool starts_with_ci(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i) {
+    char c = s[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != prefix[i]) return false;
+  }
+  return true;
+}
+
+// Where the URL's authority ([user[:password]@]host[:port]) lies.
+struct Authority {
+  std::size_t begin = 0;
+  std::size_t end = 0;  // first '/', '?' or the end
+};
+std::optional<Authority> authority_of(std::string_view url) {
+  const std::size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return std::nullopt;
+  Authority a;
+  a.begin = scheme + 3;
+  a.end = url.find_first_of("/?", a.begin);
+  if (a.end == std::string_view::npos) a.end = url.size();
+  return a;
+}
+
+// The password's [begin, end) in the user info, if the URL has one.
+std::optional<std::pair<std::size_t, std::size_t>> userinfo_password(std::string_view url) {
+  const auto a = authority_of(url);
+  if (!a) return std::nullopt;
+  const std::size_t at = url.substr(0, a->end).rfind('@');
+  if (at == std::string_view::npos || at < a->begin) return std::nullopt;
+  const std::size_t colon = url.substr(0, at).find(':', a->begin);
+  if (colon == std::string_view::npos) return std::nullopt;
+  return std::make_pair(colon + 1, at);
+}
+
+// Calls fn(name, value_begin, value_end) for each `name=value` of the URL's query.
+template <typename Fn>
+void for_each_query_param(std::string_view url, Fn&& fn) {
+  std::size_t pos = url.find('?');
+  while (pos != std::string_view::npos && pos < url.size()) {
+    const std::size_t key = pos + 1;
+    std::size_t end = url.find('&', key);
+    if (end == std::string_view::npos) end = url.size();
+    const std::string_view param = url.substr(key, end - key);
+    const std::size_t eq = param.find('=');
+    fn(param.substr(0, eq), eq == std::string_view::npos ? end : key + eq + 1, end);
+    pos = end < url.size() ? end : std::string_view::npos;
+  }
+}
+
+bool has_query_param(std::string_view url, std::string_view name) {
+  bool found = false;
+  for_each_query_param(
+      url, [&](std::string_view key, std::size_t, std::size_t) { found = found || key == name; });
+  return found;
+}
+
+std::string percent_decoded(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    int value = 0;
+    if (s[i] == '%' && i + 2 < s.size()) {
+      const auto [p, ec] = std::from_chars(s.data() + i + 1, s.data() + i + 3, value, 16);
+      if (ec == std::errc() && p == s.data() + i + 3) {
+        out.push_back(static_cast<char>(value));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+bool is_name_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+bool is_name_char(char c) {
+  return is_name_start(c) || (c >= '0' && c <= '9');
+}
+bool is_identifier_char(char c) {
+  return is_name_char(c) || c == '$' || static_cast<unsigned char>(c) >= 0x80;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+namespace pg_detail {
+
+PositionalSql to_positional_parameters(std::string_view sql) {
+  PositionalSql out;
+  out.text.reserve(sql.size() + 8);
+  std::size_t i = 0;
+  const std::size_t n = sql.size();
+  // Copies sql[i, end) verbatim and moves past it.
+  auto copy_to = [&](std::size_t end) {
+    out.text.append(sql.substr(i, end - i));
+    i = end;
+  };
+  while (i < n) {
+    const char c = sql[i];
+    if (c == '\'') {
+      // '…' with '' inside; E'…' also takes backslash escapes.
+      const bool backslashes = i > 0 && (sql[i - 1] == 'E' || sql[i - 1] == 'e') &&
+                               (i < 2 || !is_identifier_char(sql[i - 2]));
+      std::size_t j = i + 1;
+      while (j < n) {
+        if (backslashes && sql[j] == '\\') {
+          j += 2;
+          continue;
+        }
+        if (sql[j] == '\'') {
+          if (j + 1 < n && sql[j + 1] == '\'') {
+            j += 2;
+            continue;
+          }
+          break;
+        }
+        ++j;
+      }
+      copy_to(std::min(n, j + 1));
+    } else if (c == '"') {
+      std::size_t j = i + 1;
+      while (j < n) {
+        if (sql[j] == '"') {
+          if (j + 1 < n && sql[j + 1] == '"') {
+            j += 2;
+            continue;
+          }
+          break;
+        }
+        ++j;
+      }
+      copy_to(std::min(n, j + 1));
+    } else if (c == '-' && i + 1 < n && sql[i + 1] == '-') {
+      const std::size_t eol = sql.find('\n', i);
+      copy_to(eol == std::string_view::npos ? n : eol);
+    } else if (c == '/' && i + 1 < n && sql[i + 1] == '*') {
+      // Block comments nest in PostgreSQL.
+      int depth = 0;
+      std::size_t j = i;
+      while (j < n) {
+        if (sql[j] == '/' && j + 1 < n && sql[j + 1] == '*') {
+          ++depth;
+          j += 2;
+        } else if (sql[j] == '*' && j + 1 < n && sql[j + 1] == '/') {
+          j += 2;
+          if (--depth == 0) break;
+        } else {
+          ++j;
+        }
+      }
+      copy_to(std::min(n, j));
+    } else if (c == '$' && (i == 0 || !is_identifier_char(sql[i - 1]))) {
+      // $tag$…$tag$ (dollar quoting); anything else with a '$' is copied as it is.
+      std::size_t j = i + 1;
+      while (j < n && (j == i + 1 ? is_name_start(sql[j]) : is_name_char(sql[j]))) ++j;
+      if (j < n && sql[j] == '$') {
+        const std::string_view tag = sql.substr(i, j - i + 1);
+        const std::size_t close = sql.find(tag, j + 1);
+        copy_to(close == std::string_view::npos ? n : close + tag.size());
+      } else {
+        copy_to(i + 1);
+      }
+    } else if (c == ':' && i + 1 < n && sql[i + 1] == ':') {
+      copy_to(i + 2);  // a cast: the type name after it is no parameter
+    } else if (c == ':' && i + 1 < n && is_name_start(sql[i + 1])) {
+      std::size_t j = i + 1;
+      while (j < n && is_name_char(sql[j])) ++j;
+      const std::string_view name = sql.substr(i, j - i);
+      std::size_t k = 0;
+      while (k < out.names.size() && out.names[k] != name) ++k;
+      if (k == out.names.size()) out.names.emplace_back(name);
+      out.text += '$';
+      out.text += std::to_string(k + 1);
+      i = j;
+    } else if (is_identifier_char(c)) {
+      // A whole word at once: a ':' or '$' inside an identifier starts nothing, and the quote
+      // branch can tell E'…' from a word ending in E by looking back.
+      std::size_t j = i + 1;
+      while (j < n && is_identifier_char(sql[j])) ++j;
+      copy_to(j);
+    } else {
+      copy_to(i + 1);
+    }
+  }
+  return out;
+}
+
+}  // namespace pg_detail
+
+// --- sessions and prepared statements ----------------------------------------------------------
+
+class PgConnection::Session {
+ public:
+  explicit Session(const std::string& url) : connection(url) {}
+  pqxx::connection connection;
+};
+
+struct PgConnection::Prepared {
+  std::string name;  // the server-side statement name: "pf_<index>"
+  pg_detail::PositionalSql sql;
+  std::uint64_t prepared_in = 0;  // the session generation it was prepared on (0: none)
+  bool columns_known = false;     // filled by the first run
+  std::unordered_map<std::string, int, pg_detail::SqlHash, std::equal_to<>> columns;
+  std::vector<pqxx::oid> column_types;
+};
+
+// --- the cursor ----------------------------------------------------------------------------------
+
+class PgConnection::PgCursor final : public sql::Cursor {
+ public:
+  PgCursor(PgConnection& connection, Prepared& prepared, std::string doing)
+      : connection_(connection),
+        prepared_(prepared),
+        doing_(std::move(doing)),
+        values_(prepared.sql.names.size()),
+        bound_(prepared.sql.names.size(), 0) {}
+
+  void bind_int(const char* name, std::int64_t value) override {
+    char buf[24];
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+    set(name, std::string(buf, end));
+  }
+  void bind_real(const char* name, double value) override {
+    if (std::isinf(value)) {
+      set(name, value > 0 ? "Infinity" : "-Infinity");
+      return;
+    }
+    // The shortest text that reads back as exactly this double.
+    char buf[32];
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+    set(name, std::string(buf, end));
+  }
+  void bind_text(const char* name, std::string_view value) override {
+    set(name, std::string(value));
+  }
+  void bind_blob(const char* name, std::string_view value) override {
+    // bytea's hex input form: any bytes, NUL included, travel as text.
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string hex;
+    hex.reserve(2 + 2 * value.size());
+    hex += "\\x";
+    for (const char ch : value) {
+      const auto byte = static_cast<unsigned char>(ch);
+      hex += kHex[byte >> 4];
+      hex += kHex[byte & 0xf];
+    }
+    set(name, std::move(hex));
+  }
+  void bind_null(const char* name) override { bound_[index_of(name)] = 0; }
+
+  bool next() override {
+    if (!result_) {
+      run();
+      row_ = 0;
+    } else if (row_ < result_->size()) {
+      ++row_;
+    }
+    return row_ < result_->size();
+  }
+
+  std::int64_t changes() const override {
+    return result_ ? static_cast<std::int64_t>(result_->affected_rows()) : 0;
+  }
+
+  int column_count() const override {
+    ran("counting columns");
+    return static_cast<int>(result_->columns());
+  }
+  std::string column_name(int index) const override {
+    ran("naming a column");
+    return result_->column_name(static_cast<pqxx::row::size_type>(check_index(index)));
+  }
+  int column(const char* name) const override {
+    const auto it = prepared_.columns.find(std::string_view(name));
+    if (it == prepared_.columns.end()) {
+      ran(std::string("reading column ") + name);
+      throw StoreError(doing_ + ": the result has no column " + name);
+    }
+    return it->second;
+  }
+  bool is_null(int index) const override { return field(index).is_null(); }
+  sql::ValueKind kind(int index) const override {
+    if (field(index).is_null()) return sql::ValueKind::Null;
+    switch (type_of(index)) {
+      case kBoolOid:
+      case kInt2Oid:
+      case kInt4Oid:
+      case kInt8Oid:
+        return sql::ValueKind::Integer;
+      case kFloat4Oid:
+      case kFloat8Oid:
+      case kNumericOid:
+        return sql::ValueKind::Real;
+      case kByteaOid:
+        return sql::ValueKind::Blob;
+      default:
+        return sql::ValueKind::Text;
+    }
+  }
+  std::int64_t integer(int index) const override {
+    const pqxx::field f = field(index);
+    if (f.is_null()) return 0;  // as SQLite reads NULL
+    const std::string_view text(f.c_str(), f.size());
+    if (type_of(index) == kBoolOid) return text == "t" ? 1 : 0;
+    std::int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+      throw StoreError(doing_ + ": column " + f.name() + " is not an integer: '" +
+                       std::string(text.substr(0, 40)) + "'");
+    }
+    return value;
+  }
+  double real(int index) const override {
+    const pqxx::field f = field(index);
+    if (f.is_null()) return 0.0;
+    const std::string_view text(f.c_str(), f.size());
+    if (text == "Infinity") return std::numeric_limits<double>::infinity();
+    if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
+    if (text == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    double value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+      throw StoreError(doing_ + ": column " + f.name() + " is not a number: '" +
+                       std::string(text.substr(0, 40)) + "'");
+    }
+    return value;
+  }
+  std::string_view text_view(int index) const override {
+    const pqxx::field f = field(index);
+    if (f.is_null()) return {};
+    return {f.c_str(), f.size()};
+  }
+  std::string blob(int index) const override {
+    const pqxx::field f = field(index);
+    if (f.is_null()) return {};
+    const std::string_view text(f.c_str(), f.size());
+    if (type_of(index) != kByteaOid) return std::string(text);
+    if (text.size() < 2 || text[0] != '\\' || text[1] != 'x' || text.size() % 2 != 0) {
+      throw StoreError(doing_ + ": column " + f.name() + " is not bytea in hex form");
+    }
+    std::string bytes;
+    bytes.reserve(text.size() / 2 - 1);
+    for (std::size_t i = 2; i < text.size(); i += 2) {
+      const int hi = hex_digit(text[i]);
+      const int lo = hex_digit(text[i + 1]);
+      if (hi < 0 || lo < 0) {
+        throw StoreError(doing_ + ": column " + f.name() + " is not bytea in hex form");
+      }
+      bytes.push_back(static_cast<char>(hi * 16 + lo));
+    }
+    return bytes;
+  }
+
+ private:
+  int index_of(const char* name) const {
+    const auto& names = prepared_.sql.names;
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      if (names[k] == name) return static_cast<int>(k);
+    }
+    throw StoreError(doing_ + ": the statement has no parameter " + name);
+  }
+  void set(const char* name, std::string value) {
+    const int k = index_of(name);
+    values_[static_cast<std::size_t>(k)] = std::move(value);
+    bound_[static_cast<std::size_t>(k)] = 1;
+  }
+
+  void run() {
+    Session& session = connection_.session_for(doing_);
+    try {
+      if (prepared_.prepared_in != connection_.session_generation_) {
+        session.connection.prepare(prepared_.name, prepared_.sql.text);
+        prepared_.prepared_in = connection_.session_generation_;
+      }
+      // Unbound parameters are NULL, as in SQLite.
+      std::vector<const char*> values(values_.size(), nullptr);
+      for (std::size_t k = 0; k < values_.size(); ++k) {
+        if (bound_[k] != 0) values[k] = values_[k].c_str();
+      }
+      pqxx::nontransaction work(session.connection);
+      result_ = work.exec_prepared(prepared_.name, pqxx::prepare::make_dynamic_params(values));
+    } catch (const std::exception& error) {
+      connection_.fail(doing_, error);
+    }
+    if (!prepared_.columns_known) {
+      const auto count = result_->columns();
+      for (pqxx::row::size_type i = 0; i < count; ++i) {
+        prepared_.columns.emplace(result_->column_name(i), static_cast<int>(i));
+        prepared_.column_types.push_back(result_->column_type(i));
+      }
+      prepared_.columns_known = true;
+    }
+  }
+
+  void ran(const std::string& what) const {
+    if (!result_) throw StoreError(doing_ + ": " + what + " before the statement ran");
+  }
+  int check_index(int index) const {
+    if (index < 0 || static_cast<std::size_t>(index) >= result_->columns()) {
+      throw StoreError(doing_ + ": no column " + std::to_string(index));
+    }
+    return index;
+  }
+  pqxx::oid type_of(int index) const {
+    return prepared_.column_types[static_cast<std::size_t>(index)];
+  }
+  pqxx::field field(int index) const {
+    ran("reading a column");
+    if (row_ >= result_->size()) throw StoreError(doing_ + ": reading a column with no row");
+    return (*result_)[row_][static_cast<pqxx::row::size_type>(check_index(index))];
+  }
+
+  PgConnection& connection_;
+  Prepared& prepared_;
+  std::string doing_;
+  std::vector<std::string> values_;
+  std::vector<char> bound_;
+  std::optional<pqxx::result> result_;
+  pqxx::result::size_type row_ = 0;
+};
+
+// --- the connection ------------------------------------------------------------------------------
+
+PgConnection::PgConnection(std::string url) : url_(std::move(url)) {
+  redacted_url_ = store::redacted_url(url_);
+  if (!is_postgres_url(url_)) {
+    throw StoreError("opening " + redacted_url_ + ": not a postgres:// or postgresql:// URL");
+  }
+  if (const auto p = userinfo_password(url_)) {
+    secrets_.emplace_back(url_.substr(p->first, p->second - p->first));
+  }
+  for_each_query_param(url_, [&](std::string_view key, std::size_t begin, std::size_t end) {
+    if (starts_with_ci(key, "password") && key.size() == 8) {
+      secrets_.emplace_back(url_.substr(begin, end - begin));
+    }
+  });
+  for (std::size_t i = 0, n = secrets_.size(); i < n; ++i) {
+    std::string decoded = percent_decoded(secrets_[i]);
+    if (decoded != secrets_[i]) secrets_.push_back(std::move(decoded));
+  }
+  std::erase_if(secrets_, [](const std::string& s) { return s.empty(); });
+  for (const auto& [name, value] : kConnectionDefaults) {
+    if (has_query_param(url_, name)) continue;
+    url_ += url_.find('?') == std::string::npos ? '?' : '&';
+    url_ += name;
+    url_ += '=';
+    url_ += value;
+  }
+  session_for("connecting");
+}
+
+PgConnection::~PgConnection() = default;
+
+std::string PgConnection::scrub(std::string message) const {
+  for (const auto& secret : secrets_) {
+    std::size_t pos = 0;
+    while ((pos = message.find(secret, pos)) != std::string::npos) {
+      message.replace(pos, secret.size(), "***");
+      pos += 3;
+    }
+  }
+  return message;
+}
+
+void PgConnection::drop_session() noexcept {
+  session_.reset();
+}
+
+namespace {
+
+// False when the server closed an idle session (restart, admin shutdown, idle timeout): the
+// socket reports the hang-up before any statement is sent on it.
+bool idle_session_alive(pqxx::connection& connection) {
+  if (!connection.is_open()) return false;
+  const int fd = connection.sock();
+  if (fd < 0) return false;
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  if (poll(&p, 1, 0) <= 0) return true;  // nothing pending (or EINTR: the next use will tell)
+  if ((p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0) return false;
+  try {
+    connection.get_notifs();  // consumes what the server sent (a notice, a termination)
+  } catch (const std::exception&) {
+    return false;  // a session that cannot read is replaced; the caller reconnects
+  }
+  return connection.is_open();
+}
+
+}  // namespace
+
+PgConnection::Session& PgConnection::session_for(std::string_view doing) {
+  if (in_transaction_) {
+    if (transaction_lost_ || !session_ || !session_->connection.is_open()) {
+      transaction_lost_ = true;
+      drop_session();
+      throw StoreError(std::string(doing) + ": the connection to PostgreSQL (" + redacted_url_ +
+                       ") was lost inside the transaction; it is rolled back");
+    }
+    return *session_;
+  }
+  if (session_ && !idle_session_alive(session_->connection)) drop_session();
+  if (!session_) {
+    try {
+      auto session = std::make_unique<Session>(url_);
+      pqxx::nontransaction work(session->connection);
+      work.exec(kSessionSetup);
+      work.commit();
+      session_ = std::move(session);
+      ++session_generation_;
+    } catch (const std::exception& error) {
+      throw StoreError(std::string(doing) + ": connecting to " + redacted_url_ + ": " +
+                       scrub(trimmed(error.what())));
+    }
+  }
+  return *session_;
+}
+
+void PgConnection::fail(std::string_view doing, const std::exception& error) {
+  const bool broken = dynamic_cast<const pqxx::broken_connection*>(&error) != nullptr ||
+                      (session_ && !session_->connection.is_open());
+  std::string message = scrub(trimmed(error.what()));
+  if (broken) {
+    drop_session();
+    if (in_transaction_) transaction_lost_ = true;
+    throw StoreError(std::string(doing) + ": the connection to PostgreSQL (" + redacted_url_ +
+                     ") was lost" + (in_transaction_ ? " inside the transaction" : "") + ": " +
+                     message);
+  }
+  if (in_transaction_) statement_failed_ = true;  // PostgreSQL refuses the rest of it
+  if (const auto* sql_error = dynamic_cast<const pqxx::sql_error*>(&error)) {
+    if (!sql_error->sqlstate().empty()) message += " (SQLSTATE " + sql_error->sqlstate() + ")";
+  }
+  throw StoreError(std::string(doing) + ": " + message);
+}
+
+std::unique_ptr<sql::Cursor> PgConnection::prepare(std::string_view sql, const std::string& doing) {
+  auto it = by_sql_.find(sql);
+  if (it == by_sql_.end()) {
+    auto prepared = std::make_unique<Prepared>();
+    prepared->name = "pf_" + std::to_string(prepared_.size());
+    prepared->sql = pg_detail::to_positional_parameters(sql);
+    prepared_.push_back(std::move(prepared));
+    it = by_sql_.emplace(std::string(sql), prepared_.size() - 1).first;
+  }
+  return std::make_unique<PgCursor>(*this, *prepared_[it->second], doing);
+}
+
+void PgConnection::run_plain(const std::string& sql, std::string_view doing) {
+  Session& session = session_for(doing);
+  try {
+    pqxx::nontransaction work(session.connection);
+    work.exec(sql);
+  } catch (const std::exception& error) {
+    fail(doing, error);
+  }
+}
+
+void PgConnection::exec(const std::string& sql, std::string_view doing) {
+  run_plain(sql, doing);
+  // ROLLBACK TO SAVEPOINT is the one way out of a failed transaction short of ending it.
+  const std::size_t start = sql.find_first_not_of(" \t\r\n");
+  if (in_transaction_ && start != std::string::npos &&
+      starts_with_ci(std::string_view(sql).substr(start), "rollback to")) {
+    statement_failed_ = false;
+  }
+}
+
+void PgConnection::begin() {
+  if (in_transaction_) {
+    throw StoreError("beginning a transaction: one is already open (nested ones are SAVEPOINTs)");
+  }
+  run_plain("BEGIN", "beginning a transaction");
+  in_transaction_ = true;
+  transaction_lost_ = false;
+  statement_failed_ = false;
+}
+
+void PgConnection::commit() {
+  if (!in_transaction_) throw StoreError("committing: no transaction is open");
+  try {
+    run_plain("COMMIT", "committing");
+  } catch (const StoreError&) {
+    in_transaction_ = false;
+    transaction_lost_ = false;
+    throw;
+  }
+  in_transaction_ = false;
+  // COMMIT of a transaction in which a statement failed rolls it back without an error.
+  if (statement_failed_) {
+    throw StoreError(
+        "committing: a statement of the transaction had failed, so PostgreSQL "
+        "rolled it back");
+  }
+}
+
+void PgConnection::rollback_quietly() noexcept {
+  if (!in_transaction_) return;
+  const bool lost = transaction_lost_;
+  in_transaction_ = false;
+  transaction_lost_ = false;
+  if (lost || !session_) return;
+  try {
+    pqxx::nontransaction work(session_->connection);
+    work.exec("ROLLBACK");
+  } catch (const std::exception&) {
+    drop_session();  // a session that cannot roll back is not reused: the next use reconnects
+  }
+}
+
+int PgConnection::schema_version() {
+  sql::Statement present(*this, "SELECT to_regclass('schema_version') IS NOT NULL AS present",
+                         "reading the schema version");
+  if (!present.next() || !present.boolean("present")) return 0;
+  sql::Statement row(*this, "SELECT version FROM schema_version", "reading the schema version");
+  if (!row.next()) return 0;
+  const int version = row.int32("version");
+  if (row.next()) {
+    throw StoreError("reading the schema version: table schema_version has more than one row");
+  }
+  return version;
+}
+
+void PgConnection::set_schema_version(int version) {
+  const std::string doing = "setting the schema version to " + std::to_string(version);
+  exec(
+      "CREATE TABLE IF NOT EXISTS schema_version (one_row BOOLEAN PRIMARY KEY DEFAULT TRUE "
+      "CHECK (one_row), version INTEGER NOT NULL)",
+      doing);
+  sql::Statement upsert(*this,
+                        "INSERT INTO schema_version (one_row, version) VALUES (TRUE, :version) "
+                        "ON CONFLICT (one_row) DO UPDATE SET version = excluded.version",
+                        doing);
+  upsert.bind_int(":version", version);
+  upsert.run();
+}
+
+}  // namespace pf::store

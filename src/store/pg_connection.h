@@ -1,0 +1,102 @@
+// Internal to src/store: sql::Connection over PostgreSQL (libpqxx 6.4 on libpq). One session,
+// used under SqlStore's mutex. Named parameters (":name") become $1..$n once per SQL text and
+// each text is prepared once per session; values travel as text (doubles in their shortest
+// exact form, bytea as hex), so every value round-trips exactly.
+//
+// A session that breaks outside a transaction is replaced on the next use (a serve outlives a
+// database restart); one that breaks inside a transaction fails that transaction: every
+// statement of it throws until rollback_quietly(), and the next use reconnects. Every failure
+// is a StoreError naming what was being done; no message carries the URL's password.
+//
+// For SQL run here: PostgreSQL infers each parameter's type from where it stands, so a
+// parameter with no context (`:x IS NULL`, `SELECT :x`) needs a cast (`CAST(:x AS BIGINT)` or
+// `:x::bigint`); integers bind as BIGINT text, so columns they go to are BIGINT. A failed
+// statement aborts the whole transaction (unlike SQLite): a failure the store means to survive
+// inside one runs under a SAVEPOINT. As in SQLite, an unbound parameter is NULL and a NULL reads
+// as 0 / "" through integer()/real()/text(); a BOOLEAN column reads as 0/1 through integer().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "store/sql_connection.h"
+
+namespace pf::store {
+
+namespace pg_detail {
+
+// SQL with ":name" parameters rewritten to PostgreSQL's $k. A name used twice maps to one $k;
+// `::type` casts and text inside quotes ('…', "…", $tag$…$tag$) and comments are untouched.
+struct PositionalSql {
+  std::string text;
+  std::vector<std::string> names;  // names[k - 1] is $k's name, with its colon (":id")
+};
+PositionalSql to_positional_parameters(std::string_view sql);
+
+struct SqlHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+}  // namespace pg_detail
+
+class PgConnection final : public sql::Connection {
+ public:
+  // `url`: postgres://[user[:password]@][host][:port][/dbname][?param=value&…] (or
+  // postgresql://; store/store_url.h reads them). Connects now; throws StoreError (the URL
+  // redacted) when it cannot.
+  // A connect timeout and TCP keepalives are added unless the URL sets them.
+  explicit PgConnection(std::string url);
+  ~PgConnection() override;
+  PgConnection(const PgConnection&) = delete;
+  PgConnection& operator=(const PgConnection&) = delete;
+
+  sql::Dialect dialect() const override { return sql::Dialect::Postgres; }
+  std::unique_ptr<sql::Cursor> prepare(std::string_view sql, const std::string& doing) override;
+  void exec(const std::string& sql, std::string_view doing) override;
+  void begin() override;
+  void commit() override;
+  void rollback_quietly() noexcept override;
+  // The one row of table schema_version; 0 when the table does not exist.
+  int schema_version() override;
+  // Creates schema_version when absent and sets its row.
+  void set_schema_version(int version) override;
+
+  const std::string& redacted_url() const { return redacted_url_; }
+
+  class Session;    // one libpqxx connection and what was prepared on it
+  struct Prepared;  // one SQL text: its $k form, parameter and column names
+  class PgCursor;
+
+ private:
+  // The session to run the next statement on, connecting when there is none (outside a
+  // transaction) or throwing when the transaction's session was lost.
+  Session& session_for(std::string_view doing);
+  // Runs parameterless SQL.
+  void run_plain(const std::string& sql, std::string_view doing);
+  // Turns what libpqxx threw into a StoreError (dropping a broken session first).
+  [[noreturn]] void fail(std::string_view doing, const std::exception& error);
+  void drop_session() noexcept;
+  std::string scrub(std::string message) const;
+
+  friend class PgCursor;
+
+  std::string url_;  // with the connect timeout and keepalives added
+  std::string redacted_url_;
+  std::vector<std::string> secrets_;  // the password as written and decoded: never in a message
+  std::unique_ptr<Session> session_;
+  std::uint64_t session_generation_ = 0;  // bumps on every connect: statements re-prepare
+  bool in_transaction_ = false;
+  bool transaction_lost_ = false;  // the session broke inside the open transaction
+  bool statement_failed_ = false;  // a statement failed since BEGIN or the last ROLLBACK TO
+  std::vector<std::unique_ptr<Prepared>> prepared_;  // by first use; index = statement name
+  std::unordered_map<std::string, std::size_t, pg_detail::SqlHash, std::equal_to<>> by_sql_;
+};
+
+}  // namespace pf::store

@@ -1,0 +1,31 @@
+// Internal to src/store: the schema's migrations, one list per dialect with the same version
+// numbers (sqlite_migrations.cpp, pg_migrations.cpp), applied in order when a store opens.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "store/sql_connection.h"
+
+namespace pf::store::sql {
+
+// The newest migration's version: what this build writes, on every dialect.
+inline constexpr int kLatestSchemaVersion = 7;
+
+struct Migration {
+  int version;
+  const char* description;
+  const char* sql;  // may hold several statements separated by ';'
+};
+
+std::span<const Migration> sqlite_migrations();
+std::span<const Migration> pg_migrations();
+std::span<const Migration> migrations_for(Dialect dialect);
+
+// Applies every migration newer than the database's version up to `target`, each in its own
+// transaction together with its version bump; refuses a database written by a newer
+// proverfleet. `where` names the store in errors (a URL already redacted). A step that another
+// process applied meanwhile is not applied twice.
+void migrate(Connection& connection, const std::string& where, int target = kLatestSchemaVersion);
+
+}  // namespace pf::store::sql

@@ -1,0 +1,413 @@
+// PgConnection (src/store/pg_connection.*) against a real PostgreSQL server
+// (tests/support/pg_server.h): every value type and its edges, named parameters, transactions,
+// savepoints, the schema version, errors, and surviving a server restart.
+#include "store/pg_connection.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "support/pg_server.h"
+
+namespace {
+
+using pf::store::PgConnection;
+using pf::store::StoreError;
+using pf::store::pg_detail::to_positional_parameters;
+using pf::store::sql::Statement;
+
+// --- ":name" → $k (no server) ------------------------------------------------------------------
+
+TEST(PgPositionalParameters, NumbersNamesInOrderOfFirstUseAndReusesThem) {
+  const auto p = to_positional_parameters("UPDATE t SET a = :a, b = :b WHERE id = :id OR a = :a");
+  EXPECT_EQ(p.text, "UPDATE t SET a = $1, b = $2 WHERE id = $3 OR a = $1");
+  EXPECT_EQ(p.names, (std::vector<std::string>{":a", ":b", ":id"}));
+}
+
+TEST(PgPositionalParameters, LeavesCastsQuotesCommentsAndQuestionMarksAlone) {
+  const auto p = to_positional_parameters(
+      "SELECT :v::bigint, x::text, 'it''s :no ?', \"col:no\", E'a\\':no', $q$ :no $q$, "
+      "$$:no$$ -- :no\n/* :no /* :no */ :no */ ? FROM t WHERE y = :w");
+  EXPECT_EQ(p.text,
+            "SELECT $1::bigint, x::text, 'it''s :no ?', \"col:no\", E'a\\':no', $q$ :no $q$, "
+            "$$:no$$ -- :no\n/* :no /* :no */ :no */ ? FROM t WHERE y = $2");
+  EXPECT_EQ(p.names, (std::vector<std::string>{":v", ":w"}));
+}
+
+TEST(PgPositionalParameters, AWordEndingInEIsNoEscapeString) {
+  // "some'…'" is no E-string: the backslash ends nothing, the quote does.
+  const auto p = to_positional_parameters("SELECT 'a\\' || :x, ne'b' AS c");
+  EXPECT_EQ(p.text, "SELECT 'a\\' || $1, ne'b' AS c");
+}
+
+// --- on the server
+// --------------------------------------------------------------------------------
+
+class PgConnectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    url_ = pf::test::fresh_pg_database();
+    conn_ = std::make_unique<PgConnection>(url_);
+    conn_->exec(
+        "CREATE TABLE v (id BIGINT PRIMARY KEY, i BIGINT, r DOUBLE PRECISION, s TEXT, b BYTEA)",
+        "creating v");
+  }
+
+  void insert(std::int64_t id) {
+    Statement st(*conn_, "INSERT INTO v (id) VALUES (:id)", "inserting");
+    st.bind_int(":id", id);
+    st.run();
+  }
+  std::int64_t count(PgConnection& conn) {
+    Statement st(conn, "SELECT count(*) AS n FROM v", "counting");
+    EXPECT_TRUE(st.next());
+    return st.integer("n");
+  }
+
+  std::string url_;
+  std::unique_ptr<PgConnection> conn_;
+};
+
+TEST_F(PgConnectionTest, IntegersRoundTripOverTheFullRange) {
+  const std::vector<std::int64_t> values{0,
+                                         1,
+                                         -1,
+                                         std::numeric_limits<std::int32_t>::max() + 1LL,
+                                         std::numeric_limits<std::int64_t>::max(),
+                                         std::numeric_limits<std::int64_t>::min()};
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    Statement ins(*conn_, "INSERT INTO v (id, i) VALUES (:id, :i)", "inserting");
+    ins.bind_int(":id", static_cast<std::int64_t>(k));
+    ins.bind_int(":i", values[k]);
+    ins.run();
+  }
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    Statement sel(*conn_, "SELECT i FROM v WHERE id = :id", "reading");
+    sel.bind_int(":id", static_cast<std::int64_t>(k));
+    ASSERT_TRUE(sel.next());
+    EXPECT_EQ(sel.integer("i"), values[k]);
+    EXPECT_FALSE(sel.next());
+  }
+}
+
+TEST_F(PgConnectionTest, DoublesRoundTripExactlyIncludingEdgesAndInfinities) {
+  const std::vector<double> values{0.0,
+                                   -0.0,
+                                   0.1,
+                                   1.0 / 3.0,
+                                   -2.5e-7,
+                                   3.141592653589793,
+                                   1e300,
+                                   std::numeric_limits<double>::max(),
+                                   std::numeric_limits<double>::lowest(),
+                                   std::numeric_limits<double>::min(),
+                                   std::numeric_limits<double>::denorm_min(),
+                                   std::numeric_limits<double>::infinity(),
+                                   -std::numeric_limits<double>::infinity()};
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    Statement ins(*conn_, "INSERT INTO v (id, r) VALUES (:id, :r)", "inserting");
+    ins.bind_int(":id", static_cast<std::int64_t>(k));
+    ins.bind_real(":r", values[k]);
+    ins.run();
+  }
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    Statement sel(*conn_, "SELECT r FROM v WHERE id = :id", "reading");
+    sel.bind_int(":id", static_cast<std::int64_t>(k));
+    ASSERT_TRUE(sel.next());
+    const double got = sel.real("r");
+    EXPECT_EQ(got, values[k]) << k;
+    EXPECT_EQ(std::signbit(got), std::signbit(values[k])) << k;
+  }
+  // NaN is refused before it reaches the server (the store never stores one).
+  Statement nan(*conn_, "INSERT INTO v (id, r) VALUES (99, :r)", "inserting NaN");
+  EXPECT_THROW(nan.bind_real(":r", std::nan("")), StoreError);
+}
+
+TEST_F(PgConnectionTest, TextAndBytesRoundTripWhateverTheyHold) {
+  std::string all_bytes;
+  for (int c = 0; c < 256; ++c) all_bytes.push_back(static_cast<char>(c));
+  const std::vector<std::pair<std::string, std::string>> values{
+      {"", ""},
+      {"it's a 'quote' with :colon, ::cast, ? and $1", std::string("\0", 1)},
+      {"π ≈ 3.14 🚀", std::string("\xff\x00\xfe", 3)},
+      {std::string(100000, 'x'), all_bytes},
+  };
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    Statement ins(*conn_, "INSERT INTO v (id, s, b) VALUES (:id, :s, :b)", "inserting");
+    ins.bind_int(":id", static_cast<std::int64_t>(k));
+    ins.bind_text(":s", values[k].first);
+    ins.bind_blob(":b", values[k].second);
+    ins.run();
+  }
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    Statement sel(*conn_, "SELECT s, b, length(b) AS n FROM v WHERE id = :id", "reading");
+    sel.bind_int(":id", static_cast<std::int64_t>(k));
+    ASSERT_TRUE(sel.next());
+    EXPECT_EQ(sel.text("s"), values[k].first) << k;
+    EXPECT_EQ(sel.blob("b"), values[k].second) << k;
+    EXPECT_EQ(sel.integer("n"), static_cast<std::int64_t>(values[k].second.size())) << k;
+  }
+}
+
+TEST_F(PgConnectionTest, KindSaysWhatEachColumnHolds) {
+  Statement ins(*conn_, "INSERT INTO v (id, i, r, s, b) VALUES (1, 2, 0.5, 'x', '\\x00')",
+                "inserting");
+  ins.run();
+  Statement sel(*conn_, "SELECT id, i, r, s, b, NULL::bigint AS n, TRUE AS t FROM v", "reading");
+  ASSERT_TRUE(sel.next());
+  using pf::store::sql::ValueKind;
+  auto& c = sel.cursor();
+  EXPECT_EQ(c.kind(c.column("i")), ValueKind::Integer);
+  EXPECT_EQ(c.kind(c.column("r")), ValueKind::Real);
+  EXPECT_EQ(c.kind(c.column("s")), ValueKind::Text);
+  EXPECT_EQ(c.kind(c.column("b")), ValueKind::Blob);
+  EXPECT_EQ(c.kind(c.column("n")), ValueKind::Null);
+  EXPECT_EQ(c.kind(c.column("t")), ValueKind::Integer);
+  EXPECT_EQ(sel.integer("t"), 1);
+  EXPECT_EQ(sel.blob("b"), std::string(1, '\0'));
+}
+
+TEST_F(PgConnectionTest, NullsBindAndReadAsNull) {
+  Statement ins(*conn_, "INSERT INTO v (id, i, r, s, b) VALUES (:id, :i, :r, :s, :b)", "inserting");
+  ins.bind_int(":id", 1);
+  ins.bind_null(":i");
+  ins.bind_opt_real(":r", std::nullopt);
+  ins.bind_null(":s");
+  ins.bind_null(":b");
+  ins.run();
+  Statement sel(*conn_, "SELECT i, r, s, b FROM v WHERE id = 1", "reading");
+  ASSERT_TRUE(sel.next());
+  for (const char* col : {"i", "r", "s", "b"}) EXPECT_TRUE(sel.is_null(col)) << col;
+  EXPECT_EQ(sel.opt_integer("i"), std::nullopt);
+  EXPECT_EQ(sel.opt_real("r"), std::nullopt);
+  EXPECT_EQ(sel.text("s"), "");
+}
+
+TEST_F(PgConnectionTest, ANameUsedTwiceIsOneParameterAndCastsAndQuotedColonsStay) {
+  Statement st(*conn_,
+               "SELECT :a::bigint + :a::bigint AS twice, ':not_a_param ?' AS lit, "
+               "CAST(:b AS text) || '::x' AS b, :a::text AS a_text",
+               "selecting");
+  st.bind_int(":a", 21);
+  st.bind_text(":b", "b:");
+  ASSERT_TRUE(st.next());
+  EXPECT_EQ(st.integer("twice"), 42);
+  EXPECT_EQ(st.text("lit"), ":not_a_param ?");
+  EXPECT_EQ(st.text("b"), "b:::x");
+  EXPECT_EQ(st.text("a_text"), "21");
+  EXPECT_EQ(st.cursor().column_count(), 4);
+  EXPECT_EQ(st.cursor().column_name(1), "lit");
+}
+
+TEST_F(PgConnectionTest, AStatementIsReusedWithNewValuesAndTwoCanBeOpenAtOnce) {
+  for (int id = 1; id <= 3; ++id) insert(id);
+  Statement outer(*conn_, "SELECT id FROM v ORDER BY id", "listing");
+  std::vector<std::int64_t> seen;
+  while (outer.next()) {
+    // The same SQL text while the outer one is still being read.
+    Statement inner(*conn_, "SELECT id FROM v ORDER BY id", "listing again");
+    ASSERT_TRUE(inner.next());
+    EXPECT_EQ(inner.integer("id"), 1);
+    seen.push_back(outer.integer("id"));
+  }
+  EXPECT_EQ(seen, (std::vector<std::int64_t>{1, 2, 3}));
+}
+
+TEST_F(PgConnectionTest, ChangesCountsTheRowsAStatementChanged) {
+  for (int id = 1; id <= 3; ++id) insert(id);
+  Statement up(*conn_, "UPDATE v SET i = 7 WHERE id >= :from", "updating");
+  up.bind_int(":from", 2);
+  up.run();
+  EXPECT_EQ(up.changes(), 2);
+  Statement del(*conn_, "DELETE FROM v WHERE id > 100", "deleting");
+  del.run();
+  EXPECT_EQ(del.changes(), 0);
+  Statement conflict(*conn_, "INSERT INTO v (id) VALUES (1) ON CONFLICT (id) DO NOTHING",
+                     "inserting again");
+  conflict.run();
+  EXPECT_EQ(conflict.changes(), 0);
+}
+
+TEST_F(PgConnectionTest, CommitKeepsAndRollbackDropsWhatTheTransactionWrote) {
+  PgConnection other(url_);
+  conn_->begin();
+  insert(1);
+  EXPECT_EQ(count(other), 0) << "uncommitted rows are not visible elsewhere";
+  conn_->commit();
+  EXPECT_EQ(count(other), 1);
+
+  conn_->begin();
+  insert(2);
+  conn_->rollback_quietly();
+  EXPECT_EQ(count(other), 1);
+  conn_->rollback_quietly();  // outside a transaction: nothing to do, no throw
+  EXPECT_THROW(conn_->commit(), StoreError);
+}
+
+TEST_F(PgConnectionTest, SavepointsNestInsideATransaction) {
+  conn_->begin();
+  insert(1);
+  conn_->exec("SAVEPOINT inner_write", "saving");
+  insert(2);
+  conn_->exec("ROLLBACK TO SAVEPOINT inner_write", "rolling back to the savepoint");
+  conn_->exec("RELEASE SAVEPOINT inner_write", "releasing");
+  conn_->exec("SAVEPOINT kept", "saving");
+  insert(3);
+  conn_->exec("RELEASE SAVEPOINT kept", "releasing");
+  conn_->commit();
+  Statement ids(*conn_, "SELECT id FROM v ORDER BY id", "listing");
+  std::vector<std::int64_t> seen;
+  while (ids.next()) seen.push_back(ids.integer("id"));
+  EXPECT_EQ(seen, (std::vector<std::int64_t>{1, 3}));
+}
+
+TEST_F(PgConnectionTest, AFailedStatementFailsTheCommitUnlessRolledBackToASavepoint) {
+  conn_->begin();
+  insert(1);
+  EXPECT_THROW(insert(1), StoreError);  // duplicate key: PostgreSQL aborts the transaction
+  EXPECT_THROW(conn_->commit(), StoreError);
+  EXPECT_EQ(count(*conn_), 0);
+
+  conn_->begin();
+  insert(1);
+  conn_->exec("SAVEPOINT attempt", "saving");
+  EXPECT_THROW(insert(1), StoreError);
+  conn_->exec("ROLLBACK TO SAVEPOINT attempt", "recovering");
+  insert(2);
+  conn_->commit();
+  EXPECT_EQ(count(*conn_), 2);
+}
+
+TEST_F(PgConnectionTest, SchemaVersionIsZeroUntilSetAndFollowsTheTransaction) {
+  EXPECT_EQ(conn_->schema_version(), 0);
+  conn_->begin();
+  conn_->set_schema_version(5);
+  conn_->commit();
+  EXPECT_EQ(conn_->schema_version(), 5);
+  conn_->begin();
+  conn_->set_schema_version(6);
+  conn_->rollback_quietly();
+  EXPECT_EQ(conn_->schema_version(), 5);
+  conn_->set_schema_version(7);
+  PgConnection other(url_);
+  EXPECT_EQ(other.schema_version(), 7);
+}
+
+TEST_F(PgConnectionTest, ErrorsNameWhatWasBeingDone) {
+  try {
+    Statement st(*conn_, "SELEC nonsense", "reading the fleet summary");
+    st.run();
+    FAIL() << "a syntax error ran";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("reading the fleet summary"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("SQLSTATE 42601"), std::string::npos) << e.what();
+  }
+  Statement st(*conn_, "SELECT 1 AS one", "reading one");
+  EXPECT_THROW(st.bind_int(":missing", 1), StoreError);
+  ASSERT_TRUE(st.next());
+  EXPECT_THROW(st.integer("two"), StoreError);
+  EXPECT_EQ(st.int32("one"), 1);
+  // The connection is still usable after errors.
+  insert(1);
+  EXPECT_EQ(count(*conn_), 1);
+}
+
+TEST_F(PgConnectionTest, NoMessageCarriesThePassword) {
+  // Trust authentication ignores the password, so the session opens; its errors must not show
+  // the password any more than a failed connect does.
+  const std::string secret = "Hunter2-pw";
+  std::string with_password = url_;
+  with_password.insert(with_password.find("@"), ":" + secret);
+  PgConnection conn(with_password);
+  EXPECT_EQ(conn.redacted_url().find(secret), std::string::npos);
+  try {
+    conn.exec("SELECT * FROM no_such_table", "reading nothing");
+    FAIL();
+  } catch (const StoreError& e) {
+    EXPECT_EQ(std::string(e.what()).find(secret), std::string::npos) << e.what();
+  }
+  // Nothing listens on port 1: the connect fails, naming the URL without its password.
+  for (const std::string& url :
+       {"postgres://fleet:" + secret + "@127.0.0.1:1/pf",
+        "postgresql://fleet@127.0.0.1:1/pf?password=" + secret + "&connect_timeout=5"}) {
+    try {
+      PgConnection unreachable(url);
+      FAIL() << "connected to port 1";
+    } catch (const StoreError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("connecting to postgres"), std::string::npos) << what;
+      EXPECT_NE(what.find("***"), std::string::npos) << what;
+      EXPECT_EQ(what.find(secret), std::string::npos) << what;
+    }
+  }
+  EXPECT_THROW(PgConnection("mysql://x"), StoreError);
+}
+
+// --- restarts: a server of its own, so the shared one is not disturbed --------------------------
+
+class PgRestartTest : public ::testing::Test {
+ protected:
+  pf::test::PgServer server_;
+};
+
+TEST_F(PgRestartTest, AnIdleConnectionReconnectsAfterTheServerRestarts) {
+  PgConnection conn(server_.url());
+  conn.exec("CREATE TABLE r (id BIGINT PRIMARY KEY)", "creating r");
+  Statement first(conn, "INSERT INTO r (id) VALUES (:id)", "inserting");
+  first.bind_int(":id", 1);
+  first.run();
+
+  server_.restart();
+  Statement again(conn, "INSERT INTO r (id) VALUES (:id)", "inserting after the restart");
+  again.bind_int(":id", 2);
+  again.run();  // a fresh session, the statement prepared anew
+  Statement n(conn, "SELECT count(*) AS n FROM r", "counting");
+  ASSERT_TRUE(n.next());
+  EXPECT_EQ(n.integer("n"), 2);
+}
+
+TEST_F(PgRestartTest, WhileTheServerIsDownEachUseFailsAndTheNextOneAfterItComesBackWorks) {
+  PgConnection conn(server_.url());
+  server_.stop();
+  try {
+    conn.exec("SELECT 1", "reading while down");
+    FAIL() << "ran on a stopped server";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("reading while down"), std::string::npos) << e.what();
+  }
+  server_.start();
+  Statement st(conn, "SELECT 2 AS two", "reading after the start");
+  ASSERT_TRUE(st.next());
+  EXPECT_EQ(st.integer("two"), 2);
+}
+
+TEST_F(PgRestartTest, ARestartInsideATransactionFailsThatTransactionOnly) {
+  PgConnection conn(server_.url());
+  conn.exec("CREATE TABLE r (id BIGINT PRIMARY KEY)", "creating r");
+  conn.begin();
+  Statement ins(conn, "INSERT INTO r (id) VALUES (1)", "inserting");
+  ins.run();
+  server_.restart();
+  try {
+    Statement more(conn, "INSERT INTO r (id) VALUES (2)", "inserting more");
+    more.run();
+    FAIL() << "the transaction went on over a new session";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("inserting more"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lost"), std::string::npos) << e.what();
+  }
+  // Every later statement of the transaction fails too, and so does its commit.
+  EXPECT_THROW(conn.exec("SELECT 1", "still in it"), StoreError);
+  EXPECT_THROW(conn.commit(), StoreError);
+  conn.rollback_quietly();
+  Statement n(conn, "SELECT count(*) AS n FROM r", "counting");
+  ASSERT_TRUE(n.next());
+  EXPECT_EQ(n.integer("n"), 0);
+}
+
+}  // namespace
