@@ -162,6 +162,7 @@ std::optional<SwapPlan> best_swap(const Offer& offer, const Prediction& pred,
     displaced_dph += d.dph;
     ScoreContext with_room = ctx;
     with_room.demand_room = open + plan.displaced_rate;
+    if (ctx.lasting_room) with_room.lasting_room = *ctx.lasting_room + plan.displaced_rate;
     plan.score = score_offer(offer, pred, scoring, with_room);
     plan.score.value_usd -= lost_rate * revenue * plan.score.productive_hours;
     // What the displaced would add without the swap: their paid proofs within demand less
@@ -342,6 +343,18 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     if (!cooled.count(offer.machine_id)) open_offers.push_back(offer);
   const Exclusion excluded = excluded_machines(bad_hosts, open_offers, now, cfg.blocklist);
   const std::map<std::int64_t, double> downloads = measured_download_mbps(fleet);
+  // The demand room a candidate fills, and the part of it that lasts (demand from a job queue).
+  auto set_rooms = [&](ScoreContext& ctx, double committed_now) {
+    if (!cfg.demand_proofs_per_hour) return;
+    const double demand = *cfg.demand_proofs_per_hour * cfg.demand_headroom;
+    ctx.demand_room = demand - committed_now;
+    if (cfg.lasting_demand_proofs_per_hour) {
+      ctx.lasting_room =
+          std::min(demand, *cfg.lasting_demand_proofs_per_hour * cfg.demand_headroom) -
+          committed_now;
+      ctx.room_lasts_h = cfg.transient_room_h;
+    }
+  };
   std::vector<Candidate> candidates;
   for (const auto& offer : open_offers) {
     if (excluded.machines.count(offer.machine_id)) continue;
@@ -355,9 +368,7 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     c.context.failure_strikes = auto_strikes(bad_hosts, offer.machine_id);
     if (auto it = downloads.find(offer.machine_id); it != downloads.end())
       c.context.measured_download_mbps = it->second;
-    if (cfg.demand_proofs_per_hour) {
-      c.context.demand_room = *cfg.demand_proofs_per_hour * cfg.demand_headroom - committed;
-    }
+    set_rooms(c.context, committed);
     c.score = score_offer(offer, c.prediction, cfg.scoring, c.context);
     if (others > 0) {
       // Ours already there slow down too: their lost proofs are part of this rental's price.
@@ -408,7 +419,7 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     std::optional<SwapPlan> swap;
     if (cfg.demand_proofs_per_hour) {
       // Re-value against the demand still open after the rentals chosen above.
-      c.context.demand_room = *cfg.demand_proofs_per_hour * cfg.demand_headroom - committed;
+      set_rooms(c.context, committed);
       c.score = score_offer(c.offer, c.prediction, cfg.scoring, c.context);
       c.score.value_usd -= c.lost_rate * revenue * c.score.productive_hours;
       swap = best_swap(c.offer, c.prediction, cfg.scoring, c.context, displaceable, c.lost_rate,

@@ -55,6 +55,14 @@ struct PolicyConfig {
   int max_concurrent_benchmarks = 6;             // instances between rent and verdict at once
   std::optional<double> demand_proofs_per_hour;  // nullopt: unlimited
   double demand_headroom = 1.0;  // rent until expected capacity reaches demand × this
+  // Where demand is read from a job queue (scale_to_demand.h): the part of
+  // demand_proofs_per_hour that lasts (arrivals), and how long the rest (a backlog being
+  // drained) is expected to last from now. A candidate's room beyond the lasting demand is
+  // valued only over transient_room_h·e^(−setup/transient_room_h) hours (scoring.h), so the
+  // fleet does not rent for a queue that is worked off before the rental proves. nullopt: all
+  // of the demand lasts (a configured demand).
+  std::optional<double> lasting_demand_proofs_per_hour;
+  double transient_room_h = 0;
   // Drop the dearest proving instance when the proofs it adds within demand earn less than
   // this share of its price (hysteresis against rent/drop flapping on noisy rates: at 0.8 a
   // small instance filling the last few proofs/hour was rented and dropped again up to six

@@ -84,6 +84,16 @@ std::optional<DemandDecision> demand_to_serve(const QueueObservation& jobs,
     }
   }
   double fresh = arrivals + recent->backlog_rate;
+  // What lasts: the arrivals ahead, or the arrivals of the last current_window_s where they
+  // are higher (the trailing hour lags a step up in demand by up to an hour; the backlog term
+  // is what catches up meanwhile, and it must not be discounted as transient then).
+  double lasting = arrivals;
+  if (cfg.current_window_s > 0 && jobs.now - jobs.observed_since >= cfg.current_window_s) {
+    const auto lately = std::count_if(jobs.arrivals.begin(), jobs.arrivals.end(), [&](double t) {
+      return t >= jobs.now - cfg.current_window_s && t < jobs.now;
+    });
+    lasting = std::max(lasting, static_cast<double>(lately) * 3600 / cfg.current_window_s);
+  }
 
   const DeadlineNeed need = deadline_need(jobs, capacity, cfg.deadline_floor_s);
   out.deadline_rate = need.rate;
@@ -94,6 +104,8 @@ std::optional<DemandDecision> demand_to_serve(const QueueObservation& jobs,
                   "/hr");
   }
   fresh = std::max(fresh, need.rate);
+  // Deadlines the measured fleet cannot meet are a shortfall of capacity, not a backlog.
+  if (need.would_miss) lasting = std::max(lasting, need.rate);
 
   const int open = jobs.queued + jobs.in_flight;
   out.censored = jobs.admit_window > 0 && open >= jobs.admit_window;
@@ -105,7 +117,9 @@ std::optional<DemandDecision> demand_to_serve(const QueueObservation& jobs,
                   "at least " + fixed(floor, 0) + "/hr (capacity + " + percent(cfg.censored_step) +
                   ")");
     fresh = std::max(fresh, floor);
+    lasting = std::max(lasting, floor);
   }
+  out.lasting_proofs_per_hour = lasting;
 
   out.proofs_per_hour = fresh;
   std::string seen;
@@ -138,6 +152,10 @@ ScaledDecision decide_for_jobs(const std::vector<InstanceRecord>& fleet,
   out.demand = demand_to_serve(jobs, previous, capacity, config);
   if (out.demand) {
     policy.demand_proofs_per_hour = out.demand->proofs_per_hour;
+    if (config.transient_backlog) {
+      policy.lasting_demand_proofs_per_hour = out.demand->lasting_proofs_per_hour;
+      policy.transient_room_h = config.transient_room_h;
+    }
   } else if (previous) {
     policy.demand_proofs_per_hour = previous;
   }

@@ -65,45 +65,75 @@ Score score_offer(const Offer& offer, const Prediction& pred, const ScoringConfi
       ctx.demand_room ? std::max(0.0, *ctx.demand_room) : std::numeric_limits<double>::infinity();
   // With R lognormal (median m, log-sd s): P(R ≥ x) = Φ(d(x)), E[R·1{R ≥ x}] = mean·Φ(d(x) + s),
   // d(x) = (ln m − ln x) / s. Revenue counts min(R, cap).
-  double mean = m;
-  double partial = 0;   // E[R · 1{R ≥ b}]
-  double paid = 0;      // E[min(R, cap) · 1{R ≥ b}]
-  double paid_all = 0;  // E[min(R, cap)]
+  const bool point = s < 1e-9;
+  const double mean = m > 0 && !point ? m * std::exp(s * s / 2) : m;
+  auto d = [m, s](double x) {
+    return x <= 0 ? std::numeric_limits<double>::infinity() : (std::log(m) - std::log(x)) / s;
+  };
+  auto tail_mass = [&](double x) { return std::isinf(x) ? 0.0 : normal_cdf(d(x)); };
+  auto tail_mean = [&](double x) { return std::isinf(x) ? 0.0 : mean * normal_cdf(d(x) + s); };
   if (m <= 0) {
     sc.p_pays = 0;
-  } else if (s < 1e-9) {
+  } else if (point) {
     sc.p_pays = m >= b ? 1 : 0;
-    partial = sc.p_pays * m;
-    paid = sc.p_pays * std::min(m, cap);
-    paid_all = std::min(m, cap);
   } else {
-    mean = m * std::exp(s * s / 2);
-    auto d = [&](double x) {
-      return x <= 0 ? std::numeric_limits<double>::infinity() : (std::log(m) - std::log(x)) / s;
-    };
-    auto tail_mass = [&](double x) { return std::isinf(x) ? 0.0 : normal_cdf(d(x)); };
-    auto tail_mean = [&](double x) { return std::isinf(x) ? 0.0 : mean * normal_cdf(d(x) + s); };
     sc.p_pays = b > 0 ? normal_cdf(d(b)) : 1;
-    partial = b > 0 ? tail_mean(b) : mean;
-    const double u = std::max(b, cap);
-    paid = partial - tail_mean(u) + (std::isinf(cap) ? 0.0 : cap * tail_mass(u));
-    paid_all = mean - tail_mean(cap) + (std::isinf(cap) ? 0.0 : cap * tail_mass(cap));
   }
+  // E[R · 1{R ≥ b}]
+  const double partial = m <= 0 ? 0.0 : point ? sc.p_pays * m : b > 0 ? tail_mean(b) : mean;
+  struct Paid {
+    double kept = 0;  // E[min(R, room) · 1{R ≥ b}]: rent, benchmark, keep only if it pays
+    double all = 0;   // E[min(R, room)]: keep blindly
+  };
+  auto paid_within = [&](double room) {
+    if (m <= 0) return Paid{};
+    if (point) return Paid{sc.p_pays * std::min(m, room), std::min(m, room)};
+    const double u = std::max(b, room);
+    const bool open = std::isinf(room);
+    return Paid{partial - tail_mean(u) + (open ? 0.0 : room * tail_mass(u)),
+                mean - tail_mean(room) + (open ? 0.0 : room * tail_mass(room))};
+  };
+  const Paid paid = paid_within(cap);
   sc.rate_if_accepted = sc.p_pays > 0 ? partial / sc.p_pays : 0;
-  sc.paid_rate = sc.p_pays > 0 ? paid / sc.p_pays : 0;
+  sc.paid_rate = sc.p_pays > 0 ? paid.kept / sc.p_pays : 0;
 
-  sc.value_usd = -sc.setup_cost_usd + sc.productive_hours * (revenue * paid - dph * sc.p_pays);
-  sc.exploit_value_usd = -sc.setup_cost_usd + sc.productive_hours * (revenue * paid_all - dph);
+  sc.value_usd = -sc.setup_cost_usd + sc.productive_hours * (revenue * paid.kept - dph * sc.p_pays);
+  sc.exploit_value_usd = -sc.setup_cost_usd + sc.productive_hours * (revenue * paid.all - dph);
+  sc.expected_proofs = sc.productive_hours * paid.kept;
+  sc.transient_hours = sc.productive_hours;
+  if (ctx.demand_room && ctx.lasting_room && *ctx.lasting_room < cap) {
+    // The room above the lasting level decays over room_lasts_h from now: the rental proves
+    // into it for room_lasts_h·e^(−setup/room_lasts_h) hours at most. The rest of its life it
+    // earns on the lasting room, or is dropped as surplus where that does not pay (never below
+    // zero: it stops costing once dropped).
+    const double lasts = std::max(0.0, ctx.room_lasts_h);
+    sc.transient_hours =
+        lasts > 0 ? std::min(sc.productive_hours, lasts * std::exp(-sc.setup_hours / lasts)) : 0;
+    const double rest_h = sc.productive_hours - sc.transient_hours;
+    const Paid lasting = paid_within(std::max(0.0, *ctx.lasting_room));
+    const double kept_rest = std::max(0.0, revenue * lasting.kept - dph * sc.p_pays);
+    const double all_rest = std::max(0.0, revenue * lasting.all - dph);
+    sc.value_usd = -sc.setup_cost_usd +
+                   sc.transient_hours * (revenue * paid.kept - dph * sc.p_pays) +
+                   rest_h * kept_rest;
+    sc.exploit_value_usd =
+        -sc.setup_cost_usd + sc.transient_hours * (revenue * paid.all - dph) + rest_h * all_rest;
+    sc.expected_proofs =
+        sc.transient_hours * paid.kept + (kept_rest > 0 ? rest_h * lasting.kept : 0.0);
+  }
   sc.exploration_value_usd = sc.value_usd - std::max(0.0, sc.exploit_value_usd);
   sc.exploration_cost_usd = (1 - sc.p_pays) * sc.setup_cost_usd;
-  sc.expected_proofs = sc.productive_hours * paid;
   sc.value_per_proof_usd = sc.expected_proofs > 0 ? sc.value_usd / sc.expected_proofs : 0;
   sc.profit_per_hour = lifetime > 0 ? sc.exploit_value_usd / lifetime : 0;
 
   sc.reasons.push_back("predicted " + fixed(m, 1) + "/hr [" + fixed(pred.low, 1) + ", " +
                        fixed(pred.high, 1) + "] from " + pred.source + "; P(≥ break-even " +
                        fixed(b, 1) + "/hr) = " + percent(sc.p_pays) +
-                       (ctx.demand_room ? "; demand left " + fixed(cap, 0) + "/hr" : ""));
+                       (ctx.demand_room ? "; demand left " + fixed(cap, 0) + "/hr" : "") +
+                       (sc.transient_hours < sc.productive_hours
+                            ? " (beyond " + fixed(std::max(0.0, *ctx.lasting_room), 0) +
+                                  "/hr for ~" + fixed(sc.transient_hours, 1) + " h)"
+                            : ""));
   sc.reasons.push_back("expected value $" + fixed(sc.value_usd, 2) + " over " + fixed(lifetime, 1) +
                        " h (point estimate $" + fixed(sc.exploit_value_usd, 2) +
                        ", exploration value $" + fixed(sc.exploration_value_usd, 2) + ")");

@@ -42,6 +42,14 @@ struct ScoreContext {
   std::optional<double> setup_hours_left;
   // Proofs/hour of demand still unserved: revenue beyond it earns nothing. nullopt: unlimited.
   std::optional<double> demand_room;
+  // Where part of the room is transient (a job backlog being worked off: scale_to_demand.h):
+  // the room that lasts, and how long the rest is expected to last from now. The proofs beyond
+  // lasting_room are paid only for room_lasts_h·e^(−setup/room_lasts_h) hours (the transient
+  // room decays over room_lasts_h; the rental proves only after its setup); the rest of its
+  // life the rental earns on the lasting room, or is dropped as surplus where that does not
+  // pay. nullopt: demand_room lasts the whole lifetime.
+  std::optional<double> lasting_room;
+  double room_lasts_h = 0;
   // Parameter download rate this machine delivered to one of ours before (Mb/s, actual): it
   // replaces the estimate from the advertised speed, which the machine measures itself and
   // shares with its other tenants. nullopt: never measured.
@@ -60,6 +68,7 @@ struct Score {
   double profit_per_hour = 0;
   std::optional<double> cost_per_proof;
   double paid_rate = 0;              // E[min(rate, demand room) | it pays]
+  double transient_hours = 0;        // productive hours the room above the lasting room is paid for
   double value_usd = 0;              // rent, benchmark, keep only if it pays
   double exploit_value_usd = 0;      // rent and keep on the point estimate
   double exploration_value_usd = 0;  // value_usd − max(0, exploit_value_usd)

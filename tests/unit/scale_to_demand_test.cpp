@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace pf::core {
@@ -252,6 +253,81 @@ TEST(ScaleToDemand, AnIdleFleetDropsTheLeastEfficientInstance) {
   EXPECT_EQ(out.actions[0].kind, Action::Kind::Drop);
   EXPECT_EQ(out.actions[0].instance_id, 2);
   EXPECT_THAT(out.actions[0].reason, HasSubstr("surplus"));
+}
+
+TEST(ScaleToDemand, TheBacklogToDrainIsNotLastingDemand) {
+  // 300/hr arriving, 100 queued due in 40 min that the measured 400/hr meets: the fleet is sized
+  // for arrivals + the drain, but only the arrivals last.
+  Seen s = steady_seen(300);
+  for (int k = 0; k < 100; ++k) s.deadlines.push_back(s.now + 40 * 60);
+  s.queued = 100;
+  const auto d = demand_to_serve(s.view(), std::nullopt, 400, config());
+  ASSERT_TRUE(d);
+  EXPECT_FALSE(d->would_miss);
+  EXPECT_NEAR(d->proofs_per_hour, 350, 3);
+  EXPECT_NEAR(d->lasting_proofs_per_hour, 300, 3);
+  // 200 queued due in 25 min at a measured 100/hr would miss their deadlines: a shortfall of
+  // capacity (480/hr), not a backlog, and it lasts.
+  s.deadlines.assign(200, s.now + 25 * 60);
+  s.queued = 200;
+  const auto short_of = demand_to_serve(s.view(), std::nullopt, 100, config());
+  ASSERT_TRUE(short_of);
+  EXPECT_TRUE(short_of->would_miss);
+  EXPECT_NEAR(short_of->lasting_proofs_per_hour, short_of->deadline_rate, 1e-9);
+  EXPECT_NEAR(short_of->lasting_proofs_per_hour, 480, 1);
+}
+
+TEST(ScaleToDemand, AStepUpInArrivalsLastsBeforeTheTrailingHourSeesIt) {
+  // 100/hr for 90 min, then 500/hr for the last 30 min: the trailing hour says 300/hr, the last
+  // half hour 500/hr, and that is what lasts.
+  Seen s;
+  add_steady(s.arrivals, kStart, kStart + 1.5 * kHour, 100);
+  add_steady(s.arrivals, kStart + 1.5 * kHour, s.now, 500);
+  const auto d = demand_to_serve(s.view(), std::nullopt, 300, config());
+  ASSERT_TRUE(d);
+  EXPECT_NEAR(d->recent.arrival_rate, 300, 3);
+  EXPECT_NEAR(d->lasting_proofs_per_hour, 500, 3);
+}
+
+TEST(ScaleToDemand, WithTransientBacklogACandidateIsNotRentedForAQueueWorkedOffBeforeItProves) {
+  // 150/hr arriving, measured 150/hr proving, 200 queued that the fleet meets by their
+  // deadlines: demand 250/hr leaves 100/hr of room, all of it backlog. Rented for it as if it
+  // lasted; not when the backlog is valued only while it lasts.
+  std::vector<InstanceRecord> fleet = {proving(1, 150, 0.3)};
+  PolicyConfig policy;
+  policy.scoring.economics.revenue_per_proof_usd = 0.012;
+  policy.scoring.economics.target_cost_per_proof_usd = 0.008;
+  Seen s = steady_seen(150);
+  for (int k = 0; k < 200; ++k) s.deadlines.push_back(s.now + 2 * kHour);
+  s.queued = 200;
+  Offer offer;
+  offer.id = 7;
+  offer.machine_id = 70;
+  offer.gpu_name = "RTX 4090";
+  offer.num_gpus = 1;
+  offer.cpu_ram_gib = 256;
+  offer.cpu_cores_effective = 64;
+  offer.pcie_bw_gbs = 25;
+  offer.inet_down_mbps = 2000;
+  offer.dph_total = 0.4;
+  offer.reliability = 0.99;
+  derive_offer_fields(offer);
+  auto rents = [](const ScaledDecision& out) {
+    return std::count_if(out.actions.begin(), out.actions.end(),
+                         [](const Action& a) { return a.kind == Action::Kind::Rent; });
+  };
+  ScaleToDemandConfig lasting = config();
+  const auto as_lasting = decide_for_jobs(fleet, {offer}, PolicyHistory{}, {}, s.now, policy,
+                                          s.view(), std::nullopt, lasting);
+  ASSERT_TRUE(as_lasting.demand);
+  EXPECT_FALSE(as_lasting.demand->would_miss);
+  EXPECT_EQ(rents(as_lasting), 1);
+  ScaleToDemandConfig transient = config();
+  transient.transient_backlog = true;
+  transient.transient_room_h = 0.5;
+  const auto as_transient = decide_for_jobs(fleet, {offer}, PolicyHistory{}, {}, s.now, policy,
+                                            s.view(), std::nullopt, transient);
+  EXPECT_EQ(rents(as_transient), 0);
 }
 
 TEST(ScaleToDemand, TooLittleWatchedKeepsThePreviousFigureOrTheShellsFallback) {

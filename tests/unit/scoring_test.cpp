@@ -114,6 +114,40 @@ TEST(Scoring, DemandRoomCapsTheRevenue) {
   EXPECT_GT(open.value_usd, 0);
 }
 
+TEST(Scoring, RoomAboveTheLastingLevelIsPaidOnlyWhileItLasts) {
+  // 60 proofs/hour of room now, none that lasts: a backlog worked off over ~half an hour is
+  // mostly gone by the time the rental proves, so it pays only 0.5·e^(−setup/0.5) hours of
+  // proofs and is not worth its setup; the same room lasting (no lasting level given) is.
+  ScoreContext lasting;
+  lasting.demand_room = 60;
+  ScoreContext fleeting = lasting;
+  fleeting.lasting_room = 0;
+  fleeting.room_lasts_h = 0.5;
+  const Score keeps = score_offer(offer(0.3), prediction(60, 0.1), config(), lasting);
+  const Score goes = score_offer(offer(0.3), prediction(60, 0.1), config(), fleeting);
+  EXPECT_GT(keeps.value_usd, 5);
+  EXPECT_NEAR(goes.transient_hours, 0.5 * std::exp(-goes.setup_hours / 0.5), 1e-9);
+  EXPECT_LT(goes.value_usd, 0);
+  EXPECT_LT(goes.expected_proofs, 60 * goes.transient_hours + 1e-9);
+  EXPECT_THAT(goes.reasons.front(), HasSubstr("beyond 0/hr"));
+  // Room that lasts is valued as before, whatever the persistence.
+  ScoreContext all_lasting = fleeting;
+  all_lasting.lasting_room = 60;
+  EXPECT_DOUBLE_EQ(score_offer(offer(0.3), prediction(60, 0.1), config(), all_lasting).value_usd,
+                   keeps.value_usd);
+  // Room that lasts for days is worth about as much as room that lasts.
+  ScoreContext long_lived = fleeting;
+  long_lived.room_lasts_h = 1000;
+  EXPECT_NEAR(score_offer(offer(0.3), prediction(60, 0.1), config(), long_lived).value_usd,
+              keeps.value_usd, 0.05 * keeps.value_usd);
+  // Half of it lasting: between the two, and never charged the price after the room is gone.
+  ScoreContext half = fleeting;
+  half.lasting_room = 30;
+  const Score some = score_offer(offer(0.3), prediction(60, 0.1), config(), half);
+  EXPECT_GT(some.value_usd, goes.value_usd);
+  EXPECT_LT(some.value_usd, keeps.value_usd);
+}
+
 TEST(Scoring, ReevaluationUsesTheSetupStillAhead) {
   ScoreContext ctx;
   ctx.setup_hours_left = 30;  // a download that will take more than a day
