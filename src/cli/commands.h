@@ -2,10 +2,9 @@
 // throwing CommandFailed (message goes to stderr, exit code 1) or CLI::Error.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <stdexcept>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 namespace pf::cli {
 

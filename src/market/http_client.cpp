@@ -309,7 +309,8 @@ std::size_t write_stream(char* data, std::size_t size, std::size_t count, void* 
   curl_easy_getinfo(s->handle, CURLINFO_RESPONSE_CODE, &status);
   if (status < 200 || status >= 300) {
     constexpr std::size_t kKeep = 4096;
-    if (s->error_body.size() < kKeep) s->error_body.append(data, std::min(n, kKeep - s->error_body.size()));
+    if (s->error_body.size() < kKeep)
+      s->error_body.append(data, std::min(n, kKeep - s->error_body.size()));
     return n;
   }
   if (s->range_requested && status != 206) {
@@ -352,9 +353,9 @@ tl::expected<HttpStreamResult, HttpError> http_get_stream(
   stream.sink = &sink;
   stream.handle = h;
   stream.range_requested = request.range.has_value();
-  const std::string range_text =
-      request.range ? std::to_string(request.range->first) + "-" + std::to_string(request.range->last)
-                    : std::string();
+  const std::string range_text = request.range ? std::to_string(request.range->first) + "-" +
+                                                     std::to_string(request.range->last)
+                                               : std::string();
   char error_buffer[CURL_ERROR_SIZE] = {};
 
   OptionSetter set(h);
@@ -385,9 +386,9 @@ tl::expected<HttpStreamResult, HttpError> http_get_stream(
   long status = 0;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
   if (stream.range_ignored) {
-    return tl::unexpected(HttpError{HttpFailure::Other, true, static_cast<int>(status),
-                                    "server ignored the byte range (replied " +
-                                        std::to_string(status) + ", not 206)"});
+    return tl::unexpected(HttpError{
+        HttpFailure::Other, true, static_cast<int>(status),
+        "server ignored the byte range (replied " + std::to_string(status) + ", not 206)"});
   }
   if (stream.aborted_by_caller) {
     return tl::unexpected(

@@ -4,7 +4,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 
 #include <atomic>
@@ -16,6 +15,7 @@
 #include "store/pg_connection.h"
 #include "store/sql_migrations.h"
 #include "store/sql_store.h"
+#include "store/sqlite_connection.h"
 #include "support/store_backends.h"
 #include "support/temp_dir.h"
 #include "util/sha256.h"
@@ -595,23 +595,16 @@ TEST(JobStoreMigration, SchemaTwoUpgradesKeepingRows) {
   TempDir dir;
   const std::string path = dir.file("fleet.db");
   {
-    auto store_opened = store::open_sql_store(path);
-    store::SqlStore& store = *store_opened;
-    store.put_setting("operator_token_hash", "abc");
-    core::BenchRun run;
-    run.host = {42, "RTX 4090", 1};
-    run.rate = 12;
-    store.insert_bench_run(run);
+    // Built by the real migrations up to 2, not by undoing later ones by hand.
+    store::SqliteConnection old(path);
+    store::sql::migrate(old, "test database", 2);
+    old.exec(
+        "INSERT INTO settings (key, value) VALUES ('operator_token_hash', 'abc');"
+        "INSERT INTO bench_runs (machine_id, gpu_name, num_gpus, instance_id, at, rate, low, "
+        "high, samples, kind, contended, throttled, plan_json) VALUES "
+        "(42, 'RTX 4090', 1, 0, 0, 12, 0, 0, 0, '', 0, 0, '')",
+        "writing schema-2 rows");
   }
-  sqlite3* raw = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(raw,
-                         "DROP TABLE leader_lease; DROP TABLE memory_observations; DROP TABLE "
-                         "job_failure_streaks; DROP TABLE agent_logs; "
-                         "DROP TABLE jobs; PRAGMA user_version = 2;",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(raw);
 
   auto store_opened = store::open_sql_store(path);
   store::SqlStore& store = *store_opened;
