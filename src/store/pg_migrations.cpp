@@ -236,13 +236,7 @@ CREATE TABLE leader_lease (
 )sql"},
 };
 
-consteval bool versions_are_consecutive() {
-  int expected = 1;
-  for (const auto& m : kMigrations)
-    if (m.version != expected++) return false;
-  return expected - 1 == kLatestSchemaVersion;
-}
-static_assert(versions_are_consecutive(),
+static_assert(versions_are_consecutive(kMigrations),
               "migration versions must be 1, 2, 3, ... in order, up to kLatestSchemaVersion");
 
 }  // namespace

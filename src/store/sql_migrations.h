@@ -18,6 +18,16 @@ struct Migration {
   const char* sql;  // may hold several statements separated by ';'
 };
 
+// True when `list` runs 1, 2, 3, ... in order up to kLatestSchemaVersion (each dialect's list
+// asserts it at compile time).
+template <typename List>
+consteval bool versions_are_consecutive(const List& list) {
+  int expected = 1;
+  for (const auto& m : list)
+    if (m.version != expected++) return false;
+  return expected - 1 == kLatestSchemaVersion;
+}
+
 std::span<const Migration> sqlite_migrations();
 std::span<const Migration> pg_migrations();
 std::span<const Migration> migrations_for(Dialect dialect);
