@@ -107,6 +107,8 @@ class ChaosRun {
         figures_, secret_map(),
         {{"serve's output", serve_logs_}, {"market-sim's output", all_output(sim_->process)}},
         dir_.path() / "data", {"operator.token"});
+    log(std::to_string(api_->market_busy_replies()) +
+        " requests were answered 503 market busy (allowed)");
     return figures_;
   }
 
@@ -153,14 +155,27 @@ class ChaosRun {
     test::SpawnOptions opt;
     opt.env["VAST_API_KEY"] = market_key_;
     opt.env["PROVERFLEET_TOKEN"] = std::nullopt;
-    serve_.emplace(
-        start_service({o_.binary, "serve", "--config", (dir_.path() / "proverfleet.toml").string(),
-                       "--listen", "127.0.0.1:" + std::to_string(port_), "--grpc-listen",
-                       "127.0.0.1:0", "--db", (dir_.path() / "data" / "pf.db").string(),
-                       "--vast-url", sim_->url.str(),
-                       "--params-manifest", sim_->url.str() + "/proverfleet-sim/params.json",
-                       "--autopilot", "true", "--reconcile-interval", "2", "--tick-interval", "1"},
-                      opt, "proverfleet serve listening on"));
+    serve_.emplace(start_service({o_.binary,
+                                  "serve",
+                                  "--config",
+                                  (dir_.path() / "proverfleet.toml").string(),
+                                  "--listen",
+                                  "127.0.0.1:" + std::to_string(port_),
+                                  "--grpc-listen",
+                                  "127.0.0.1:0",
+                                  "--db",
+                                  (dir_.path() / "data" / "pf.db").string(),
+                                  "--vast-url",
+                                  sim_->url.str(),
+                                  "--params-manifest",
+                                  sim_->url.str() + "/proverfleet-sim/params.json",
+                                  "--autopilot",
+                                  "true",
+                                  "--reconcile-interval",
+                                  "2",
+                                  "--tick-interval",
+                                  "1"},
+                                 opt, "proverfleet serve listening on"));
   }
 
   // Runs for `seconds`, observing every 3 s and checking both services are alive.

@@ -128,7 +128,8 @@ inline Service start_service(const std::vector<std::string>& argv, const test::S
   return Service{std::move(p), url_in(line->line)};
 }
 
-// Calls the operator API, counting every request and 5xx reply into `figures`.
+// Calls the operator API, counting every request and 5xx reply into `figures` (a 503 "market
+// busy" reply is counted apart: see is_market_busy_reply).
 class OperatorApi {
  public:
   OperatorApi(Figures& figures, Url url, std::string token)
@@ -137,6 +138,7 @@ class OperatorApi {
   void set_url(Url url) { url_ = std::move(url); }
   const Url& url() const { return url_; }
   const std::string& token() const { return token_; }
+  int market_busy_replies() const { return market_busy_.load(); }
 
   // The reply's status and JSON body; nullopt when the manager did not answer.
   std::optional<std::pair<int, json>> call(const std::string& method, const std::string& path,
@@ -150,7 +152,9 @@ class OperatorApi {
                         : method == "POST" ? c.Post(path.c_str(), body.dump(), "application/json")
                                            : c.Delete(path.c_str());
     if (!r) return std::nullopt;
-    if (r->status >= 500) {
+    if (is_market_busy_reply(r->status, r->has_header("Retry-After"), r->body)) {
+      ++market_busy_;
+    } else if (r->status >= 500) {
       figures_.finding(
           Figure::ServerErrors,
           method + " " + path + " -> " + std::to_string(r->status) + " " + r->body.substr(0, 200));
@@ -173,6 +177,7 @@ class OperatorApi {
   Figures& figures_;
   Url url_;
   std::string token_;
+  std::atomic<int> market_busy_{0};
 };
 
 // market-sim's vast API (our test double's view of the truth), retried through injected

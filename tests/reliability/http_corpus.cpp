@@ -711,11 +711,8 @@ class CorpusRun {
       figures_.finding(Figure::Hangs, p.name + ": no reply within 15 s");
       return;
     }
-    // 503 with Retry-After is the manager saying the market is busy or unreachable (market-sim
-    // injects 429s and resets); it is an honest answer to a valid request, not a server error.
-    const bool market_busy = reply.status == 503 && test::header_of(reply.head, "retry-after") &&
-                             (reply.body.find("(rate_limited)") != std::string::npos ||
-                              reply.body.find("(transport)") != std::string::npos);
+    const bool market_busy = is_market_busy_reply(
+        reply.status, test::header_of(reply.head, "retry-after").has_value(), reply.body);
     if (market_busy) ++market_busy_;
     if (reply.status >= 500 && !market_busy) {
       figures_.finding(Figure::ServerErrors, p.name + " -> " + std::to_string(reply.status) + " " +
