@@ -155,27 +155,17 @@ class ChaosRun {
     test::SpawnOptions opt;
     opt.env["VAST_API_KEY"] = market_key_;
     opt.env["PROVERFLEET_TOKEN"] = std::nullopt;
-    serve_.emplace(start_service({o_.binary,
-                                  "serve",
-                                  "--config",
-                                  (dir_.path() / "proverfleet.toml").string(),
-                                  "--listen",
-                                  "127.0.0.1:" + std::to_string(port_),
-                                  "--grpc-listen",
-                                  "127.0.0.1:0",
-                                  "--db",
-                                  (dir_.path() / "data" / "pf.db").string(),
-                                  "--vast-url",
-                                  sim_->url.str(),
-                                  "--params-manifest",
-                                  sim_->url.str() + "/proverfleet-sim/params.json",
-                                  "--autopilot",
-                                  "true",
-                                  "--reconcile-interval",
-                                  "2",
-                                  "--tick-interval",
-                                  "1"},
-                                 opt, "proverfleet serve listening on"));
+    // One flag and its value per pair reads better than one word per line.
+    // clang-format off
+    serve_.emplace(
+        start_service({o_.binary, "serve", "--config", (dir_.path() / "proverfleet.toml").string(),
+                       "--listen", "127.0.0.1:" + std::to_string(port_), "--grpc-listen",
+                       "127.0.0.1:0", "--db", (dir_.path() / "data" / "pf.db").string(),
+                       "--vast-url", sim_->url.str(),
+                       "--params-manifest", sim_->url.str() + "/proverfleet-sim/params.json",
+                       "--autopilot", "true", "--reconcile-interval", "2", "--tick-interval", "1"},
+                      opt, "proverfleet serve listening on"));
+    // clang-format on
   }
 
   // Runs for `seconds`, observing every 3 s and checking both services are alive.
