@@ -7,32 +7,55 @@
 
 namespace pf::core {
 
-RateEstimate estimate_rate(std::vector<ProofSample> samples, double since, double z) {
+namespace {
+
+// Rate and interval from the time each proof took (its interval): mean m, rate 3600/m; the
+// interval on the mean maps to one on the rate (high rate = short interval).
+RateEstimate estimate_from_intervals(const std::vector<double>& intervals, double z) {
   RateEstimate e;
-  std::sort(samples.begin(), samples.end(),
-            [](const ProofSample& a, const ProofSample& b) { return a.at < b.at; });
-  std::vector<double> gaps;
-  double prev = since;
-  for (const auto& s : samples) {
-    if (s.at > prev) gaps.push_back(s.at - prev);
-    prev = std::max(prev, s.at);
-  }
-  e.samples = static_cast<int>(gaps.size());
-  if (gaps.empty()) return e;
+  e.samples = static_cast<int>(intervals.size());
+  if (intervals.empty()) return e;
   double sum = 0;
-  for (double g : gaps) sum += g;
-  double mean = sum / static_cast<double>(gaps.size());
+  for (double g : intervals) sum += g;
+  double mean = sum / static_cast<double>(intervals.size());
   double var = 0;
-  for (double g : gaps) var += (g - mean) * (g - mean);
-  var = gaps.size() > 1 ? var / static_cast<double>(gaps.size() - 1) : mean * mean;
-  double se = std::sqrt(var / static_cast<double>(gaps.size()));
+  for (double g : intervals) var += (g - mean) * (g - mean);
+  var = intervals.size() > 1 ? var / static_cast<double>(intervals.size() - 1) : mean * mean;
+  double se = std::sqrt(var / static_cast<double>(intervals.size()));
   e.rate = 3600 / mean;
-  // Interval on the mean gap maps to an interval on the rate (high rate = short gap).
   double gap_low = std::max(mean - z * se, mean * 0.05);
   double gap_high = mean + z * se;
   e.low = 3600 / gap_high;
   e.high = 3600 / gap_low;
   return e;
+}
+
+// Completions in time order, each with the interval since the one before (the first since
+// `since`); `busy_only` caps each at the proof's own wall time when it reports one.
+std::vector<double> completion_intervals(std::vector<ProofSample> samples, double since,
+                                         bool busy_only) {
+  std::sort(samples.begin(), samples.end(),
+            [](const ProofSample& a, const ProofSample& b) { return a.at < b.at; });
+  std::vector<double> gaps;
+  double prev = since;
+  for (const auto& s : samples) {
+    if (s.at > prev) {
+      const double gap = s.at - prev;
+      gaps.push_back(busy_only && s.seconds > 0 ? std::min(gap, s.seconds) : gap);
+    }
+    prev = std::max(prev, s.at);
+  }
+  return gaps;
+}
+
+}  // namespace
+
+RateEstimate estimate_rate(std::vector<ProofSample> samples, double since, double z) {
+  return estimate_from_intervals(completion_intervals(std::move(samples), since, false), z);
+}
+
+RateEstimate estimate_busy_rate(std::vector<ProofSample> samples, double since, double z) {
+  return estimate_from_intervals(completion_intervals(std::move(samples), since, true), z);
 }
 
 Verdict IntervalAcceptance::evaluate(const BenchmarkInput& in) const {

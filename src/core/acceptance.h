@@ -58,5 +58,14 @@ struct RateEstimate {
   int samples = 0;
 };
 RateEstimate estimate_rate(std::vector<ProofSample> samples, double since, double z);
+// The rate an instance proves at while it has work: as estimate_rate, but an interval that is
+// longer than the proof's own wall time (ProofSample::seconds, when reported) counts only that
+// wall time. Where proofs are jobs (the gateway, scenario /2) an instance waits idle between
+// jobs; completions then measure the work it was given, not what it can do, and an idle host
+// would look slow (and dear per proof) to the production watch, the surplus step and the
+// demand's measured capacity. Back to back (a benchmark, /1 production) the interval is at
+// most the wall time, so nothing changes; with proofs pipelined the wall time is longer than
+// the interval and the interval stands.
+RateEstimate estimate_busy_rate(std::vector<ProofSample> samples, double since, double z);
 
 }  // namespace pf::core

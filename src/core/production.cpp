@@ -13,7 +13,7 @@ std::vector<ProductionRun> new_production_windows(const InstanceRecord& rec,
   const auto windows = complete_production_windows(samples, window_s);
   for (std::size_t i = static_cast<std::size_t>(std::max(0, rec.production_windows));
        i < windows.size(); ++i) {
-    out.push_back({windows[i].start, estimate_rate(windows[i].samples, windows[i].start, z)});
+    out.push_back({windows[i].start, estimate_busy_rate(windows[i].samples, windows[i].start, z)});
   }
   return out;
 }

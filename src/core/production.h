@@ -1,7 +1,8 @@
 // Production windows, for the manager and the simulator alike: a proving instance is measured
 // in consecutive windows of its production proofs (core::complete_production_windows); each
 // complete window not yet recorded becomes a "production" run of the host, its rate interval
-// at the acceptance config's z.
+// at the acceptance config's z. The rate is the busy rate (core::estimate_busy_rate): time an
+// instance waits idle for a job is not counted as slowness.
 #pragma once
 
 #include <vector>

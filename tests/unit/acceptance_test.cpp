@@ -45,6 +45,35 @@ TEST(EstimateRate, OrderDoesNotMatter) {
   EXPECT_DOUBLE_EQ(a.rate, b.rate);
 }
 
+// Jobs (the gateway, scenario /2): a host proving at 60/hr that waits idle between jobs
+// completes fewer proofs per hour than it can prove; its busy rate is still 60/hr, and with
+// proofs back to back (wall time = interval) the two estimates agree.
+TEST(EstimateBusyRate, IdleTimeBetweenJobsIsNotSlowness) {
+  std::vector<ProofSample> samples;
+  double t = 0;
+  for (int i = 0; i < 12; ++i) {
+    t += i % 2 == 0 ? 600 : 0;  // idle 10 min before every other job
+    t += 60;                    // the proof itself: 1 min
+    ProofSample s;
+    s.seq = i;
+    s.at = t;
+    s.seconds = 60;
+    samples.push_back(s);
+  }
+  EXPECT_NEAR(estimate_rate(samples, 0, 1.645).rate, 3600.0 / 360, 1e-9);  // 10/hr
+  const RateEstimate busy = estimate_busy_rate(samples, 0, 1.645);
+  EXPECT_NEAR(busy.rate, 60, 1e-9);
+  EXPECT_EQ(busy.samples, 12);
+
+  auto steady = completions(50, 40, 0.15, 0, 7);
+  double prev = 0;
+  for (auto& s : steady) s.seconds = s.at - prev, prev = s.at;
+  EXPECT_DOUBLE_EQ(estimate_busy_rate(steady, 0, 1.645).rate, estimate_rate(steady, 0, 1.645).rate);
+  // Without a reported wall time the interval stands.
+  for (auto& s : samples) s.seconds = 0;
+  EXPECT_NEAR(estimate_busy_rate(samples, 0, 1.645).rate, 10, 1e-9);
+}
+
 TEST(IntervalAcceptance, WaitsForMinimumSamples) {
   IntervalAcceptance acc({});
   BenchmarkInput in{completions(3, 200, 0.05, 0, 3), 0, 100, 20};

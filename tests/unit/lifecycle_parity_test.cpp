@@ -89,12 +89,16 @@ Outcome run_manager(const std::vector<Obs>& script) {
     hb.gpu_throttled = throttled;
     EXPECT_TRUE(m.agent_heartbeat(id, hb));
   };
+  // The agent reports each proof's wall time: since the prover started or the proof before
+  // (the simulator's side passes the same).
+  double last_completion = 0;
   auto proof = [&](const std::string& phase) {
     manager::AgentEvent e;
     e.seq = ++seq;
     e.type = "proof_done";
     e.at = now;
-    e.seconds = 60;
+    e.seconds = now - last_completion;
+    last_completion = now;
     e.phase = phase;
     auto r = m.agent_events(id, {e});
     if (!r) {
@@ -124,6 +128,7 @@ Outcome run_manager(const std::vector<Obs>& script) {
         e.seq = ++seq;
         e.type = "prover_started";
         EXPECT_TRUE(m.agent_events(id, {e}));
+        last_completion = now;
         break;
       }
       case Obs::Kind::Warmup:
