@@ -132,12 +132,19 @@ JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
   }
 
   JobPlan plan;
-  for (const JobToPlace* job : order) {
+  // Jobs no instance can finish by their deadline any more, held back until the jobs of their
+  // priority that still can are placed (`deferred`), then placed in their own order.
+  std::vector<const JobToPlace*> deferred;
+  const auto place = [&](const JobToPlace* job, bool may_defer) {
     const Candidate best_any = any.best(*job, workers, versions);
     const Candidate best_free = free.best(*job, workers, versions);
     if (best_any.worker < 0) {
       plan.waits.push_back({job->job_id, 0, 0, false, "no instance with a measured rate"});
-      continue;
+      return;
+    }
+    if (may_defer && best_any.late) {
+      deferred.push_back(job);
+      return;
     }
     // Wait for a busy instance only when it is clearly better than every free one.
     bool wait = best_free.worker < 0;
@@ -171,7 +178,7 @@ JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
                          " would take " + fixed(best_free.finish - now, 0) + " s" +
                          (best_free.late && !chosen.late ? " and miss its deadline" : "");
       plan.waits.push_back({job->job_id, instance, chosen.finish, chosen.late, std::move(reason)});
-      continue;
+      return;
     }
     JobPlacement placement;
     placement.job_id = job->job_id;
@@ -180,7 +187,16 @@ JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
     placement.late = chosen.late;
     placement.reason = std::move(reason);
     plan.placements.push_back(std::move(placement));
+  };
+  const auto place_deferred = [&] {
+    for (const JobToPlace* job : deferred) place(job, false);
+    deferred.clear();
+  };
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    if (k > 0 && order[k]->priority != order[k - 1]->priority) place_deferred();
+    place(order[k], true);
   }
+  place_deferred();
   return plan;
 }
 

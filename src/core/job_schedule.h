@@ -13,8 +13,13 @@
 //  - an instance that cannot finish the job before its deadline is not chosen while another
 //    can;
 //  - among the rest, the earliest expected finish.
-// A job nobody can finish in time still goes to the earliest finisher (a late proof is better
-// than none to the client, who decides); it is marked `late` so the shell can count it.
+// A job nobody can finish in time any more still goes to the earliest finisher (a late proof is
+// better than none to the client, who decides); it is marked `late` so the shell can count it.
+// But it comes after the jobs of its priority that can still be on time: in an overload, taking
+// jobs strictly by deadline spends every slot on jobs that finish late anyway, and the jobs
+// behind them then miss their deadlines too (measured in `sim` on scenario /2: hundreds of late
+// proofs per run, every one of them unpaid, whenever capacity fell short of arrivals for an
+// hour). Held back, it takes a slot that no on-time job wants.
 //
 // Leases never exceed slots: an agent holds at most its plan's proofs in flight, so only jobs
 // whose chosen instance has a free slot are placed (leased). When the best instance is busy —

@@ -150,6 +150,30 @@ TEST(JobSchedule, AJobNobodyCanFinishInTimeGoesToTheEarliestFinisherMarkedLate) 
   EXPECT_NE(placed[0].reason.find("after its deadline"), std::string::npos) << placed[0].reason;
 }
 
+// In an overload the slots go to jobs that can still be on time: one due too soon for any
+// instance is held back behind them (still served, by the next free slot nobody on time wants).
+TEST(JobSchedule, AJobThatCannotBeOnTimeComesAfterTheOnesThatCan) {
+  // One instance, 100 s a proof: job 1 (due in 60 s) cannot make it, job 2 (due in 150 s) can.
+  auto plan = plan_jobs(kNow, {job(1, 60), job(2, 150)}, {worker(1, 100)});
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].job_id, 2);
+  EXPECT_FALSE(plan.placements[0].late);
+  ASSERT_EQ(plan.waits.size(), 1u);
+  EXPECT_EQ(plan.waits[0].job_id, 1);
+  EXPECT_TRUE(plan.waits[0].late);
+  // Strictly by deadline job 1 would take the slot, finish late, and make job 2 late too.
+  // With a free slot left over, the late one still gets it.
+  const auto placed = place_jobs(kNow, {job(1, 60), job(2, 150)}, {worker(1, 100, 2)});
+  ASSERT_EQ(placed.size(), 2u);
+  EXPECT_EQ(placed[0].job_id, 2);
+  EXPECT_EQ(placed[1].job_id, 1);
+  EXPECT_TRUE(placed[1].late);
+  // Priority still comes first: a late job of a higher priority is not held behind lower ones.
+  plan = plan_jobs(kNow, {job(1, 60, 1), job(2, 150)}, {worker(1, 100)});
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].job_id, 1);
+}
+
 TEST(JobSchedule, TheAvoidListComesLast) {
   JobToPlace j = job(1, 1800);
   j.avoid_instances = {2};
@@ -279,7 +303,8 @@ JobPlan reference_plan(double now, const std::vector<JobToPlace>& queued,
   for (const auto& w : workers) free_at.push_back(ref_slot_free_times(now, w));
 
   JobPlan plan;
-  for (const JobToPlace* job : order) {
+  std::vector<const JobToPlace*> deferred;  // no instance can be on time: after the rest
+  const auto place = [&](const JobToPlace* job, bool may_defer) {
     RefCandidate best_any, best_free;
     for (std::size_t i = 0; i < workers.size(); ++i) {
       const WorkerView& w = workers[i];
@@ -295,7 +320,11 @@ JobPlan reference_plan(double now, const std::vector<JobToPlace>& queued,
     }
     if (best_any.worker < 0) {
       plan.waits.push_back({job->job_id, 0, 0, false, "no instance with a measured rate"});
-      continue;
+      return;
+    }
+    if (may_defer && best_any.late) {
+      deferred.push_back(job);
+      return;
     }
     // Wait for a busy instance only when it is clearly better than every free one.
     bool wait = best_free.worker < 0;
@@ -327,7 +356,7 @@ JobPlan reference_plan(double now, const std::vector<JobToPlace>& queued,
                          " would take " + fixed(best_free.finish - now, 0) + " s" +
                          (best_free.late && !chosen.late ? " and miss its deadline" : "");
       plan.waits.push_back({job->job_id, instance, chosen.finish, chosen.late, std::move(reason)});
-      continue;
+      return;
     }
     JobPlacement placement;
     placement.job_id = job->job_id;
@@ -336,7 +365,15 @@ JobPlan reference_plan(double now, const std::vector<JobToPlace>& queued,
     placement.late = chosen.late;
     placement.reason = std::move(reason);
     plan.placements.push_back(std::move(placement));
+  };
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    if (k > 0 && order[k]->priority != order[k - 1]->priority) {
+      for (const JobToPlace* late : deferred) place(late, false);
+      deferred.clear();
+    }
+    place(order[k], true);
   }
+  for (const JobToPlace* late : deferred) place(late, false);
   return plan;
 }
 
