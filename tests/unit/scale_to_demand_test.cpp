@@ -317,6 +317,7 @@ TEST(ScaleToDemand, WithTransientBacklogACandidateIsNotRentedForAQueueWorkedOffB
                          [](const Action& a) { return a.kind == Action::Kind::Rent; });
   };
   ScaleToDemandConfig lasting = config();
+  lasting.transient_backlog = false;
   const auto as_lasting = decide_for_jobs(fleet, {offer}, PolicyHistory{}, {}, s.now, policy,
                                           s.view(), std::nullopt, lasting);
   ASSERT_TRUE(as_lasting.demand);
