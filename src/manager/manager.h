@@ -184,7 +184,7 @@ class Manager {
   Manager(store::Store& store, market::Market& market, ManagerConfig config, Clock clock);
 
   // --- operator ------------------------------------------------------------------------------
-  // Ranked offers for a vast JSON filter.
+  // Ranked offers for a vast JSON filter (with deploy: manager_offers.cpp).
   ApiResult<std::vector<core::RankedOffer>> rank_offers(const nlohmann::json& filters, int limit,
                                                         core::RankOrder order);
   // Rents the offer: re-checks it, records the intent, creates with our label and env.
@@ -349,8 +349,6 @@ class Manager {
   Notify notify_;
   // Forgets the hands-on state of a destroyed instance.
   void forget_hands_on(std::int64_t id);
-  // The webhook data naming an instance.
-  static nlohmann::json webhook_instance(const core::InstanceRecord& rec);
   // job_workers()'s rows; told of every change of a state, verdict or plan, and of heartbeats.
   JobWorkerRoster job_worker_roster_;
 };
