@@ -85,9 +85,9 @@ bool pause_before_retry(int attempt, int attempts, const FetchOptions& opts, std
   return sleep_unless_cancelled(delay, opts.cancelled);
 }
 
-// A GET of `range` of `url` with the options' headers and stall limits.
-market::HttpStreamRequest ranged_get(const FetchOptions& opts, const std::string& url,
-                                     market::ByteRange range) {
+// A GET of `url` (only `range` of it, when given) with the options' headers and stall limits.
+market::HttpStreamRequest file_get(const FetchOptions& opts, const std::string& url,
+                                   std::optional<market::ByteRange> range) {
   market::HttpStreamRequest req;
   req.url = url;
   req.headers = opts.headers;
@@ -307,6 +307,20 @@ class FileDownload {
   bool cancelled() const { return opts_.cancelled && opts_.cancelled(); }
 
   // Writes `n` bytes at `offset` in full; false with errno on failure.
+  // Writes a received piece at `offset + written` and counts it as downloaded; false (the
+  // disk's errno in `write_errno`) when it could not be written.
+  bool take(const char* data, std::size_t n, std::uint64_t offset, std::uint64_t& written,
+            int& write_errno) {
+    if (!write_at(data, n, offset + written)) {
+      write_errno = errno;
+      return false;
+    }
+    written += n;
+    downloaded_ += n;
+    progress_.add_bytes(n);
+    return true;
+  }
+
   bool write_at(const char* data, std::size_t n, std::uint64_t offset) {
     while (n > 0) {
       const ssize_t w = pwrite(part_fd_, data, n, static_cast<off_t>(offset));
@@ -333,21 +347,14 @@ class FileDownload {
       std::uint64_t written = 0;
       int write_errno = 0;
       bool too_long = false;
-      const auto req = ranged_get(opts_, f_.url, market::ByteRange{first, first + len - 1});
+      const auto req = file_get(opts_, f_.url, market::ByteRange{first, first + len - 1});
       auto result = market::http_get_stream(opts_.http, req, [&](const char* data, std::size_t n) {
         if (cancelled()) return false;
         if (written + n > len) {
           too_long = true;
           return false;
         }
-        if (!write_at(data, n, first + written)) {
-          write_errno = errno;
-          return false;
-        }
-        written += n;
-        downloaded_ += n;
-        progress_.add_bytes(n);
-        return true;
+        return take(data, n, first, written, write_errno);
       });
       if (result && result->status == 206 && written == len) {
         // Data first, then the record that it is there: a crash in between costs a re-fetch,
@@ -403,21 +410,10 @@ class FileDownload {
   tl::expected<void, std::string> fetch_whole() {
     std::uint64_t written = 0;
     int write_errno = 0;
-    market::HttpStreamRequest req;
-    req.url = f_.url;
-    req.headers = opts_.headers;
-    req.low_speed_bytes_per_s = opts_.low_speed_bytes_per_s;
-    req.low_speed_time_s = opts_.low_speed_time_s;
+    const auto req = file_get(opts_, f_.url, std::nullopt);
     auto result = market::http_get_stream(opts_.http, req, [&](const char* data, std::size_t n) {
       if (cancelled() || written + n > f_.bytes) return false;
-      if (!write_at(data, n, written)) {
-        write_errno = errno;
-        return false;
-      }
-      written += n;
-      downloaded_ += n;
-      progress_.add_bytes(n);
-      return true;
+      return take(data, n, 0, written, write_errno);
     });
     if (write_errno != 0) {
       progress_.sub_bytes(written);
@@ -459,7 +455,7 @@ tl::expected<std::uint64_t, std::string> source_size(const ParamFile& f, const F
   const int attempts = std::max(1, opts.chunk_attempts);
   for (int attempt = 0; attempt < attempts; ++attempt) {
     if (opts.cancelled && opts.cancelled()) return tl::unexpected(std::string("cancelled"));
-    const auto req = ranged_get(opts, f.url, market::ByteRange{0, 0});
+    const auto req = file_get(opts, f.url, market::ByteRange{0, 0});
     std::uint64_t body = 0;
     auto result = market::http_get_stream(opts.http, req, [&](const char*, std::size_t n) {
       body += n;
