@@ -104,6 +104,10 @@ void Manager::listening_interrupted() {
   listening_.listening_since = clock_();
 }
 
+bool Manager::still_leading() const {
+  return !config_.still_leading || config_.still_leading();
+}
+
 core::Hearing Manager::hearing() {
   return hearing_of(store_.instances(false), clock_());
 }
@@ -603,6 +607,8 @@ void Manager::reconcile() {
   std::vector<std::int64_t> to_destroy;  // market ids of instances no live row owns
   {
     std::lock_guard lock(mu_);
+    // The list may have taken long; a term that ended meanwhile leaves it to the new leader.
+    if (!still_leading()) return;
     last_reconcile_error_.clear();
     // The plan's rows: the live ones and those of listed deployments (closed ones included).
     std::vector<InstanceRecord> rows = store_.instances(false);
@@ -706,6 +712,7 @@ void Manager::tick() {
   std::vector<Pending> destroys;
   {
     std::lock_guard lock(mu_);
+    if (!still_leading()) return;
     const auto live = store_.instances(false);
     const core::Hearing hearing = hearing_of(live, now);
     if (hearing.cause != last_hearing_cause_) {
@@ -763,6 +770,7 @@ void Manager::tick() {
       }
     }
     std::lock_guard lock(mu_);
+    if (!still_leading()) break;  // the market's answer is the new leader's to record
     auto rec = store_.instance(d.id);
     if (!rec || rec->state != S::Destroying) continue;
     if (mid && !rec->market_id) rec->market_id = mid;

@@ -87,6 +87,11 @@ struct ManagerConfig {
   double production_window_s = 3600;
   // When silence says nothing about a host (core/hearing.h).
   core::HearingConfig hearing;
+  // May this process still act as the fleet's leader? Asked (cheap: the term's expiry on the
+  // local clock) right before a reconcile or tick round writes what it decided, so a leader that
+  // stood still past its term (SIGSTOP, a long GC-like stall, a suspended VM) and wakes mid-round
+  // writes nothing from its stale view over the new leader's rows. Unset: always (one manager).
+  std::function<bool()> still_leading;
 };
 
 // --- agent protocol (design §7) ------------------------------------------------------------
@@ -295,6 +300,8 @@ class Manager {
   void transition(core::InstanceRecord& rec, core::InstanceState to, const std::string& reason);
   // core::judge_hearing over `rows` (live ones count) with this manager's listening state.
   core::Hearing hearing_of(const std::vector<core::InstanceRecord>& rows, double now);
+  // config_.still_leading, or true without one.
+  bool still_leading() const;
   // Every close: core::close_instance (destroying with the typed cause), then the strike its
   // host earns, if any (an automatic bad-host entry with the evidence; our own second instance
   // on the machine excuses a slow benchmark). Returns false when rec was already closing.
