@@ -1,7 +1,7 @@
 // The manager end to end, with real processes over loopback: market-sim (vast test double),
-// `proverfleet serve` with a file SQLite store, the fleet CLI, and a scripted agent speaking
-// the agent API. Covers deploy → register → params → warm-up → samples → accept → proving,
-// the reject and operator-destroy paths, and a SIGKILL of the manager mid-flight.
+// `proverfleet serve` on a SQLite file and on a PostgreSQL database, the fleet CLI, and a scripted
+// agent speaking the agent API. Covers deploy → register → params → warm-up → samples → accept →
+// proving, the reject and operator-destroy paths, and a SIGKILL of the manager mid-flight.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -29,14 +29,10 @@ namespace fs = std::filesystem;
 const std::string kBinary = PF_BINARY;
 const std::string kVastKey = "e2e-vast-key";
 
-class ManagerE2E : public ::testing::Test {
+class ManagerE2E : public ::testing::TestWithParam<pf::testing::Backend> {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pf-e2e-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = db_.dir();
     // Short lifecycle limits so the failure paths run in seconds.
     std::ofstream(dir_ / "proverfleet.toml") << R"(
 [lifecycle]
@@ -55,7 +51,6 @@ max_samples = 12
   void TearDown() override {
     manager_.reset();
     sim_.reset();
-    fs::remove_all(dir_);
   }
 
   void start_manager() {
@@ -64,7 +59,8 @@ max_samples = 12
                                           .config = dir_ / "proverfleet.toml",
                                           .vast_url = sim_url_,
                                           .vast_key = kVastKey,
-                                          .grpc_listen = "127.0.0.1:0"});
+                                          .grpc_listen = "127.0.0.1:0",
+                                          .wait_leading = true});
     manager_.emplace(std::move(manager.process));
     mgr_url_ = manager.url;
     token_ = pf::test::read_operator_token(db_.dir());
@@ -207,14 +203,16 @@ max_samples = 12
     events(a, batch);
   }
 
-  fs::path dir_;
-  pf::test::ServeDatabase db_{pf::testing::Backend::Sqlite};
+  pf::test::ServeDatabase db_{GetParam()};
+  fs::path dir_;  // the database's directory: the config, serve's working directory
   std::optional<Subprocess> sim_, manager_;
   Url sim_url_, mgr_url_;
   std::string token_;
 };
 
-TEST_F(ManagerE2E, InstanceWalksToProvingAndIsDestroyedOnRequest) {
+INSTANTIATE_TEST_SUITE_P(Db, ManagerE2E, pf::testing::kStoreBackends, pf::testing::backend_name);
+
+TEST_P(ManagerE2E, InstanceWalksToProvingAndIsDestroyedOnRequest) {
   std::int64_t id = deploy_cheapest();
   EXPECT_EQ(state_of(id), "booting");
   Agent a = register_agent(id);
@@ -242,7 +240,7 @@ TEST_F(ManagerE2E, InstanceWalksToProvingAndIsDestroyedOnRequest) {
   EXPECT_TRUE(market_instance(market_id).is_null());  // the market confirms it is gone
 }
 
-TEST_F(ManagerE2E, SlowHostIsRejectedAndDestroyed) {
+TEST_P(ManagerE2E, SlowHostIsRejectedAndDestroyed) {
   std::int64_t id = deploy_cheapest();
   Agent a = register_agent(id);
   heartbeat(a, "warming_up", 47e9);
@@ -254,7 +252,7 @@ TEST_F(ManagerE2E, SlowHostIsRejectedAndDestroyed) {
   EXPECT_EQ(market_instances_with_our_label(), 0);
 }
 
-TEST_F(ManagerE2E, LostHeartbeatDestroys) {
+TEST_P(ManagerE2E, LostHeartbeatDestroys) {
   std::int64_t id = deploy_cheapest();
   Agent a = register_agent(id);
   heartbeat(a, "fetching_params", 1e9);
@@ -262,7 +260,7 @@ TEST_F(ManagerE2E, LostHeartbeatDestroys) {
   EXPECT_EQ(market_instances_with_our_label(), 0);
 }
 
-TEST_F(ManagerE2E, ManagerKilledMidFlightLosesNothingAndRentsNothingTwice) {
+TEST_P(ManagerE2E, ManagerKilledMidFlightLosesNothingAndRentsNothingTwice) {
   std::int64_t a_id = deploy_cheapest(0);
   std::int64_t b_id = deploy_cheapest(1);
   Agent a = register_agent(a_id);
@@ -286,7 +284,7 @@ TEST_F(ManagerE2E, ManagerKilledMidFlightLosesNothingAndRentsNothingTwice) {
 
 // The operator's jobs command against the real serve (issue 12 item 6): an empty gateway lists no
 // jobs, a bad state is named, and status says which revenue its profit counts.
-TEST_F(ManagerE2E, JobsCommandListsTheGatewaysJobsAndNamesABadState) {
+TEST_P(ManagerE2E, JobsCommandListsTheGatewaysJobsAndNamesABadState) {
   auto [code, out] = cli({"jobs"});
   ASSERT_EQ(code, 0) << out;
   EXPECT_THAT(out, ::testing::HasSubstr("no jobs"));

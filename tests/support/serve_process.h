@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/proverfleet_cli.h"
@@ -63,15 +64,18 @@ inline MarketSimProcess start_market_sim(
 
 struct ServeSpawn {
   const ServeDatabase* db = nullptr;
-  std::filesystem::path config;  // --config
-  Url vast_url;                  // market-sim
-  std::string vast_key;
+  std::filesystem::path config = {};  // --config
+  Url vast_url = {};                  // market-sim
+  std::string vast_key = {};
   // --listen, --grpc-listen (off by default) and the loop intervals; `extra` is appended.
   std::string listen = "127.0.0.1:0";
-  std::string grpc_listen;
+  std::string grpc_listen = {};
   std::string reconcile_interval = "0.5";
   std::string tick_interval = "0.25";
-  std::vector<std::string> extra;
+  std::vector<std::string> extra = {};
+  // Also wait until it leads (GET /healthz/leader answers 200): a lone serve takes the lease
+  // just after it starts listening, and job routes answer 503 until then.
+  bool wait_leading = false;
 };
 
 struct ServeProcess {
@@ -110,6 +114,20 @@ inline ServeProcess start_serve(const ServeSpawn& spawn,
   auto line = process.wait_for_line("proverfleet serve listening on", limit);
   if (!line) throw std::runtime_error("serve did not start: " + process.stderr_text());
   const Url url = parse_url(line->line);
+  if (spawn.wait_leading) {
+    const auto by = std::chrono::steady_clock::now() + limit;
+    while (true) {
+      httplib::Client c(url.host, url.port);
+      c.set_connection_timeout(2);
+      c.set_read_timeout(5);
+      const auto reply = c.Get("/healthz/leader");
+      if (reply && reply->status == 200) break;
+      if (std::chrono::steady_clock::now() > by) {
+        throw std::runtime_error("serve did not lead: " + process.stderr_text());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
   return {std::move(process), url};
 }
 
