@@ -7,8 +7,9 @@
 //
 //  - No live leader (a failover in progress, or this replica's own term is only starting):
 //    UNAVAILABLE with a retry hint (trailing metadata `retry-after-ms`), as Curio retries.
-//  - The leader is unavailable (it died, or answered UNAVAILABLE): UNAVAILABLE naming it; Curio's retry with the same
-//    request_id joins the job the next leader reloads from the store.
+//  - The leader is unavailable (it died, or answered UNAVAILABLE): UNAVAILABLE naming it;
+//    Curio's retry with the same request_id joins the job the next leader reloads from the
+//    store.
 //  - A call another replica relayed already (metadata kRelayedByMetadata) is never relayed again:
 //    two replicas that each think the other leads answer UNAVAILABLE rather than loop.
 //  - When this replica starts leading, calls still relayed to the former leader are cancelled
