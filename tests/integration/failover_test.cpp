@@ -29,6 +29,7 @@
 #include "cuzk/v1/proving.grpc.pb.h"
 #include "reliability/fleet.h"
 #include "reliability/fleet_checks.h"
+#include "support/porep_request.h"
 #include "support/store_backends.h"
 
 namespace {
@@ -53,18 +54,6 @@ int free_port() {
     throw std::runtime_error("cannot find a free port");
   }
   return ntohs(addr.sin_port);
-}
-
-cuzk::v1::SubmitProofRequest porep(const std::string& request_id, std::uint64_t sector) {
-  cuzk::v1::SubmitProofRequest r;
-  r.set_request_id(request_id);
-  r.set_proof_kind(cuzk::v1::POREP_SEAL_COMMIT);
-  r.set_sector_size(32ULL << 30);
-  r.set_sector_number(sector);
-  r.set_miner_id(2000);
-  r.set_vanilla_proof(R"({"SectorNum":)" + std::to_string(sector) +
-                      R"(,"Phase1Out":"c2VjdG9y","SectorSize":34359738368})");
-  return r;
 }
 
 // What each client call ended with.
@@ -168,7 +157,8 @@ class Failover : public ::testing::TestWithParam<pf::testing::Backend> {
   // a non-retryable error, within `limit`.
   JobOutcome prove_until_done(int i, std::chrono::seconds limit) {
     JobOutcome out;
-    const auto request = porep("porep-2000-" + std::to_string(i), static_cast<std::uint64_t>(i));
+    const auto request =
+        pf::test::porep_request("porep-2000-" + std::to_string(i), static_cast<std::uint64_t>(i));
     const auto end = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < end) {
       auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(follower_grpc_port_),

@@ -18,6 +18,7 @@
 #include "gateway/leader_proxy.h"
 #include "jobs/job_queue.h"
 #include "store/store.h"
+#include "support/porep_request.h"
 #include "support/temp_dir.h"
 
 namespace pf::gateway {
@@ -41,17 +42,6 @@ GatewayConfig loopback(std::vector<std::string> allow = {}) {
 
 std::string address_of(const GatewayServer& gateway) {
   return "127.0.0.1:" + std::to_string(gateway.port());
-}
-
-cuzk::v1::SubmitProofRequest porep(const std::string& request_id) {
-  cuzk::v1::SubmitProofRequest r;
-  r.set_request_id(request_id);
-  r.set_proof_kind(cuzk::v1::POREP_SEAL_COMMIT);
-  r.set_sector_size(32ULL << 30);
-  r.set_sector_number(3);
-  r.set_miner_id(2000);
-  r.set_vanilla_proof(R"({"SectorNum":3,"Phase1Out":"c2VjdG9y","SectorSize":34359738368})");
-  return r;
 }
 
 class GatewayRelay : public ::testing::Test {
@@ -94,7 +84,7 @@ class GatewayRelay : public ::testing::Test {
   grpc::Status submit(const std::string& request_id, cuzk::v1::SubmitProofResponse& reply,
                       grpc::ClientContext& ctx) {
     ctx.set_deadline(std::chrono::system_clock::now() + 20s);
-    return stub_->SubmitProof(&ctx, porep(request_id), &reply);
+    return stub_->SubmitProof(&ctx, pf::test::porep_request(request_id, 3), &reply);
   }
 
   pf::testing::TempDir dir_;
@@ -201,7 +191,7 @@ TEST_F(GatewayRelay, AFollowerThatStartsLeadingAnswersFromItsQueueAndEndsRelayed
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 60s);
     cuzk::v1::ProveRequest call;
-    *call.mutable_submit() = porep("relay-6");
+    *call.mutable_submit() = pf::test::porep_request("relay-6", 3);
     cuzk::v1::ProveResponse reply;
     return stub_->Prove(&ctx, call, &reply);
   });

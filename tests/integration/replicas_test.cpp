@@ -22,6 +22,7 @@
 
 #include "cuzk/v1/proving.grpc.pb.h"
 #include "gateway/leader_proxy.h"
+#include "support/porep_request.h"
 #include "support/proverfleet_cli.h"
 #include "support/serve_process.h"
 #include "support/subprocess.h"
@@ -45,19 +46,6 @@ struct Replica {
   std::string id;
   std::string grpc;  // where its gateway listens
 };
-
-// A SubmitProof of a PoRep for sector `sector` under `request_id`.
-cuzk::v1::SubmitProofRequest porep(const std::string& request_id, std::uint64_t sector) {
-  cuzk::v1::SubmitProofRequest r;
-  r.set_request_id(request_id);
-  r.set_proof_kind(cuzk::v1::POREP_SEAL_COMMIT);
-  r.set_sector_size(32ULL << 30);
-  r.set_sector_number(sector);
-  r.set_miner_id(2000);
-  r.set_vanilla_proof(R"({"SectorNum":)" + std::to_string(sector) +
-                      R"(,"Phase1Out":"c2VjdG9y","SectorSize":34359738368})");
-  return r;
-}
 
 class Replicas : public ::testing::TestWithParam<Backend> {
  protected:
@@ -202,7 +190,8 @@ TEST_P(Replicas, OneLeadsTheFollowerForwardsAndTakesOverWithinTheBoundAfterSigki
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 20s);
     cuzk::v1::SubmitProofResponse reply;
-    const grpc::Status status = stub(b)->SubmitProof(&ctx, porep("replicas-1", 1), &reply);
+    const grpc::Status status =
+        stub(b)->SubmitProof(&ctx, pf::test::porep_request("replicas-1", 1), &reply);
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(reply.job_id(), "replicas-1");
   }
@@ -246,7 +235,8 @@ TEST_P(Replicas, OneLeadsTheFollowerForwardsAndTakesOverWithinTheBoundAfterSigki
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 20s);
     cuzk::v1::SubmitProofResponse reply;
-    const grpc::Status status = stub(b)->SubmitProof(&ctx, porep("replicas-1", 1), &reply);
+    const grpc::Status status =
+        stub(b)->SubmitProof(&ctx, pf::test::porep_request("replicas-1", 1), &reply);
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(reply.job_id(), "replicas-1");
   }
@@ -283,7 +273,7 @@ TEST_P(Replicas, APausedExLeaderRentsNothingOnceItWakes) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 120s);
     cuzk::v1::ProveRequest call;
-    *call.mutable_submit() = porep("replicas-paused", 7);
+    *call.mutable_submit() = pf::test::porep_request("replicas-paused", 7);
     cuzk::v1::ProveResponse reply;
     return stub(b)->Prove(&ctx, call, &reply);
   });
@@ -313,7 +303,8 @@ TEST_P(Replicas, APausedExLeaderRentsNothingOnceItWakes) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 20s);
     cuzk::v1::SubmitProofResponse reply;
-    const grpc::Status status = stub(b)->SubmitProof(&ctx, porep("replicas-paused", 7), &reply);
+    const grpc::Status status =
+        stub(b)->SubmitProof(&ctx, pf::test::porep_request("replicas-paused", 7), &reply);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
   EXPECT_EQ(jobs_with_request(b, "replicas-paused"), 1);
