@@ -234,6 +234,10 @@ CREATE TABLE leader_lease (
   renewed_at DOUBLE PRECISION NOT NULL
 );
 )sql"},
+    // Replicas' gRPC: where the holder's gateway listens (followers relay Curio's calls to it).
+    Migration{10, "leader lease gRPC address", R"sql(
+ALTER TABLE leader_lease ADD COLUMN holder_grpc TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 static_assert(versions_are_consecutive(kMigrations),

@@ -257,6 +257,11 @@ CREATE TABLE leader_lease (
   renewed_at REAL NOT NULL
 ) STRICT;
 )sql"},
+    // Replicas' gRPC (issue 14): where the holder's gateway listens, so a follower's gateway
+    // relays Curio's calls to it. Empty: the holder serves no gRPC.
+    Migration{10, "leader lease gRPC address", R"sql(
+ALTER TABLE leader_lease ADD COLUMN holder_grpc TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 static_assert(versions_are_consecutive(kMigrations),
