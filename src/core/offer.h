@@ -32,8 +32,8 @@ struct Offer {
   double reliability = 0;  // reliability2, 0..1
   bool verified = false;
   std::string geolocation;
-  double dph_total = 0;                 // $/hour for the offer, bandwidth excluded
-  double storage_cost_gb_month = 0;     // $/GB/month
+  double dph_total = 0;              // $/hour for the offer, bandwidth excluded
+  double storage_cost_gb_month = 0;  // $/GB/month
   double dlperf = 0;
 
   // Derived once at the boundary (see derive_offer_fields).
@@ -43,6 +43,8 @@ struct Offer {
   // Data-quality notes: each names a field the market returned null/zero/odd and what was
   // assumed instead. Never fatal: predictions widen their band instead.
   std::vector<std::string> data_flags;
+
+  bool operator==(const Offer&) const = default;
 };
 
 // Fills usable_ram_gib / usable_cores and appends data_flags for missing or odd fields.
