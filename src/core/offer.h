@@ -32,8 +32,8 @@ struct Offer {
   double reliability = 0;  // reliability2, 0..1
   bool verified = false;
   std::string geolocation;
-  double dph_total = 0;              // $/hour for the offer, bandwidth excluded
-  double storage_cost_gb_month = 0;  // $/GB/month
+  double dph_total = 0;                 // $/hour for the offer, bandwidth excluded
+  double storage_cost_gb_month = 0;     // $/GB/month
   double dlperf = 0;
 
   // Derived once at the boundary (see derive_offer_fields).
