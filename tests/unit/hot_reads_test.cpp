@@ -495,6 +495,42 @@ TEST_P(HotReadsBackendTest, ACopiedStoreTotalsWhatItHolds) {
   }
 }
 
+// A dashboard keeps each row's text between snapshots (dashboard_snapshot.h): every change of a
+// row since the last snapshot shows, and a long-lived dashboard shows what a new one builds.
+TEST_P(HotReadsBackendTest, AKeptDashboardShowsEveryChangeOfARow) {
+  restart();
+  seed(*store_, 43);
+  DashboardOptions options;
+  options.clock = [] { return kNow; };
+  options.recent_destroyed_s = kWindow;
+  Dashboard kept(*manager_, options);
+  const std::string before = kept.snapshot_text();
+  auto live = store_->instances(false);
+  ASSERT_GE(live.size(), 3u);
+  live[0].last_heartbeat_at = kNow - 1;  // a heartbeat: billing and progress
+  live[0].spend_usd += 1.5;
+  live[0].proofs_production += 2;
+  store_->update_agent_progress(live[0]);
+  live[1].state = S::Destroyed;  // closed just now: still listed, as destroyed
+  live[1].destroyed_at = kNow - 10;
+  store_->update_instance(live[1]);
+  live[2].offer.geolocation = "Iceland, IS";  // a field of the offer the row shows
+  store_->update_instance(live[2]);
+
+  const std::string after = kept.snapshot_text();
+  EXPECT_NE(after, before);
+  Dashboard fresh(*manager_, options);
+  EXPECT_EQ(after, fresh.snapshot_text());
+  const json shown = json::parse(after);
+  std::map<std::int64_t, json> rows;
+  for (const auto& row : shown["instances"]) rows[row["id"].get<std::int64_t>()] = row;
+  EXPECT_DOUBLE_EQ(rows.at(live[0].id)["spend_usd"].get<double>(), live[0].spend_usd);
+  EXPECT_EQ(rows.at(live[0].id)["proofs_production"], live[0].proofs_production);
+  EXPECT_EQ(rows.at(live[1].id)["state"], "destroyed");
+  EXPECT_EQ(rows.at(live[2].id)["offer"]["geolocation"], "Iceland, IS");
+  EXPECT_EQ(shown, kept.snapshot());
+}
+
 INSTANTIATE_TEST_SUITE_P(Db, HotReadsBackendTest, testing::kStoreBackends, testing::backend_name);
 
 }  // namespace
