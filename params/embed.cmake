@@ -1,21 +1,16 @@
 # Writes a C++ source holding every shipped parameter manifest (params/*.json), so that
 # `deploy.params_manifest = "builtin:NAME"` works from the binary alone, in the agent image as in
-# a plain build (run as `cmake -P`, from CMakeLists.txt).
-#   OUT    the .cpp to write
-#   FILES  |-separated absolute paths of the manifests ("|" survives the build tool's command
-#          line, where ";" would not)
+# a plain build (run as `cmake -P` by pf_embed_files in CMakeLists.txt; OUT and FILES as
+# cmake/embed_files.cmake says).
 # The generated file defines pf::agent::builtin_param_manifests() (src/agent/param_manifest.h).
 cmake_minimum_required(VERSION 3.25)
 
-if(NOT OUT)
-  message(FATAL_ERROR "params/embed.cmake: set OUT (and FILES)")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/../cmake/embed_files.cmake)
 
 set(entries "")
 set(count 0)
-string(REPLACE "|" ";" FILES "${FILES}")
-list(SORT FILES)
-foreach(path IN LISTS FILES)
+pf_embed_input_files(paths "params/embed.cmake")
+foreach(path IN LISTS paths)
   get_filename_component(name "${path}" NAME_WE)
   if(NOT name MATCHES "^[a-z0-9-]+$")
     message(FATAL_ERROR "params/embed.cmake: '${name}' is not a plain manifest name")
@@ -45,11 +40,4 @@ ${entries}  }};
 }  // namespace pf::agent
 ")
 
-# Rewritten only when the content changes, so an unchanged params/ does not recompile.
-if(EXISTS "${OUT}")
-  file(READ "${OUT}" old)
-  if(old STREQUAL text)
-    return()
-  endif()
-endif()
-file(WRITE "${OUT}" "${text}")
+pf_embed_write("${text}")

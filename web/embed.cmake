@@ -1,24 +1,19 @@
 # Writes a C++ source holding the bytes of every dashboard file, so the `proverfleet` binary
-# serves the dashboard without the source tree (run as `cmake -P`, from CMakeLists.txt).
-#   OUT    the .cpp to write
-#   FILES  |-separated absolute paths of the files to embed ("|" survives the build tool's
-#          command line, where ";" would not)
+# serves the dashboard without the source tree (run as `cmake -P` by pf_embed_files in
+# CMakeLists.txt; OUT and FILES as cmake/embed_files.cmake says).
 # The generated file defines pf::manager::web_assets() (declared in src/manager/dashboard.h).
 cmake_minimum_required(VERSION 3.25)
 
-if(NOT OUT)
-  message(FATAL_ERROR "embed.cmake: set OUT (and FILES)")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/../cmake/embed_files.cmake)
 
 set(arrays "")
 set(entries "")
 set(index 0)
-string(REPLACE "|" ";" FILES "${FILES}")
-list(SORT FILES)
-foreach(path IN LISTS FILES)
+pf_embed_input_files(paths "web/embed.cmake")
+foreach(path IN LISTS paths)
   get_filename_component(name "${path}" NAME)
   if(NOT name MATCHES "^[A-Za-z0-9._-]+$")
-    message(FATAL_ERROR "embed.cmake: '${name}' is not a plain file name")
+    message(FATAL_ERROR "web/embed.cmake: '${name}' is not a plain file name")
   endif()
   file(READ "${path}" hex HEX)
   string(LENGTH "${hex}" hex_length)
@@ -61,11 +56,4 @@ ${entries}  }};
 }  // namespace pf::manager
 ")
 
-# Rewritten only when the content changes, so an unchanged web/ does not recompile.
-if(EXISTS "${OUT}")
-  file(READ "${OUT}" old)
-  if(old STREQUAL text)
-    return()
-  endif()
-endif()
-file(WRITE "${OUT}" "${text}")
+pf_embed_write("${text}")

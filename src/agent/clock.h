@@ -8,6 +8,11 @@
 
 namespace pf::agent {
 
+// Seconds on the steady clock: for measuring intervals in real time, never reported.
+inline double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 class AgentClock {
  public:
   explicit AgentClock(double scale = 1)

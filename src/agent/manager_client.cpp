@@ -1,5 +1,6 @@
 #include "agent/manager_client.h"
 
+#include "market/http_outcome.h"
 #include "util/bounded_json.h"
 
 namespace pf::agent {
@@ -40,9 +41,8 @@ CallResult<json> ManagerClient::post(const std::string& path, const std::string&
   if (timeout_s) http.request_timeout_s = *timeout_s;
   auto res = market::http_perform(http, req);
   if (!res) {
-    return tl::unexpected(CallError{
-        CallError::Kind::Unreachable, res.error().status,
-        std::string(market::to_string(res.error().failure)) + ": " + res.error().message});
+    return tl::unexpected(
+        CallError{CallError::Kind::Unreachable, res.error().status, market::describe(res.error())});
   }
   const int status = res->status;
   auto parsed = util::parse_json(res->body);

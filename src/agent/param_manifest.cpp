@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "util/hex.h"
+
 namespace pf::agent {
 namespace {
 
@@ -14,9 +16,7 @@ bool valid_name(const std::string& name) {
 }
 
 bool valid_digest(const std::string& d) {
-  return d.size() == 32 && std::all_of(d.begin(), d.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+  return util::is_lower_hex(d, 32);
 }
 
 // CIDv0 ("Qm…", base58) and CIDv1 in base32 ("b…") are letters and digits only, so a cid is

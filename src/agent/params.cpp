@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "market/backoff.h"
+#include "market/http_outcome.h"
 #include "util/bounded_json.h"
 #include "util/hex.h"
 
@@ -73,6 +74,32 @@ bool sleep_unless_cancelled(double seconds, const std::function<bool()>& cancell
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return !(cancelled && cancelled());
+}
+
+// Before the next of `attempts`: a jittered, growing pause (none after the last attempt).
+// False when cancelled meanwhile.
+bool pause_before_retry(int attempt, int attempts, const FetchOptions& opts, std::mt19937_64& rng) {
+  if (attempt + 1 >= attempts) return true;
+  const double delay =
+      market::full_jitter_delay_s(attempt, opts.retry_base_s, opts.retry_cap_s, rng);
+  return sleep_unless_cancelled(delay, opts.cancelled);
+}
+
+// A GET of `url` (only `range` of it, when given) with the options' headers and stall limits.
+market::HttpStreamRequest file_get(const FetchOptions& opts, const std::string& url,
+                                   std::optional<market::ByteRange> range) {
+  market::HttpStreamRequest req;
+  req.url = url;
+  req.headers = opts.headers;
+  req.range = range;
+  req.low_speed_bytes_per_s = opts.low_speed_bytes_per_s;
+  req.low_speed_time_s = opts.low_speed_time_s;
+  return req;
+}
+
+// ": <the start of the error body>", or nothing.
+std::string error_body_suffix(const std::string& error_body) {
+  return error_body.empty() ? "" : ": " + error_body.substr(0, 200);
 }
 
 constexpr util::JsonLimits kMarkerLimits{
@@ -280,6 +307,20 @@ class FileDownload {
   bool cancelled() const { return opts_.cancelled && opts_.cancelled(); }
 
   // Writes `n` bytes at `offset` in full; false with errno on failure.
+  // Writes a received piece at `offset + written` and counts it as downloaded; false (the
+  // disk's errno in `write_errno`) when it could not be written.
+  bool take(const char* data, std::size_t n, std::uint64_t offset, std::uint64_t& written,
+            int& write_errno) {
+    if (!write_at(data, n, offset + written)) {
+      write_errno = errno;
+      return false;
+    }
+    written += n;
+    downloaded_ += n;
+    progress_.add_bytes(n);
+    return true;
+  }
+
   bool write_at(const char* data, std::size_t n, std::uint64_t offset) {
     while (n > 0) {
       const ssize_t w = pwrite(part_fd_, data, n, static_cast<off_t>(offset));
@@ -306,26 +347,14 @@ class FileDownload {
       std::uint64_t written = 0;
       int write_errno = 0;
       bool too_long = false;
-      market::HttpStreamRequest req;
-      req.url = f_.url;
-      req.headers = opts_.headers;
-      req.range = market::ByteRange{first, first + len - 1};
-      req.low_speed_bytes_per_s = opts_.low_speed_bytes_per_s;
-      req.low_speed_time_s = opts_.low_speed_time_s;
+      const auto req = file_get(opts_, f_.url, market::ByteRange{first, first + len - 1});
       auto result = market::http_get_stream(opts_.http, req, [&](const char* data, std::size_t n) {
         if (cancelled()) return false;
         if (written + n > len) {
           too_long = true;
           return false;
         }
-        if (!write_at(data, n, first + written)) {
-          write_errno = errno;
-          return false;
-        }
-        written += n;
-        downloaded_ += n;
-        progress_.add_bytes(n);
-        return true;
+        return take(data, n, first, written, write_errno);
       });
       if (result && result->status == 206 && written == len) {
         // Data first, then the record that it is there: a crash in between costs a re-fetch,
@@ -357,25 +386,19 @@ class FileDownload {
       }
       if (result) {
         const int status = result->status;
-        if (status >= 400 && status < 500 && status != 408 && status != 429) {
-          return tl::unexpected(
-              "HTTP " + std::to_string(status) + " fetching " + f_.name + " from " + f_.url +
-              (result->error_body.empty() ? "" : ": " + result->error_body.substr(0, 200)));
+        if (market::refused_for_good(status)) {
+          return tl::unexpected("HTTP " + std::to_string(status) + " fetching " + f_.name +
+                                " from " + f_.url + error_body_suffix(result->error_body));
         }
         last_error = too_long        ? "server sent more than the requested range"
                      : status == 206 ? "reply ended after " + std::to_string(written) + " of " +
                                            std::to_string(len) + " bytes"
                                      : "HTTP " + std::to_string(status);
       } else {
-        last_error =
-            std::string(market::to_string(result.error().failure)) + ": " + result.error().message;
+        last_error = market::describe(result.error());
       }
-      if (attempt + 1 < attempts) {
-        const double delay =
-            market::full_jitter_delay_s(attempt, opts_.retry_base_s, opts_.retry_cap_s, rng);
-        if (!sleep_unless_cancelled(delay, opts_.cancelled)) {
-          return tl::unexpected(std::string("cancelled"));
-        }
+      if (!pause_before_retry(attempt, attempts, opts_, rng)) {
+        return tl::unexpected(std::string("cancelled"));
       }
     }
     return tl::unexpected("fetching " + f_.name + " bytes " + std::to_string(first) + "-" +
@@ -387,21 +410,10 @@ class FileDownload {
   tl::expected<void, std::string> fetch_whole() {
     std::uint64_t written = 0;
     int write_errno = 0;
-    market::HttpStreamRequest req;
-    req.url = f_.url;
-    req.headers = opts_.headers;
-    req.low_speed_bytes_per_s = opts_.low_speed_bytes_per_s;
-    req.low_speed_time_s = opts_.low_speed_time_s;
+    const auto req = file_get(opts_, f_.url, std::nullopt);
     auto result = market::http_get_stream(opts_.http, req, [&](const char* data, std::size_t n) {
       if (cancelled() || written + n > f_.bytes) return false;
-      if (!write_at(data, n, written)) {
-        write_errno = errno;
-        return false;
-      }
-      written += n;
-      downloaded_ += n;
-      progress_.add_bytes(n);
-      return true;
+      return take(data, n, 0, written, write_errno);
     });
     if (write_errno != 0) {
       progress_.sub_bytes(written);
@@ -412,8 +424,7 @@ class FileDownload {
     if (!result || result->status != 200 || written != f_.bytes) {
       progress_.sub_bytes(written);
       return tl::unexpected("fetching " + f_.name + " failed: " +
-                            (!result ? std::string(market::to_string(result.error().failure)) +
-                                           ": " + result.error().message
+                            (!result ? market::describe(result.error())
                                      : "HTTP " + std::to_string(result->status) + ", " +
                                            std::to_string(written) + " of " +
                                            std::to_string(f_.bytes) + " bytes"));
@@ -444,12 +455,7 @@ tl::expected<std::uint64_t, std::string> source_size(const ParamFile& f, const F
   const int attempts = std::max(1, opts.chunk_attempts);
   for (int attempt = 0; attempt < attempts; ++attempt) {
     if (opts.cancelled && opts.cancelled()) return tl::unexpected(std::string("cancelled"));
-    market::HttpStreamRequest req;
-    req.url = f.url;
-    req.headers = opts.headers;
-    req.range = market::ByteRange{0, 0};
-    req.low_speed_bytes_per_s = opts.low_speed_bytes_per_s;
-    req.low_speed_time_s = opts.low_speed_time_s;
+    const auto req = file_get(opts, f.url, market::ByteRange{0, 0});
     std::uint64_t body = 0;
     auto result = market::http_get_stream(opts.http, req, [&](const char*, std::size_t n) {
       body += n;
@@ -473,22 +479,16 @@ tl::expected<std::uint64_t, std::string> source_size(const ParamFile& f, const F
     }
     if (result) {
       const int status = result->status;
-      if (status >= 400 && status < 500 && status != 408 && status != 429) {
-        return tl::unexpected(
-            "HTTP " + std::to_string(status) + " asking the size of " + f.name + " at " + f.url +
-            (result->error_body.empty() ? "" : ": " + result->error_body.substr(0, 200)));
+      if (market::refused_for_good(status)) {
+        return tl::unexpected("HTTP " + std::to_string(status) + " asking the size of " + f.name +
+                              " at " + f.url + error_body_suffix(result->error_body));
       }
       last_error = "HTTP " + std::to_string(status);
     } else {
-      last_error =
-          std::string(market::to_string(result.error().failure)) + ": " + result.error().message;
+      last_error = market::describe(result.error());
     }
-    if (attempt + 1 < attempts) {
-      const double delay =
-          market::full_jitter_delay_s(attempt, opts.retry_base_s, opts.retry_cap_s, rng);
-      if (!sleep_unless_cancelled(delay, opts.cancelled)) {
-        return tl::unexpected(std::string("cancelled"));
-      }
+    if (!pause_before_retry(attempt, attempts, opts, rng)) {
+      return tl::unexpected(std::string("cancelled"));
     }
   }
   return tl::unexpected("asking the size of " + f.name + " at " + f.url + " failed " +

@@ -9,6 +9,7 @@
 #include "agent/private_file.h"
 #include "market/backoff.h"
 #include "market/http_client.h"
+#include "market/http_outcome.h"
 #include "util/base64.h"
 #include "util/bounded_json.h"
 #include "util/sha256.h"
@@ -202,11 +203,11 @@ tl::expected<void, InputError> WorkClient::download(const LeasedJob& job, PartIn
         }
       } else if (status == 416) {
         held.reset();  // the manager says our offset is past its input: start over
-      } else if (status >= 400 && status < 500 && status != 408 && status != 429) {
+      } else if (market::refused_for_good(status)) {
         return tl::unexpected(InputError{InputError::Kind::Failed, "input refused: " + why});
       }
     } else {
-      why = std::string(market::to_string(r.error().failure)) + ": " + r.error().message;
+      why = market::describe(r.error());
     }
     log("job " + std::to_string(job.id) + " input: " + why + " (at byte " +
         std::to_string(offset + received) + " of " + std::to_string(total) + "); retrying");

@@ -386,6 +386,7 @@ void run_serve(const ServeOptions& o) {
                  own_url);
   }
   spdlog::info("agents call {}", manager_config.public_url);
+  manager_config.still_leading = [&leadership] { return leadership.leading(); };
   manager::Manager fleet(*store, market, manager_config, epoch_now);
   // The gateway's job queue: its rows in the same store, inputs beside the database. Loaded
   // from the store, with the gateway over it, for each term this replica leads.

@@ -17,8 +17,8 @@
 #include "core/proof_flow.h"
 #include "core/reconcile.h"
 #include "core/text.h"
+#include "manager/instance_webhooks.h"
 #include "manager/memory_observations.h"
-#include "manager/webhooks.h"
 #include "util/bounded_json.h"
 #include "util/hex.h"
 
@@ -33,27 +33,13 @@ using core::InstanceState;
 using S = core::InstanceState;
 using nlohmann::json;
 
-// The market being busy or unreachable after every retry is not the client's mistake and not a
-// fault of ours: 503 (with Retry-After, see error_reply) tells a client to come back; any other
-// market failure is a bad gateway.
-ApiError market_failure(const std::string& what, const market::MarketError& e) {
-  int status = 502;
-  if (e.kind == market::ErrorKind::OfferGone) status = 409;
-  if (e.kind == market::ErrorKind::RateLimited || e.kind == market::ErrorKind::Transport ||
-      e.kind == market::ErrorKind::NotLeader)
-    status = 503;
-  return ApiError{status, what + ": " + e.message + " (" + market::to_string(e.kind) + ")"};
-}
-
 // What an agent of a destroyed instance is told: nothing it sends is taken any more.
 ApiError closed_instance(const InstanceRecord& rec) {
   return ApiError{410, "instance " + std::to_string(rec.id) + " is destroyed (" +
                            rec.destroy_reason + "): nothing more is accepted for it"};
 }
 
-// The sequential test the simulator runs (core::SprtAcceptance), with the operator's
-// [acceptance] caps; its error rates and margins keep core::SprtConfig's defaults, which the
-// simulator uses too.
+// The parameter files as the registration reply lists them for the agent to fetch.
 json params_json(const std::vector<ParamFile>& params) {
   json out = json::array();
   for (const auto& p : params) {
@@ -96,6 +82,9 @@ Manager::Manager(store::Store& store, market::Market& market, ManagerConfig conf
       market_(market),
       config_(std::move(config)),
       clock_(std::move(clock)),
+      // The sequential test the simulator runs (core::SprtAcceptance), with the operator's
+      // [acceptance] caps; its error rates and margins keep core::SprtConfig's defaults, which
+      // the simulator uses too.
       acceptance_(core::with_caps(config_.sprt, config_.acceptance)),
       job_worker_roster_([this] { return store_.instances(false); },
                          [](const InstanceRecord& rec) { return plan_slots(rec.plan_json); },
@@ -113,6 +102,10 @@ void Manager::set_serving(bool serving) {
 void Manager::listening_interrupted() {
   std::lock_guard lock(mu_);
   listening_.listening_since = clock_();
+}
+
+bool Manager::still_leading() const {
+  return !config_.still_leading || config_.still_leading();
 }
 
 core::Hearing Manager::hearing() {
@@ -148,12 +141,8 @@ void Manager::transition(InstanceRecord& rec, S to, const std::string& reason) {
     store_.update_instance(rec);
     event(rec.id, "state", *msg, {{"state", core::to_string(to)}, {"reason", reason}});
   });
-  if (to == S::Proving || to == S::Destroyed) {
-    json data = webhook_instance(rec);
-    data["reason"] = reason;
-    if (rec.close_cause) data["cause"] = core::to_string(*rec.close_cause);
-    notify(to == S::Proving ? kWebhookInstanceAccepted : kWebhookInstanceDestroyed,
-           std::move(data));
+  if (auto notice = transition_notice(rec, to, reason)) {
+    notify(notice->event, std::move(notice->data));
   }
   if (to == S::Destroyed) forget_hands_on(rec.id);
   job_worker_roster_.changed();
@@ -181,15 +170,7 @@ bool Manager::close(InstanceRecord& rec, const core::Closing& closing,
   });
   job_worker_roster_.changed();
   if (step->strike) record_strike(rec.id, *step->strike);
-  if (closing.cause == core::CloseCause::Rejected ||
-      closing.cause == core::CloseCause::MarketExited) {
-    json data = webhook_instance(rec);
-    data["reason"] = closing.reason;
-    data["cause"] = core::to_string(closing.cause);
-    notify(closing.cause == core::CloseCause::Rejected ? kWebhookInstanceRejected
-                                                       : kWebhookInstanceCrashed,
-           std::move(data));
-  }
+  if (auto notice = close_notice(rec, closing)) notify(notice->event, std::move(notice->data));
   // Its jobs go back to the queue now rather than when their leases run out.
   if (auto* queue = jobs_.load()) queue->instance_closed(rec.id, closing.reason);
   return true;
@@ -261,136 +242,6 @@ void Manager::record_production_windows(InstanceRecord& rec) {
 }
 
 // --- operator ------------------------------------------------------------------------------
-
-ApiResult<std::vector<core::RankedOffer>> Manager::rank_offers(const json& filters, int limit,
-                                                               core::RankOrder order) {
-  market::SearchRequest req;
-  req.query = filters;
-  auto found = market_.search_offers(req);
-  if (!found) return tl::unexpected(market_failure("offer search failed", found.error()));
-  // The autopilot's prediction (the machine's runs, its model's fleet data) and the verdicts'
-  // break-even, with each machine's history.
-  core::RankConfig rank = config_.rank;
-  rank.profit_objective = config_.profit_objective;
-  const auto fleet = store_.instances(true);
-  const auto runs = store_.all_bench_runs();
-  const auto bad_hosts = store_.bad_hosts();
-  auto ranked = core::rank_offers(std::move(found->offers), rank, order,
-                                  core::RankHistory{fleet, runs, bad_hosts, clock_()});
-  if (limit > 0 && ranked.size() > static_cast<std::size_t>(limit)) {
-    ranked.resize(static_cast<std::size_t>(limit));
-  }
-  return ranked;
-}
-
-ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::string& origin,
-                                          bool automatic_blocks_applied) {
-  if (offer_id <= 0) return tl::unexpected(ApiError{400, "offer_id must be a positive integer"});
-  const double now = clock_();
-  {
-    std::lock_guard lock(mu_);
-    // Never rent the same offer twice: vast accepts both and the second never starts.
-    for (const auto& r : store_.instances(false)) {
-      if (r.offer.id == offer_id) {
-        return tl::unexpected(
-            ApiError{409, "offer " + std::to_string(offer_id) + " is already rented by instance " +
-                              std::to_string(r.id) + " (" + core::to_string(r.state) + ")"});
-      }
-    }
-  }
-  // Re-check the offer right before renting: offers vanish and change between searches.
-  market::SearchRequest check;
-  check.query = json{{"id", {{"eq", offer_id}}}};
-  check.limit = 1;
-  auto found = market_.search_offers(check);
-  if (!found) return tl::unexpected(market_failure("re-checking the offer failed", found.error()));
-  auto it = std::find_if(found->offers.begin(), found->offers.end(),
-                         [&](const core::Offer& o) { return o.id == offer_id; });
-  if (it == found->offers.end()) {
-    return tl::unexpected(
-        ApiError{404, "offer " + std::to_string(offer_id) + " is not listed (taken or withdrawn)"});
-  }
-  for (const auto& b : store_.bad_hosts()) {
-    if (automatic_blocks_applied && b.source != "operator") continue;
-    if (b.machine_id == it->machine_id && core::is_active(b, now)) {
-      return tl::unexpected(ApiError{409, "machine " + std::to_string(b.machine_id) +
-                                              " is on the bad-host list: " + b.reason});
-    }
-  }
-
-  // Record the intent before acting: a crash after the create leaves a row to reconcile with.
-  const std::string secret = random_token();
-  InstanceRecord rec;
-  rec.deployment_id = random_token().substr(0, 16);
-  rec.offer = *it;
-  rec.created_at = now;
-  rec.state = S::Renting;
-  rec.state_since = now;
-  rec.secret_hash = hash_token(secret);
-  rec.origin = origin;
-  rec.billed_until = now;
-  for (const auto& p : config_.params) rec.params_total_bytes += static_cast<double>(p.bytes);
-  rec.deadline_at = core::state_deadline(rec, S::Renting, now, break_even(rec), config_.lifecycle);
-  {
-    std::lock_guard lock(mu_);
-    store_.transaction([&] {
-      rec.id = store_.insert_instance(rec);
-      event(rec.id, "operator",
-            "renting offer " + std::to_string(offer_id) + " (" + rec.offer.gpu_name + " x" +
-                std::to_string(rec.offer.num_gpus) + ", $" + core::fixed(rec.offer.dph_total, 3) +
-                "/hr) for " + origin,
-            {{"offer_id", offer_id}, {"origin", origin}});
-    });
-    creates_in_flight_.insert(rec.id);
-  }
-  // Until the create returns, reconcile must not take the row's absence from a list as proof
-  // that nothing was rented.
-  struct CreateDone {
-    Manager& m;
-    std::int64_t id;
-    ~CreateDone() {
-      std::lock_guard lock(m.mu_);
-      m.creates_in_flight_.erase(id);
-    }
-  } create_done{*this, rec.id};
-
-  market::CreateRequest create;
-  create.offer_id = offer_id;
-  create.image = config_.image;
-  create.disk_gb = config_.disk_gb;
-  create.label = core::market_label(rec.deployment_id);
-  create.env = {{"PROVERFLEET_MANAGER", config_.public_url},
-                {"PROVERFLEET_DEPLOYMENT", rec.deployment_id},
-                {"PROVERFLEET_SECRET", secret}};
-  create.onstart = config_.onstart;
-  create.runtype = "ssh";
-  auto created = market_.create_instance(create);
-
-  std::lock_guard lock(mu_);
-  auto fresh = store_.instance(rec.id);
-  if (!fresh) return tl::unexpected(ApiError{500, "instance row vanished during deploy"});
-  rec = *fresh;
-  if (created) {
-    // Reconciliation may already have adopted it while the create was in flight.
-    if (rec.state == S::Renting) {
-      rec.market_id = created->instance_id;
-      transition(rec, S::Booting,
-                 "market instance " + std::to_string(created->instance_id) +
-                     (created->reconciled ? " (reply lost; found by label)" : ""));
-    }
-    return rec;
-  }
-  const auto& err = created.error();
-  if (err.kind == market::ErrorKind::CreateUnknown) {
-    event(rec.id, "market",
-          "create outcome unknown: " + err.message + "; reconciliation will adopt or close it");
-    return rec;
-  }
-  // A definite rejection: nothing was rented, so the row closes without a destroy.
-  close(rec, {core::CloseCause::NotRented, "create failed: " + err.message});
-  transition(rec, S::Destroyed, "nothing was rented");
-  return tl::unexpected(market_failure("create failed", err));
-}
 
 ApiResult<InstanceRecord> Manager::request_destroy(std::int64_t id, const std::string& reason,
                                                    core::CloseCause cause,
@@ -684,10 +535,8 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
         rec.prover_crashes++;
         event(id, "agent", "prover crashed" + (ev.message.empty() ? "" : ": " + ev.message),
               ev.data);
-        json data = webhook_instance(rec);
-        data["cause"] = "prover_crashed";
-        data["reason"] = ev.message;
-        notify(kWebhookInstanceCrashed, std::move(data));
+        auto notice = prover_crashed_notice(rec, ev.message);
+        notify(notice.event, std::move(notice.data));
       } else if (ev.type == "params_done") {
         rec.params_done_bytes = std::max(rec.params_done_bytes, rec.params_total_bytes);
         event(id, "agent", "parameters fetched and verified", ev.data);
@@ -761,6 +610,8 @@ void Manager::reconcile() {
   std::vector<std::int64_t> to_destroy;  // market ids of instances no live row owns
   {
     std::lock_guard lock(mu_);
+    // The list may have taken long; a term that ended meanwhile leaves it to the new leader.
+    if (!still_leading()) return;
     last_reconcile_error_.clear();
     // The plan's rows: the live ones and those of listed deployments (closed ones included).
     std::vector<InstanceRecord> rows = store_.instances(false);
@@ -864,6 +715,7 @@ void Manager::tick() {
   std::vector<Pending> destroys;
   {
     std::lock_guard lock(mu_);
+    if (!still_leading()) return;
     const auto live = store_.instances(false);
     const core::Hearing hearing = hearing_of(live, now);
     if (hearing.cause != last_hearing_cause_) {
@@ -921,6 +773,7 @@ void Manager::tick() {
       }
     }
     std::lock_guard lock(mu_);
+    if (!still_leading()) break;  // the market's answer is the new leader's to record
     auto rec = store_.instance(d.id);
     if (!rec || rec->state != S::Destroying) continue;
     if (mid && !rec->market_id) rec->market_id = mid;

@@ -87,6 +87,11 @@ struct ManagerConfig {
   double production_window_s = 3600;
   // When silence says nothing about a host (core/hearing.h).
   core::HearingConfig hearing;
+  // May this process still act as the fleet's leader? Asked (cheap: the term's expiry on the
+  // local clock) right before a reconcile or tick round writes what it decided, so a leader that
+  // stood still past its term (SIGSTOP, a long GC-like stall, a suspended VM) and wakes mid-round
+  // writes nothing from its stale view over the new leader's rows. Unset: always (one manager).
+  std::function<bool()> still_leading;
 };
 
 // --- agent protocol (design §7) ------------------------------------------------------------
@@ -184,7 +189,7 @@ class Manager {
   Manager(store::Store& store, market::Market& market, ManagerConfig config, Clock clock);
 
   // --- operator ------------------------------------------------------------------------------
-  // Ranked offers for a vast JSON filter.
+  // Ranked offers for a vast JSON filter (with deploy: manager_offers.cpp).
   ApiResult<std::vector<core::RankedOffer>> rank_offers(const nlohmann::json& filters, int limit,
                                                         core::RankOrder order);
   // Rents the offer: re-checks it, records the intent, creates with our label and env.
@@ -298,6 +303,8 @@ class Manager {
   void transition(core::InstanceRecord& rec, core::InstanceState to, const std::string& reason);
   // core::judge_hearing over `rows` (live ones count) with this manager's listening state.
   core::Hearing hearing_of(const std::vector<core::InstanceRecord>& rows, double now);
+  // config_.still_leading, or true without one.
+  bool still_leading() const;
   // Every close: core::close_instance (destroying with the typed cause), then the strike its
   // host earns, if any (an automatic bad-host entry with the evidence; our own second instance
   // on the machine excuses a slow benchmark). Returns false when rec was already closing.
@@ -352,8 +359,6 @@ class Manager {
   Notify notify_;
   // Forgets the hands-on state of a destroyed instance.
   void forget_hands_on(std::int64_t id);
-  // The webhook data naming an instance.
-  static nlohmann::json webhook_instance(const core::InstanceRecord& rec);
   // job_workers()'s rows; told of every change of a state, verdict or plan, and of heartbeats.
   JobWorkerRoster job_worker_roster_;
 };

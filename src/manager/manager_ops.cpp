@@ -182,19 +182,4 @@ void Manager::forget_hands_on(std::int64_t id) {
   ssh_.erase(id);
 }
 
-json Manager::webhook_instance(const core::InstanceRecord& rec) {
-  json out = {{"instance_id", rec.id},
-              {"machine_id", rec.offer.machine_id},
-              {"offer_id", rec.offer.id},
-              {"gpu_name", rec.offer.gpu_name},
-              {"num_gpus", rec.offer.num_gpus},
-              {"dph_total", rec.offer.dph_total},
-              {"state", core::to_string(rec.state)},
-              {"origin", rec.origin},
-              {"spend_usd", rec.spend_usd}};
-  if (rec.market_id) out["market_id"] = *rec.market_id;
-  if (rec.verdict) out["rate"] = rec.verdict->rate;
-  return out;
-}
-
 }  // namespace pf::manager

@@ -10,6 +10,7 @@
 
 #include "manager/manager.h"
 #include "market/http_client.h"
+#include "market/http_outcome.h"
 #include "util/hex.h"
 
 namespace pf::manager {
@@ -60,8 +61,7 @@ WebhookPoster curl_webhook_poster() {
     if (reply.error().status > 0) return WebhookPostResult{reply.error().status, ""};
     WebhookPostResult failed;
     failed.status = 0;
-    failed.error =
-        std::string(market::to_string(reply.error().failure)) + ": " + reply.error().message;
+    failed.error = market::describe(reply.error());
     return failed;
   };
 }

@@ -25,12 +25,22 @@ struct SlistDeleter {
 };
 using HeaderList = std::unique_ptr<curl_slist, SlistDeleter>;
 
-// curl_global_init is not thread-safe and must run before any other libcurl call.
-CURLcode ensure_curl_initialised() {
+// A fresh easy handle, libcurl initialised first: curl_global_init is not thread-safe and must
+// run before any other libcurl call.
+tl::expected<EasyHandle, HttpError> new_easy_handle() {
   static std::once_flag once;
-  static CURLcode result = CURLE_OK;
-  std::call_once(once, [] { result = curl_global_init(CURL_GLOBAL_DEFAULT); });
-  return result;
+  static CURLcode init = CURLE_OK;
+  std::call_once(once, [] { init = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (init != CURLE_OK) {
+    return tl::unexpected(
+        HttpError{HttpFailure::Other, false, 0,
+                  std::string("libcurl initialisation failed: ") + curl_easy_strerror(init)});
+  }
+  EasyHandle handle(curl_easy_init());
+  if (!handle) {
+    return tl::unexpected(HttpError{HttpFailure::Other, false, 0, "curl_easy_init failed"});
+  }
+  return handle;
 }
 
 struct BodySink {
@@ -187,16 +197,9 @@ tl::expected<HttpResponse, HttpError> http_perform(const HttpOptions& options,
     return tl::unexpected(
         HttpError{HttpFailure::Other, false, 0, "unsupported HTTP method " + request.method});
   }
-  if (const CURLcode init = ensure_curl_initialised(); init != CURLE_OK) {
-    return tl::unexpected(
-        HttpError{HttpFailure::Other, false, 0,
-                  std::string("libcurl initialisation failed: ") + curl_easy_strerror(init)});
-  }
-  EasyHandle handle(curl_easy_init());
-  if (!handle) {
-    return tl::unexpected(HttpError{HttpFailure::Other, false, 0, "curl_easy_init failed"});
-  }
-  CURL* h = handle.get();
+  auto handle = new_easy_handle();
+  if (!handle) return tl::unexpected(handle.error());
+  CURL* h = handle->get();
 
   HeaderList headers;
   // An empty Expect suppresses "100-continue", which costs a round trip per request.
@@ -330,16 +333,9 @@ std::size_t write_stream(char* data, std::size_t size, std::size_t count, void* 
 tl::expected<HttpStreamResult, HttpError> http_get_stream(
     const HttpOptions& options, const HttpStreamRequest& request,
     const std::function<bool(const char* data, std::size_t size)>& sink) {
-  if (const CURLcode init = ensure_curl_initialised(); init != CURLE_OK) {
-    return tl::unexpected(
-        HttpError{HttpFailure::Other, false, 0,
-                  std::string("libcurl initialisation failed: ") + curl_easy_strerror(init)});
-  }
-  EasyHandle handle(curl_easy_init());
-  if (!handle) {
-    return tl::unexpected(HttpError{HttpFailure::Other, false, 0, "curl_easy_init failed"});
-  }
-  CURL* h = handle.get();
+  auto handle = new_easy_handle();
+  if (!handle) return tl::unexpected(handle.error());
+  CURL* h = handle->get();
   HeaderList headers;
   for (const auto& line : request.headers) {
     curl_slist* grown = curl_slist_append(headers.get(), line.c_str());

@@ -1,5 +1,7 @@
 #include "util/hex.h"
 
+#include <algorithm>
+
 namespace pf::util {
 
 std::string lower_hex(const unsigned char* data, std::size_t size) {
@@ -11,6 +13,12 @@ std::string lower_hex(const unsigned char* data, std::size_t size) {
     out.push_back(kDigits[data[i] & 0xf]);
   }
   return out;
+}
+
+bool is_lower_hex(std::string_view text, std::size_t digits) {
+  return text.size() == digits && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 }  // namespace pf::util

@@ -67,9 +67,7 @@ tl::expected<std::string, std::string> sha256_file_hex(const std::string& path) 
 }
 
 bool is_sha256_hex(std::string_view text) {
-  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+  return is_lower_hex(text, 64);
 }
 
 }  // namespace pf::util

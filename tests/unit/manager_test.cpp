@@ -28,6 +28,7 @@ class ManagerTest : public ::testing::Test {
     cfg.rank.economics.revenue_per_proof_usd = 0.008;
     cfg.params = {{"a.params", "http://x/a", 1000000000, "00"}};
     cfg.lifecycle.destroy_retry_s = 0;
+    cfg.still_leading = [this] { return leading_; };
     manager_ = std::make_unique<Manager>(*store_, market_, cfg, [this] { return now_; });
   }
 
@@ -92,6 +93,7 @@ class ManagerTest : public ::testing::Test {
   }
 
   double now_ = 1'000'000;
+  bool leading_ = true;  // what config.still_leading answers (a replica's term)
   std::unique_ptr<store::Store> store_;
   testing::FakeMarket market_;
   std::unique_ptr<Manager> manager_;
@@ -243,6 +245,35 @@ TEST_F(ManagerTest, CreateThatNeverAppearsIsClosedAfterDeadline) {
   now_ += manager_->config().lifecycle.renting_max_s + 1;
   manager_->reconcile();
   EXPECT_EQ(get(r->id).state, S::Destroyed);
+}
+
+// A replica whose term ended while its round was under way (it stood still past the lease)
+// writes nothing from that round and sends nothing: the rows are the new leader's.
+TEST_F(ManagerTest, ARoundAfterTheTermEndedChangesNothing) {
+  market_.create_errors.push_back({market::ErrorKind::CreateUnknown, 0, "", "reply lost"});
+  auto lost = manager_->deploy(101, "operator");
+  ASSERT_TRUE(lost);
+  auto [id, token] = deploy_and_register(102);
+  market_.destroy_failures = 1;  // destroying until the next tick
+  ASSERT_TRUE(manager_->request_destroy(id, "operator request"));
+  ASSERT_EQ(get(id).state, S::Destroying);
+  const auto destroys_sent = market_.destroyed.size();
+  const auto events_before = store_->events(id, 0).size();
+  now_ += manager_->config().lifecycle.renting_max_s + 1;
+
+  leading_ = false;
+  manager_->reconcile();
+  manager_->tick();
+  EXPECT_EQ(get(lost->id).state, S::Renting);  // past its deadline, but not ours to close now
+  EXPECT_EQ(get(id).state, S::Destroying);
+  EXPECT_EQ(market_.destroyed.size(), destroys_sent);
+  EXPECT_EQ(store_->events(id, 0).size(), events_before);
+
+  leading_ = true;  // leading again (a new term): the same rounds act
+  manager_->reconcile();
+  manager_->tick();
+  EXPECT_EQ(get(lost->id).state, S::Destroyed);
+  EXPECT_EQ(get(id).state, S::Destroyed);
 }
 
 TEST_F(ManagerTest, RegisterChecksSecretAndTheSecretIsSingleUse) {

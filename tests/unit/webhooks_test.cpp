@@ -1,6 +1,7 @@
 // Webhooks against a local HTTP server: the body and headers, the HMAC signature a receiver
 // checks, retries with backoff after failures (bounded), no retry after a refusal, the bounded
-// queue, and that notify() never waits for a slow receiver. Also the retry rule itself.
+// queue, and that notify() never waits for a slow receiver. Also the retry rule itself, and
+// which instance changes are news (manager/instance_webhooks.h).
 #include "manager/webhooks.h"
 
 #include <gmock/gmock.h>
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include "core/webhook_retry.h"
+#include "manager/instance_webhooks.h"
 #include "manager/manager.h"
 #include "support/fake_market.h"
 #include "support/loopback_server.h"
@@ -219,6 +221,42 @@ TEST(Webhooks, TheManagersLifecycleEventsArriveSignedAtTheReceiver) {
   const json body = json::parse(got[0].body);
   EXPECT_EQ(body["data"]["instance_id"], rec->id);
   EXPECT_EQ(body["data"]["cause"], "operator");
+}
+
+TEST(InstanceWebhooks, OnlyAcceptanceAndDestructionOfAllStateChangesAreNews) {
+  core::InstanceRecord rec;
+  rec.id = 7;
+  rec.offer.machine_id = 11;
+  rec.close_cause = core::CloseCause::Operator;
+  EXPECT_FALSE(transition_notice(rec, core::InstanceState::Booting, "market instance 5"));
+  EXPECT_FALSE(transition_notice(rec, core::InstanceState::Destroying, "operator request"));
+  const auto accepted = transition_notice(rec, core::InstanceState::Proving, "fast enough");
+  ASSERT_TRUE(accepted);
+  EXPECT_EQ(accepted->event, kWebhookInstanceAccepted);
+  EXPECT_EQ(accepted->data["instance_id"], 7);
+  EXPECT_EQ(accepted->data["machine_id"], 11);
+  EXPECT_EQ(accepted->data["reason"], "fast enough");
+  const auto destroyed = transition_notice(rec, core::InstanceState::Destroyed, "confirmed");
+  ASSERT_TRUE(destroyed);
+  EXPECT_EQ(destroyed->event, kWebhookInstanceDestroyed);
+  EXPECT_EQ(destroyed->data["cause"], "operator");
+}
+
+TEST(InstanceWebhooks, ARejectedOrVanishedCloseIsNewsAndAnyOtherIsNot) {
+  core::InstanceRecord rec;
+  rec.id = 3;
+  const auto rejected = close_notice(rec, {core::CloseCause::Rejected, "too slow"});
+  ASSERT_TRUE(rejected);
+  EXPECT_EQ(rejected->event, kWebhookInstanceRejected);
+  EXPECT_EQ(rejected->data["cause"], "rejected");
+  const auto exited = close_notice(rec, {core::CloseCause::MarketExited, "exited"});
+  ASSERT_TRUE(exited);
+  EXPECT_EQ(exited->event, kWebhookInstanceCrashed);
+  EXPECT_FALSE(close_notice(rec, {core::CloseCause::Operator, "operator request"}));
+  const auto crashed = prover_crashed_notice(rec, "signal 9");
+  EXPECT_EQ(crashed.event, kWebhookInstanceCrashed);
+  EXPECT_EQ(crashed.data["cause"], "prover_crashed");
+  EXPECT_EQ(crashed.data["reason"], "signal 9");
 }
 
 TEST(WebhookRetry, RetriesTransientFailuresWithDoublingCappedDelays) {
