@@ -41,6 +41,7 @@
 #include "cli/serve_ops.h"
 #include "cli/serving.h"
 #include "core/http_limits.h"
+#include "gateway/listen_exposure.h"
 #include "jobs/job_queue.h"
 #include "manager/autopilot.h"
 #include "manager/fenced_market.h"
@@ -65,6 +66,7 @@ struct ServeOptions {
   std::string db = "./proverfleet.db";
   std::optional<std::string> public_url;
   std::optional<std::string> replica_url;
+  std::optional<std::string> replica_grpc;
   std::optional<std::string> vast_url;
   std::optional<std::string> vast_key_file;
   std::optional<std::string> tls_cert;
@@ -255,6 +257,10 @@ void run_serve(const ServeOptions& o) {
     throw CommandFailed("--replica-url must start with http:// or https://, got \"" +
                         *o.replica_url + "\"");
   }
+  if (o.replica_grpc && !gateway::listen_host(*o.replica_grpc)) {
+    throw CommandFailed("--replica-grpc: expected HOST:PORT (e.g. 10.0.0.5:9820), got \"" +
+                        *o.replica_grpc + "\"");
+  }
 
   // TLS files and the port are checked before anything is created on disk.
   auto server = manager::ApiServer::create(tls);
@@ -265,7 +271,7 @@ void run_serve(const ServeOptions& o) {
   auto cfg = load_config(o.config_path);
   if (!cfg) throw CommandFailed(cfg.error());
   spdlog::info("config: {}", cfg->source);
-  // Checked here, before anything is created on disk; started once the job queue exists.
+  // Checked here, before anything is created on disk; started with the replica's LeaderTerm.
   const auto gateway_cfg = gateway_config(*cfg, o.grpc_listen, o.grpc_allow_any);
 
   auto vast_cfg =
@@ -389,9 +395,10 @@ void run_serve(const ServeOptions& o) {
   manager_config.still_leading = [&leadership] { return leadership.leading(); };
   manager::Manager fleet(*store, market, manager_config, epoch_now);
   // The gateway's job queue: its rows in the same store, inputs beside the database. Loaded
-  // from the store, with the gateway over it, for each term this replica leads.
+  // from the store for each term this replica leads; the gateway listens on every replica and
+  // relays to the leader's while this one does not lead.
   const jobs::JobQueueConfig jobs_config = job_queue_config(cfg->jobs, o.db);
-  LeaderTerm term(fleet, *store, jobs_config, gateway_cfg, leadership, epoch_now);
+  LeaderTerm term(fleet, *store, jobs_config, gateway_cfg, leadership, epoch_now, o.replica_grpc);
   // Webhooks and the fleet watch (alerts for every instance, whoever rented it).
   ServeOps ops = make_serve_ops(fleet, *cfg, fleet_cfg, epoch_now);
   if (!gateway_cfg) spdlog::info("gateway: off ([gateway] listen / --grpc-listen)");
@@ -545,9 +552,9 @@ void run_serve(const ServeOptions& o) {
                                    leadership_config.timing.renew_every_s() * 1000)),
                                [&leadership, &term] {
                                  leadership.step();
-                                 // A gateway whose port was still held (a paused ex-leader on this
+                                 // A gateway whose port was still held (another serve on this
                                  // host) starts late.
-                                 if (leadership.leading()) term.start_gateway_if_missing();
+                                 term.start_gateway_if_missing();
                                });
 
   int signal_received = 0;
@@ -605,6 +612,10 @@ void register_serve(CLI::App& app) {
                   "URL other serve replicas on this database forward agent calls and operator "
                   "changes to while this one leads (default: the listen address)")
       ->envname("PROVERFLEET_REPLICA_URL");
+  cmd->add_option("--replica-grpc", o->replica_grpc,
+                  "HOST:PORT other serve replicas relay Curio's gRPC calls to while this one "
+                  "leads (default: the gRPC listen address)")
+      ->envname("PROVERFLEET_REPLICA_GRPC");
   cmd->add_option("--vast-url", o->vast_url, "Market API base URL")
       ->envname("PROVERFLEET_VAST_URL");
   cmd->add_option("--vast-key-file", o->vast_key_file, "File holding the vast.ai API key")

@@ -2,21 +2,46 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/leader_lease.h"
+#include "gateway/listen_exposure.h"
+
 namespace pf::cli {
 
 LeaderTerm::LeaderTerm(manager::Manager& fleet, store::Store& store,
                        jobs::JobQueueConfig jobs_config,
                        std::optional<gateway::GatewayConfig> gateway_config,
-                       manager::Leadership& leadership, std::function<double()> clock)
+                       manager::Leadership& leadership, std::function<double()> clock,
+                       std::optional<std::string> grpc_address)
     : fleet_(fleet),
       store_(store),
       jobs_config_(std::move(jobs_config)),
       gateway_config_(std::move(gateway_config)),
       leadership_(leadership),
-      clock_(std::move(clock)) {}
+      clock_(std::move(clock)),
+      grpc_address_(std::move(grpc_address)) {
+  std::lock_guard lock(mu_);
+  start_gateway_locked();
+}
 
 LeaderTerm::~LeaderTerm() {
   shutdown();
+}
+
+tl::expected<std::string, std::string> LeaderTerm::leader_grpc() {
+  const manager::LeaderView view = leadership_.view();
+  const auto& row = view.lease;
+  if (!core::has_live_leader(row, view.now)) {
+    return tl::unexpected("no replica leads at the moment (a failover is in progress, at most " +
+                          std::to_string(static_cast<int>(view.failover_bound_s)) + " s)");
+  }
+  if (row->holder == view.replica_id) {
+    return tl::unexpected(
+        std::string("this replica's term is starting (its job queue is loading)"));
+  }
+  if (row->holder_grpc.empty()) {
+    return tl::unexpected("the leader " + row->holder + " serves no gRPC gateway");
+  }
+  return row->holder_grpc;
 }
 
 void LeaderTerm::begin(std::int64_t epoch) {
@@ -27,8 +52,10 @@ void LeaderTerm::begin(std::int64_t epoch) {
   fleet_.listening_interrupted();
   fleet_.instances_written();
   jobs::JobQueueHooks hooks = fleet_.job_hooks();
+  // Inside each job transaction: the lease is read so that no take commits before the job write
+  // does (Leadership::fence_refusal_in_transaction).
   hooks.fence = [this] {
-    if (auto why = leadership_.fence_refusal()) {
+    if (auto why = leadership_.fence_refusal_in_transaction()) {
       throw store::StoreError("job queue write refused: " + *why);
     }
   };
@@ -42,23 +69,36 @@ void LeaderTerm::begin(std::int64_t epoch) {
   fleet_.attach_jobs(*queue_);
   spdlog::info("term {}: job queue loaded from the store", epoch);
   epoch_ = epoch;
-  gateway_failed_logged_ = false;
-  start_gateway_locked();
+  if (gateway_) {
+    gateway_->serve_queue(*queue_);
+    spdlog::info("term {}: the gateway on port {} answers from this replica's queue", epoch,
+                 gateway_->port());
+  }
 }
 
 void LeaderTerm::start_gateway_locked() {
-  if (!gateway_config_ || gateway_ || !queue_) return;
-  auto started = gateway::start_gateway(*queue_, *gateway_config_);
+  if (!gateway_config_ || gateway_ || closed_) return;
+  gateway::ReplicaGatewayOptions replica;
+  replica.replica_id = leadership_.config().replica_id;
+  replica.leader = [this] { return leader_grpc(); };
+  auto started = gateway::start_replica_gateway(*gateway_config_, replica);
   if (!started) {
     if (!gateway_failed_logged_) {
-      spdlog::error("term {}: the gateway did not start (retried every lease renewal): {}", epoch_,
-                    started.error());
+      spdlog::error("the gateway did not start (retried every lease renewal): {}", started.error());
       gateway_failed_logged_ = true;
     }
     return;
   }
   gateway_ = std::move(*started);
-  spdlog::info("term {}: gateway listening on port {}", epoch_, gateway_->port());
+  gateway_failed_logged_ = false;
+  const std::string host = gateway::listen_host(gateway_config_->listen).value_or("127.0.0.1");
+  const std::string shown_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  const std::string advertised =
+      grpc_address_.value_or(shown_host + ":" + std::to_string(gateway_->port()));
+  leadership_.advertise_grpc(advertised);
+  spdlog::info("gateway: listening on port {}; other replicas relay to {} while this one leads",
+               gateway_->port(), advertised);
+  if (queue_) gateway_->serve_queue(*queue_);
 }
 
 void LeaderTerm::start_gateway_if_missing() {
@@ -68,15 +108,12 @@ void LeaderTerm::start_gateway_if_missing() {
 
 void LeaderTerm::end(const std::string& reason) {
   std::lock_guard lock(mu_);
-  if (gateway_) {
-    gateway_->shutdown();
-    gateway_.reset();
-  }
+  if (gateway_) gateway_->stop_serving_queue();
   if (queue_) {
     fleet_.detach_jobs();
     queue_->shutdown();
     queue_ = nullptr;
-    spdlog::info("job queue and gateway stopped: {}", reason);
+    spdlog::info("job queue stopped: {}", reason);
   }
 }
 
@@ -86,6 +123,12 @@ void LeaderTerm::shutdown() {
     closed_ = true;
   }
   end("stopping");
+  std::unique_ptr<gateway::GatewayServer> gateway;
+  {
+    std::lock_guard lock(mu_);
+    gateway = std::move(gateway_);
+  }
+  if (gateway) gateway->shutdown();
 }
 
 }  // namespace pf::cli

@@ -1,7 +1,10 @@
 // What a replica of `serve` holds only while it leads (issue 14): the job queue, loaded from the
-// store when the term begins (its leases restored as after a restart: core/job_lease.h), and the
-// gRPC gateway over it. A term's end shuts both (waiting calls answer UNAVAILABLE, jobs stay in
-// the store for the next leader); the Manager is told to hear agents afresh and re-read its rows
+// store when the term begins (its leases restored as after a restart: core/job_lease.h), served
+// by the replica's gRPC gateway. The gateway itself listens for the replica's whole life: while
+// no term runs here it relays every call to the leader's gateway (the address the lease row
+// carries: this replica advertises its own with Leadership::advertise_grpc), so Curio may point at
+// any replica. A term's end stops the queue (waiting calls answer UNAVAILABLE, jobs stay in the
+// store for the next leader); the Manager is told to hear agents afresh and re-read its rows
 // when a term begins, so a follower that becomes leader needs nothing but the store.
 #pragma once
 
@@ -22,19 +25,21 @@ namespace pf::cli {
 
 class LeaderTerm {
  public:
+  // Starts the replica's gateway (when configured) and advertises its address: `grpc_address`
+  // when given (--replica-grpc), else the listen host with the port bound.
   LeaderTerm(manager::Manager& fleet, store::Store& store, jobs::JobQueueConfig jobs_config,
              std::optional<gateway::GatewayConfig> gateway_config, manager::Leadership& leadership,
-             std::function<double()> clock);
+             std::function<double()> clock, std::optional<std::string> grpc_address = {});
   ~LeaderTerm();
   LeaderTerm(const LeaderTerm&) = delete;
   LeaderTerm& operator=(const LeaderTerm&) = delete;
 
-  // Leadership hooks. begin() throws nothing: a queue or gateway that cannot start is logged
-  // (the term still runs the loops; job calls answer 503 until the next term).
+  // Leadership hooks. begin() throws nothing: a queue that cannot open is logged (the term
+  // still runs the loops; job calls answer 503 until the next term).
   void begin(std::int64_t epoch);
   void end(const std::string& reason);
-  // While a term runs without its gateway (its port was busy when the term began: an ex-leader
-  // paused on this host still held it), tries to start it again.
+  // While the gateway is not listening (its port was busy: another replica on this host, or an
+  // ex-leader paused on it, still holds it), tries to start it again. Every lease renewal.
   void start_gateway_if_missing();
   // Ends the term (if any) for good: serve is stopping.
   void shutdown();
@@ -46,14 +51,18 @@ class LeaderTerm {
   const std::optional<gateway::GatewayConfig> gateway_config_;
   manager::Leadership& leadership_;
   const std::function<double()> clock_;
+  const std::optional<std::string> grpc_address_;
   std::mutex mu_;
   std::unique_ptr<gateway::GatewayServer> gateway_;
   jobs::JobQueue* queue_ = nullptr;  // the current term's, in queues_
   std::int64_t epoch_ = 0;           // the current term's
   bool gateway_failed_logged_ = false;
   bool closed_ = false;  // shutdown(): no term begins any more
-  // Starts the gateway over queue_ (caller holds mu_); logs a failure once per term.
+  // Starts the gateway (caller holds mu_), serving queue_ if a term runs, and advertises its
+  // address; logs a failure once until it starts.
   void start_gateway_locked();
+  // The leader's gateway address for relaying, or why there is none.
+  tl::expected<std::string, std::string> leader_grpc();
   // Every term's queue, shut down after its term: request handlers may still hold a pointer
   // they read before the term ended, so a queue lives as long as the process.
   std::vector<std::unique_ptr<jobs::JobQueue>> queues_;

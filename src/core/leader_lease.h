@@ -20,6 +20,9 @@ struct LeaseRow {
   std::string name;
   std::string holder;      // the replica id of the holder
   std::string holder_url;  // where the holder serves its HTTP API (followers forward to it)
+  // Where the holder's gRPC gateway listens (HOST:PORT; followers' gateways relay Curio's calls
+  // to it). Empty: the holder serves no gRPC.
+  std::string holder_grpc;
   // The holder's process as "BOOT_ID/PID_NAMESPACE/PID": a replica on the same kernel and PID
   // namespace can tell that the holder's process is gone (a crashed serve restarted on one host
   // need not wait out the lease).

@@ -12,6 +12,7 @@
 #include <chrono>
 
 #include "gateway/client_allow.h"
+#include "gateway/gateway_front.h"
 #include "gateway/proving_service.h"
 #include "util/bounded_json.h"
 
@@ -68,12 +69,26 @@ GatewayServer::~GatewayServer() {
 }
 
 const GatewayMetrics& GatewayServer::metrics() const {
-  return service_->metrics();
+  return front_->metrics();
+}
+
+void GatewayServer::serve_queue(jobs::JobQueue& queue) {
+  ServiceOptions options;
+  options.max_input_bytes = max_input_bytes_;
+  front_->serve(std::make_shared<ProvingService>(queue, options, front_->metrics()));
+}
+
+void GatewayServer::stop_serving_queue() {
+  front_->serve(nullptr);
+}
+
+std::uint64_t GatewayServer::relayed() const {
+  return front_->proxy() ? front_->proxy()->relayed() : 0;
 }
 
 void GatewayServer::shutdown() {
   if (!server_) return;
-  service_->stop();
+  front_->stop();
   server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   server_->Wait();
   server_.reset();
@@ -113,26 +128,44 @@ tl::expected<void, std::string> check_gateway_config(const GatewayConfig& config
 
 tl::expected<std::unique_ptr<GatewayServer>, std::string> start_gateway(
     jobs::JobQueue& queue, const GatewayConfig& config) {
+  auto gateway = start_replica_gateway(config, {});
+  if (gateway) (*gateway)->serve_queue(queue);
+  return gateway;
+}
+
+tl::expected<std::unique_ptr<GatewayServer>, std::string> start_replica_gateway(
+    const GatewayConfig& config, ReplicaGatewayOptions replica) {
   if (auto ok = check_gateway_config(config); !ok) return tl::unexpected(ok.error());
   const std::string host = *listen_host(config.listen);
   const bool tls = !config.tls_cert.empty();
   auto allow = parse_allow_list(config.allow);
   if (!allow) return tl::unexpected("gateway allow-list: " + allow.error());
+  const std::int64_t max_message =
+      std::min<std::int64_t>(config.max_input_bytes + kMessageMargin, INT32_MAX);
 
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  std::string tls_root_pem;
   if (tls) {
     auto pair = load_tls(config.tls_cert, config.tls_key);
     if (!pair) return tl::unexpected(pair.error());
+    tls_root_pem = pair->cert_chain;  // replicas share the certificate: trusted when relaying
     grpc::SslServerCredentialsOptions options;
     options.pem_key_cert_pairs.push_back(std::move(*pair));
     credentials = grpc::SslServerCredentials(options);
   }
 
-  ServiceOptions service_options;
-  service_options.allow = std::move(*allow);
-  service_options.max_input_bytes = config.max_input_bytes;
+  std::unique_ptr<LeaderProxy> proxy;
+  if (replica.leader) {
+    LeaderProxyOptions proxy_options;
+    proxy_options.replica_id = replica.replica_id;
+    proxy_options.leader = std::move(replica.leader);
+    proxy_options.tls_root_pem = std::move(tls_root_pem);
+    proxy_options.max_message_bytes = static_cast<int>(max_message);
+    proxy = std::make_unique<LeaderProxy>(std::move(proxy_options));
+  }
   std::unique_ptr<GatewayServer> gateway(new GatewayServer());
-  gateway->service_ = std::make_unique<ProvingService>(queue, std::move(service_options));
+  gateway->max_input_bytes_ = config.max_input_bytes;
+  gateway->front_ = std::make_unique<GatewayFront>(std::move(*allow), std::move(proxy));
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.listen, credentials, &gateway->port_);
@@ -141,13 +174,11 @@ tl::expected<std::unique_ptr<GatewayServer>, std::string> start_gateway(
   // Curio holds Prove calls open for up to 30 minutes; let its keepalive pings through.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  const std::int64_t max_message =
-      std::min<std::int64_t>(config.max_input_bytes + kMessageMargin, INT32_MAX);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message));
   grpc::ResourceQuota quota("proverfleet-gateway");
   quota.SetMaxThreads(config.max_pending_window + kThreadHeadroom);
   builder.SetResourceQuota(quota);
-  builder.RegisterService(gateway->service_.get());
+  builder.RegisterService(gateway->front_.get());
   gateway->server_ = builder.BuildAndStart();
   if (!gateway->server_ || gateway->port_ == 0) {
     gateway->server_.reset();

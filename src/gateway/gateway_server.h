@@ -10,9 +10,13 @@
 //  - Exposure: the cuzk protocol has no credentials. A listen address other than loopback needs
 //    an allow-list or TLS, or the operator saying so explicitly (allow_any).
 //  - TLS files are read and checked (PEM, key belongs to the certificate) once at start.
+//  - Replicas (issue 14): every replica's gateway listens for its whole life
+//    (start_replica_gateway); it answers from the job queue of the term it holds
+//    (serve_queue) and relays to the leader otherwise (gateway_front.h, leader_proxy.h).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,7 +32,7 @@ class Server;
 
 namespace pf::gateway {
 
-class ProvingService;
+class GatewayFront;
 class GatewayMetrics;
 
 struct GatewayConfig {
@@ -44,6 +48,14 @@ struct GatewayConfig {
 inline constexpr int kThreadHeadroom = 32;  // status, metrics and retries beside the window
 inline constexpr std::int64_t kMessageMargin = 4LL << 20;
 
+// What a replica's gateway needs to relay to the leader while it does not lead itself.
+struct ReplicaGatewayOptions {
+  std::string replica_id;
+  // The leader's gateway address (HOST:PORT), or why there is none now (leader_proxy.h). Empty
+  // function: a lone gateway (no relaying; UNAVAILABLE while no queue is served).
+  std::function<tl::expected<std::string, std::string>()> leader = {};
+};
+
 class GatewayServer {
  public:
   ~GatewayServer();
@@ -52,16 +64,26 @@ class GatewayServer {
 
   int port() const { return port_; }
   const GatewayMetrics& metrics() const;
+  // Answers from `queue` from now on (this replica's term began); calls a replica's gateway is
+  // still relaying to the former leader end UNAVAILABLE (retry here).
+  void serve_queue(jobs::JobQueue& queue);
+  // Stops answering from the queue (the term ended): waiting calls end UNAVAILABLE (their jobs
+  // stay queued for the next leader); new calls are relayed to the leader (a replica's gateway)
+  // or refused UNAVAILABLE.
+  void stop_serving_queue();
+  // Calls relayed to the leader so far (a replica's gateway; 0 otherwise).
+  std::uint64_t relayed() const;
   // Ends waiting calls (they answer UNAVAILABLE; their jobs stay queued), stops accepting and
   // waits for every handler to return. Call before the JobQueue goes away. Idempotent.
   void shutdown();
 
  private:
-  friend tl::expected<std::unique_ptr<GatewayServer>, std::string> start_gateway(
-      jobs::JobQueue& queue, const GatewayConfig& config);
+  friend tl::expected<std::unique_ptr<GatewayServer>, std::string> start_replica_gateway(
+      const GatewayConfig& config, ReplicaGatewayOptions replica);
   GatewayServer() = default;
 
-  std::unique_ptr<ProvingService> service_;
+  std::int64_t max_input_bytes_ = 0;
+  std::unique_ptr<GatewayFront> front_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };
@@ -70,8 +92,12 @@ class GatewayServer {
 // error says what to fix.
 tl::expected<void, std::string> check_gateway_config(const GatewayConfig& config);
 
-// check_gateway_config, then binds and starts serving.
+// check_gateway_config, then binds and starts serving from `queue` (a lone manager).
 tl::expected<std::unique_ptr<GatewayServer>, std::string> start_gateway(
     jobs::JobQueue& queue, const GatewayConfig& config);
+// check_gateway_config, then binds and starts a replica's gateway: it relays every call to the
+// leader (replica.leader) until serve_queue().
+tl::expected<std::unique_ptr<GatewayServer>, std::string> start_replica_gateway(
+    const GatewayConfig& config, ReplicaGatewayOptions replica);
 
 }  // namespace pf::gateway

@@ -10,7 +10,6 @@
 namespace pf::gateway {
 namespace {
 
-constexpr std::size_t kMaxDeniedAddressesTracked = 1024;
 // A client deadline further away than this is "no deadline" (gRPC's infinite future).
 constexpr std::chrono::hours kNoDeadline{24 * 365};
 constexpr std::size_t kMaxQueuedScanned = 10'000;
@@ -19,16 +18,14 @@ grpc::Status from_error(const RequestError& error) {
   return {error.code, error.message};
 }
 
-// Logging a refused client at its 1st, 10th, 100th... call keeps a scanner from filling the log.
-bool worth_logging(std::uint64_t nth) {
-  while (nth % 10 == 0) nth /= 10;
-  return nth == 1;
-}
-
 }  // namespace
 
-ProvingService::ProvingService(jobs::JobQueue& queue, ServiceOptions options)
-    : queue_(queue), options_(std::move(options)), started_(std::chrono::steady_clock::now()) {}
+ProvingService::ProvingService(jobs::JobQueue& queue, ServiceOptions options,
+                               GatewayMetrics& metrics)
+    : queue_(queue),
+      options_(std::move(options)),
+      started_(std::chrono::steady_clock::now()),
+      metrics_(metrics) {}
 
 void ProvingService::stop() {
   stopping_ = true;
@@ -40,45 +37,13 @@ std::uint64_t ProvingService::uptime_s() const {
           .count());
 }
 
-bool ProvingService::admitted(grpc::ServerContext* ctx, const char* method) {
-  const std::string peer = ctx->peer();
-  if (allowed(options_.allow, peer_ip(peer))) return true;
-  metrics_.count_denied();
-  std::uint64_t nth = 0;
-  {
-    const std::string address = peer.substr(0, std::min<std::size_t>(peer.rfind(':'), 128));
-    std::lock_guard lock(denied_mutex_);
-    if (!denied_by_address_.count(address) &&
-        denied_by_address_.size() >= kMaxDeniedAddressesTracked) {
-      denied_by_address_.clear();  // forget old scanners rather than grow
-    }
-    nth = ++denied_by_address_[address];
-  }
-  if (worth_logging(nth)) {
-    spdlog::warn("gateway: {} from {} refused: not in [gateway] allow ({} refused calls)", method,
-                 peer.substr(0, 128), nth);
-  }
-  return false;
-}
-
 template <typename Body>
-grpc::Status ProvingService::handle(const char* method, grpc::ServerContext* ctx, Body&& body) {
-  grpc::Status status;
-  if (!admitted(ctx, method)) {
-    status = grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                          "this client's address is not in the gateway's allow-list");
-  } else if (stopping_) {
-    status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down");
-  } else {
-    try {
-      status = body();
-    } catch (const std::exception& e) {
-      spdlog::error("gateway: {} failed: {}", method, e.what());
-      status = grpc::Status(grpc::StatusCode::INTERNAL, e.what());
-    }
+grpc::Status ProvingService::handle(Body&& body) {
+  if (stopping_) {
+    return {grpc::StatusCode::UNAVAILABLE,
+            "this replica's job queue stopped (shutting down, or it no longer leads): retry"};
   }
-  metrics_.count_call(method, status.error_code());
-  return status;
+  return body();
 }
 
 tl::expected<jobs::Submitted, grpc::Status> ProvingService::submit(
@@ -173,7 +138,7 @@ int ProvingService::queue_position(const core::Job& job) {
 grpc::Status ProvingService::SubmitProof(grpc::ServerContext* ctx,
                                          const cuzk::v1::SubmitProofRequest* request,
                                          cuzk::v1::SubmitProofResponse* reply) {
-  return handle("SubmitProof", ctx, [&]() -> grpc::Status {
+  return handle([&]() -> grpc::Status {
     // gRPC built the request for this call alone; taking its bulk keeps one copy of a large
     // input in memory instead of two.
     auto submitted = submit(ctx, const_cast<cuzk::v1::SubmitProofRequest&>(*request), false);
@@ -186,7 +151,7 @@ grpc::Status ProvingService::SubmitProof(grpc::ServerContext* ctx,
 
 grpc::Status ProvingService::Prove(grpc::ServerContext* ctx, const cuzk::v1::ProveRequest* request,
                                    cuzk::v1::ProveResponse* reply) {
-  return handle("Prove", ctx, [&]() -> grpc::Status {
+  return handle([&]() -> grpc::Status {
     if (!request->has_submit()) {
       return {grpc::StatusCode::INVALID_ARGUMENT, "submit: missing"};
     }
@@ -210,7 +175,7 @@ grpc::Status ProvingService::Prove(grpc::ServerContext* ctx, const cuzk::v1::Pro
                 "deadline passed; job " + job_id + " goes on (Prove it again to join it)"};
       case WaitEnd::Stopping:
         return {grpc::StatusCode::UNAVAILABLE,
-                "the gateway is shutting down; job " + job_id + " is kept: Prove it again"};
+                "this replica's job queue stopped; job " + job_id + " is kept: Prove it again"};
       case WaitEnd::TimedOut:
       case WaitEnd::Error:
         break;
@@ -224,7 +189,7 @@ grpc::Status ProvingService::Prove(grpc::ServerContext* ctx, const cuzk::v1::Pro
 grpc::Status ProvingService::AwaitProof(grpc::ServerContext* ctx,
                                         const cuzk::v1::AwaitProofRequest* request,
                                         cuzk::v1::AwaitProofResponse* reply) {
-  return handle("AwaitProof", ctx, [&]() -> grpc::Status {
+  return handle([&]() -> grpc::Status {
     if (auto ok = check_request_id(request->job_id(), "job_id"); !ok) {
       return from_error(ok.error());
     }
@@ -251,7 +216,8 @@ grpc::Status ProvingService::AwaitProof(grpc::ServerContext* ctx,
       case WaitEnd::DeadlineExceeded:
         return {grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed; the job goes on"};
       case WaitEnd::Stopping:
-        return {grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down; the job is kept"};
+        return {grpc::StatusCode::UNAVAILABLE,
+                "this replica's job queue stopped; the job is kept: retry"};
       case WaitEnd::Error:
         break;
     }
@@ -262,7 +228,7 @@ grpc::Status ProvingService::AwaitProof(grpc::ServerContext* ctx,
 grpc::Status ProvingService::CancelProof(grpc::ServerContext* ctx,
                                          const cuzk::v1::CancelProofRequest* request,
                                          cuzk::v1::CancelProofResponse* reply) {
-  return handle("CancelProof", ctx, [&]() -> grpc::Status {
+  return handle([&]() -> grpc::Status {
     if (auto ok = check_request_id(request->job_id(), "job_id"); !ok) {
       return from_error(ok.error());
     }
@@ -280,37 +246,37 @@ grpc::Status ProvingService::CancelProof(grpc::ServerContext* ctx,
   });
 }
 
-grpc::Status ProvingService::GetStatus(grpc::ServerContext* ctx,
+grpc::Status ProvingService::GetStatus(grpc::ServerContext* /*ctx*/,
                                        const cuzk::v1::GetStatusRequest* /*request*/,
                                        cuzk::v1::GetStatusResponse* reply) {
-  return handle("GetStatus", ctx, [&]() -> grpc::Status {
+  return handle([&]() -> grpc::Status {
     fill_status(queue_.status(), uptime_s(), *reply);
     return grpc::Status::OK;
   });
 }
 
-grpc::Status ProvingService::GetMetrics(grpc::ServerContext* ctx,
+grpc::Status ProvingService::GetMetrics(grpc::ServerContext* /*ctx*/,
                                         const cuzk::v1::GetMetricsRequest* /*request*/,
                                         cuzk::v1::GetMetricsResponse* reply) {
-  return handle("GetMetrics", ctx, [&]() -> grpc::Status {
+  return handle([&]() -> grpc::Status {
     reply->set_prometheus_text(metrics_.prometheus_text(queue_.status(), uptime_s()));
     return grpc::Status::OK;
   });
 }
 
-grpc::Status ProvingService::PreloadSRS(grpc::ServerContext* ctx,
+grpc::Status ProvingService::PreloadSRS(grpc::ServerContext* /*ctx*/,
                                         const cuzk::v1::PreloadSrsRequest* /*request*/,
                                         cuzk::v1::PreloadSrsResponse* reply) {
-  return handle("PreloadSRS", ctx, [&]() -> grpc::Status {
+  return handle([&]() -> grpc::Status {
     reply->set_already_loaded(true);  // each machine loads its SRS before it takes jobs
     return grpc::Status::OK;
   });
 }
 
-grpc::Status ProvingService::EvictSRS(grpc::ServerContext* ctx,
+grpc::Status ProvingService::EvictSRS(grpc::ServerContext* /*ctx*/,
                                       const cuzk::v1::EvictSrsRequest* /*request*/,
                                       cuzk::v1::EvictSrsResponse* reply) {
-  return handle("EvictSRS", ctx, [&]() -> grpc::Status {
+  return handle([&]() -> grpc::Status {
     reply->set_was_loaded(false);  // nothing is evicted from rented machines on a client's word
     return grpc::Status::OK;
   });

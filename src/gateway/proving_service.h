@@ -13,7 +13,8 @@
 //    answers was_running = false, as the daemon does.
 //  - GetStatus / GetMetrics answer from the queue; PreloadSRS / EvictSRS are acknowledged
 //    (already_loaded / nothing evicted): each machine of the fleet manages its own SRS.
-//  - Every call first passes the client allow-list (PERMISSION_DENIED otherwise).
+//  - Who may call and what is counted is the gateway's front's (gateway_front.h): it checks the
+//    client allow-list and hands a call here only while this replica's term serves this queue.
 //
 // A Done result that the queue hands to a waiting call counts as delivered (JobQueue::await).
 // The call checks its client before each slice, so a client that vanished is not sent a proof
@@ -23,21 +24,17 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cuzk/v1/proving.grpc.pb.h"
-#include "gateway/client_allow.h"
 #include "gateway/gateway_metrics.h"
 #include "jobs/job_queue.h"
 
 namespace pf::gateway {
 
 struct ServiceOptions {
-  std::vector<AddressBlock> allow;  // empty: any client that reaches the port
   std::int64_t max_input_bytes = 256LL << 20;
   // How long one wait on the queue lasts before the call looks at its client again.
   std::chrono::milliseconds await_slice{1000};
@@ -45,7 +42,9 @@ struct ServiceOptions {
 
 class ProvingService final : public cuzk::v1::ProvingEngine::Service {
  public:
-  ProvingService(jobs::JobQueue& queue, ServiceOptions options);
+  // `metrics` (the gateway's, outliving this service) counts joined requests and is what
+  // GetMetrics reports.
+  ProvingService(jobs::JobQueue& queue, ServiceOptions options, GatewayMetrics& metrics);
 
   grpc::Status SubmitProof(grpc::ServerContext* ctx, const cuzk::v1::SubmitProofRequest* request,
                            cuzk::v1::SubmitProofResponse* reply) override;
@@ -67,7 +66,6 @@ class ProvingService final : public cuzk::v1::ProvingEngine::Service {
   // Calls waiting for a job end with UNAVAILABLE within one slice; new calls are refused the
   // same way. For shutdown, before the server stops.
   void stop();
-  const GatewayMetrics& metrics() const { return metrics_; }
 
  private:
   enum class WaitEnd { Finished, TimedOut, ClientGone, DeadlineExceeded, Stopping, Error };
@@ -77,10 +75,9 @@ class ProvingService final : public cuzk::v1::ProvingEngine::Service {
     jobs::JobError error;
   };
 
-  // Runs `body` if the client may call, and counts the call by its code.
+  // Runs `body` unless the service is stopping (UNAVAILABLE).
   template <typename Body>
-  grpc::Status handle(const char* method, grpc::ServerContext* ctx, Body&& body);
-  bool admitted(grpc::ServerContext* ctx, const char* method);
+  grpc::Status handle(Body&& body);
   tl::expected<jobs::Submitted, grpc::Status> submit(grpc::ServerContext* ctx,
                                                      cuzk::v1::SubmitProofRequest& request,
                                                      bool deadline_from_client);
@@ -93,9 +90,7 @@ class ProvingService final : public cuzk::v1::ProvingEngine::Service {
   const ServiceOptions options_;
   const std::chrono::steady_clock::time_point started_;
   std::atomic<bool> stopping_{false};
-  GatewayMetrics metrics_;
-  std::mutex denied_mutex_;                                 // guards denied_by_address_
-  std::map<std::string, std::uint64_t> denied_by_address_;  // for logging, bounded
+  GatewayMetrics& metrics_;
 };
 
 }  // namespace pf::gateway

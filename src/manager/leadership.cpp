@@ -67,11 +67,9 @@ bool holder_process_gone(const core::LeaseRow& row) {
 }
 
 nlohmann::json leader_json(const LeaderView& v, bool with_ages) {
-  nlohmann::json out = {{"replica_id", v.replica_id},
-                        {"role", v.leading ? "leader" : "follower"},
-                        {"leading", v.leading},
-                        {"ttl_s", v.ttl_s},
-                        {"failover_bound_s", v.failover_bound_s}};
+  nlohmann::json out = {
+      {"replica_id", v.replica_id}, {"grpc", v.grpc},   {"role", v.leading ? "leader" : "follower"},
+      {"leading", v.leading},       {"ttl_s", v.ttl_s}, {"failover_bound_s", v.failover_bound_s}};
   if (with_ages) {
     out["reason"] = v.reason;
     out["terms_taken"] = v.terms_taken;
@@ -81,6 +79,7 @@ nlohmann::json leader_json(const LeaderView& v, bool with_ages) {
     const auto& row = *v.lease;
     out["leader"] = {{"replica_id", row.holder},
                      {"url", row.holder_url},
+                     {"grpc", row.holder_grpc},
                      {"epoch", row.epoch},
                      {"taken_at", row.taken_at}};
     if (with_ages) {
@@ -163,6 +162,10 @@ void Leadership::step() {
                                   config_.process, row && holder_process_gone(*row));
     decision.row.name = config_.lease_name;
     if (decision.action == core::LeaseAction::Take || decision.action == core::LeaseAction::Renew) {
+      {
+        std::lock_guard lock(mu_);
+        decision.row.holder_grpc = grpc_address_;
+      }
       written = store_.write_leader_lease(decision.row, row.value_or(core::LeaseRow{}));
     }
   } catch (const std::exception& e) {
@@ -256,6 +259,18 @@ std::optional<std::string> Leadership::fence_refusal() {
   return core::fence_refusal(row, config_.replica_id, *held, clock_(), config_.timing);
 }
 
+std::optional<std::string> Leadership::fence_refusal_in_transaction() {
+  const auto held = term();
+  if (!held) return "this replica (" + config_.replica_id + ") does not lead";
+  const auto row = store_.lock_leader_lease(config_.lease_name, config_.timing.ttl_s);
+  return core::fence_refusal(row, config_.replica_id, *held, clock_(), config_.timing);
+}
+
+void Leadership::advertise_grpc(std::string address) {
+  std::lock_guard lock(mu_);
+  grpc_address_ = std::move(address);
+}
+
 std::optional<core::LeaseRow> Leadership::read_lease() {
   return store_.leader_lease(config_.lease_name);
 }
@@ -274,6 +289,7 @@ LeaderView Leadership::view() {
   }
   std::lock_guard lock(mu_);
   v.leading = epoch_.has_value() && v.now < expires_at_;
+  v.grpc = grpc_address_;
   v.epoch = epoch_;
   v.lease = fresh ? fresh : last_row_;
   v.reason = reason_;

@@ -42,6 +42,7 @@ struct LeadershipConfig {
 // What /metrics, /api/v1/fleet, `status` and the dashboard show.
 struct LeaderView {
   std::string replica_id;
+  std::string grpc;  // where this replica's gateway listens (advertise_grpc); empty: none
   bool leading = false;
   std::optional<std::int64_t> epoch;    // the term this replica holds
   std::optional<core::LeaseRow> lease;  // the row as last read (the leader's id, url, epoch)
@@ -83,6 +84,13 @@ class Leadership {
   std::optional<std::int64_t> term();
   // nullopt when an action under our term may go ahead now, else why not. Reads the row.
   std::optional<std::string> fence_refusal();
+  // The same from inside a store transaction that then writes (the job queue's): the row is
+  // read so that no take commits before that transaction ends (Store::lock_leader_lease), and a
+  // session left idle in it for a whole ttl (a paused process) is ended by the database.
+  std::optional<std::string> fence_refusal_in_transaction();
+  // Where this replica's gRPC gateway listens (HOST:PORT), written into the lease with every take
+  // and renewal so followers' gateways relay Curio's calls here. Empty: none.
+  void advertise_grpc(std::string address);
   LeaderView view();
   // The lease row as stored now (a follower's forwarding reads the leader's URL from it).
   std::optional<core::LeaseRow> read_lease();
@@ -99,6 +107,7 @@ class Leadership {
   std::optional<std::int64_t> epoch_;  // the term held
   double expires_at_ = 0;              // of the term held, as written
   std::optional<core::LeaseRow> last_row_;
+  std::string grpc_address_;
   std::string reason_;
   int terms_taken_ = 0;
 };

@@ -234,7 +234,11 @@ CREATE TABLE leader_lease (
   renewed_at DOUBLE PRECISION NOT NULL
 );
 )sql"},
-    // The hot reads: as sqlite_migrations.cpp's 10. One function serves the three events; the
+    // Replicas' gRPC: where the holder's gateway listens (followers relay Curio's calls to it).
+    Migration{10, "leader lease gRPC address", R"sql(
+ALTER TABLE leader_lease ADD COLUMN holder_grpc TEXT NOT NULL DEFAULT '';
+)sql"},
+    // The hot reads: as sqlite_migrations.cpp's 11. One function serves the three events; the
     // triggers' WHEN clauses keep live rows (every heartbeat) from calling it at all. Only the
     // leader writes instance rows, through one session, so the one totals row is not a point
     // of contention between replicas. The destroyed rows' two indexes lose their leading
@@ -242,7 +246,7 @@ CREATE TABLE leader_lease (
     // condition and walked the whole index for `destroyed_at >= $1` (16 ms at 100,000 rows,
     // twice per dashboard snapshot); on the time column alone it is a range search. Their
     // INCLUDE columns served only the totals, which no longer read the rows.
-    Migration{10, "running totals of the destroyed instances", R"sql(
+    Migration{11, "running totals of the destroyed instances", R"sql(
 DROP INDEX instances_destroyed;
 DROP INDEX instances_destroyed_billed;
 CREATE INDEX instances_destroyed ON instances(destroyed_at) WHERE state = 'destroyed';

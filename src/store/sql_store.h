@@ -102,6 +102,8 @@ class SqlStore final : public Store {
   std::map<std::int64_t, int> job_failure_streaks() override;
   void put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) override;
   std::optional<core::LeaseRow> leader_lease(const std::string& name) override;
+  std::optional<core::LeaseRow> lock_leader_lease(const std::string& name,
+                                                  double idle_limit_s) override;
   bool write_leader_lease(const core::LeaseRow& row, const core::LeaseRow& read) override;
 
  private:

@@ -4,7 +4,18 @@
 // racing for a lapsed lease cannot both win, and a renewal or take decided on a row that has
 // changed since (a paused replica's stale read) does not land. Plain SQL that SQLite (3.35+) and
 // PostgreSQL/YugabyteDB both run: no advisory locks, INSERT ... ON CONFLICT DO NOTHING, UPDATE ...
-// RETURNING.
+// RETURNING, SELECT ... FOR SHARE.
+//
+// The fence inside a job transaction (lock_leader_lease) must not interleave with a take: on
+// PostgreSQL (READ COMMITTED) it reads the row FOR SHARE, so a take waits for that transaction to
+// end and a take committed first is what the read sees; SQLite's write transactions (BEGIN
+// IMMEDIATE) are serialised already. The lock has two limits so that a leader paused inside such
+// a transaction cannot stall a failover: the holder's session is ended by PostgreSQL once it sits
+// idle in that transaction for longer than the caller's limit (the lease's ttl), and a take waits
+// for the lock at most kLeaseLockWaitMs, failing (logged, retried at the next try) rather than
+// blocking the replica's store.
+#include <algorithm>
+
 #include "store/sql_store.h"
 #include "store/sql_store_detail.h"
 
@@ -12,25 +23,62 @@ namespace pf::store {
 
 using sql::Statement;
 
-std::optional<core::LeaseRow> SqlStore::leader_lease(const std::string& name) {
-  std::lock_guard lock(mutex_);
-  Statement s(*conn_,
-              "SELECT name, holder, holder_url, holder_process, epoch, expires_at, taken_at, "
-              "renewed_at FROM "
-              "leader_lease WHERE name = :name",
-              "reading leader lease " + name);
-  s.bind_text(":name", name);
+namespace {
+
+// How long a take waits for a job transaction's lock on the row before it gives up until the
+// next try (a renewal interval later).
+constexpr int kLeaseLockWaitMs = 1000;
+
+constexpr const char* kLeaseColumns =
+    "SELECT name, holder, holder_url, holder_grpc, holder_process, epoch, expires_at, taken_at, "
+    "renewed_at FROM leader_lease WHERE name = :name";
+
+std::optional<core::LeaseRow> read_lease_row(Statement& s) {
   if (!s.next()) return std::nullopt;
   core::LeaseRow row;
   row.name = s.text("name");
   row.holder = s.text("holder");
   row.holder_url = s.text("holder_url");
+  row.holder_grpc = s.text("holder_grpc");
   row.holder_process = s.text("holder_process");
   row.epoch = s.integer("epoch");
   row.expires_at = s.real("expires_at");
   row.taken_at = s.real("taken_at");
   row.renewed_at = s.real("renewed_at");
   return row;
+}
+
+}  // namespace
+
+std::optional<core::LeaseRow> SqlStore::leader_lease(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  Statement s(*conn_, kLeaseColumns, "reading leader lease " + name);
+  s.bind_text(":name", name);
+  return read_lease_row(s);
+}
+
+std::optional<core::LeaseRow> SqlStore::lock_leader_lease(const std::string& name,
+                                                          double idle_limit_s) {
+  std::lock_guard lock(mutex_);
+  if (depth_ == 0 || conn_->dialect() != sql::Dialect::Postgres) {
+    // Outside a transaction there is nothing to hold; SQLite's transaction already excludes
+    // every other writer.
+    Statement s(*conn_, kLeaseColumns, "reading leader lease " + name);
+    s.bind_text(":name", name);
+    return read_lease_row(s);
+  }
+  const long long idle_ms =
+      std::clamp(static_cast<long long>(idle_limit_s * 1000), 100LL, 3'600'000LL);
+  // One round trip (the job fence runs in every job transaction, heartbeats' included): the
+  // lock and the transaction's idle limit (set_config(..., true) is SET LOCAL) in one statement.
+  Statement s(*conn_,
+              "SELECT name, holder, holder_url, holder_grpc, holder_process, epoch, expires_at, "
+              "taken_at, renewed_at, set_config('idle_in_transaction_session_timeout', :idle_ms, "
+              "true) AS idle_limit FROM leader_lease WHERE name = :name FOR SHARE",
+              "reading leader lease " + name + " for the transaction");
+  s.bind_text(":name", name);
+  s.bind_text(":idle_ms", std::to_string(idle_ms));
+  return read_lease_row(s);
 }
 
 bool SqlStore::write_leader_lease(const core::LeaseRow& row, const core::LeaseRow& read) {
@@ -40,6 +88,10 @@ bool SqlStore::write_leader_lease(const core::LeaseRow& row, const core::LeaseRo
   std::lock_guard lock(mutex_);
   bool written = false;
   transaction([&] {
+    if (conn_->dialect() == sql::Dialect::Postgres) {
+      conn_->exec("SET LOCAL lock_timeout = " + std::to_string(kLeaseLockWaitMs),
+                  "bounding the wait for the leader lease");
+    }
     Statement first(*conn_,
                     "INSERT INTO leader_lease (name, holder, holder_url, holder_process, epoch, "
                     "expires_at, taken_at, renewed_at) VALUES (:name, '', '', '', 0, 0, 0, 0) "
@@ -50,7 +102,8 @@ bool SqlStore::write_leader_lease(const core::LeaseRow& row, const core::LeaseRo
     Statement cas(
         *conn_,
         "UPDATE leader_lease SET holder = :holder, holder_url = :holder_url, "
-        "holder_process = :holder_process, epoch = :epoch, expires_at = :expires_at, taken_at = "
+        "holder_grpc = :holder_grpc, holder_process = :holder_process, epoch = :epoch, expires_at "
+        "= :expires_at, taken_at = "
         ":taken_at, renewed_at = "
         ":renewed_at WHERE name = :name AND holder = :read_holder AND epoch = :read_epoch "
         "AND expires_at = :read_expires_at RETURNING epoch",
@@ -58,6 +111,7 @@ bool SqlStore::write_leader_lease(const core::LeaseRow& row, const core::LeaseRo
     cas.bind_text(":name", row.name);
     cas.bind_text(":holder", row.holder);
     cas.bind_text(":holder_url", row.holder_url);
+    cas.bind_text(":holder_grpc", row.holder_grpc);
     cas.bind_text(":holder_process", row.holder_process);
     cas.bind_int(":epoch", row.epoch);
     cas.bind_real(":expires_at", row.expires_at);

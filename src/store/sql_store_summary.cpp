@@ -6,7 +6,7 @@
 // Each query names the state 'destroyed' as a literal, never a bound value: that is what lets
 // the partial indexes of migration 8 (instances_live, instances_destroyed,
 // instances_destroyed_billed) serve it, on SQLite and on PostgreSQL alike. The destroyed rows'
-// all-time totals are running totals (table destroyed_totals, kept by triggers: migration 10).
+// all-time totals are running totals (table destroyed_totals, kept by triggers: migration 11).
 // The SQL is portable (see store/sql_connection.h).
 #include <string>
 
@@ -21,7 +21,7 @@ std::map<core::InstanceState, InstanceTotals> SqlStore::instance_totals() {
   std::lock_guard lock(mutex_);
   // One statement, so one snapshot: the all-time totals of two calls never step back (they
   // feed Prometheus counters). Live rows are read through instances_live; the destroyed ones
-  // are the running totals the triggers of migration 10 keep in the same transaction as every
+  // are the running totals the triggers of migration 11 keep in the same transaction as every
   // change to a destroyed row: one row, however long the history.
   Statement s(*conn_,
               "SELECT state, COUNT(*) AS instances, COALESCE(SUM(spend_usd), 0.0) AS spend_usd, "

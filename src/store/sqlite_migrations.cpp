@@ -257,13 +257,18 @@ CREATE TABLE leader_lease (
   renewed_at REAL NOT NULL
 ) STRICT;
 )sql"},
+    // Replicas' gRPC (issue 14): where the holder's gateway listens, so a follower's gateway
+    // relays Curio's calls to it. Empty: the holder serves no gRPC.
+    Migration{10, "leader lease gRPC address", R"sql(
+ALTER TABLE leader_lease ADD COLUMN holder_grpc TEXT NOT NULL DEFAULT '';
+)sql"},
     // The hot reads (issue 14): the destroyed rows' all-time totals (count, spend, production
     // proofs) as running totals in one row, kept by triggers in the same transaction as every
     // change to a destroyed row, so the fleet summary reads one row instead of the whole
     // history. Backfilled from the rows there are. Deltas are exact zeros when a rewrite of a
     // destroyed row leaves its figures alone (x - x == 0), so such rewrites neither drift the
     // sum nor write the row. A live row (every heartbeat) never fires a trigger's body.
-    Migration{10, "running totals of the destroyed instances", R"sql(
+    Migration{11, "running totals of the destroyed instances", R"sql(
 CREATE TABLE destroyed_totals (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   instances INTEGER NOT NULL,

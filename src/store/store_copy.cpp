@@ -8,7 +8,7 @@ namespace {
 
 // Kept out of a copy: the schema's own bookkeeping, the replicas' leader lease (who leads
 // the source's fleet says nothing about the target's), and the destroyed instances' running
-// totals, which the target's triggers build again as the instances land (migration 10).
+// totals, which the target's triggers build again as the instances land (migration 11).
 bool copied(const std::string& table) {
   return table != "schema_version" && table != "leader_lease" && table != "destroyed_totals";
 }

@@ -17,7 +17,11 @@ manager killed on the way.
      destroyed; no process of the run survives its teardown.
 
 Usage: gateway_e2e.py --binary build/proverfleet --source . [--jobs 200] [--time-scale 30]
-       [--max-pending 12] [--keep] [--result out.json]
+       [--max-pending 12] [--db sqlite | --db postgres://... | --db pg-fresh] [--keep]
+       [--result out.json]
+--db: the store serve runs on: a SQLite file in the run directory (default), a PostgreSQL URL
+(an empty database; no password on the command line), or pg-fresh: a new database on the
+PostgreSQL server whose URL is in $PF_TEST_PG_URL_FILE (ctest's pg_server_start fixture).
 Exit 0 when every check passed, 1 when one failed, 2 when the run could not be carried out.
 """
 
@@ -62,7 +66,7 @@ def die_with_parent():
 class Child:
     """A child process in its own process group, its output in a log file."""
 
-    def __init__(self, name, argv, log_path, env_changes):
+    def __init__(self, name, argv, log_path, env_changes, cwd=None):
         self.name = name
         self.log_path = log_path
         env = dict(os.environ)
@@ -74,7 +78,7 @@ class Child:
         self.log = open(log_path, "ab")
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                     preexec_fn=die_with_parent)
+                                     preexec_fn=die_with_parent, cwd=cwd)
 
     def wait_for(self, pattern, timeout):
         end = time.time() + timeout
@@ -112,6 +116,22 @@ class Child:
     def tail(self, n=3000):
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")[-n:]
+
+
+def fresh_pg_database():
+    """A new empty database on the server named in $PF_TEST_PG_URL_FILE; its URL."""
+    url_file = os.environ.get("PF_TEST_PG_URL_FILE")
+    if not url_file or not os.path.exists(url_file):
+        raise RunError("--db pg-fresh: $PF_TEST_PG_URL_FILE names no PostgreSQL server URL "
+                       "(run under ctest, whose pg_server_start fixture writes it)")
+    with open(url_file) as f:
+        admin_url = f.read().strip()
+    name = "pf_e2e_%d_%s" % (os.getpid(), os.urandom(4).hex())
+    done = subprocess.run(["psql", admin_url, "-v", "ON_ERROR_STOP=1", "-qc",
+                           "CREATE DATABASE " + name], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RunError("creating database %s: %s" % (name, done.stderr.strip()))
+    return admin_url[:admin_url.rindex("/") + 1] + name
 
 
 def http_json(method, url, token=None, body=None, timeout=30):
@@ -183,6 +203,7 @@ class Run:
         self.failures = []
         self.facts = collections.OrderedDict()
         self.serve_generation = 0
+        self.db = None  # what serve's --db gets: chosen by run()
 
     # --- processes -------------------------------------------------------------------------
     def start_sim(self):
@@ -203,11 +224,12 @@ class Run:
             o.binary, "serve", "--config", os.path.join(self.dir, "proverfleet.toml"),
             "--listen", "127.0.0.1:%d" % self.http_port,
             "--grpc-listen", "127.0.0.1:%d" % self.grpc_port,
-            "--db", os.path.join(self.data, "pf.db"), "--vast-url", self.market_url,
+            "--db", self.db, "--vast-url", self.market_url,
             "--params-manifest", self.market_url + "/proverfleet-sim/params.json",
             "--autopilot", "true", "--reconcile-interval", "1", "--tick-interval", "0.5",
         ], os.path.join(self.dir, "serve-%d.log" % self.serve_generation),
-            {"VAST_API_KEY": self.key, "PROVERFLEET_TOKEN": None})
+            {"VAST_API_KEY": self.key, "PROVERFLEET_TOKEN": None, "PROVERFLEET_DB": None},
+            cwd=self.data)
         self.serve.wait_for(r"proverfleet serve listening on", 60)
         with open(os.path.join(self.data, "operator.token")) as f:
             self.token = f.readline().strip()
@@ -278,6 +300,15 @@ class Run:
         o = self.o
         with open(os.path.join(self.dir, "proverfleet.toml"), "w") as f:
             f.write(config_text(o.time_scale, o.lease_s))
+        # serve runs in the data directory: a server database's operator token and job inputs
+        # go there (a SQLite file's go next to it, the same place).
+        if o.db in ("", "sqlite"):
+            self.db = os.path.join(self.data, "pf.db")
+        elif o.db == "pg-fresh":
+            self.db = fresh_pg_database()
+        else:
+            self.db = o.db
+        self.facts["store"] = "sqlite" if self.db.startswith(self.data) else "postgres"
         self.start_sim()
         self.start_serve()
         log("market-sim %s, serve %s, gateway 127.0.0.1:%d, run dir %s" %
@@ -501,6 +532,8 @@ def main():
     p.add_argument("--serve-down-s", type=float, default=5)
     p.add_argument("--give-up-s", type=float, default=600)
     p.add_argument("--cleanup-timeout-s", type=float, default=120)
+    p.add_argument("--db", default="sqlite",
+                   help="sqlite (default), a postgres:// URL, or pg-fresh ($PF_TEST_PG_URL_FILE)")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--result", help="write the facts and failures as JSON here")
     o = p.parse_args()

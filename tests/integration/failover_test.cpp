@@ -1,13 +1,14 @@
-// The failover test (issue 14 item 4): two `serve` replicas on one SQLite file, market-sim with
-// spawned agents (every host healthy: tests/fixtures/scenarios/chaos-healthy.json) and gateway
-// jobs sent like Curio (Prove, retried with the same request_id on UNAVAILABLE). The leader is
-// SIGKILLed while jobs are in flight; the follower must lead within the failover bound, and
-// afterwards: 0 duplicate rentals, 0 leaked instances, 0 lost or duplicated jobs, no healthy
-// instance destroyed for silence or a deadline and no host struck.
+// The failover test (issue 14 item 4): two `serve` replicas on one database (a SQLite file, and
+// a PostgreSQL database), market-sim with spawned agents (every host healthy:
+// tests/fixtures/scenarios/chaos-healthy.json) and gateway jobs sent like Curio (Prove, retried
+// with the same request_id on UNAVAILABLE). The leader is SIGKILLed while jobs are in flight; the
+// follower must lead within the failover bound, and afterwards: 0 duplicate rentals, 0 leaked
+// instances, 0 lost or duplicated jobs (every request_id answered COMPLETED exactly once, one
+// job each), no healthy instance destroyed for silence or a deadline and no host struck.
 //
-// Topology, as a load balancer would make it on one host: agents are told the follower's URL
-// (it forwards to the leader while there is one, and leads itself after the failover); both
-// replicas are configured with one gRPC port, which only the leader listens on.
+// Topology: agents are told the follower's URL (it forwards to the leader while there is one,
+// and leads itself after the failover), and Curio's clients call the follower's gRPC port (it
+// relays to the leader's gateway, then answers from its own queue once it leads).
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -28,6 +29,8 @@
 #include "cuzk/v1/proving.grpc.pb.h"
 #include "reliability/fleet.h"
 #include "reliability/fleet_checks.h"
+#include "support/porep_request.h"
+#include "support/store_backends.h"
 
 namespace {
 
@@ -53,18 +56,6 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
-cuzk::v1::SubmitProofRequest porep(const std::string& request_id, std::uint64_t sector) {
-  cuzk::v1::SubmitProofRequest r;
-  r.set_request_id(request_id);
-  r.set_proof_kind(cuzk::v1::POREP_SEAL_COMMIT);
-  r.set_sector_size(32ULL << 30);
-  r.set_sector_number(sector);
-  r.set_miner_id(2000);
-  r.set_vanilla_proof(R"({"SectorNum":)" + std::to_string(sector) +
-                      R"(,"Phase1Out":"c2VjdG9y","SectorSize":34359738368})");
-  return r;
-}
-
 // What each client call ended with.
 struct JobOutcome {
   int completed = 0;  // COMPLETED replies (must end at exactly 1)
@@ -72,11 +63,10 @@ struct JobOutcome {
   std::string last_error;
 };
 
-class Failover : public ::testing::Test {
+class Failover : public ::testing::TestWithParam<pf::testing::Backend> {
  protected:
   void SetUp() override {
     dir_.emplace("failover");
-    fs::create_directories(dir_->path() / "data");
     std::ofstream(dir_->path() / "proverfleet.toml")
         << "[deploy]\nheartbeat_s = 2\n\n"
            "[autopilot]\nenabled = true\ninterval_s = 5\nmax_instances = 3\n"
@@ -96,7 +86,8 @@ class Failover : public ::testing::Test {
     market_.emplace(sim_->url, market_key_);
     follower_port_ = free_port();
     leader_port_ = free_port();
-    grpc_port_ = free_port();
+    leader_grpc_port_ = free_port();
+    follower_grpc_port_ = free_port();
   }
 
   void TearDown() override {
@@ -108,10 +99,14 @@ class Failover : public ::testing::Test {
     dir_.reset();
   }
 
-  Service start_replica(int port) {
+  // The database's directory is every replica's working directory: job inputs and (PostgreSQL)
+  // the operator token lie there.
+  Service start_replica(int port, int grpc_port) {
     pf::test::SpawnOptions opt;
     opt.env["VAST_API_KEY"] = market_key_;
     opt.env["PROVERFLEET_TOKEN"] = std::nullopt;
+    opt.env["PROVERFLEET_DB"] = std::nullopt;
+    opt.working_dir = db_.dir().path();
     return start_service({kBinary,
                           "serve",
                           "--config",
@@ -121,9 +116,9 @@ class Failover : public ::testing::Test {
                           "--public-url",
                           "http://127.0.0.1:" + std::to_string(follower_port_),
                           "--grpc-listen",
-                          "127.0.0.1:" + std::to_string(grpc_port_),
+                          "127.0.0.1:" + std::to_string(grpc_port),
                           "--db",
-                          (dir_->path() / "data" / "pf.db").string(),
+                          db_url_,
                           "--vast-url",
                           sim_->url.str(),
                           "--params-manifest",
@@ -162,10 +157,11 @@ class Failover : public ::testing::Test {
   // a non-retryable error, within `limit`.
   JobOutcome prove_until_done(int i, std::chrono::seconds limit) {
     JobOutcome out;
-    const auto request = porep("porep-2000-" + std::to_string(i), static_cast<std::uint64_t>(i));
+    const auto request =
+        pf::test::porep_request("porep-2000-" + std::to_string(i), static_cast<std::uint64_t>(i));
     const auto end = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < end) {
-      auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_),
+      auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(follower_grpc_port_),
                                          grpc::InsecureChannelCredentials());
       auto stub = cuzk::v1::ProvingEngine::NewStub(channel);
       grpc::ClientContext ctx;
@@ -190,25 +186,31 @@ class Failover : public ::testing::Test {
     return out;
   }
 
+  pf::testing::TestDatabase db_{GetParam()};
+  // SQLite: a file in the database's directory; PostgreSQL: the database's URL.
+  const std::string db_url_ =
+      db_.is_postgres() ? db_.url() : (fs::path(db_.dir().path()) / "pf.db").string();
   std::optional<RunDir> dir_;
   Figures figures_;
   std::string market_key_;
-  int follower_port_ = 0, leader_port_ = 0, grpc_port_ = 0;
+  int follower_port_ = 0, leader_port_ = 0, leader_grpc_port_ = 0, follower_grpc_port_ = 0;
   std::optional<Service> sim_, a_, b_;
   std::optional<MarketView> market_;
   std::optional<OperatorApi> api_;
   std::set<std::string> findings_;
 };
 
-TEST_F(Failover, LeaderKilledMidRunLosesNoJobAndRentsNothingTwice) {
-  a_.emplace(start_replica(leader_port_));
+INSTANTIATE_TEST_SUITE_P(Db, Failover, pf::testing::kStoreBackends, pf::testing::backend_name);
+
+TEST_P(Failover, LeaderKilledMidRunLosesNoJobAndRentsNothingTwice) {
+  a_.emplace(start_replica(leader_port_, leader_grpc_port_));
   const auto a_leads_by = std::chrono::steady_clock::now() + 30s;
   while (!leads(a_->url) && std::chrono::steady_clock::now() < a_leads_by) {
     std::this_thread::sleep_for(200ms);
   }
   ASSERT_TRUE(leads(a_->url)) << a_->process.stderr_text();
-  b_.emplace(start_replica(follower_port_));
-  api_.emplace(figures_, b_->url, read_operator_token(dir_->path() / "data"));
+  b_.emplace(start_replica(follower_port_, follower_grpc_port_));
+  api_.emplace(figures_, b_->url, read_operator_token(db_.dir().path()));
   EXPECT_FALSE(leads(b_->url));
 
   // The autopilot rents; agents (told b's URL) register and prove through b's forwarding.

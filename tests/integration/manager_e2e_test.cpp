@@ -1,44 +1,38 @@
 // The manager end to end, with real processes over loopback: market-sim (vast test double),
-// `proverfleet serve` with a file SQLite store, the fleet CLI, and a scripted agent speaking
-// the agent API. Covers deploy → register → params → warm-up → samples → accept → proving,
-// the reject and operator-destroy paths, and a SIGKILL of the manager mid-flight.
+// `proverfleet serve` on a SQLite file and on a PostgreSQL database, the fleet CLI, and a scripted
+// agent speaking the agent API. Covers deploy → register → params → warm-up → samples → accept →
+// proving, the reject and operator-destroy paths, and a SIGKILL of the manager mid-flight.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <thread>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "market/http_client.h"
 #include "support/proverfleet_cli.h"
+#include "support/serve_process.h"
 #include "support/subprocess.h"
 
 namespace {
 
 using nlohmann::json;
-using pf::test::parse_url;
 using pf::test::Subprocess;
 using pf::test::Url;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 const std::string kBinary = PF_BINARY;
-const std::string kScenario = std::string(PF_SOURCE_DIR) + "/scenarios/demo-small.json";
 const std::string kVastKey = "e2e-vast-key";
 
-class ManagerE2E : public ::testing::Test {
+class ManagerE2E : public ::testing::TestWithParam<pf::testing::Backend> {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pf-e2e-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = db_.dir();
     // Short lifecycle limits so the failure paths run in seconds.
     std::ofstream(dir_ / "proverfleet.toml") << R"(
 [lifecycle]
@@ -48,37 +42,28 @@ destroy_retry_s = 0.5
 min_samples = 6
 max_samples = 12
 )";
-    pf::test::SpawnOptions sim_options;
-    sim_options.env["PROVERFLEET_MARKET_SIM_API_KEY"] = kVastKey;
-    sim_.emplace(Subprocess::spawn({kBinary, "market-sim", "--scenario", kScenario, "--listen",
-                                    "127.0.0.1:0", "--time-scale", "60"},
-                                   sim_options));
-    auto line = sim_->wait_for_line("market-sim listening on", 20s);
-    ASSERT_TRUE(line) << sim_->stderr_text();
-    sim_url_ = parse_url(line->line);
+    auto sim = pf::test::start_market_sim(kVastKey);
+    sim_.emplace(std::move(sim.process));
+    sim_url_ = sim.url;
     start_manager();
   }
 
   void TearDown() override {
     manager_.reset();
     sim_.reset();
-    fs::remove_all(dir_);
   }
 
   void start_manager() {
-    pf::test::SpawnOptions opt;
-    opt.env["VAST_API_KEY"] = kVastKey;
-    opt.env["PROVERFLEET_TOKEN"] = std::nullopt;
     manager_.reset();
-    manager_.emplace(Subprocess::spawn(
-        {kBinary, "serve", "--config", (dir_ / "proverfleet.toml").string(), "--listen",
-         "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--db", (dir_ / "pf.db").string(),
-         "--vast-url", sim_url_.str(), "--reconcile-interval", "0.5", "--tick-interval", "0.25"},
-        opt));
-    auto line = manager_->wait_for_line("proverfleet serve listening on", 20s);
-    ASSERT_TRUE(line) << manager_->stderr_text();
-    mgr_url_ = parse_url(line->line);
-    token_ = pf::test::read_operator_token(dir_);
+    auto manager = pf::test::start_serve({.db = &db_,
+                                          .config = dir_ / "proverfleet.toml",
+                                          .vast_url = sim_url_,
+                                          .vast_key = kVastKey,
+                                          .grpc_listen = "127.0.0.1:0",
+                                          .wait_leading = true});
+    manager_.emplace(std::move(manager.process));
+    mgr_url_ = manager.url;
+    token_ = pf::test::read_operator_token(db_.dir());
     ASSERT_FALSE(token_.empty());
   }
 
@@ -199,24 +184,35 @@ max_samples = 12
     double t = 1.7e9;
     events(a, json::array({{{"seq", ++a.seq}, {"type", "params_done"}},
                            {{"seq", ++a.seq}, {"type", "prover_started"}},
-                           {{"seq", ++a.seq}, {"type", "proof_done"}, {"phase", "warmup"},
-                            {"at", t}, {"seconds", 300}}}));
+                           {{"seq", ++a.seq},
+                            {"type", "proof_done"},
+                            {"phase", "warmup"},
+                            {"at", t},
+                            {"seconds", 300}}}));
     json batch = json::array();
     for (int i = 0; i < n; ++i) {
       t += gap_s * (1 + 0.03 * (i % 3));
-      batch.push_back({{"seq", ++a.seq}, {"type", "proof_done"}, {"phase", "measured"},
-                       {"at", t}, {"seconds", gap_s}, {"gpu_ms", 20000}, {"queue_ms", 5}});
+      batch.push_back({{"seq", ++a.seq},
+                       {"type", "proof_done"},
+                       {"phase", "measured"},
+                       {"at", t},
+                       {"seconds", gap_s},
+                       {"gpu_ms", 20000},
+                       {"queue_ms", 5}});
     }
     events(a, batch);
   }
 
-  fs::path dir_;
+  pf::test::ServeDatabase db_{GetParam()};
+  fs::path dir_;  // the database's directory: the config, serve's working directory
   std::optional<Subprocess> sim_, manager_;
   Url sim_url_, mgr_url_;
   std::string token_;
 };
 
-TEST_F(ManagerE2E, InstanceWalksToProvingAndIsDestroyedOnRequest) {
+INSTANTIATE_TEST_SUITE_P(Db, ManagerE2E, pf::testing::kStoreBackends, pf::testing::backend_name);
+
+TEST_P(ManagerE2E, InstanceWalksToProvingAndIsDestroyedOnRequest) {
   std::int64_t id = deploy_cheapest();
   EXPECT_EQ(state_of(id), "booting");
   Agent a = register_agent(id);
@@ -239,11 +235,12 @@ TEST_F(ManagerE2E, InstanceWalksToProvingAndIsDestroyedOnRequest) {
   ASSERT_EQ(dcode, 0) << dout;
   ASSERT_TRUE(wait_state(id, "destroyed", 20s));
   auto mid = instance(id);
-  auto market_id = (mid.contains("instance") ? mid["instance"] : mid)["market_id"].get<std::int64_t>();
+  auto market_id =
+      (mid.contains("instance") ? mid["instance"] : mid)["market_id"].get<std::int64_t>();
   EXPECT_TRUE(market_instance(market_id).is_null());  // the market confirms it is gone
 }
 
-TEST_F(ManagerE2E, SlowHostIsRejectedAndDestroyed) {
+TEST_P(ManagerE2E, SlowHostIsRejectedAndDestroyed) {
   std::int64_t id = deploy_cheapest();
   Agent a = register_agent(id);
   heartbeat(a, "warming_up", 47e9);
@@ -255,7 +252,7 @@ TEST_F(ManagerE2E, SlowHostIsRejectedAndDestroyed) {
   EXPECT_EQ(market_instances_with_our_label(), 0);
 }
 
-TEST_F(ManagerE2E, LostHeartbeatDestroys) {
+TEST_P(ManagerE2E, LostHeartbeatDestroys) {
   std::int64_t id = deploy_cheapest();
   Agent a = register_agent(id);
   heartbeat(a, "fetching_params", 1e9);
@@ -263,7 +260,7 @@ TEST_F(ManagerE2E, LostHeartbeatDestroys) {
   EXPECT_EQ(market_instances_with_our_label(), 0);
 }
 
-TEST_F(ManagerE2E, ManagerKilledMidFlightLosesNothingAndRentsNothingTwice) {
+TEST_P(ManagerE2E, ManagerKilledMidFlightLosesNothingAndRentsNothingTwice) {
   std::int64_t a_id = deploy_cheapest(0);
   std::int64_t b_id = deploy_cheapest(1);
   Agent a = register_agent(a_id);
@@ -287,7 +284,7 @@ TEST_F(ManagerE2E, ManagerKilledMidFlightLosesNothingAndRentsNothingTwice) {
 
 // The operator's jobs command against the real serve (issue 12 item 6): an empty gateway lists no
 // jobs, a bad state is named, and status says which revenue its profit counts.
-TEST_F(ManagerE2E, JobsCommandListsTheGatewaysJobsAndNamesABadState) {
+TEST_P(ManagerE2E, JobsCommandListsTheGatewaysJobsAndNamesABadState) {
   auto [code, out] = cli({"jobs"});
   ASSERT_EQ(code, 0) << out;
   EXPECT_THAT(out, ::testing::HasSubstr("no jobs"));

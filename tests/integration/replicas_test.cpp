@@ -1,8 +1,12 @@
-// Replicas (issue 14) with real processes: two `proverfleet serve` on one SQLite file (WAL lets
-// several processes share it on one host) and market-sim. One leads and the other follows
-// (forwarding operator changes to it); SIGKILL the leader and the other leads within the
-// stated bound; a leader paused past its lease (SIGSTOP, SIGCONT) in the middle of a deploy
-// has its create refused by the fence when it wakes, and the market sees nothing.
+// Replicas (issue 14) with real processes: two `proverfleet serve` on one database (a SQLite
+// file, which WAL lets several processes on one host share, and a PostgreSQL database) and
+// market-sim. One leads and the other follows, forwarding operator changes and relaying gRPC
+// calls to it; SIGKILL the leader and the other leads within the stated bound, and a request_id
+// submitted through the follower before the kill is the same one job after it; a leader paused
+// past its lease (SIGSTOP, SIGCONT) in the middle of a deploy has its create refused by the
+// fence when it wakes, the market sees nothing, and a Prove the follower was relaying to it is
+// ended (UNAVAILABLE) when the follower takes over, its retry joining the same job.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -16,20 +20,22 @@
 #include <regex>
 #include <thread>
 
+#include "cuzk/v1/proving.grpc.pb.h"
+#include "gateway/leader_proxy.h"
+#include "support/porep_request.h"
 #include "support/proverfleet_cli.h"
+#include "support/serve_process.h"
 #include "support/subprocess.h"
 
 namespace {
 
 using nlohmann::json;
-using pf::test::parse_url;
 using pf::test::Subprocess;
 using pf::test::Url;
+using pf::testing::Backend;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-const std::string kBinary = PF_BINARY;
-const std::string kScenario = std::string(PF_SOURCE_DIR) + "/scenarios/demo-small.json";
 const std::string kVastKey = "replicas-vast-key";
 // The lease the test runs with: a dead leader is replaced within 5 × 4/3 ≈ 6.7 s.
 constexpr double kTtlS = 5;
@@ -38,16 +44,13 @@ struct Replica {
   std::optional<Subprocess> process;
   Url url;
   std::string id;
+  std::string grpc;  // where its gateway listens
 };
 
-class Replicas : public ::testing::Test {
+class Replicas : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pf-replicas-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = db_.dir();
     std::ofstream(dir_ / "proverfleet.toml") << "[replicas]\nlease_ttl_s = " << kTtlS << "\n"
                                              << R"(
 [autopilot]
@@ -61,39 +64,44 @@ max_concurrent_benchmarks = 6
   void TearDown() override {
     for (auto& r : replicas_) r.process.reset();
     sim_.reset();
-    fs::remove_all(dir_);
   }
 
   void start_market(const std::vector<std::string>& extra = {}) {
-    pf::test::SpawnOptions options;
-    options.env["PROVERFLEET_MARKET_SIM_API_KEY"] = kVastKey;
-    std::vector<std::string> argv = {kBinary,    "market-sim",  "--scenario",   kScenario,
-                                     "--listen", "127.0.0.1:0", "--time-scale", "60"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    sim_.emplace(Subprocess::spawn(argv, options));
-    auto line = sim_->wait_for_line("market-sim listening on", 20s);
-    ASSERT_TRUE(line) << sim_->stderr_text();
-    sim_url_ = parse_url(line->line);
+    auto sim = pf::test::start_market_sim(kVastKey, extra);
+    sim_.emplace(std::move(sim.process));
+    sim_url_ = sim.url;
   }
 
+  // A replica with its own gRPC port (each relays to the leader's).
   Replica& start_replica(bool autopilot) {
-    pf::test::SpawnOptions opt;
-    opt.env["VAST_API_KEY"] = kVastKey;
-    opt.env["PROVERFLEET_TOKEN"] = std::nullopt;
     Replica& r = replicas_.emplace_back();
-    r.process.emplace(Subprocess::spawn(
-        {kBinary, "serve", "--config", (dir_ / "proverfleet.toml").string(), "--listen",
-         "127.0.0.1:0", "--grpc-listen", "", "--db", (dir_ / "pf.db").string(), "--vast-url",
-         sim_url_.str(), "--reconcile-interval", "0.5", "--tick-interval", "0.25", "--autopilot",
-         autopilot ? "true" : "false"},
-        opt));
-    auto line = r.process->wait_for_line("proverfleet serve listening on", 30s);
-    EXPECT_TRUE(line) << r.process->stderr_text();
-    if (!line) return r;
-    r.url = parse_url(line->line);
+    auto serve = pf::test::start_serve({.db = &db_,
+                                        .config = dir_ / "proverfleet.toml",
+                                        .vast_url = sim_url_,
+                                        .vast_key = kVastKey,
+                                        .grpc_listen = "127.0.0.1:0",
+                                        .extra = {"--autopilot", autopilot ? "true" : "false"}});
+    r.process.emplace(std::move(serve.process));
+    r.url = serve.url;
     token_ = pf::test::read_operator_token(dir_);
-    r.id = fleet(r)["replica"]["replica_id"].get<std::string>();
+    const json replica = fleet(r)["replica"];
+    r.id = replica["replica_id"].get<std::string>();
+    r.grpc = replica.value("grpc", "");
     return r;
+  }
+
+  static std::unique_ptr<cuzk::v1::ProvingEngine::Stub> stub(const Replica& r) {
+    return cuzk::v1::ProvingEngine::NewStub(
+        grpc::CreateChannel(r.grpc, grpc::InsecureChannelCredentials()));
+  }
+
+  // Jobs recorded under `request_id` (any replica answers from the store).
+  int jobs_with_request(const Replica& r, const std::string& request_id) {
+    int n = 0;
+    for (const auto& job : api(r, "GET", "/api/v1/jobs?limit=1000")) {
+      if (job.value("request_id", "") == request_id) ++n;
+    }
+    return n;
   }
 
   json api(const Replica& r, const std::string& method, const std::string& path,
@@ -136,6 +144,7 @@ max_concurrent_benchmarks = 6
     return {count(create), count(destroy)};
   }
 
+  pf::test::ServeDatabase db_{GetParam()};
   fs::path dir_;
   std::optional<Subprocess> sim_;
   Url sim_url_;
@@ -143,7 +152,9 @@ max_concurrent_benchmarks = 6
   std::string token_;
 };
 
-TEST_F(Replicas, OneLeadsTheFollowerForwardsAndTakesOverWithinTheBoundAfterSigkill) {
+INSTANTIATE_TEST_SUITE_P(Db, Replicas, pf::testing::kStoreBackends, pf::testing::backend_name);
+
+TEST_P(Replicas, OneLeadsTheFollowerForwardsAndTakesOverWithinTheBoundAfterSigkill) {
   start_market();
   Replica& a = start_replica(false);
   ASSERT_TRUE(wait_leading(a, 30s)) << a.process->stderr_text();
@@ -171,6 +182,32 @@ TEST_F(Replicas, OneLeadsTheFollowerForwardsAndTakesOverWithinTheBoundAfterSigki
   }
   EXPECT_EQ(market_mutations().first, 1);
 
+  // Curio may point at any replica: the follower's gateway relays to the leader's (its address
+  // from the lease row), which answers from its queue.
+  ASSERT_FALSE(b.grpc.empty()) << fleet(b).dump();
+  EXPECT_EQ(seen["leader"]["grpc"], a.grpc) << seen.dump();
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    cuzk::v1::SubmitProofResponse reply;
+    const grpc::Status status =
+        stub(b)->SubmitProof(&ctx, pf::test::porep_request("replicas-1", 1), &reply);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(reply.job_id(), "replicas-1");
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    cuzk::v1::AwaitProofRequest await;
+    await.set_job_id("replicas-1");
+    await.set_timeout_ms(100);
+    cuzk::v1::AwaitProofResponse reply;
+    const grpc::Status status = stub(b)->AwaitProof(&ctx, await, &reply);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(reply.status(), cuzk::v1::AwaitProofResponse::TIMEOUT);  // no machine proves yet
+  }
+  EXPECT_EQ(jobs_with_request(a, "replicas-1"), 1);
+
   // SIGKILL the leader: b leads within the failover bound (ttl × 4/3), measured here with
   // generous slack for a loaded machine; the issue's ceiling is 30 s.
   ASSERT_EQ(::kill(a.process->pid(), SIGKILL), 0);
@@ -192,6 +229,18 @@ TEST_F(Replicas, OneLeadsTheFollowerForwardsAndTakesOverWithinTheBoundAfterSigki
   }
   EXPECT_EQ(live, 1);
   EXPECT_EQ(market_mutations(), std::make_pair(1, 0));
+  // The same request_id sent again (Curio's retry after the failover) is the job submitted
+  // through the follower before it: joined, not a second one.
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    cuzk::v1::SubmitProofResponse reply;
+    const grpc::Status status =
+        stub(b)->SubmitProof(&ctx, pf::test::porep_request("replicas-1", 1), &reply);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(reply.job_id(), "replicas-1");
+  }
+  EXPECT_EQ(jobs_with_request(b, "replicas-1"), 1);
   auto [code, out] = [&] {
     auto run = pf::test::run_cli({"status"}, b.url, token_);
     return std::make_pair(run.code, run.out + run.err);
@@ -201,7 +250,7 @@ TEST_F(Replicas, OneLeadsTheFollowerForwardsAndTakesOverWithinTheBoundAfterSigki
   EXPECT_NE(out.find("leader:     " + b.id), std::string::npos) << out;
 }
 
-TEST_F(Replicas, APausedExLeaderRentsNothingOnceItWakes) {
+TEST_P(Replicas, APausedExLeaderRentsNothingOnceItWakes) {
   // Every market call takes 3 s, so a deploy sent to the leader is still re-checking its offer
   // when the leader is paused, and goes on to the create when it wakes.
   start_market({"--faults", "slow_ms=3000"});
@@ -219,7 +268,22 @@ TEST_F(Replicas, APausedExLeaderRentsNothingOnceItWakes) {
     auto r = c.Post("/api/v1/instances", json{{"offer_id", offer}}.dump(), "application/json");
     return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string("no reply"));
   });
+  // A Prove relayed by the follower to the leader waits there (no machine proves).
+  std::future<grpc::Status> relayed = std::async(std::launch::async, [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 120s);
+    cuzk::v1::ProveRequest call;
+    *call.mutable_submit() = pf::test::porep_request("replicas-paused", 7);
+    cuzk::v1::ProveResponse reply;
+    return stub(b)->Prove(&ctx, call, &reply);
+  });
   std::this_thread::sleep_for(1s);  // inside the 3 s offer re-check
+  const auto submitted_by = std::chrono::steady_clock::now() + 20s;
+  while (jobs_with_request(b, "replicas-paused") == 0 &&
+         std::chrono::steady_clock::now() < submitted_by) {
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_EQ(jobs_with_request(b, "replicas-paused"), 1);
   ASSERT_EQ(::kill(a.process->pid(), SIGSTOP), 0);
   const auto before = market_mutations();
   // A stopped leader is alive: the follower waits out its lease (no shortcut) and takes it.
@@ -228,6 +292,22 @@ TEST_F(Replicas, APausedExLeaderRentsNothingOnceItWakes) {
   std::cout << "failover by lease expiry: the follower led " << *took << " s after SIGSTOP (bound "
             << kTtlS * 4 / 3 << " s at lease_ttl_s " << kTtlS << ")\n";
   EXPECT_LT(*took, 30);
+  // The follower, leading now, ended the call it was relaying to the stopped leader: the client
+  // retries here and joins the same job.
+  ASSERT_EQ(relayed.wait_for(30s), std::future_status::ready);
+  const grpc::Status ended = relayed.get();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE) << ended.error_message();
+  EXPECT_NE(ended.error_message().find("this replica leads now"), std::string::npos)
+      << ended.error_message();
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    cuzk::v1::SubmitProofResponse reply;
+    const grpc::Status status =
+        stub(b)->SubmitProof(&ctx, pf::test::porep_request("replicas-paused", 7), &reply);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  EXPECT_EQ(jobs_with_request(b, "replicas-paused"), 1);
   ASSERT_EQ(::kill(a.process->pid(), SIGCONT), 0);
 
   // a carries on with the deploy it was making: its fence refuses the create, nothing is sent.

@@ -314,7 +314,7 @@ TEST_F(HotReadsManagerTest, DashboardListsTheLiveAndTheRecentlyDestroyed) {
             old_summary(store_->instances(true)).by_state["destroyed"]);
 }
 
-// ---- both stores: the running totals follow every write (migration 10) ---------------------
+// ---- both stores: the running totals follow every write (migration 11) ---------------------
 
 // The figures a full scan gives, compared with what the store totals, the fleet summary and the
 // dashboard's snapshot show.
@@ -446,8 +446,8 @@ TEST_P(HotReadsBackendTest, TotalsFollowCreatesDestroysBillingAndRestarts) {
   expect_totals_match_every_row(*store_, *manager_, "after a delete");
 }
 
-// A database from before migration 10 gets totals of the history it already holds.
-TEST_P(HotReadsBackendTest, MigrationTenBackfillsTheHistory) {
+// A database from before migration 11 gets totals of the history it already holds.
+TEST_P(HotReadsBackendTest, MigrationElevenBackfillsTheHistory) {
   restart();
   seed(*store_, 31);
   auto& conn = store_->connection();
@@ -455,11 +455,11 @@ TEST_P(HotReadsBackendTest, MigrationTenBackfillsTheHistory) {
   conn.begin();
   for (const char* trigger :
        {"destroyed_totals_insert", "destroyed_totals_update", "destroyed_totals_delete"}) {
-    conn.exec(std::string("DROP TRIGGER ") + trigger + (pg ? " ON instances" : ""), "undoing 10");
+    conn.exec(std::string("DROP TRIGGER ") + trigger + (pg ? " ON instances" : ""), "undoing 11");
   }
-  conn.exec("DROP TABLE destroyed_totals", "undoing 10");
-  if (pg) conn.exec("DROP FUNCTION destroyed_totals_follow()", "undoing 10");
-  conn.set_schema_version(9);
+  conn.exec("DROP TABLE destroyed_totals", "undoing 11");
+  if (pg) conn.exec("DROP FUNCTION destroyed_totals_follow()", "undoing 11");
+  conn.set_schema_version(10);
   conn.commit();
   // More history, written by a build without the totals.
   for (int n = 0; n < 20; ++n) {

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <barrier>
+#include <chrono>
+#include <optional>
 #include <thread>
 
 #include "core/leader_lease.h"
@@ -139,6 +141,82 @@ TEST_P(LeaderLeaseStore, TwoReplicasRacingForALapsedLeaseNeverBothWin) {
   EXPECT_EQ(wins[0] + wins[1], kRounds) << "each round has exactly one winner";
   // Every take moved the fencing counter by exactly one.
   EXPECT_EQ(first->leader_lease(kName)->epoch, kRounds);
+}
+
+TEST_P(LeaderLeaseStore, TheHoldersGrpcAddressRidesWithTheRow) {
+  auto opened = db_.open();
+  Store& store = *opened;
+  ASSERT_TRUE(try_lead(store, "a", std::nullopt, 1000).second);
+  core::LeaseRow renewed = *store.leader_lease(kName);
+  renewed.holder_grpc = "10.0.0.5:9820";
+  renewed.expires_at = 1020;
+  ASSERT_TRUE(store.write_leader_lease(renewed, *store.leader_lease(kName)));
+  EXPECT_EQ(store.leader_lease(kName)->holder_grpc, "10.0.0.5:9820");
+  EXPECT_EQ(store.lock_leader_lease(kName, 15)->holder_grpc, "10.0.0.5:9820");
+}
+
+// The job fence's read (lock_leader_lease) inside a transaction: on PostgreSQL (READ COMMITTED)
+// a take cannot commit between it and the transaction's end. SQLite's write transactions
+// (BEGIN IMMEDIATE) exclude every other writer already.
+class LeaderLeasePgLock : public ::testing::Test {
+ protected:
+  pf::testing::TestDatabase db_{pf::testing::Backend::Postgres};
+};
+
+TEST_F(LeaderLeasePgLock, ATakeWaitsForTheFencedTransactionAndGivesUpRatherThanBlock) {
+  auto leader_store = db_.open();
+  auto follower_store = db_.open();
+  ASSERT_TRUE(try_lead(*leader_store, "a", std::nullopt, 1000).second);
+  // b decides to take (a's lease lapsed by b's clock) while a's job transaction holds the row.
+  std::optional<std::string> refused;
+  bool taken = false;
+  leader_store->transaction([&] {
+    ASSERT_EQ(leader_store->lock_leader_lease(kName, 15)->holder, "a");
+    std::thread follower([&] {
+      try {
+        taken = try_lead(*follower_store, "b", std::nullopt, 2000).second;
+      } catch (const StoreError& e) {
+        refused = e.what();
+      }
+    });
+    follower.join();  // within the transaction: the take met the lock and gave up
+    leader_store->put_setting("fenced-write", "1");
+  });
+  EXPECT_FALSE(taken);
+  ASSERT_TRUE(refused) << "the take landed inside the fenced transaction";
+  EXPECT_NE(refused->find("lock timeout"), std::string::npos) << *refused;
+  EXPECT_EQ(leader_store->setting("fenced-write"), "1");
+  // Its next try, after the transaction, takes the lease.
+  EXPECT_TRUE(try_lead(*follower_store, "b", std::nullopt, 2000).second);
+  EXPECT_EQ(follower_store->leader_lease(kName)->holder, "b");
+  EXPECT_EQ(follower_store->leader_lease(kName)->epoch, 2);
+}
+
+TEST_F(LeaderLeasePgLock, AHolderIdleInItsFencedTransactionPastTheLimitLosesItsSession) {
+  auto leader_store = db_.open();
+  auto follower_store = db_.open();
+  ASSERT_TRUE(try_lead(*leader_store, "a", std::nullopt, 1000).second);
+  // a stands still (a paused process) inside its job transaction: PostgreSQL ends the session
+  // after the idle limit, the lock goes with it, and b's take lands.
+  bool taken = false;
+  EXPECT_THROW(leader_store->transaction([&] {
+    ASSERT_EQ(leader_store->lock_leader_lease(kName, 0.3)->holder, "a");
+    const auto by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!taken && std::chrono::steady_clock::now() < by) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      try {
+        taken = try_lead(*follower_store, "b", std::nullopt, 2000).second;
+      } catch (const StoreError&) {
+        // the lock is still held: a's session has not been ended yet
+      }
+    }
+    leader_store->put_setting("stale-write", "1");  // a wakes: its session is gone
+  }),
+               StoreError);
+  EXPECT_TRUE(taken);
+  EXPECT_EQ(follower_store->setting("stale-write"), std::nullopt);
+  // a's store reconnects for its next use and sees b's term.
+  EXPECT_EQ(leader_store->leader_lease(kName)->holder, "b");
 }
 
 }  // namespace

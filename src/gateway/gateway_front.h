@@ -1,0 +1,77 @@
+// The one cuzk.v1.ProvingEngine service a gateway's gRPC server registers: who may call (the
+// client allow-list, PERMISSION_DENIED otherwise), what is counted (GatewayMetrics, by method and
+// code), and who answers:
+//  - the job queue of this replica's current term (ProvingService) while it leads;
+//  - otherwise, on a replica's gateway, the leader, through LeaderProxy (leader_proxy.h);
+//  - otherwise UNAVAILABLE (retry).
+// The port stays open across terms: a follower that becomes leader starts answering from its new
+// queue at once, and one that steps down starts relaying.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuzk/v1/proving.grpc.pb.h"
+#include "gateway/client_allow.h"
+#include "gateway/gateway_metrics.h"
+#include "gateway/leader_proxy.h"
+#include "gateway/proving_service.h"
+
+namespace pf::gateway {
+
+class GatewayFront final : public cuzk::v1::ProvingEngine::Service {
+ public:
+  // `proxy`: where calls go while no queue is served here (nullptr: a lone gateway).
+  GatewayFront(std::vector<AddressBlock> allow, std::unique_ptr<LeaderProxy> proxy);
+
+  grpc::Status SubmitProof(grpc::ServerContext* ctx, const cuzk::v1::SubmitProofRequest* request,
+                           cuzk::v1::SubmitProofResponse* reply) override;
+  grpc::Status AwaitProof(grpc::ServerContext* ctx, const cuzk::v1::AwaitProofRequest* request,
+                          cuzk::v1::AwaitProofResponse* reply) override;
+  grpc::Status Prove(grpc::ServerContext* ctx, const cuzk::v1::ProveRequest* request,
+                     cuzk::v1::ProveResponse* reply) override;
+  grpc::Status CancelProof(grpc::ServerContext* ctx, const cuzk::v1::CancelProofRequest* request,
+                           cuzk::v1::CancelProofResponse* reply) override;
+  grpc::Status GetStatus(grpc::ServerContext* ctx, const cuzk::v1::GetStatusRequest* request,
+                         cuzk::v1::GetStatusResponse* reply) override;
+  grpc::Status GetMetrics(grpc::ServerContext* ctx, const cuzk::v1::GetMetricsRequest* request,
+                          cuzk::v1::GetMetricsResponse* reply) override;
+  grpc::Status PreloadSRS(grpc::ServerContext* ctx, const cuzk::v1::PreloadSrsRequest* request,
+                          cuzk::v1::PreloadSrsResponse* reply) override;
+  grpc::Status EvictSRS(grpc::ServerContext* ctx, const cuzk::v1::EvictSrsRequest* request,
+                        cuzk::v1::EvictSrsResponse* reply) override;
+
+  // Answers from `local` from now on (a term began here); calls still relayed to the former
+  // leader are cancelled (UNAVAILABLE: retry here). nullptr: stop answering locally (the term
+  // ended): the current service is stopped, its waiting calls end UNAVAILABLE.
+  void serve(std::shared_ptr<ProvingService> local);
+  // Refuses every new call (UNAVAILABLE) and stops the local service: the server is stopping.
+  void stop();
+  GatewayMetrics& metrics() { return metrics_; }
+  LeaderProxy* proxy() { return proxy_.get(); }
+
+ private:
+  template <typename Request, typename Reply>
+  grpc::Status dispatch(const char* method, grpc::ServerContext* ctx, const Request* request,
+                        Reply* reply,
+                        grpc::Status (cuzk::v1::ProvingEngine::Service::*call)(grpc::ServerContext*,
+                                                                               const Request*,
+                                                                               Reply*));
+  bool admitted(grpc::ServerContext* ctx, const char* method);
+
+  const std::vector<AddressBlock> allow_;  // empty: any client that reaches the port
+  const std::unique_ptr<LeaderProxy> proxy_;
+  GatewayMetrics metrics_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;  // guards local_
+  std::shared_ptr<ProvingService> local_;
+  std::mutex denied_mutex_;                                 // guards denied_by_address_
+  std::map<std::string, std::uint64_t> denied_by_address_;  // for logging, bounded
+};
+
+}  // namespace pf::gateway
