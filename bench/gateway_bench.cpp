@@ -35,18 +35,17 @@
 #include "agent/work_loop.h"
 #include "gateway/gateway_server.h"
 #include "jobs/job_queue.h"
-#include "manager/http_api.h"
 #include "manager/manager.h"
-#include "net/http_server.h"
 #include "store/store.h"
 #include "support/accepted_instance.h"
 #include "support/fake_cuzk.h"
+#include "support/served_api.h"
+#include "support/timing.h"
 #include "support/unreachable_market.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kInputBytes = 50'000'000;
 // A real PoRep C2 takes ~70 s on a fast GPU (cuzk.md: synthesis ~35 s + GPU ~37 s); 20 s keeps
@@ -57,9 +56,7 @@ constexpr int kJobs = 2;
 
 using pf::testing::UnreachableMarket;
 
-double epoch_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+using pf::bench::epoch_now;
 
 // A PoRep-shaped request: a C1 envelope of kInputBytes (Phase1Out: base64 of random bytes),
 // distinct per job.
@@ -101,7 +98,7 @@ double run_jobs(const std::string& address, int threads, int first_job,
                 const std::vector<cuzk::v1::ProveRequest>& requests) {
   auto stub = stub_for(address);
   std::atomic<int> next{0}, failed{0};
-  const auto start = Clock::now();
+  const auto start = pf::bench::SteadyClock::now();
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
@@ -122,7 +119,7 @@ double run_jobs(const std::string& address, int threads, int first_job,
     });
   }
   for (auto& t : pool) t.join();
-  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  const double s = pf::bench::seconds_since(start);
   return failed.load() == 0 ? s : -1;
 }
 
@@ -170,18 +167,11 @@ int main() {
     pf::jobs::JobQueue queue(*store, qc, hooks, epoch_now);
     manager.attach_jobs(queue);
 
-    pf::net::HttpServer server;
-    pf::manager::ApiOptions opts;
-    opts.operator_token_hash = pf::manager::hash_token("bench-operator");
-    opts.jobs = &queue;
-    pf::manager::HttpApi api(manager, opts);
-    api.mount(server);
-    auto bound = server.bind("127.0.0.1", 0);
-    if (!bound) {
-      std::fprintf(stderr, "cannot listen on 127.0.0.1: %s\n", bound.error().c_str());
+    auto served = pf::bench::ServedApi::start(manager, &queue);
+    if (!served) {
+      std::fprintf(stderr, "%s\n", served.error().c_str());
       return 2;
     }
-    server.start();
 
     pf::gateway::GatewayConfig gc;
     gc.listen = "127.0.0.1:0";
@@ -193,7 +183,7 @@ int main() {
     }
 
     // The agent: its job client and work loop, its cuzk prover on the fake daemon.
-    pf::agent::ManagerClient agent_http("http://127.0.0.1:" + std::to_string(*bound));
+    pf::agent::ManagerClient agent_http("http://127.0.0.1:" + std::to_string((*served)->port()));
     agent_http.set_token(token);
     pf::agent::WorkClientOptions wo;
     wo.cache_dir = (dir / "agent" / "job-inputs").string();
@@ -254,15 +244,16 @@ int main() {
     prover.stop();
     (*gateway)->shutdown();
     queue.shutdown();
-    server.stop();
+    (*served)->stop();
 
     if (direct_s <= 0 || gateway_s <= 0) {
       status = 1;
     } else {
       const double direct_per_h = kJobs / direct_s * 3600;
       const double gateway_per_h = kJobs / gateway_s * 3600;
-      std::printf("gateway_vs_direct_ratio: %.3f\n", gateway_per_h / direct_per_h);
-      std::printf("gateway_added_s_per_job: %.2f\n", (gateway_s - direct_s) * kSlots / kJobs);
+      pf::bench::print_figure("gateway_vs_direct_ratio", gateway_per_h / direct_per_h, 3);
+      pf::bench::print_figure("gateway_added_s_per_job", (gateway_s - direct_s) * kSlots / kJobs,
+                              2);
       std::printf(
           "# %d jobs of %.0f MB, proof %.1f s, %d in flight: direct %.0f jobs/h (%.2f s), "
           "through the gateway %.0f jobs/h (%.2f s)\n",

@@ -2,49 +2,57 @@
 // `proverfleet status` and /metrics build on) and the dashboard snapshot (each `fleet` event of
 // GET /api/v1/stream), timed on a store holding 1,000 live instances, then again once 100,000
 // destroyed ones (with their events, proof samples and bench runs) sit beside them. Want each
-// ≤ 50 ms at 100,000 destroyed: neither path may read the fleet's whole history.
+// ≤ 50 ms at 100,000 destroyed, on both stores: neither path may read the fleet's whole history.
 //
-// Prints, with <s> = "sqlite" or "pg" from the store URL:
+// Prints, for <s> = "sqlite" (a file database) and "pg" (a local PostgreSQL server this bench
+// starts, tests/support/pg_server.h), or only for the store --db names:
 //   hot_summary_ms_<s>, hot_dashboard_ms_<s>: medians at --live live + --destroyed destroyed
 //   hot_summary_ratio_<s>, hot_dashboard_ratio_<s>: those ÷ the same median at 0 destroyed
 //
 // Usage: hot_reads_bench [--db URL] [--live N] [--destroyed N] [--runs N]
-//   --db: an empty store (default: a SQLite file in a temporary directory). The 0-destroyed
-//   figure is taken on the same store before the history is added.
+//   --db: an empty store instead of the two above. The 0-destroyed figure is taken on the same
+//   store before the history is added. On PostgreSQL the bench runs VACUUM ANALYZE after its
+//   bulk load, as autovacuum would soon after (see measure()).
 #include <httplib.h>
-#include <time.h>
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "jobs/job_queue.h"
 #include "manager/dashboard.h"
-#include "manager/http_api.h"
 #include "manager/jobs_report.h"
 #include "manager/manager.h"
 #include "manager/views.h"
-#include "net/http_server.h"
+#include "store/pg_connection.h"
+#include "store/sql_connection.h"
+#include "store/sql_store.h"
 #include "store/store.h"
+#include "store/store_url.h"
+#include "support/pg_server.h"
+#include "support/served_api.h"
 #include "support/temp_dir.h"
+#include "support/timing.h"
 #include "support/unreachable_market.h"
 
 namespace {
 
 using nlohmann::json;
+using pf::bench::epoch_now;
+using pf::bench::print_figure;
+using pf::bench::seconds_since;
+using pf::bench::ServedApi;
+using pf::bench::SteadyClock;
+using pf::bench::time_calls;
+using pf::bench::Timing;
 using pf::core::InstanceState;
-using SteadyClock = std::chrono::steady_clock;
-
-double epoch_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 struct Options {
   std::string db;
@@ -177,6 +185,85 @@ void add_instances(pf::store::Store& store, int first, int count,
   });
 }
 
+// `count` destroyed instances numbered from `first`, as add_instances would write them (its
+// rows, verdicts and times; their events, samples and bench runs), made by the database from
+// one written through the store: a year of history over 1.6 million single-row round trips
+// took PostgreSQL a quarter of an hour. The SQL is portable (a recursive CTE counts).
+void add_destroyed_history(pf::store::SqlStore& store, int first, int count, double now) {
+  if (count <= 0) return;
+  add_instances(
+      store, first, 1, [](int) { return InstanceState::Destroyed; }, now);
+  if (count == 1) return;
+  const std::int64_t model = store.instance_by_deployment("bench-" + std::to_string(first))->id;
+  auto number = [](double v) {
+    char text[40];
+    std::snprintf(text, sizeof text, "%.17g", v);
+    return std::string(text);
+  };
+  const std::string m = std::to_string(model);
+  // n: the instance's number; closed = now - 3000 - 300 n (instance_of's times).
+  const std::string closed = "(" + number(now - 3000) + " - 300.0 * n)";
+  const std::string accepted = "(n % 3 <> 0)";
+  const std::string dph = "(0.3 + 0.05 * (n % 8))";
+  const std::string sql =
+      "WITH RECURSIVE numbers(n) AS (SELECT " + std::to_string(first + 1) +
+      " UNION ALL SELECT n + 1 FROM numbers WHERE n < " + std::to_string(first + count - 1) +
+      ") INSERT INTO instances (deployment_id, market_id, offer_json, offer_extra_json, state, "
+      "created_at, state_since, deadline_at, destroy_reason, destroyed_at, secret_hash, "
+      "token_hash, last_heartbeat_at, market_status, market_status_since, params_done_bytes, "
+      "params_total_bytes, params_rate_bps, prover_crashes, ooms, proofs_benchmark, "
+      "proofs_production, gpu_util, peak_memory_gib, spend_usd, billed_until, verdict_decision, "
+      "verdict_rate, verdict_low, verdict_high, verdict_samples, verdict_break_even_rate, "
+      "verdict_reason, plan_json, origin, close_cause, bench_since, gpu_throttled, "
+      "production_windows, oom_partitions) "
+      "SELECT 'bench-' || n, 9000000 + n, t.offer_json, t.offer_extra_json, 'destroyed', " +
+      closed + " - 21600, " + closed + ", t.deadline_at, CASE WHEN " + accepted +
+      " THEN 'operator request' ELSE 'benchmark rejected' END, " + closed +
+      ", t.secret_hash, t.token_hash, " + closed +
+      " - 30, t.market_status, t.market_status_since, t.params_done_bytes, t.params_total_bytes, "
+      "t.params_rate_bps, t.prover_crashes, t.ooms, t.proofs_benchmark, CASE WHEN " +
+      accepted + " THEN 200 ELSE 0 END, t.gpu_util, t.peak_memory_gib, " + dph + " * 6, " + closed +
+      ", CASE WHEN " + accepted + " THEN 'accept' ELSE 'reject' END, CASE WHEN " + accepted +
+      " THEN 40 + n % 20 ELSE 8 END, CASE WHEN " + accepted +
+      " THEN (40 + n % 20) * 0.9 ELSE 7.2 END, CASE WHEN " + accepted +
+      " THEN (40 + n % 20) * 1.1 ELSE 8.8 END, t.verdict_samples, t.verdict_break_even_rate, "
+      "CASE WHEN " +
+      accepted +
+      " THEN 'rate above break-even' ELSE 'rate below break-even' END, t.plan_json, CASE WHEN n "
+      "% 5 = 0 THEN 'operator' ELSE 'autopilot' END, CASE WHEN " +
+      accepted +
+      " THEN 'operator' ELSE 'rejected' END, t.bench_since, t.gpu_throttled, "
+      "t.production_windows, t.oom_partitions FROM numbers, instances t WHERE t.id = " +
+      m;
+  // The model's events, samples and bench run, for every copy, at the copy's times.
+  const std::string copies = " FROM instances c, instances t, ";
+  const std::string of_copies = " AND c.id > " + m + " AND c.state = 'destroyed'";
+  store.transaction([&] {
+    auto& conn = store.connection();
+    conn.exec(sql, "copying the model instance");
+    conn.exec(
+        "INSERT INTO instance_events (instance_id, at, kind, message, data_json) "
+        "SELECT c.id, c.created_at + (e.at - t.created_at), e.kind, e.message, e.data_json" +
+            copies + "instance_events e WHERE t.id = " + m + " AND e.instance_id = t.id" +
+            of_copies,
+        "copying the model's events");
+    conn.exec(
+        "INSERT INTO proof_samples (instance_id, seq, at, seconds, gpu_ms, queue_ms, phase) "
+        "SELECT c.id, p.seq, c.created_at + (p.at - t.created_at), p.seconds, p.gpu_ms, "
+        "p.queue_ms, p.phase" +
+            copies + "proof_samples p WHERE t.id = " + m + " AND p.instance_id = t.id" + of_copies,
+        "copying the model's proof samples");
+    conn.exec(
+        "INSERT INTO bench_runs (machine_id, gpu_name, num_gpus, instance_id, at, rate, "
+        "low, high, samples, kind, contended, throttled, plan_json) "
+        "SELECT b.machine_id, b.gpu_name, b.num_gpus, c.id, c.created_at + 1200, "
+        "c.verdict_rate, c.verdict_low, c.verdict_high, b.samples, b.kind, b.contended, "
+        "b.throttled, b.plan_json" +
+            copies + "bench_runs b WHERE t.id = " + m + " AND b.instance_id = t.id" + of_copies,
+        "copying the model's bench run");
+  });
+}
+
 void add_jobs(pf::store::Store& store, std::int64_t instance_id, double now) {
   store.transaction([&] {
     for (int j = 0; j < kJobs; ++j) {
@@ -200,37 +287,138 @@ void add_jobs(pf::store::Store& store, std::int64_t instance_id, double now) {
   });
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
-double process_cpu_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
-}
-
-// Medians over `runs` calls of fn, after one untimed call: wall milliseconds (the figure), and
-// the process's CPU milliseconds (what the call costs on a machine busy with other work).
-struct Timing {
-  double wall_ms = 0, cpu_ms = 0;
-};
-Timing time_calls(int runs, const std::function<void()>& fn) {
-  fn();
-  std::vector<double> wall, cpu;
-  for (int i = 0; i < runs; ++i) {
-    const double cpu0 = process_cpu_ms();
-    const auto t0 = SteadyClock::now();
-    fn();
-    wall.push_back(std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count());
-    cpu.push_back(process_cpu_ms() - cpu0);
-  }
-  return {median(std::move(wall)), median(std::move(cpu))};
-}
-
 std::string suffix_of(const std::string& url) {
-  return url.rfind("postgres://", 0) == 0 || url.rfind("postgresql://", 0) == 0 ? "pg" : "sqlite";
+  return pf::store::is_postgres_url(url) ? "pg" : "sqlite";
+}
+
+struct Figures {
+  Timing summary_bare, dashboard_bare;  // at 0 destroyed
+  Timing summary_full, dashboard_full;  // with the history
+  double fill_s = 0;
+  double vacuum_s = 0;  // PostgreSQL: VACUUM ANALYZE after the fill
+  std::size_t snapshot_bytes = 0;
+};
+
+// Both paths timed on the (empty) store at `db`, before and after the history is added.
+Figures measure(const Options& opt, const std::string& db, const std::string& data_dir) {
+  auto store = pf::store::open_sql_store(db);
+  if (!store->instances(true).empty()) throw std::runtime_error("the store at --db must be empty");
+  const double now = epoch_now();
+
+  // The live fleet: most proving, the rest spread over the other live states.
+  constexpr std::array kLiveStates{InstanceState::Booting, InstanceState::Registered,
+                                   InstanceState::WarmingUp, InstanceState::Benchmarking,
+                                   InstanceState::Destroying};
+  add_instances(
+      *store, 0, opt.live,
+      [&](int n) { return n % 10 < 8 ? InstanceState::Proving : kLiveStates[n % 5]; }, now);
+  const auto busy = store->instances(false);
+  add_jobs(*store, busy.empty() ? 1 : busy.front().id, now);
+
+  pf::testing::UnreachableMarket market;
+  pf::manager::ManagerConfig cfg;
+  pf::manager::Manager manager(*store, market, cfg, epoch_now);
+  // The gateway has been taking jobs for a month: the jobs report's window is a whole hour.
+  store->put_setting("jobs.observed_since", std::to_string(now - 30 * 86400));
+  pf::jobs::JobQueueConfig qc;
+  qc.data_dir = data_dir;
+  pf::jobs::JobQueueHooks hooks;
+  hooks.workers = [] { return std::vector<pf::core::WorkerView>{}; };
+  hooks.strike = [](std::int64_t, const pf::core::Strike&) {};
+  hooks.event = [](std::int64_t, const std::string&) {};
+  pf::jobs::JobQueue queue(*store, qc, hooks, epoch_now);
+  manager.attach_jobs(queue);
+
+  // The fleet summary through its route, as `proverfleet status` asks for it.
+  auto served = ServedApi::start(manager, &queue);
+  if (!served) throw std::runtime_error(served.error());
+  httplib::Client client("127.0.0.1", (*served)->port());
+  client.set_read_timeout(60, 0);
+  const httplib::Headers auth{
+      {"Authorization", std::string("Bearer ") + ServedApi::kOperatorToken}};
+  auto summary = [&] {
+    auto reply = client.Get("/api/v1/fleet", auth);
+    if (!reply || reply->status != 200) throw std::runtime_error("GET /api/v1/fleet failed");
+  };
+  // The dashboard's snapshot with the summary HttpApi gives it (http_api.cpp fleet_json).
+  pf::manager::DashboardOptions dash_options;
+  dash_options.summary = [&](const std::vector<pf::core::InstanceRecord>& live) {
+    auto fleet = manager.summary(live);
+    auto report = pf::manager::build_jobs_report(manager, queue, (*served)->options().jobs_report,
+                                                 epoch_now(), live);
+    pf::manager::apply_profit_basis(fleet, &report, cfg.rank.economics.revenue_per_proof_usd);
+    json out = pf::manager::to_json(fleet);
+    out["jobs"] = pf::manager::to_json(report);
+    return out;
+  };
+  auto dashboard = std::make_unique<pf::manager::Dashboard>(manager, dash_options);
+  Figures f;
+  auto snapshot = [&] { f.snapshot_bytes = dashboard->snapshot_text().size(); };
+
+  // Between two snapshots (a second apart, the stream's poll interval) a tenth of the live
+  // agents report: 1,000 agents at the default heartbeat_s of 10. Their rows change, so the
+  // snapshot serialises them again.
+  std::size_t next_agent = 0;
+  auto heartbeats = [&] {
+    auto live = store->instances(false);
+    if (live.empty()) return;
+    store->transaction([&] {
+      for (std::size_t i = 0; i < std::max<std::size_t>(1, live.size() / 10); ++i) {
+        auto& rec = live[next_agent++ % live.size()];
+        rec.last_heartbeat_at = epoch_now();
+        rec.spend_usd += 0.0001;
+        store->update_agent_progress(rec);
+      }
+    });
+  };
+
+  f.summary_bare = time_calls(opt.runs, summary, heartbeats);
+  f.dashboard_bare = time_calls(opt.runs, snapshot, heartbeats);
+
+  const auto fill_start = SteadyClock::now();
+  add_destroyed_history(*store, opt.live, opt.destroyed, now);
+  if (pf::store::is_postgres_url(db)) {
+    // A real fleet's history arrives over months and autovacuum keeps the statistics and the
+    // visibility map current as it does; here a year's history lands in one transaction, so
+    // the bench does at once what autovacuum would do within its next minute.
+    f.fill_s = seconds_since(fill_start);
+    const auto vacuum_start = SteadyClock::now();
+    pf::store::PgConnection admin(db);
+    admin.exec("VACUUM ANALYZE", "vacuuming after the bench's bulk load");
+    f.vacuum_s = seconds_since(vacuum_start);
+  } else {
+    f.fill_s = seconds_since(fill_start);
+  }
+
+  // A new dashboard, whose first snapshot serialises every row (a restarted serve's).
+  dashboard = std::make_unique<pf::manager::Dashboard>(manager, dash_options);
+  f.summary_full = time_calls(opt.runs, summary, heartbeats);
+  f.dashboard_full = time_calls(opt.runs, snapshot, heartbeats);
+  (*served)->stop();
+  queue.shutdown();
+  return f;
+}
+
+void print(const Options& opt, const std::string& suffix, const Figures& f) {
+  print_figure("hot_summary_ms_" + suffix, f.summary_full.wall_ms, 1);
+  print_figure("hot_dashboard_ms_" + suffix, f.dashboard_full.wall_ms, 1);
+  print_figure("hot_summary_ratio_" + suffix, f.summary_full.wall_ms / f.summary_bare.wall_ms, 2);
+  print_figure("hot_dashboard_ratio_" + suffix, f.dashboard_full.wall_ms / f.dashboard_bare.wall_ms,
+               2);
+  std::printf(
+      "# %s: %d live + %d destroyed instances (%d events, %d samples each), %d jobs; medians of "
+      "%d; want each <= 50 ms\n"
+      "# %s: at 0 destroyed: summary %.1f ms, dashboard %.1f ms; CPU ms (process) summary %.1f "
+      "-> %.1f, dashboard %.1f -> %.1f; snapshot %zu bytes; history filled in %.1f s "
+      "(VACUUM ANALYZE %.1f s)\n"
+      "# %s: a tenth of the live rows changes between two calls (heartbeats); first call at "
+      "100,000 destroyed (no row text kept yet): summary %.1f ms, dashboard %.1f ms\n",
+      suffix.c_str(), opt.live, opt.destroyed, kEventsPerInstance, kSamplesPerInstance, kJobs,
+      opt.runs, suffix.c_str(), f.summary_bare.wall_ms, f.dashboard_bare.wall_ms,
+      f.summary_bare.cpu_ms, f.summary_full.cpu_ms, f.dashboard_bare.cpu_ms,
+      f.dashboard_full.cpu_ms, f.snapshot_bytes, f.fill_s, f.vacuum_s, suffix.c_str(),
+      f.summary_full.first_wall_ms, f.dashboard_full.first_wall_ms);
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -254,108 +442,27 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  try {
-    pf::testing::TempDir dir("pf-hot-reads-bench");
-    if (opt.db.empty()) opt.db = dir.file("bench.db");
-    const std::string suffix = suffix_of(opt.db);
-    auto store = pf::store::open_store(opt.db);
-    if (!store->instances(true).empty()) {
-      std::fprintf(stderr, "hot_reads_bench: the store at --db must be empty\n");
-      return 2;
+  pf::testing::TempDir dir("pf-hot-reads-bench");
+  int status = 0;
+  auto run = [&](const std::string& suffix, const std::function<std::string()>& db) {
+    try {
+      print(opt, suffix, measure(opt, db(), dir.file("data-" + suffix)));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "hot_reads_bench (%s): %s\n", suffix.c_str(), e.what());
+      status = 1;
     }
-    const double now = epoch_now();
-
-    // The live fleet: most proving, the rest spread over the other live states.
-    constexpr std::array kLiveStates{InstanceState::Booting, InstanceState::Registered,
-                                     InstanceState::WarmingUp, InstanceState::Benchmarking,
-                                     InstanceState::Destroying};
-    add_instances(
-        *store, 0, opt.live,
-        [&](int n) { return n % 10 < 8 ? InstanceState::Proving : kLiveStates[n % 5]; }, now);
-    const auto busy = store->instances(false);
-    add_jobs(*store, busy.empty() ? 1 : busy.front().id, now);
-
-    pf::testing::UnreachableMarket market;
-    pf::manager::ManagerConfig cfg;
-    pf::manager::Manager manager(*store, market, cfg, epoch_now);
-    // The gateway has been taking jobs for a month: the jobs report's window is a whole hour.
-    store->put_setting("jobs.observed_since", std::to_string(now - 30 * 86400));
-    pf::jobs::JobQueueConfig qc;
-    qc.data_dir = dir.file("data");
-    pf::jobs::JobQueueHooks hooks;
-    hooks.workers = [] { return std::vector<pf::core::WorkerView>{}; };
-    hooks.strike = [](std::int64_t, const pf::core::Strike&) {};
-    hooks.event = [](std::int64_t, const std::string&) {};
-    pf::jobs::JobQueue queue(*store, qc, hooks, epoch_now);
-    manager.attach_jobs(queue);
-
-    // The fleet summary through its route, as `proverfleet status` asks for it.
-    pf::net::HttpServer server;
-    pf::manager::ApiOptions api_options;
-    api_options.operator_token_hash = pf::manager::hash_token("bench-operator");
-    api_options.jobs = &queue;
-    pf::manager::HttpApi api(manager, api_options);
-    api.mount(server);
-    auto bound = server.bind("127.0.0.1", 0);
-    if (!bound) {
-      std::fprintf(stderr, "cannot listen on 127.0.0.1: %s\n", bound.error().c_str());
-      return 2;
-    }
-    server.start();
-    httplib::Client client("127.0.0.1", *bound);
-    client.set_read_timeout(60, 0);
-    const httplib::Headers auth{{"Authorization", "Bearer bench-operator"}};
-    auto summary = [&] {
-      auto reply = client.Get("/api/v1/fleet", auth);
-      if (!reply || reply->status != 200) throw std::runtime_error("GET /api/v1/fleet failed");
-    };
-    // The dashboard's snapshot with the summary HttpApi gives it (http_api.cpp fleet_json).
-    pf::manager::DashboardOptions dash_options;
-    dash_options.summary = [&] {
-      auto fleet = manager.summary();
-      auto report =
-          pf::manager::build_jobs_report(manager, queue, api_options.jobs_report, epoch_now());
-      pf::manager::apply_profit_basis(fleet, &report, cfg.rank.economics.revenue_per_proof_usd);
-      json out = pf::manager::to_json(fleet);
-      out["jobs"] = pf::manager::to_json(report);
-      return out;
-    };
-    pf::manager::Dashboard dashboard(manager, dash_options);
-    std::size_t snapshot_bytes = 0;
-    auto snapshot = [&] {
-      snapshot_bytes =
-          dashboard.snapshot().dump(-1, ' ', false, json::error_handler_t::replace).size();
-    };
-
-    const Timing summary_bare = time_calls(opt.runs, summary);
-    const Timing dashboard_bare = time_calls(opt.runs, snapshot);
-
-    const auto fill_start = SteadyClock::now();
-    add_instances(
-        *store, opt.live, opt.destroyed, [](int) { return InstanceState::Destroyed; }, now);
-    const double fill_s = std::chrono::duration<double>(SteadyClock::now() - fill_start).count();
-
-    const Timing summary_full = time_calls(opt.runs, summary);
-    const Timing dashboard_full = time_calls(opt.runs, snapshot);
-    server.stop();
-
-    const char* s = suffix.c_str();
-    std::printf("hot_summary_ms_%s: %.1f\n", s, summary_full.wall_ms);
-    std::printf("hot_dashboard_ms_%s: %.1f\n", s, dashboard_full.wall_ms);
-    std::printf("hot_summary_ratio_%s: %.2f\n", s, summary_full.wall_ms / summary_bare.wall_ms);
-    std::printf("hot_dashboard_ratio_%s: %.2f\n", s,
-                dashboard_full.wall_ms / dashboard_bare.wall_ms);
-    std::printf(
-        "# %d live + %d destroyed instances (%d events, %d samples each), %d jobs; medians of %d; "
-        "want each <= 50 ms\n"
-        "# at 0 destroyed: summary %.1f ms, dashboard %.1f ms; CPU ms (process) summary %.1f -> "
-        "%.1f, dashboard %.1f -> %.1f; snapshot %zu bytes; history filled in %.1f s\n",
-        opt.live, opt.destroyed, kEventsPerInstance, kSamplesPerInstance, kJobs, opt.runs,
-        summary_bare.wall_ms, dashboard_bare.wall_ms, summary_bare.cpu_ms, summary_full.cpu_ms,
-        dashboard_bare.cpu_ms, dashboard_full.cpu_ms, snapshot_bytes, fill_s);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "hot_reads_bench: %s\n", e.what());
-    return 1;
+  };
+  if (!opt.db.empty()) {
+    run(suffix_of(opt.db), [&] { return opt.db; });
+    return status;
   }
-  return 0;
+  // Both stores serve opens for --db: a SQLite file, and PostgreSQL on a local server started
+  // here (tests/support/pg_server.h: initdb in a temporary directory, fsync off).
+  run("sqlite", [&] { return dir.file("bench.db"); });
+  std::unique_ptr<pf::test::PgServer> pg;
+  run("pg", [&] {
+    pg = std::make_unique<pf::test::PgServer>();
+    return pg->url("postgres");
+  });
+  return status;
 }

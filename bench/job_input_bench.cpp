@@ -18,26 +18,23 @@
 #include <string>
 
 #include "jobs/job_queue.h"
-#include "manager/http_api.h"
 #include "manager/manager.h"
-#include "net/http_server.h"
 #include "store/store.h"
 #include "support/accepted_instance.h"
+#include "support/served_api.h"
+#include "support/timing.h"
 #include "support/unreachable_market.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kInputBytes = 50'000'000;
 constexpr int kRounds = 5;
 
 using pf::testing::UnreachableMarket;
 
-double epoch_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+using pf::bench::epoch_now;
 
 std::string random_bytes(std::size_t n) {
   std::mt19937_64 rng(5);
@@ -123,27 +120,20 @@ int main() {
     const std::int64_t job = leased->front().job.id;
     const int attempt = leased->front().job.attempts;
 
-    pf::net::HttpServer server;
-    pf::manager::ApiOptions opts;
-    opts.operator_token_hash = pf::manager::hash_token("bench-operator");
-    opts.jobs = &queue;
-    pf::manager::HttpApi api(manager, opts);
-    api.mount(server);
-    auto bound = server.bind("127.0.0.1", 0);
-    if (!bound) {
-      std::fprintf(stderr, "cannot listen on 127.0.0.1: %s\n", bound.error().c_str());
+    auto served = pf::bench::ServedApi::start(manager, &queue);
+    if (!served) {
+      std::fprintf(stderr, "%s\n", served.error().c_str());
       return 2;
     }
-    server.start();
 
     // The same bytes as a file on the same disk, for the plain copy.
     const fs::path source = dir / "input.bin";
     { std::ofstream(source, std::ios::binary) << req.input; }
     double best_http = 1e9, best_copy = 1e9;
     for (int round = 0; round < kRounds; ++round) {
-      auto t0 = Clock::now();
-      const std::size_t got = fetch_input(*bound, token, job, attempt);
-      const double http_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      std::size_t got = 0;
+      const double http_s =
+          pf::bench::seconds_of([&] { got = fetch_input((*served)->port(), token, job, attempt); });
       if (got != kInputBytes) {
         status = 1;
         break;
@@ -152,16 +142,14 @@ int main() {
 
       const fs::path copy = dir / "copy.bin";
       fs::remove(copy);
-      t0 = Clock::now();
-      fs::copy_file(source, copy);
-      best_copy = std::min(best_copy, std::chrono::duration<double>(Clock::now() - t0).count());
+      best_copy = std::min(best_copy, pf::bench::seconds_of([&] { fs::copy_file(source, copy); }));
     }
     queue.shutdown();
-    server.stop();
+    (*served)->stop();
     if (status == 0) {
       const double mb = kInputBytes / 1e6;
-      std::printf("job_input_mb_per_s: %.0f\n", mb / best_http);
-      std::printf("job_input_vs_copy_ratio: %.3f\n", best_copy / best_http);
+      pf::bench::print_figure("job_input_mb_per_s", mb / best_http, 0);
+      pf::bench::print_figure("job_input_vs_copy_ratio", best_copy / best_http, 3);
       std::printf("# %.0f MB input, best of %d: manager over loopback %.3f s, file copy %.3f s\n",
                   mb, kRounds, best_http, best_copy);
     }

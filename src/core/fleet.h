@@ -49,6 +49,8 @@ struct Verdict {
   int samples = 0;
   double break_even_rate = 0;
   std::string reason;
+
+  bool operator==(const Verdict&) const = default;
 };
 const char* to_string(Verdict::Decision d);
 
@@ -105,6 +107,9 @@ struct InstanceRecord {
   std::optional<Verdict> verdict;
   std::string plan_json;  // the prover plan the agent reported (opaque here)
   std::string origin = "deploy";  // "deploy", "autopilot" or "adopted"
+
+  // Every field (the dashboard reuses a row's JSON while its record reads back the same).
+  bool operator==(const InstanceRecord&) const = default;
 };
 
 inline std::string market_label(const std::string& deployment_id) {

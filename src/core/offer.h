@@ -43,6 +43,8 @@ struct Offer {
   // Data-quality notes: each names a field the market returned null/zero/odd and what was
   // assumed instead. Never fatal: predictions widen their band instead.
   std::vector<std::string> data_flags;
+
+  bool operator==(const Offer&) const = default;
 };
 
 // Fills usable_ram_gib / usable_cores and appends data_flags for missing or odd fields.

@@ -1,14 +1,13 @@
 #include "manager/dashboard.h"
 
-#include <algorithm>
 #include <array>
 #include <condition_variable>
 #include <cstdint>
-#include <iterator>
 #include <map>
 #include <mutex>
 #include <utility>
 
+#include "manager/dashboard_snapshot.h"
 #include "manager/views.h"
 
 namespace pf::manager {
@@ -64,27 +63,6 @@ bool etag_matches(const std::string& header, const std::string& etag) {
     start = end + 1;
   }
   return false;
-}
-
-// The offer fields the dashboard shows; the rest stays in GET /api/v1/instances/{id}. With
-// hundreds of instances a full offer and plan per row would multiply every event's size.
-constexpr std::array<const char*, 13> kRowOfferFields{
-    "id",          "machine_id",  "host_id",        "gpu_name",    "num_gpus",
-    "gpu_ram_gib", "cpu_ram_gib", "usable_ram_gib", "geolocation", "dph_total",
-    "reliability", "verified",    "inet_down_mbps",
-};
-
-json instance_row(core::InstanceRecord record) {
-  record.plan_json.clear();  // left out: not worth parsing (every row, every second) to drop it
-  json row = to_json(record);
-  row.erase("plan");
-  json offer = json::object();
-  const json& full = row["offer"];
-  for (const char* key : kRowOfferFields) {
-    if (full.contains(key)) offer[key] = full[key];
-  }
-  row["offer"] = std::move(offer);
-  return row;
 }
 
 }  // namespace
@@ -143,35 +121,12 @@ struct Dashboard::Impl {
   SteadyClock::time_point built_at;
 
   std::mutex build_mu;  // one snapshot build at a time; the others then reuse it
+  SnapshotBuilder builder{manager, options};  // under build_mu
 
   struct Current {
     std::uint64_t version = 0;
     std::shared_ptr<const std::string> payload;
   };
-
-  json build_snapshot() {
-    json summary = options.summary ? options.summary() : to_json(manager.summary());
-    json autopilot = options.autopilot ? options.autopilot() : json(nullptr);
-    const double recent_since = options.clock() - options.recent_destroyed_s;
-    // The live rows and the recently destroyed ones, by id; never the whole history (issue 14).
-    auto& store = manager.store();
-    const auto live = store.instances(false);
-    std::vector<core::InstanceRecord> recent;
-    for (auto& record : store.destroyed_instances_since(recent_since)) {
-      if (record.destroyed_at && *record.destroyed_at >= recent_since) {
-        recent.push_back(std::move(record));
-      }
-    }
-    std::vector<core::InstanceRecord> rows;
-    std::merge(live.begin(), live.end(), recent.begin(), recent.end(), std::back_inserter(rows),
-               [](const auto& a, const auto& b) { return a.id < b.id; });
-    json instances = json::array();
-    for (auto& record : rows) instances.push_back(instance_row(std::move(record)));
-    return {{"summary", std::move(summary)},
-            {"autopilot", std::move(autopilot)},
-            {"alerts", to_json(manager.alerts())},
-            {"instances", std::move(instances)}};
-  }
 
   // The latest snapshot, rebuilt when older than poll_interval. Throws what the store throws.
   Current current() {
@@ -182,12 +137,11 @@ struct Dashboard::Impl {
         return {version, payload};
       }
     }
-    json body = build_snapshot();
-    std::string key = dump(body);
+    const SnapshotText parts = builder.build();
     // "at" lets the page tell time in state by the server's clock; it is left out of the
     // comparison, or every build would count as a change.
-    body["at"] = options.clock();
-    auto text = std::make_shared<const std::string>(dump(body));
+    std::string key = parts.joined(std::nullopt);
+    auto text = std::make_shared<const std::string>(parts.joined(options.clock()));
     std::lock_guard lock(mu);
     built_at = SteadyClock::now();
     payload = std::move(text);
@@ -368,9 +322,12 @@ void Dashboard::mount(net::HttpServer& server, OperatorCheck is_operator, std::s
 }
 
 json Dashboard::snapshot() {
-  json body = impl_->build_snapshot();
-  body["at"] = impl_->options.clock();
-  return body;
+  return json::parse(snapshot_text());
+}
+
+std::string Dashboard::snapshot_text() {
+  std::lock_guard build_lock(impl_->build_mu);
+  return impl_->builder.build().joined(impl_->options.clock());
 }
 
 std::size_t Dashboard::open_streams() const {

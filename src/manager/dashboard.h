@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "manager/manager.h"
 #include "net/http_server.h"
@@ -56,8 +57,9 @@ struct DashboardOptions {
   // The autopilot's JSON as GET /api/v1/autopilot answers it; empty = "autopilot": null.
   std::function<nlohmann::json()> autopilot;
   // The fleet summary as GET /api/v1/fleet answers it (profit basis and "jobs" section
-  // included); empty = views.h's JSON of Manager::summary().
-  std::function<nlohmann::json()> summary;
+  // included), from the live rows the snapshot read (store().instances(false), by id); empty =
+  // views.h's JSON of Manager::summary().
+  std::function<nlohmann::json(const std::vector<core::InstanceRecord>& live)> summary;
 };
 
 // Decides whether a request carries the operator token: nullopt when it does, else the
@@ -82,6 +84,8 @@ class Dashboard {
   // live instances and those destroyed within recent_destroyed_s, each as views.h's instance
   // JSON without "plan" and with the offer cut to the fields the dashboard shows}.
   nlohmann::json snapshot();
+  // The same as the text a `fleet` event's data line carries (what the stream builds).
+  std::string snapshot_text();
 
   std::size_t open_streams() const;
 

@@ -40,19 +40,26 @@ json HttpApi::Impl::autopilot_json() const {
 }
 
 // The jobs figures (null without a gateway); every build also feeds /metrics' counters.
-std::optional<JobsReport> HttpApi::Impl::jobs_report() {
+std::optional<JobsReport> HttpApi::Impl::jobs_report(
+    const std::vector<core::InstanceRecord>& live) {
   jobs::JobQueue* queue = job_queue_or_null();
   if (!queue) return std::nullopt;
   const double now = options.clock();
-  JobsReport report = build_jobs_report(manager, *queue, options.jobs_report, now);
+  JobsReport report = build_jobs_report(manager, *queue, options.jobs_report, now, live);
   job_counters.observe(report.scanned, options.jobs_report.prices, now);
   return report;
 }
 
 // The fleet summary with its profit on the right basis, and the report it was based on.
 std::pair<FleetSummary, std::optional<JobsReport>> HttpApi::Impl::fleet_with_jobs() {
-  FleetSummary summary = manager.summary();
-  auto report = jobs_report();
+  return fleet_with_jobs(manager.store().instances(false));
+}
+
+// The live rows are read once per request: the summary and the jobs report both need them.
+std::pair<FleetSummary, std::optional<JobsReport>> HttpApi::Impl::fleet_with_jobs(
+    const std::vector<core::InstanceRecord>& live) {
+  FleetSummary summary = manager.summary(live);
+  auto report = jobs_report(live);
   apply_profit_basis(summary, report ? &*report : nullptr,
                      manager.config().rank.economics.revenue_per_proof_usd);
   return {std::move(summary), std::move(report)};
@@ -60,7 +67,11 @@ std::pair<FleetSummary, std::optional<JobsReport>> HttpApi::Impl::fleet_with_job
 
 // GET /api/v1/fleet without "autopilot": the summary and its "jobs" section.
 json HttpApi::Impl::fleet_json() {
-  auto [summary, report] = fleet_with_jobs();
+  return fleet_json(manager.store().instances(false));
+}
+
+json HttpApi::Impl::fleet_json(const std::vector<core::InstanceRecord>& live) {
+  auto [summary, report] = fleet_with_jobs(live);
   json out = to_json(summary);
   out["jobs"] = report ? to_json(*report) : json(nullptr);
   // Replicas: who leads (stable fields only, so the dashboard's stream is not re-sent for a

@@ -279,20 +279,25 @@ struct HttpApi::Impl {
   std::vector<Route> routes;
   // Built before the constructor's body defaults the clock: counts only what happens from now.
   JobCounters job_counters{options.clock ? options.clock() : api_detail::system_clock_now()};
-  Dashboard dashboard{manager, DashboardOptions{.clock = [this] { return options.clock(); },
-                                                .autopilot = [this] { return autopilot_json(); },
-                                                .summary = [this] { return fleet_json(); }}};
+  Dashboard dashboard{
+      manager, DashboardOptions{.clock = [this] { return options.clock(); },
+                                .autopilot = [this] { return autopilot_json(); },
+                                .summary = [this](const auto& live) { return fleet_json(live); }}};
 
   api_detail::json autopilot_json() const;
 
   // The jobs figures (null without a gateway); every build also feeds /metrics' counters.
-  std::optional<JobsReport> jobs_report();
+  std::optional<JobsReport> jobs_report(const std::vector<core::InstanceRecord>& live);
 
   // The fleet summary with its profit on the right basis, and the report it was based on.
+  // `live`: the live rows (store().instances(false)) when the caller has read them.
   std::pair<FleetSummary, std::optional<JobsReport>> fleet_with_jobs();
+  std::pair<FleetSummary, std::optional<JobsReport>> fleet_with_jobs(
+      const std::vector<core::InstanceRecord>& live);
 
   // GET /api/v1/fleet without "autopilot": the summary and its "jobs" section.
   api_detail::json fleet_json();
+  api_detail::json fleet_json(const std::vector<core::InstanceRecord>& live);
 
   void add(const char* method, std::string label, Access access, RouteFn fn);
 

@@ -54,6 +54,12 @@ std::vector<core::AcceptedSpan> accepted_spans(const std::vector<core::InstanceR
 
 JobsReport build_jobs_report(Manager& manager, jobs::JobQueue& queue,
                              const JobsReportOptions& options, double now) {
+  return build_jobs_report(manager, queue, options, now, manager.store().instances(false));
+}
+
+JobsReport build_jobs_report(Manager& manager, jobs::JobQueue& queue,
+                             const JobsReportOptions& options, double now,
+                             const std::vector<core::InstanceRecord>& live) {
   JobsReport report;
   report.at = now;
   report.prices = options.prices;
@@ -101,7 +107,6 @@ JobsReport build_jobs_report(Manager& manager, jobs::JobQueue& queue,
   // every other row adds exactly 0 to the money figures, and a fleet keeps thousands (issue 14).
   // Merged by id, so the sums add in the order they always did.
   auto& store = manager.store();
-  const auto live = store.instances(false);
   const auto closed = store.destroyed_instances_since(report.since);
   std::vector<core::InstanceRecord> instances;
   instances.reserve(live.size() + closed.size());

@@ -47,6 +47,10 @@ struct JobsReport {
 
 JobsReport build_jobs_report(Manager& manager, jobs::JobQueue& queue,
                              const JobsReportOptions& options, double now);
+// The same from the live rows the caller already read (store().instances(false), by id).
+JobsReport build_jobs_report(Manager& manager, jobs::JobQueue& queue,
+                             const JobsReportOptions& options, double now,
+                             const std::vector<core::InstanceRecord>& live_rows);
 
 // When each instance in `instances` was accepted and until when (destroyed, destroying, or now):
 // a proving instance since it entered proving; a closed one since its accepting benchmark run.

@@ -260,6 +260,10 @@ ApiResult<InstanceRecord> Manager::request_destroy(std::int64_t id, const std::s
 }
 
 FleetSummary Manager::summary() {
+  return summary(store_.instances(false));
+}
+
+FleetSummary Manager::summary(const std::vector<core::InstanceRecord>& live_rows) {
   FleetSummary s;
   // All-time figures from the database's totals, the rest from the live rows: the summary's
   // cost does not grow with the destroyed rows a fleet keeps (issue 14).
@@ -268,15 +272,14 @@ FleetSummary Manager::summary() {
     s.spend_usd += totals.spend_usd;
     s.proofs += static_cast<int>(totals.proofs_production);
   }
-  const auto rows = store_.instances(false);
-  for (const auto& r : rows) {
+  for (const auto& r : live_rows) {
     s.dollars_per_hour += r.offer.dph_total;
     if (r.state == S::Proving && r.verdict) s.proofs_per_hour += r.verdict->rate;
   }
   if (s.proofs_per_hour > 0) s.cost_per_proof = s.dollars_per_hour / s.proofs_per_hour;
   s.profit_per_hour =
       s.proofs_per_hour * config_.rank.economics.revenue_per_proof_usd - s.dollars_per_hour;
-  s.hearing = hearing_of(rows, clock_());
+  s.hearing = hearing_of(live_rows, clock_());
   return s;
 }
 

@@ -215,6 +215,9 @@ class Manager {
   // manager's blocklist config) and records the outcome as a "blame" event.
   void record_strike(std::int64_t instance_id, const core::Strike& strike);
   FleetSummary summary();
+  // The same from live rows the caller already read (store().instances(false)): a request that
+  // needs them for more than the summary reads them once.
+  FleetSummary summary(const std::vector<core::InstanceRecord>& live_rows);
 
   // --- agents --------------------------------------------------------------------------------
   // The deployment secret is single-use: the first registration binds the instance to a token,

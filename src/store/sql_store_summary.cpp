@@ -5,8 +5,9 @@
 //
 // Each query names the state 'destroyed' as a literal, never a bound value: that is what lets
 // the partial indexes of migration 8 (instances_live, instances_destroyed,
-// instances_destroyed_billed) serve it, on SQLite and on PostgreSQL alike. The SQL is portable
-// (see store/sql_connection.h).
+// instances_destroyed_billed) serve it, on SQLite and on PostgreSQL alike. The destroyed rows'
+// all-time totals are running totals (table destroyed_totals, kept by triggers: migration 11).
+// The SQL is portable (see store/sql_connection.h).
 #include <string>
 
 #include "store/sql_store.h"
@@ -20,15 +21,15 @@ std::map<core::InstanceState, InstanceTotals> SqlStore::instance_totals() {
   std::lock_guard lock(mutex_);
   // One statement, so one snapshot: the all-time totals of two calls never step back (they
   // feed Prometheus counters). Live rows are read through instances_live; the destroyed ones
-  // only through the covering index instances_destroyed, never from their (wide) rows.
+  // are the running totals the triggers of migration 11 keep in the same transaction as every
+  // change to a destroyed row: one row, however long the history.
   Statement s(*conn_,
               "SELECT state, COUNT(*) AS instances, COALESCE(SUM(spend_usd), 0.0) AS spend_usd, "
               "CAST(COALESCE(SUM(proofs_production), 0) AS BIGINT) AS proofs_production "
               "FROM instances WHERE state <> 'destroyed' GROUP BY state "
               "UNION ALL "
-              "SELECT 'destroyed', COUNT(*), COALESCE(SUM(spend_usd), 0.0), "
-              "CAST(COALESCE(SUM(proofs_production), 0) AS BIGINT) "
-              "FROM instances WHERE state = 'destroyed'",
+              "SELECT 'destroyed', instances, spend_usd, proofs_production "
+              "FROM destroyed_totals WHERE id = 1",
               "totalling instances by state");
   std::map<core::InstanceState, InstanceTotals> out;
   while (s.next()) {

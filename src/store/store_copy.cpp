@@ -6,10 +6,11 @@
 namespace pf::store {
 namespace {
 
-// Kept out of a copy: the schema's own bookkeeping, and the replicas' leader lease (who leads
-// the source's fleet says nothing about the target's).
+// Kept out of a copy: the schema's own bookkeeping, the replicas' leader lease (who leads
+// the source's fleet says nothing about the target's), and the destroyed instances' running
+// totals, which the target's triggers build again as the instances land (migration 11).
 bool copied(const std::string& table) {
-  return table != "schema_version" && table != "leader_lease";
+  return table != "schema_version" && table != "leader_lease" && table != "destroyed_totals";
 }
 
 std::string quoted(const std::string& name) {

@@ -14,7 +14,10 @@
 #include "manager/dashboard.h"
 #include "manager/jobs_report.h"
 #include "manager/manager.h"
+#include "store/sql_connection.h"
+#include "store/store_copy.h"
 #include "support/fake_market.h"
+#include "support/store_backends.h"
 #include "support/temp_dir.h"
 
 namespace pf::manager {
@@ -310,6 +313,225 @@ TEST_F(HotReadsManagerTest, DashboardListsTheLiveAndTheRecentlyDestroyed) {
   EXPECT_EQ(snapshot["summary"]["by_state"]["destroyed"],
             old_summary(store_->instances(true)).by_state["destroyed"]);
 }
+
+// ---- both stores: the running totals follow every write (migration 11) ---------------------
+
+// The figures a full scan gives, compared with what the store totals, the fleet summary and the
+// dashboard's snapshot show.
+void expect_totals_match_every_row(store::Store& store, Manager& manager, const std::string& at) {
+  SCOPED_TRACE(at);
+  const auto every_row = store.instances(true);
+  const OldTotals want = old_summary(every_row);
+  std::map<std::string, int> by_state;
+  double spend = 0;
+  std::int64_t proofs = 0;
+  for (const auto& [state, totals] : store.instance_totals()) {
+    by_state[core::to_string(state)] = static_cast<int>(totals.instances);
+    spend += totals.spend_usd;
+    proofs += totals.proofs_production;
+  }
+  EXPECT_EQ(by_state, want.by_state);
+  EXPECT_NEAR(spend, want.spend_usd, 1e-9 * std::max(1.0, want.spend_usd));
+  EXPECT_EQ(proofs, want.proofs);
+
+  const FleetSummary summary = manager.summary();
+  EXPECT_EQ(summary.by_state, want.by_state);
+  EXPECT_NEAR(summary.spend_usd, want.spend_usd, 1e-9 * std::max(1.0, want.spend_usd));
+  EXPECT_EQ(summary.proofs, want.proofs);
+  EXPECT_DOUBLE_EQ(summary.dollars_per_hour, want.dollars_per_hour);
+  EXPECT_DOUBLE_EQ(summary.proofs_per_hour, want.proofs_per_hour);
+
+  DashboardOptions options;
+  options.clock = [] { return kNow; };
+  options.recent_destroyed_s = kWindow;
+  Dashboard dashboard(manager, options);
+  const json snapshot = dashboard.snapshot();
+  const json& shown = snapshot["summary"];
+  for (const auto& [state, count] : want.by_state) EXPECT_EQ(shown["by_state"][state], count);
+  EXPECT_NEAR(shown["spend_usd"].get<double>(), want.spend_usd,
+              1e-9 * std::max(1.0, want.spend_usd));
+  EXPECT_EQ(shown["proofs"], want.proofs);
+  EXPECT_DOUBLE_EQ(shown["dollars_per_hour"].get<double>(), want.dollars_per_hour);
+  std::vector<std::int64_t> want_rows, got_rows;
+  for (const auto& r : every_row) {
+    if (r.state == S::Destroyed && (!r.destroyed_at || *r.destroyed_at < kNow - kWindow)) continue;
+    want_rows.push_back(r.id);
+  }
+  for (const auto& row : snapshot["instances"]) got_rows.push_back(row["id"].get<std::int64_t>());
+  EXPECT_EQ(got_rows, want_rows);
+}
+
+class HotReadsBackendTest : public ::testing::TestWithParam<testing::Backend> {
+ protected:
+  // A Manager over a store opened again on the same database: what a restarted serve sees.
+  void restart() {
+    manager_.reset();
+    store_ = db_.open();
+    ManagerConfig cfg;
+    manager_ = std::make_unique<Manager>(*store_, market_, cfg, [] { return kNow; });
+  }
+
+  testing::TestDatabase db_{GetParam()};
+  testing::FakeMarket market_;
+  std::unique_ptr<store::SqlStore> store_;
+  std::unique_ptr<Manager> manager_;
+};
+
+// Creates, destroys, billing after the destroy, rewrites that change nothing, a rolled-back
+// destroy, a row deleted by hand, and restarts, in a seeded order: after each round every total
+// is what a scan of every row gives.
+TEST_P(HotReadsBackendTest, TotalsFollowCreatesDestroysBillingAndRestarts) {
+  restart();
+  seed(*store_, 23);  // history inserted as it is (destroyed rows among them)
+  expect_totals_match_every_row(*store_, *manager_, "after the seed");
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<double> unit(0, 1);
+  int created = 0;
+  for (int round = 0; round < 6; ++round) {
+    store_->transaction([&] {
+      for (int i = 0; i < 15; ++i) {
+        core::InstanceRecord r;
+        r.deployment_id = "round-" + std::to_string(created++);
+        r.offer.id = 5000 + created;
+        r.offer.dph_total = 0.2 + unit(rng);
+        r.state = S::Booting;
+        r.created_at = kNow - 600;
+        r.spend_usd = unit(rng);
+        store_->insert_instance(r);
+      }
+    });
+    auto live = store_->instances(false);
+    std::shuffle(live.begin(), live.end(), rng);
+    for (std::size_t i = 0; i < live.size() / 4; ++i) {
+      auto rec = live[i];
+      // Billing and proofs while live (a heartbeat), then the close and the destroy.
+      rec.spend_usd += 2 * unit(rng);
+      rec.proofs_production += 7;
+      store_->update_agent_progress(rec);
+      rec.state = S::Destroying;
+      store_->update_instance(rec);
+      rec.state = S::Destroyed;
+      rec.destroyed_at = kNow - kWindow * unit(rng) * 2;
+      store_->update_instance(rec);
+      // The market bills the last minutes after the destroy; a rewrite changes nothing.
+      rec.spend_usd += 0.1 * unit(rng);
+      rec.billed_until = kNow;
+      store_->update_agent_progress(rec);
+      store_->update_instance(rec);
+    }
+    // A destroy that fails half-way rolls its totals back with it.
+    if (!live.empty()) {
+      auto rec = live.back();
+      EXPECT_THROW(store_->transaction([&] {
+        rec.state = S::Destroyed;
+        rec.spend_usd += 1000;
+        store_->update_instance(rec);
+        throw std::runtime_error("the destroy failed");
+      }),
+                   std::runtime_error);
+    }
+    expect_totals_match_every_row(*store_, *manager_, "round " + std::to_string(round));
+    if (round % 2 == 1) restart();
+  }
+  // A destroyed row removed by hand (no store method deletes one) leaves the totals too.
+  const auto every_row = store_->instances(true);
+  const auto gone = std::find_if(every_row.begin(), every_row.end(), [](const auto& r) {
+    return r.state == S::Destroyed && r.deployment_id.rfind("round-", 0) == 0;
+  });
+  ASSERT_NE(gone, every_row.end());
+  store_->transaction([&] {
+    store_->connection().exec("DELETE FROM instances WHERE id = " + std::to_string(gone->id),
+                              "deleting a row by hand");
+  });
+  expect_totals_match_every_row(*store_, *manager_, "after a delete");
+}
+
+// A database from before migration 11 gets totals of the history it already holds.
+TEST_P(HotReadsBackendTest, MigrationElevenBackfillsTheHistory) {
+  restart();
+  seed(*store_, 31);
+  auto& conn = store_->connection();
+  const bool pg = db_.is_postgres();
+  conn.begin();
+  for (const char* trigger :
+       {"destroyed_totals_insert", "destroyed_totals_update", "destroyed_totals_delete"}) {
+    conn.exec(std::string("DROP TRIGGER ") + trigger + (pg ? " ON instances" : ""), "undoing 11");
+  }
+  conn.exec("DROP TABLE destroyed_totals", "undoing 11");
+  if (pg) conn.exec("DROP FUNCTION destroyed_totals_follow()", "undoing 11");
+  conn.set_schema_version(10);
+  conn.commit();
+  // More history, written by a build without the totals.
+  for (int n = 0; n < 20; ++n) {
+    core::InstanceRecord r;
+    r.deployment_id = "old-build-" + std::to_string(n);
+    r.state = n % 4 ? S::Destroyed : S::Proving;
+    r.destroyed_at = kNow - 100.0 * n;
+    r.spend_usd = 1.25 * n;
+    r.proofs_production = 3 * n;
+    store_->insert_instance(r);
+  }
+  restart();
+  EXPECT_EQ(store_->schema_version(), store::latest_schema_version());
+  expect_totals_match_every_row(*store_, *manager_, "after migrating to 10");
+}
+
+// `proverfleet migrate` leaves the totals out of the copy: the target's triggers add the rows up
+// again as they land.
+TEST_P(HotReadsBackendTest, ACopiedStoreTotalsWhatItHolds) {
+  restart();
+  pf::testing::TempDir dir;
+  auto source = store::open_sql_store("sqlite:" + dir.file("source.db"));
+  seed(*source, 41);
+  store::copy_store(source->connection(), store_->connection(), nullptr);
+  restart();
+  expect_totals_match_every_row(*store_, *manager_, "after the copy");
+  const auto copied = store_->instance_totals();
+  ASSERT_EQ(copied.size(), source->instance_totals().size());
+  for (const auto& [state, totals] : source->instance_totals()) {
+    EXPECT_EQ(copied.at(state).instances, totals.instances) << core::to_string(state);
+    EXPECT_EQ(copied.at(state).proofs_production, totals.proofs_production);
+    EXPECT_NEAR(copied.at(state).spend_usd, totals.spend_usd, 1e-9 * (1 + totals.spend_usd));
+  }
+}
+
+// A dashboard keeps each row's text between snapshots (dashboard_snapshot.h): every change of a
+// row since the last snapshot shows, and a long-lived dashboard shows what a new one builds.
+TEST_P(HotReadsBackendTest, AKeptDashboardShowsEveryChangeOfARow) {
+  restart();
+  seed(*store_, 43);
+  DashboardOptions options;
+  options.clock = [] { return kNow; };
+  options.recent_destroyed_s = kWindow;
+  Dashboard kept(*manager_, options);
+  const std::string before = kept.snapshot_text();
+  auto live = store_->instances(false);
+  ASSERT_GE(live.size(), 3u);
+  live[0].last_heartbeat_at = kNow - 1;  // a heartbeat: billing and progress
+  live[0].spend_usd += 1.5;
+  live[0].proofs_production += 2;
+  store_->update_agent_progress(live[0]);
+  live[1].state = S::Destroyed;  // closed just now: still listed, as destroyed
+  live[1].destroyed_at = kNow - 10;
+  store_->update_instance(live[1]);
+  live[2].offer.geolocation = "Iceland, IS";  // a field of the offer the row shows
+  store_->update_instance(live[2]);
+
+  const std::string after = kept.snapshot_text();
+  EXPECT_NE(after, before);
+  Dashboard fresh(*manager_, options);
+  EXPECT_EQ(after, fresh.snapshot_text());
+  const json shown = json::parse(after);
+  std::map<std::int64_t, json> rows;
+  for (const auto& row : shown["instances"]) rows[row["id"].get<std::int64_t>()] = row;
+  EXPECT_DOUBLE_EQ(rows.at(live[0].id)["spend_usd"].get<double>(), live[0].spend_usd);
+  EXPECT_EQ(rows.at(live[0].id)["proofs_production"], live[0].proofs_production);
+  EXPECT_EQ(rows.at(live[1].id)["state"], "destroyed");
+  EXPECT_EQ(rows.at(live[2].id)["offer"]["geolocation"], "Iceland, IS");
+  EXPECT_EQ(shown, kept.snapshot());
+}
+
+INSTANTIATE_TEST_SUITE_P(Db, HotReadsBackendTest, testing::kStoreBackends, testing::backend_name);
 
 }  // namespace
 }  // namespace pf::manager

@@ -886,6 +886,10 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
   }
   // What schema 1 looked like.
   raw_exec(path,
+           "DROP TRIGGER destroyed_totals_insert;"
+           "DROP TRIGGER destroyed_totals_update;"
+           "DROP TRIGGER destroyed_totals_delete;"
+           "DROP TABLE destroyed_totals;"
            "DROP TABLE job_failure_streaks;"
            "DROP TABLE jobs;"
            "DROP TABLE agent_logs;"
