@@ -90,6 +90,18 @@ max_concurrent_benchmarks = 6
     return r;
   }
 
+  // Submits one PoRep job with `request_id` through r's gRPC port, as Curio does; it must be
+  // acknowledged under that id.
+  static void submit_job_through(const Replica& r, const std::string& request_id) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    cuzk::v1::SubmitProofResponse reply;
+    const grpc::Status status =
+        stub(r)->SubmitProof(&ctx, pf::test::porep_request(request_id, 1), &reply);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(reply.job_id(), request_id);
+  }
+
   static std::unique_ptr<cuzk::v1::ProvingEngine::Stub> stub(const Replica& r) {
     return cuzk::v1::ProvingEngine::NewStub(
         grpc::CreateChannel(r.grpc, grpc::InsecureChannelCredentials()));
@@ -186,15 +198,7 @@ TEST_P(Replicas, OneLeadsTheFollowerForwardsAndTakesOverWithinTheBoundAfterSigki
   // from the lease row), which answers from its queue.
   ASSERT_FALSE(b.grpc.empty()) << fleet(b).dump();
   EXPECT_EQ(seen["leader"]["grpc"], a.grpc) << seen.dump();
-  {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
-    cuzk::v1::SubmitProofResponse reply;
-    const grpc::Status status =
-        stub(b)->SubmitProof(&ctx, pf::test::porep_request("replicas-1", 1), &reply);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_EQ(reply.job_id(), "replicas-1");
-  }
+  ASSERT_NO_FATAL_FAILURE(submit_job_through(b, "replicas-1"));
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 20s);
@@ -231,15 +235,7 @@ TEST_P(Replicas, OneLeadsTheFollowerForwardsAndTakesOverWithinTheBoundAfterSigki
   EXPECT_EQ(market_mutations(), std::make_pair(1, 0));
   // The same request_id sent again (Curio's retry after the failover) is the job submitted
   // through the follower before it: joined, not a second one.
-  {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
-    cuzk::v1::SubmitProofResponse reply;
-    const grpc::Status status =
-        stub(b)->SubmitProof(&ctx, pf::test::porep_request("replicas-1", 1), &reply);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_EQ(reply.job_id(), "replicas-1");
-  }
+  ASSERT_NO_FATAL_FAILURE(submit_job_through(b, "replicas-1"));
   EXPECT_EQ(jobs_with_request(b, "replicas-1"), 1);
   auto [code, out] = [&] {
     auto run = pf::test::run_cli({"status"}, b.url, token_);
