@@ -49,6 +49,9 @@ struct GridOffer {
   // The price a rental starting in each grid cell pays at least: the lowest listed during the
   // cell (a rental pays the price listed when it is created; /2 dph_changes).
   std::vector<double> start_dph;
+  // Age cells with a knot of the rate strictly inside (proving starts, throttle, crash,
+  // offline): their proofs are not spread evenly over the cell.
+  std::vector<char> uneven;
   double slack = 0;              // Lorden's cv²
   std::size_t proving_cell = 0;  // first age cell that can end in a proof
 };
@@ -98,6 +101,13 @@ GridOffer grid_offer(const Scenario& sc, const ScenarioOffer& o, const RentalCur
     add(to_h);
   }
   g.cand_begin.push_back(g.candidates.size());
+  g.uneven.assign(cells + 1, 0);
+  for (double knot : curve.knots()) {
+    const double at = knot / cell_h;
+    const double cell = std::floor(at);
+    if (at > cell && cell <= static_cast<double>(cells))
+      g.uneven[static_cast<std::size_t>(cell)] = 1;
+  }
   g.start_dph.resize(cells);
   for (std::size_t i = 0; i < cells; ++i) {
     const double from_h = static_cast<double>(i) * cell_h;
@@ -113,57 +123,81 @@ GridOffer grid_offer(const Scenario& sc, const ScenarioOffer& o, const RentalCur
 }
 
 // The best schedule of one offer when a proof delivered in grid cell c is worth at most
-// `value[c]` (already the larger of c and c + 1: a start is rounded down to its cell), as an
-// over-statement (profit_bound.h). When `delivered` is given, it receives the fluid proofs of
-// that schedule per grid cell (the subgradient's attribution; the slack is left out).
+// `value[c]`, as an over-statement (profit_bound.h). A rental that starts θ ∈ [0, δ) into cell
+// i is scheduled from cell i: each proof of its age cell a lands in grid cell i + a or
+// i + a + 1. Where the rate is constant over age cell a, the share landing in i + a + 1 is θ/δ
+// for every such cell, so that part of the rental's value is linear in θ and at most the
+// larger of its values at θ = 0 and θ = δ (all of them in i + a, or all in i + a + 1). The
+// proofs of an age cell with a knot of the rate inside, and of the last (partial) one, are each
+// valued at the better of their two cells. When `delivered` is given, it receives the fluid
+// proofs of that schedule per grid cell, where the bound placed them (the subgradient's
+// attribution; the slack is left out).
 double grid_schedule(const GridOffer& g, const std::vector<double>& value,
                      std::vector<double>* delivered = nullptr) {
   const std::size_t n = value.size();
+  const auto w = [&](std::size_t c) { return c < n ? value[c] : 0.0; };
   std::vector<double> best(n + 1, 0);
-  // The choice at each start cell: kept m cells (0: no rental starts there) and the
-  // candidate length of its last age cell.
+  // The choice at each start cell: kept m cells (0: no rental starts there), the candidate
+  // length of its last age cell, and whether its even proofs are placed one cell later.
   std::vector<std::size_t> kept(n, 0);
   std::vector<std::size_t> last(n, 0);
+  std::vector<char> later(n, 0);
   for (std::size_t i = n; i-- > 0;) {
     best[i] = best[i + 1];
     if (i < g.first_start || i >= g.end_start) continue;
     const double dph = g.start_dph[i];
-    double earned = value[i] * g.proofs[0];  // age cells before m
-    double rises = value[i];
-    double prev = value[i];
+    // Age cells before m: even proofs valued all in place (here) or all one cell later
+    // (there); uneven ones at the better of the two.
+    double here = 0;
+    double there = 0;
+    double uneven = 0;
+    // w at the start plus every rise of w over the cells the rental can touch (i .. i + m + 1).
+    double rises = w(i) + std::max(0.0, w(i + 1) - w(i));
     const std::size_t longest = std::min(n - i, g.max_cells);
     for (std::size_t m = 1; m <= longest; ++m) {
       // Kept ℓ ∈ [m, m + 1) cells: the next rental starts in cell i + m or later.
-      const double w = i + m < n ? value[i + m] : 0;
-      rises += std::max(0.0, w - prev);
-      prev = w;
+      const std::size_t a = m - 1;
+      if (g.uneven[a]) {
+        uneven += g.proofs[a] * std::max(w(i + a), w(i + a + 1));
+      } else {
+        here += g.proofs[a] * w(i + a);
+        there += g.proofs[a] * w(i + a + 1);
+      }
+      rises += std::max(0.0, w(i + m + 1) - w(i + m));
+      const double end_value = std::max(w(i + m), w(i + m + 1));
       const double slack = m + 1 > g.proving_cell ? (1 + g.slack) * rises : 0;
       double most = -std::numeric_limits<double>::infinity();
       std::size_t most_at = g.cand_begin[m];
       for (std::size_t c = g.cand_begin[m]; c < g.cand_begin[m + 1]; ++c) {
         const auto& cand = g.candidates[c];
-        const double p = w * cand.proofs - dph * cand.billed_h - cand.bandwidth;
+        const double p = end_value * cand.proofs - dph * cand.billed_h - cand.bandwidth;
         if (p > most) most = p, most_at = c;
       }
-      const double total = earned + most + slack + best[i + m];
+      const double total = std::max(here, there) + uneven + most + slack + best[i + m];
       if (total > best[i]) {
         best[i] = total;
         kept[i] = m;
         last[i] = most_at;
+        later[i] = there > here;
       }
-      earned += w * g.proofs[m];
     }
   }
   if (delivered) {
     delivered->assign(n, 0);
+    const auto place = [&](std::size_t c, double proofs) {
+      if (c < n) (*delivered)[c] += proofs;
+    };
     for (std::size_t i = 0; i < n;) {
       if (kept[i] == 0 || best[i] <= best[i + 1]) {
         ++i;
         continue;
       }
       const std::size_t m = kept[i];
-      for (std::size_t a = 0; a < m; ++a) (*delivered)[i + a] += g.proofs[a];
-      if (i + m < n) (*delivered)[i + m] += g.candidates[last[i]].proofs;
+      for (std::size_t a = 0; a < m; ++a) {
+        const bool next = g.uneven[a] ? w(i + a + 1) > w(i + a) : later[i] != 0;
+        place(i + a + (next ? 1 : 0), g.proofs[a]);
+      }
+      place(i + m + (w(i + m + 1) > w(i + m) ? 1 : 0), g.candidates[last[i]].proofs);
       i += m;
     }
   }
@@ -483,28 +517,19 @@ ProfitBound bucketed_profit_bound(const Scenario& sc, const ProfitBound& uniform
     std::fill(served.begin(), served.end(), 0.0);
     double total = 0;
     for (std::size_t j = 0; j < buckets; ++j) total += lambda[j] * demand.amount[j];
-    // Per grid factor: cell values rounded up to the next cell's, and the value cell each
-    // grid cell's value comes from.
-    std::map<std::size_t, std::pair<std::vector<double>, std::vector<std::size_t>>> rounded;
+    // Per grid factor: each grid cell's value (its value cell's).
+    std::map<std::size_t, std::vector<double>> on_grid;
     std::vector<double> delivered;
     for (const auto& g : grid) {
-      auto [it, fresh] = rounded.try_emplace(g.k);
-      auto& [value, from] = it->second;
+      auto [it, fresh] = on_grid.try_emplace(g.k);
+      std::vector<double>& value = it->second;
       if (fresh) {
-        const std::size_t cells = n * g.k;
-        value.resize(cells);
-        from.resize(cells);
-        for (std::size_t c = 0; c < cells; ++c) {
-          const std::size_t here = c / g.k;
-          const std::size_t next = (c + 1) / g.k;
-          const bool next_is_more = raw[next] > raw[here];
-          value[c] = next_is_more ? raw[next] : raw[here];
-          from[c] = next_is_more ? next : here;
-        }
+        value.resize(n * g.k);
+        for (std::size_t c = 0; c < value.size(); ++c) value[c] = raw[c / g.k];
       }
       total += grid_schedule(g, value, &delivered);
       for (std::size_t c = 0; c < delivered.size(); ++c) {
-        const std::size_t j = priced_by[from[c]];
+        const std::size_t j = priced_by[c / g.k];
         if (j < buckets) served[j] += delivered[c];
       }
     }

@@ -27,19 +27,24 @@
 //    schedule under w(t) bounds the expected profit for every λ (weak duality; the arrivals
 //    are independent of the schedule, so their expectation may stand in for them). Each
 //    offer's best schedule is a DP over start cells that only over-states it: a start is
-//    rounded down to its cell and every proof is valued at the better of its cell and the
-//    next; the length's cost is its exact cost at the lowest price listed during the start
-//    cell (a rental pays the price listed when it is created); Lorden's slack plus one proof
-//    per rise of w is added at the rise's value. The cells are 15 min, or 15/k min for an
+//    rounded down to its cell; the rental shifts as a whole within it, so the proofs of the
+//    age cells where its rate is constant are valued all in place or all one cell later,
+//    whichever is more, and those of a cell where the rate changes (and of the last, partial
+//    cell) each at the better of their cell and the next; the length's cost is its exact
+//    cost at the lowest price listed during the start cell (a rental pays the price listed
+//    when it is created); Lorden's slack plus one proof per rise of w over the cells the
+//    rental can touch is added at the rise's value. The cells are 15 min, or 15/k min for an
 //    offer whose prover can start within 15 min (k ≤ 15: no rental earns before its first
 //    cell ends, so no two rentals of it need one cell); one that starts proving within a
 //    minute is valued at the best w anywhere. Subgradient descent (Polyak steps) over the
 //    λ_j from the single-λ optimum lowers it within a fixed number of evaluations; the lowest
 //    of the bounds met is reported.
-// What the bound still relaxes (why a policy with the truth stays below it, most on /2): an
-// offer may be rented fractionally (the dual prices demand as a linear programme would), the
-// jobs are a fluid of their expected arrivals (no Poisson bunching, no queue order), offers
-// on one machine do not contend, and fleet caps are ignored.
+// What the bound still relaxes: an offer may be rented fractionally (the dual prices demand as
+// a linear programme would), the jobs are a fluid of their expected arrivals (no Poisson
+// bunching, no queue order), warm-ups after the first are free, offers on one machine do not
+// contend, and fleet caps are ignored. Measured (docs/decision-engine.md, "The /2 gap,
+// decomposed"): the relaxation is within 3% of a whole-instance plan's fluid value on /2; what
+// keeps policies far below it is the engine's job-level randomness and the policies' own waste.
 // Pure and deterministic; about 2 s on market-72h and market-72h-v2 (150 evaluations of the
 // per-bucket dual, fewer once its target is within 0.1%), milliseconds where demand never
 // binds.

@@ -197,6 +197,28 @@ TEST(ProfitBound, ARentalPaysThePriceListedAtItsStart) {
   EXPECT_LT(b.profit_usd, 4.35);
 }
 
+// Jobs every other hour (100/hr in [1, 2), [3, 4) … [9, 10), deadline 15 min): the best is
+// a rental per busy hour, from 0.7 h before it to its end (proving 1 h: 100 proofs = $2 for
+// 1.2 h billed + $0.45 = $0.35), five of them, $1.75. A start is rounded down to its
+// 15-minute cell; valuing every proof at the better of its cell and the next (the earlier
+// rule) let each rental be paid for proofs on both sides of every step of the price, $3.18.
+// A whole rental shifts together, so only its even proofs' all-here or all-one-cell-later
+// value is possible (profit_bound.h).
+TEST(ProfitBound, ARentalShiftsAsAWholeWithinItsStartCell) {
+  Scenario s = late_demand_scenario();
+  s.demand->arrivals.clear();
+  for (int h = 1; h < 10; h += 2) s.demand->arrivals.push_back({double(h), double(h) + 1, 100});
+  const ProfitBound b = profit_bound(s);
+  EXPECT_GE(b.profit_usd, 1.75 - 1e-6);
+  EXPECT_LT(b.profit_usd, 3.0);
+  EXPECT_GT(b.demand_buckets, 0);
+  for (const std::string name : {"default", "clairvoyant"}) {
+    auto policy = make_policy(name, s);
+    ASSERT_TRUE(policy);
+    EXPECT_LE(run_des(s, *policy).profit_usd, b.profit_usd) << name;
+  }
+}
+
 TEST(ProfitBound, JobsBeyondWhatTheFleetCanProveAddNothing) {
   Scenario s = late_demand_scenario();
   s.demand->arrivals = {{0, 10, 1000}};  // ten times what the one offer proves
