@@ -135,7 +135,10 @@ GridOffer grid_offer(const Scenario& sc, const ScenarioOffer& o, const RentalCur
 double grid_schedule(const GridOffer& g, const std::vector<double>& value,
                      std::vector<double>* delivered = nullptr) {
   const std::size_t n = value.size();
-  const auto w = [&](std::size_t c) { return c < n ? value[c] : 0.0; };
+  // Worth nothing past the horizon (a rental touches at most two cells beyond its start).
+  std::vector<double> padded(value);
+  padded.resize(n + 2, 0.0);
+  const auto w = [&padded](std::size_t c) { return padded[c]; };
   std::vector<double> best(n + 1, 0);
   // The choice at each start cell: kept m cells (0: no rental starts there), the candidate
   // length of its last age cell, and whether its even proofs are placed one cell later.
