@@ -617,6 +617,7 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   gateway.string("listen", g.listen);
   gateway.string("tls_cert", g.tls_cert);
   gateway.string("tls_key", g.tls_key);
+  gateway.string("tls_ca", g.tls_ca);
   gateway.string_list("allow", g.allow, kMaxAllowEntries, 64);
   gateway.count("max_pending_window", g.max_pending_window, 1, kMaxPendingWindow);
   gateway.finish();
@@ -628,6 +629,11 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   }
   if (g.tls_cert.empty() != g.tls_key.empty()) {
     throw ConfigError{"'gateway.tls_cert' and 'gateway.tls_key' go together: give both or neither"};
+  }
+  if (!g.tls_ca.empty() && g.tls_cert.empty()) {
+    throw ConfigError{
+        "'gateway.tls_ca' (what replicas trust for each other's TLS gateway) needs "
+        "'gateway.tls_cert' and 'gateway.tls_key'"};
   }
   if (auto allow = gateway::parse_allow_list(g.allow); !allow) {
     throw ConfigError{"'gateway.allow': " + allow.error()};

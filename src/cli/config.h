@@ -73,6 +73,9 @@ struct GatewaySettings {
   std::string listen = "127.0.0.1:9820";  // HOST:PORT; "" or "off": no gateway
   std::string tls_cert;                   // PEM files, both or neither
   std::string tls_key;
+  // Replicas: PEM CA certificates a follower trusts for the leader's TLS gateway; "": the
+  // replica's own tls_cert (replicas sharing one certificate).
+  std::string tls_ca;
   std::vector<std::string> allow;  // client IPs / CIDR blocks; empty: any that reaches it
   // Curio's [Cuzk] MaxPending to set: the jobs the fleet holds in flight plus the backlog it
   // should see. Waiting calls beyond it (plus headroom) are refused.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -478,6 +479,7 @@ void register_status(CLI::App& app) {
 void print_jobs(const json& rows) {
   using A = Table::Align;
   Table t({{"ID", A::Right},
+           {"CLIENT", A::Left, 20},
            {"REQUEST", A::Left, 28},
            {"KIND"},
            {"STATE"},
@@ -498,8 +500,8 @@ void print_jobs(const json& rows) {
     }
     const auto wait = opt_num(j, "queue_wait_s");
     const auto total = opt_num(j, "end_to_end_s");
-    t.add_row({integer(j, "id"), str(j, "request_id"), str(j, "kind"), str(j, "state"),
-               integer(j, "attempts"), integer(j, "instance_id"),
+    t.add_row({integer(j, "id"), str(j, "client"), str(j, "request_id"), str(j, "kind"),
+               str(j, "state"), integer(j, "attempts"), integer(j, "instance_id"),
                duration(now - num(j, "submitted_at", now)), wait ? duration(*wait) : "-",
                total ? duration(*total) : "-", due, str(j, "timeliness"),
                money(num(j, "earned_usd"), 4), str(j, "error")});
@@ -515,6 +517,7 @@ void register_jobs(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   auto state = std::make_shared<std::string>();
   auto limit = std::make_shared<int>(50);
+  auto cursor = std::make_shared<std::int64_t>(0);
   auto* cmd = app.add_subcommand(
       "jobs",
       "Proof jobs the gateway took (GET /api/v1/jobs), newest first: state, attempts, the\n"
@@ -523,13 +526,17 @@ void register_jobs(CLI::App& app) {
   cmd->add_option("--state", *state,
                   "Only jobs in these states, comma-separated (queued, assigned, proving, done, "
                   "failed, cancelled)");
-  cmd->add_option("--limit", *limit, "At most this many jobs")
+  cmd->add_option("--limit", *limit, "At most this many jobs (one page)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  cmd->add_option("--cursor", *cursor,
+                  "The next page: jobs older than this job id (what the page before ended with)")
+      ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
   add_client_flags(cmd, *flags);
-  cmd->callback([flags, state, limit] {
+  cmd->callback([flags, state, limit, cursor] {
     auto client = connect(*flags);
     std::string path = "/api/v1/jobs?limit=" + std::to_string(*limit);
+    if (*cursor > 0) path += "&cursor=" + std::to_string(*cursor);
     // The manager names a bad state; only characters a state list may hold travel unescaped.
     for (char c : *state) {
       if (!std::islower(static_cast<unsigned char>(c)) && c != ',') {
@@ -541,6 +548,14 @@ void register_jobs(CLI::App& app) {
     json rows = ok_or_fail(client.get(path));
     if (flags->json) return print_json(rows);
     print_jobs(rows);
+    // A full page may have older jobs behind it (the API's X-Next-Cursor is the same id).
+    if (rows.is_array() && static_cast<int>(rows.size()) == *limit) {
+      const auto last = rows.back().value("id", std::int64_t{0});
+      if (last > 1) {
+        std::cout << "older jobs: proverfleet jobs --limit " << *limit << " --cursor " << last
+                  << (state->empty() ? "" : " --state " + *state) << "\n";
+      }
+    }
   });
 }
 

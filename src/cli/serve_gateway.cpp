@@ -18,6 +18,7 @@ std::optional<gateway::GatewayConfig> gateway_config(const AppConfig& config,
   out.listen = listen;
   out.tls_cert = config.gateway.tls_cert;
   out.tls_key = config.gateway.tls_key;
+  out.tls_ca = config.gateway.tls_ca;
   out.allow = config.gateway.allow;
   out.allow_any = allow_any;
   out.max_pending_window = config.gateway.max_pending_window;

@@ -6,6 +6,11 @@
 #include "gateway/listen_exposure.h"
 
 namespace pf::cli {
+namespace {
+
+constexpr const char* kReplicaTokenSetting = "replica_relay_token";
+
+}  // namespace
 
 LeaderTerm::LeaderTerm(manager::Manager& fleet, store::Store& store,
                        jobs::JobQueueConfig jobs_config,
@@ -81,6 +86,20 @@ void LeaderTerm::start_gateway_locked() {
   gateway::ReplicaGatewayOptions replica;
   replica.replica_id = leadership_.config().replica_id;
   replica.leader = [this] { return leader_grpc(); };
+  try {
+    // The replicas' shared secret: whichever replica comes first stores it, every one reads the
+    // same (gateway/relay_identity.h).
+    replica.replica_token = store_.setting_or_put(kReplicaTokenSetting, manager::random_token());
+  } catch (const std::exception& e) {
+    if (!gateway_failed_logged_) {
+      spdlog::error(
+          "the gateway did not start (retried every lease renewal): reading the "
+          "replicas' token: {}",
+          e.what());
+      gateway_failed_logged_ = true;
+    }
+    return;
+  }
   auto started = gateway::start_replica_gateway(*gateway_config_, replica);
   if (!started) {
     if (!gateway_failed_logged_) {

@@ -37,7 +37,11 @@ bool is_leased(JobState state);
 
 struct Job {
   std::int64_t id = 0;
-  std::string request_id;  // the client's idempotency key (unique)
+  // Who asked (the gateway's client: its IP address, docs/gateway.md) and its idempotency key:
+  // request ids are unique per client, so two clients' equal ids are two jobs. "" on jobs
+  // recorded before schema 12, which did not record the client.
+  std::string client;
+  std::string request_id;
   JobKind kind = JobKind::PorepC2;
   int priority = 0;  // cuzk.v1.Priority as sent (0 = unspecified)
   JobState state = JobState::Queued;

@@ -8,8 +8,6 @@
 namespace pf::gateway {
 namespace {
 
-using Service = cuzk::v1::ProvingEngine::Service;
-
 constexpr std::size_t kMaxDeniedAddressesTracked = 1024;
 
 // Logging a refused client at its 1st, 10th, 100th... call keeps a scanner from filling the log.
@@ -20,12 +18,14 @@ bool worth_logging(std::uint64_t nth) {
 
 }  // namespace
 
-GatewayFront::GatewayFront(std::vector<AddressBlock> allow, std::unique_ptr<LeaderProxy> proxy)
-    : allow_(std::move(allow)), proxy_(std::move(proxy)) {}
+GatewayFront::GatewayFront(std::vector<AddressBlock> allow, std::unique_ptr<LeaderProxy> proxy,
+                           std::string replica_token)
+    : allow_(std::move(allow)),
+      proxy_(std::move(proxy)),
+      replica_token_(std::move(replica_token)) {}
 
-bool GatewayFront::admitted(grpc::ServerContext* ctx, const char* method) {
-  const std::string peer = ctx->peer();
-  if (allowed(allow_, peer_ip(peer))) return true;
+void GatewayFront::count_refusal(const std::string& peer, const char* method,
+                                 const std::string& why) {
   metrics_.count_denied();
   std::uint64_t nth = 0;
   {
@@ -38,21 +38,32 @@ bool GatewayFront::admitted(grpc::ServerContext* ctx, const char* method) {
     nth = ++denied_by_address_[address];
   }
   if (worth_logging(nth)) {
-    spdlog::warn("gateway: {} from {} refused: not in [gateway] allow ({} refused calls)", method,
-                 peer.substr(0, 128), nth);
+    spdlog::warn("gateway: {} from {} refused: {} ({} refused calls)", method, peer.substr(0, 128),
+                 why, nth);
   }
-  return false;
 }
 
-template <typename Request, typename Reply>
-grpc::Status GatewayFront::dispatch(const char* method, grpc::ServerContext* ctx,
-                                    const Request* request, Reply* reply,
-                                    grpc::Status (Service::*call)(grpc::ServerContext*,
-                                                                  const Request*, Reply*)) {
+tl::expected<Caller, grpc::Status> GatewayFront::admitted(grpc::ServerContext* ctx,
+                                                          const char* method) {
+  const std::string peer = ctx->peer();
+  auto caller = identify_caller(ctx->client_metadata(), peer, replica_token_);
+  if (!caller) {
+    count_refusal(peer, method, caller.error());
+    return tl::unexpected(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, caller.error()));
+  }
+  // A replica's relay was admitted by that replica's own allow-list.
+  if (caller->relayed || allowed(allow_, peer_ip(peer))) return std::move(*caller);
+  count_refusal(peer, method, "not in [gateway] allow");
+  return tl::unexpected(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                                     "this client's address is not in the gateway's allow-list"));
+}
+
+template <typename Call>
+grpc::Status GatewayFront::dispatch(const char* method, grpc::ServerContext* ctx, Call&& call) {
   grpc::Status status;
-  if (!admitted(ctx, method)) {
-    status = grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                          "this client's address is not in the gateway's allow-list");
+  auto caller = admitted(ctx, method);
+  if (!caller) {
+    status = caller.error();
   } else if (stopping_) {
     status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down");
   } else {
@@ -63,9 +74,9 @@ grpc::Status GatewayFront::dispatch(const char* method, grpc::ServerContext* ctx
     }
     try {
       if (local) {
-        status = (local.get()->*call)(ctx, request, reply);
+        status = call(*local, caller->client);
       } else if (proxy_) {
-        status = (proxy_.get()->*call)(ctx, request, reply);
+        status = call(*proxy_, caller->client);
       } else {
         status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the gateway has no job queue now");
       }
@@ -97,48 +108,64 @@ void GatewayFront::stop() {
 grpc::Status GatewayFront::SubmitProof(grpc::ServerContext* ctx,
                                        const cuzk::v1::SubmitProofRequest* request,
                                        cuzk::v1::SubmitProofResponse* reply) {
-  return dispatch("SubmitProof", ctx, request, reply, &Service::SubmitProof);
+  return dispatch("SubmitProof", ctx, [&](auto& target, const std::string& client) {
+    return target.SubmitProof(ctx, client, request, reply);
+  });
 }
 
 grpc::Status GatewayFront::AwaitProof(grpc::ServerContext* ctx,
                                       const cuzk::v1::AwaitProofRequest* request,
                                       cuzk::v1::AwaitProofResponse* reply) {
-  return dispatch("AwaitProof", ctx, request, reply, &Service::AwaitProof);
+  return dispatch("AwaitProof", ctx, [&](auto& target, const std::string& client) {
+    return target.AwaitProof(ctx, client, request, reply);
+  });
 }
 
 grpc::Status GatewayFront::Prove(grpc::ServerContext* ctx, const cuzk::v1::ProveRequest* request,
                                  cuzk::v1::ProveResponse* reply) {
-  return dispatch("Prove", ctx, request, reply, &Service::Prove);
+  return dispatch("Prove", ctx, [&](auto& target, const std::string& client) {
+    return target.Prove(ctx, client, request, reply);
+  });
 }
 
 grpc::Status GatewayFront::CancelProof(grpc::ServerContext* ctx,
                                        const cuzk::v1::CancelProofRequest* request,
                                        cuzk::v1::CancelProofResponse* reply) {
-  return dispatch("CancelProof", ctx, request, reply, &Service::CancelProof);
+  return dispatch("CancelProof", ctx, [&](auto& target, const std::string& client) {
+    return target.CancelProof(ctx, client, request, reply);
+  });
 }
 
 grpc::Status GatewayFront::GetStatus(grpc::ServerContext* ctx,
                                      const cuzk::v1::GetStatusRequest* request,
                                      cuzk::v1::GetStatusResponse* reply) {
-  return dispatch("GetStatus", ctx, request, reply, &Service::GetStatus);
+  return dispatch("GetStatus", ctx, [&](auto& target, const std::string& client) {
+    return target.GetStatus(ctx, client, request, reply);
+  });
 }
 
 grpc::Status GatewayFront::GetMetrics(grpc::ServerContext* ctx,
                                       const cuzk::v1::GetMetricsRequest* request,
                                       cuzk::v1::GetMetricsResponse* reply) {
-  return dispatch("GetMetrics", ctx, request, reply, &Service::GetMetrics);
+  return dispatch("GetMetrics", ctx, [&](auto& target, const std::string& client) {
+    return target.GetMetrics(ctx, client, request, reply);
+  });
 }
 
 grpc::Status GatewayFront::PreloadSRS(grpc::ServerContext* ctx,
                                       const cuzk::v1::PreloadSrsRequest* request,
                                       cuzk::v1::PreloadSrsResponse* reply) {
-  return dispatch("PreloadSRS", ctx, request, reply, &Service::PreloadSRS);
+  return dispatch("PreloadSRS", ctx, [&](auto& target, const std::string& client) {
+    return target.PreloadSRS(ctx, client, request, reply);
+  });
 }
 
 grpc::Status GatewayFront::EvictSRS(grpc::ServerContext* ctx,
                                     const cuzk::v1::EvictSrsRequest* request,
                                     cuzk::v1::EvictSrsResponse* reply) {
-  return dispatch("EvictSRS", ctx, request, reply, &Service::EvictSRS);
+  return dispatch("EvictSRS", ctx, [&](auto& target, const std::string& client) {
+    return target.EvictSRS(ctx, client, request, reply);
+  });
 }
 
 }  // namespace pf::gateway

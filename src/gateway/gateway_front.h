@@ -4,6 +4,9 @@
 //  - the job queue of this replica's current term (ProvingService) while it leads;
 //  - otherwise, on a replica's gateway, the leader, through LeaderProxy (leader_proxy.h);
 //  - otherwise UNAVAILABLE (retry).
+// Each call is for a client (relay_identity.h): its caller, or, for a call a follower relayed
+// with the replicas' token, the client that follower names; a relayed call is not held to this
+// gateway's allow-list (the follower checked its own).
 // The port stays open across terms: a follower that becomes leader starts answering from its new
 // queue at once, and one that steps down starts relaying.
 #pragma once
@@ -21,13 +24,16 @@
 #include "gateway/gateway_metrics.h"
 #include "gateway/leader_proxy.h"
 #include "gateway/proving_service.h"
+#include "gateway/relay_identity.h"
 
 namespace pf::gateway {
 
 class GatewayFront final : public cuzk::v1::ProvingEngine::Service {
  public:
   // `proxy`: where calls go while no queue is served here (nullptr: a lone gateway).
-  GatewayFront(std::vector<AddressBlock> allow, std::unique_ptr<LeaderProxy> proxy);
+  // `replica_token`: the replicas' shared secret ("" : relayed calls are refused).
+  GatewayFront(std::vector<AddressBlock> allow, std::unique_ptr<LeaderProxy> proxy,
+               std::string replica_token = {});
 
   grpc::Status SubmitProof(grpc::ServerContext* ctx, const cuzk::v1::SubmitProofRequest* request,
                            cuzk::v1::SubmitProofResponse* reply) override;
@@ -56,16 +62,16 @@ class GatewayFront final : public cuzk::v1::ProvingEngine::Service {
   LeaderProxy* proxy() { return proxy_.get(); }
 
  private:
-  template <typename Request, typename Reply>
-  grpc::Status dispatch(const char* method, grpc::ServerContext* ctx, const Request* request,
-                        Reply* reply,
-                        grpc::Status (cuzk::v1::ProvingEngine::Service::*call)(grpc::ServerContext*,
-                                                                               const Request*,
-                                                                               Reply*));
-  bool admitted(grpc::ServerContext* ctx, const char* method);
+  // `call(target, client)` on the local service or the proxy, once the caller is admitted.
+  template <typename Call>
+  grpc::Status dispatch(const char* method, grpc::ServerContext* ctx, Call&& call);
+  // Who the call is for, or the refusal (PERMISSION_DENIED) to answer.
+  tl::expected<Caller, grpc::Status> admitted(grpc::ServerContext* ctx, const char* method);
+  void count_refusal(const std::string& peer, const char* method, const std::string& why);
 
   const std::vector<AddressBlock> allow_;  // empty: any client that reaches the port
   const std::unique_ptr<LeaderProxy> proxy_;
+  const std::string replica_token_;
   GatewayMetrics metrics_;
   std::atomic<bool> stopping_{false};
   std::mutex mu_;  // guards local_

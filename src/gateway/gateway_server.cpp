@@ -62,6 +62,17 @@ tl::expected<grpc::SslServerCredentialsOptions::PemKeyCertPair, std::string> loa
   return grpc::SslServerCredentialsOptions::PemKeyCertPair{std::move(*key), std::move(*cert)};
 }
 
+// The certificates a follower trusts for the leader's gateway, read and checked at start.
+tl::expected<std::string, std::string> load_ca(const std::string& path) {
+  auto pem = util::read_bounded_file(path, kMaxPemBytes);
+  if (!pem) return tl::unexpected("gateway TLS CA '" + path + "': " + pem.error());
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size())));
+  std::unique_ptr<X509, X509Free> first(
+      bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  if (!first) return tl::unexpected("gateway TLS CA '" + path + "': not a PEM certificate");
+  return std::move(*pem);
+}
+
 }  // namespace
 
 GatewayServer::~GatewayServer() {
@@ -123,6 +134,14 @@ tl::expected<void, std::string> check_gateway_config(const GatewayConfig& config
       return tl::unexpected(pair.error());
     }
   }
+  if (!config.tls_ca.empty()) {
+    if (config.tls_cert.empty()) {
+      return tl::unexpected(std::string(
+          "gateway TLS: tls_ca is what replicas trust for each other's TLS gateway; it needs "
+          "tls_cert and tls_key"));
+    }
+    if (auto roots = load_ca(config.tls_ca); !roots) return tl::unexpected(roots.error());
+  }
   return {};
 }
 
@@ -145,10 +164,21 @@ tl::expected<std::unique_ptr<GatewayServer>, std::string> start_replica_gateway(
 
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   std::string tls_root_pem;
+  std::string tls_root_source;
   if (tls) {
     auto pair = load_tls(config.tls_cert, config.tls_key);
     if (!pair) return tl::unexpected(pair.error());
-    tls_root_pem = pair->cert_chain;  // replicas share the certificate: trusted when relaying
+    if (config.tls_ca.empty()) {
+      // Replicas that share one certificate trust it when relaying.
+      tls_root_pem = pair->cert_chain;
+      tls_root_source = "this replica's own certificate (tls_cert '" + config.tls_cert +
+                        "'; set [gateway] tls_ca when replicas have their own)";
+    } else {
+      auto roots = load_ca(config.tls_ca);
+      if (!roots) return tl::unexpected(roots.error());
+      tls_root_pem = std::move(*roots);
+      tls_root_source = "tls_ca '" + config.tls_ca + "'";
+    }
     grpc::SslServerCredentialsOptions options;
     options.pem_key_cert_pairs.push_back(std::move(*pair));
     credentials = grpc::SslServerCredentials(options);
@@ -159,13 +189,16 @@ tl::expected<std::unique_ptr<GatewayServer>, std::string> start_replica_gateway(
     LeaderProxyOptions proxy_options;
     proxy_options.replica_id = replica.replica_id;
     proxy_options.leader = std::move(replica.leader);
+    proxy_options.replica_token = replica.replica_token;
     proxy_options.tls_root_pem = std::move(tls_root_pem);
+    proxy_options.tls_root_source = std::move(tls_root_source);
     proxy_options.max_message_bytes = static_cast<int>(max_message);
     proxy = std::make_unique<LeaderProxy>(std::move(proxy_options));
   }
   std::unique_ptr<GatewayServer> gateway(new GatewayServer());
   gateway->max_input_bytes_ = config.max_input_bytes;
-  gateway->front_ = std::make_unique<GatewayFront>(std::move(*allow), std::move(proxy));
+  gateway->front_ = std::make_unique<GatewayFront>(std::move(*allow), std::move(proxy),
+                                                   std::move(replica.replica_token));
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.listen, credentials, &gateway->port_);

@@ -39,6 +39,9 @@ struct GatewayConfig {
   std::string listen = "127.0.0.1:9820";  // HOST:PORT or [IPv6]:PORT; port 0 picks a free one
   std::string tls_cert;                   // PEM files; both or neither
   std::string tls_key;
+  // Replicas: PEM certificates a follower trusts for the leader's gateway ("": the replica's own
+  // tls_cert, for replicas that share one certificate). Only with tls_cert.
+  std::string tls_ca;
   std::vector<std::string> allow;  // client IPs / CIDR blocks; empty = any that reaches it
   bool allow_any = false;          // serve a non-loopback address without allow-list or TLS
   int max_pending_window = 64;     // Curio's MaxPending the fleet is sized for
@@ -54,6 +57,10 @@ struct ReplicaGatewayOptions {
   // The leader's gateway address (HOST:PORT), or why there is none now (leader_proxy.h). Empty
   // function: a lone gateway (no relaying; UNAVAILABLE while no queue is served).
   std::function<tl::expected<std::string, std::string>()> leader = {};
+  // The replicas' shared secret (gateway/relay_identity.h): sent with relayed calls, and what a
+  // relayed call must carry here. "": relayed calls are refused, and this replica's relays are
+  // recorded as its own.
+  std::string replica_token = {};
 };
 
 class GatewayServer {

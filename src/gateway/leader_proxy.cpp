@@ -1,8 +1,12 @@
 #include "gateway/leader_proxy.h"
 
 #include <grpc/grpc.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
+
+#include "gateway/relay_identity.h"
 
 namespace pf::gateway {
 namespace {
@@ -18,6 +22,16 @@ constexpr int kKeepaliveTimeoutMs = 10'000;
 grpc::Status unavailable(grpc::ServerContext* ctx, const std::string& message) {
   ctx->AddTrailingMetadata(kRetryAfterMetadata, std::to_string(kRetryAfterMs));
   return {grpc::StatusCode::UNAVAILABLE, message};
+}
+
+// gRPC reports a handshake the client refused as UNAVAILABLE, like a dead host; its message
+// names the TLS failure.
+bool tls_refused(const std::string& message) {
+  for (const char* sign : {"handshake", "Handshake", "CERTIFICATE_VERIFY_FAILED", "SSL_ERROR",
+                           "certificate", "Peer name"}) {
+    if (message.find(sign) != std::string::npos) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -46,8 +60,8 @@ std::shared_ptr<Stub> LeaderProxy::stub_for(const std::string& address) {
 }
 
 template <typename Request, typename Reply, typename Call>
-grpc::Status LeaderProxy::relay(grpc::ServerContext* ctx, const Request& request, Reply* reply,
-                                Call call) {
+grpc::Status LeaderProxy::relay(grpc::ServerContext* ctx, const std::string& client,
+                                const Request& request, Reply* reply, Call call) {
   const auto& metadata = ctx->client_metadata();
   if (const auto by = metadata.find(kRelayedByMetadata); by != metadata.end()) {
     return unavailable(
@@ -63,6 +77,10 @@ grpc::Status LeaderProxy::relay(grpc::ServerContext* ctx, const Request& request
   const std::unique_ptr<grpc::ClientContext> upstream =
       grpc::ClientContext::FromServerContext(*ctx);
   upstream->AddMetadata(kRelayedByMetadata, options_.replica_id);
+  if (!options_.replica_token.empty()) {
+    upstream->AddMetadata(kReplicaTokenMetadata, options_.replica_token);
+    upstream->AddMetadata(kRelayedClientMetadata, client);
+  }
   {
     std::lock_guard lock(mu_);
     in_flight_[upstream.get()] = "";
@@ -80,6 +98,19 @@ grpc::Status LeaderProxy::relay(grpc::ServerContext* ctx, const Request& request
                                 " was cancelled: " + cancelled + "; retry");
   }
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    if (!options_.tls_root_pem.empty() && tls_refused(status.error_message())) {
+      const std::string why = "the leader's gateway at " + *leader +
+                              " failed the TLS check: its certificate does not verify against " +
+                              options_.tls_root_source + " for that address (" +
+                              status.error_message() + ")";
+      bool first = false;
+      {
+        std::lock_guard lock(mu_);
+        first = std::exchange(tls_failure_logged_for_, *leader) != *leader;
+      }
+      if (first) spdlog::error("gateway: relaying to the leader: {}", why);
+      return unavailable(ctx, why + ": retry");
+    }
     return unavailable(ctx, "the leader's gateway at " + *leader + " is unavailable (" +
                                 status.error_message() + "): retry");
   }
@@ -99,67 +130,73 @@ std::uint64_t LeaderProxy::relayed() const {
   return relayed_;
 }
 
-grpc::Status LeaderProxy::SubmitProof(grpc::ServerContext* ctx,
+grpc::Status LeaderProxy::SubmitProof(grpc::ServerContext* ctx, const std::string& client,
                                       const cuzk::v1::SubmitProofRequest* request,
                                       cuzk::v1::SubmitProofResponse* reply) {
-  return relay(ctx, *request, reply, [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) {
-    return s.SubmitProof(c, r, o);
-  });
+  return relay(ctx, client, *request, reply,
+               [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) {
+                 return s.SubmitProof(c, r, o);
+               });
 }
 
-grpc::Status LeaderProxy::AwaitProof(grpc::ServerContext* ctx,
+grpc::Status LeaderProxy::AwaitProof(grpc::ServerContext* ctx, const std::string& client,
                                      const cuzk::v1::AwaitProofRequest* request,
                                      cuzk::v1::AwaitProofResponse* reply) {
-  return relay(ctx, *request, reply, [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) {
-    return s.AwaitProof(c, r, o);
-  });
+  return relay(ctx, client, *request, reply,
+               [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) {
+                 return s.AwaitProof(c, r, o);
+               });
 }
 
-grpc::Status LeaderProxy::Prove(grpc::ServerContext* ctx, const cuzk::v1::ProveRequest* request,
+grpc::Status LeaderProxy::Prove(grpc::ServerContext* ctx, const std::string& client,
+                                const cuzk::v1::ProveRequest* request,
                                 cuzk::v1::ProveResponse* reply) {
-  return relay(ctx, *request, reply, [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) {
-    return s.Prove(c, r, o);
-  });
+  return relay(
+      ctx, client, *request, reply,
+      [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) { return s.Prove(c, r, o); });
 }
 
-grpc::Status LeaderProxy::CancelProof(grpc::ServerContext* ctx,
+grpc::Status LeaderProxy::CancelProof(grpc::ServerContext* ctx, const std::string& client,
                                       const cuzk::v1::CancelProofRequest* request,
                                       cuzk::v1::CancelProofResponse* reply) {
-  return relay(ctx, *request, reply, [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) {
-    return s.CancelProof(c, r, o);
-  });
+  return relay(ctx, client, *request, reply,
+               [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) {
+                 return s.CancelProof(c, r, o);
+               });
 }
 
-grpc::Status LeaderProxy::GetStatus(grpc::ServerContext* ctx,
+grpc::Status LeaderProxy::GetStatus(grpc::ServerContext* ctx, const std::string& client,
                                     const cuzk::v1::GetStatusRequest* request,
                                     cuzk::v1::GetStatusResponse* reply) {
-  return relay(ctx, *request, reply, [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) {
-    return s.GetStatus(c, r, o);
-  });
+  return relay(
+      ctx, client, *request, reply,
+      [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) { return s.GetStatus(c, r, o); });
 }
 
-grpc::Status LeaderProxy::GetMetrics(grpc::ServerContext* ctx,
+grpc::Status LeaderProxy::GetMetrics(grpc::ServerContext* ctx, const std::string& client,
                                      const cuzk::v1::GetMetricsRequest* request,
                                      cuzk::v1::GetMetricsResponse* reply) {
-  return relay(ctx, *request, reply, [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) {
-    return s.GetMetrics(c, r, o);
-  });
+  return relay(ctx, client, *request, reply,
+               [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) {
+                 return s.GetMetrics(c, r, o);
+               });
 }
 
-grpc::Status LeaderProxy::PreloadSRS(grpc::ServerContext* ctx,
+grpc::Status LeaderProxy::PreloadSRS(grpc::ServerContext* ctx, const std::string& client,
                                      const cuzk::v1::PreloadSrsRequest* request,
                                      cuzk::v1::PreloadSrsResponse* reply) {
-  return relay(ctx, *request, reply, [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) {
-    return s.PreloadSRS(c, r, o);
-  });
+  return relay(ctx, client, *request, reply,
+               [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) {
+                 return s.PreloadSRS(c, r, o);
+               });
 }
 
-grpc::Status LeaderProxy::EvictSRS(grpc::ServerContext* ctx,
+grpc::Status LeaderProxy::EvictSRS(grpc::ServerContext* ctx, const std::string& client,
                                    const cuzk::v1::EvictSrsRequest* request,
                                    cuzk::v1::EvictSrsResponse* reply) {
-  return relay(ctx, *request, reply, [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) {
-    return s.EvictSRS(c, r, o);
-  });
+  return relay(
+      ctx, client, *request, reply,
+      [](Stub& s, grpc::ClientContext* c, const auto& r, auto* o) { return s.EvictSRS(c, r, o); });
 }
 
 }  // namespace pf::gateway

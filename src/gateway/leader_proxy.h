@@ -16,7 +16,15 @@
 //    (UNAVAILABLE: retry), so a client whose leader was paused, not dead, comes back here.
 //
 // The client allow-list is checked by the gateway's front (gateway_front.h) before a call gets
-// here. The leader sees the follower as the caller, so its allow-list must admit the replicas.
+// here. The relayed call names the client it is for and carries the replicas' token
+// (relay_identity.h), so the leader records the job as that client's (request ids are per
+// client: the same request sent to the leader directly is the same job) and does not hold the
+// follower to its own allow-list.
+//
+// TLS: when the gateway serves TLS, the follower verifies the leader's certificate against
+// [gateway] tls_ca (default: the replica's own certificate, for replicas that share one) and
+// the address the lease row advertises; a certificate that does not verify ends the call
+// UNAVAILABLE naming the leader, the CA file and the TLS failure.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -44,32 +52,44 @@ struct LeaderProxyOptions {
   std::string replica_id;  // this replica, named to the leader in kRelayedByMetadata
   // The leader's gateway address (HOST:PORT) now, or why there is none ("no replica leads …").
   std::function<tl::expected<std::string, std::string>()> leader;
-  // PEM certificate to trust when the gateway serves TLS (replicas share it); empty: plaintext.
+  // The replicas' shared secret, sent with each relayed call so the leader believes the client
+  // it names (relay_identity.h). Empty: the leader records the follower as the client.
+  std::string replica_token;
+  // PEM certificates to trust when the gateway serves TLS; empty: plaintext. `tls_root_source`
+  // names where they came from, for errors.
   std::string tls_root_pem;
+  std::string tls_root_source;
   int max_message_bytes = 4 << 20;  // the largest reply accepted from the leader
 };
 
-class LeaderProxy final : public cuzk::v1::ProvingEngine::Service {
+class LeaderProxy final {
  public:
   explicit LeaderProxy(LeaderProxyOptions options);
-  ~LeaderProxy() override;
+  ~LeaderProxy();
 
-  grpc::Status SubmitProof(grpc::ServerContext* ctx, const cuzk::v1::SubmitProofRequest* request,
-                           cuzk::v1::SubmitProofResponse* reply) override;
-  grpc::Status AwaitProof(grpc::ServerContext* ctx, const cuzk::v1::AwaitProofRequest* request,
-                          cuzk::v1::AwaitProofResponse* reply) override;
-  grpc::Status Prove(grpc::ServerContext* ctx, const cuzk::v1::ProveRequest* request,
-                     cuzk::v1::ProveResponse* reply) override;
-  grpc::Status CancelProof(grpc::ServerContext* ctx, const cuzk::v1::CancelProofRequest* request,
-                           cuzk::v1::CancelProofResponse* reply) override;
-  grpc::Status GetStatus(grpc::ServerContext* ctx, const cuzk::v1::GetStatusRequest* request,
-                         cuzk::v1::GetStatusResponse* reply) override;
-  grpc::Status GetMetrics(grpc::ServerContext* ctx, const cuzk::v1::GetMetricsRequest* request,
-                          cuzk::v1::GetMetricsResponse* reply) override;
-  grpc::Status PreloadSRS(grpc::ServerContext* ctx, const cuzk::v1::PreloadSrsRequest* request,
-                          cuzk::v1::PreloadSrsResponse* reply) override;
-  grpc::Status EvictSRS(grpc::ServerContext* ctx, const cuzk::v1::EvictSrsRequest* request,
-                        cuzk::v1::EvictSrsResponse* reply) override;
+  grpc::Status SubmitProof(grpc::ServerContext* ctx, const std::string& client,
+                           const cuzk::v1::SubmitProofRequest* request,
+                           cuzk::v1::SubmitProofResponse* reply);
+  grpc::Status AwaitProof(grpc::ServerContext* ctx, const std::string& client,
+                          const cuzk::v1::AwaitProofRequest* request,
+                          cuzk::v1::AwaitProofResponse* reply);
+  grpc::Status Prove(grpc::ServerContext* ctx, const std::string& client,
+                     const cuzk::v1::ProveRequest* request, cuzk::v1::ProveResponse* reply);
+  grpc::Status CancelProof(grpc::ServerContext* ctx, const std::string& client,
+                           const cuzk::v1::CancelProofRequest* request,
+                           cuzk::v1::CancelProofResponse* reply);
+  grpc::Status GetStatus(grpc::ServerContext* ctx, const std::string& client,
+                         const cuzk::v1::GetStatusRequest* request,
+                         cuzk::v1::GetStatusResponse* reply);
+  grpc::Status GetMetrics(grpc::ServerContext* ctx, const std::string& client,
+                          const cuzk::v1::GetMetricsRequest* request,
+                          cuzk::v1::GetMetricsResponse* reply);
+  grpc::Status PreloadSRS(grpc::ServerContext* ctx, const std::string& client,
+                          const cuzk::v1::PreloadSrsRequest* request,
+                          cuzk::v1::PreloadSrsResponse* reply);
+  grpc::Status EvictSRS(grpc::ServerContext* ctx, const std::string& client,
+                        const cuzk::v1::EvictSrsRequest* request,
+                        cuzk::v1::EvictSrsResponse* reply);
 
   // Cancels every call being relayed now; they answer UNAVAILABLE (retry). For a new term here.
   void cancel_relayed(const std::string& why);
@@ -78,7 +98,8 @@ class LeaderProxy final : public cuzk::v1::ProvingEngine::Service {
 
  private:
   template <typename Request, typename Reply, typename Call>
-  grpc::Status relay(grpc::ServerContext* ctx, const Request& request, Reply* reply, Call call);
+  grpc::Status relay(grpc::ServerContext* ctx, const std::string& client, const Request& request,
+                     Reply* reply, Call call);
   // The stub for `address`, made once per address (a new leader: a new channel).
   std::shared_ptr<cuzk::v1::ProvingEngine::Stub> stub_for(const std::string& address);
 
@@ -90,6 +111,7 @@ class LeaderProxy final : public cuzk::v1::ProvingEngine::Service {
   // not).
   std::map<grpc::ClientContext*, std::string> in_flight_;
   std::uint64_t relayed_ = 0;
+  std::string tls_failure_logged_for_;  // the leader whose TLS failure was logged last (once)
 };
 
 }  // namespace pf::gateway

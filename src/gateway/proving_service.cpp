@@ -47,7 +47,8 @@ grpc::Status ProvingService::handle(Body&& body) {
 }
 
 tl::expected<jobs::Submitted, grpc::Status> ProvingService::submit(
-    grpc::ServerContext* ctx, cuzk::v1::SubmitProofRequest& request, bool deadline_from_client) {
+    grpc::ServerContext* ctx, const std::string& client, cuzk::v1::SubmitProofRequest& request,
+    bool deadline_from_client) {
   std::string request_id = request.request_id();
   if (request_id.empty()) request_id = generate_request_id();
   auto checked = check_submit(std::move(request), options_.max_input_bytes);
@@ -57,7 +58,7 @@ tl::expected<jobs::Submitted, grpc::Status> ProvingService::submit(
   submit.kind = checked->kind;
   submit.priority = checked->priority;
   submit.input = std::move(checked->input);
-  submit.client = ctx->peer();
+  submit.client = client;
   if (deadline_from_client) {
     const auto left = ctx->deadline() - std::chrono::system_clock::now();
     if (left < kNoDeadline) {
@@ -68,8 +69,8 @@ tl::expected<jobs::Submitted, grpc::Status> ProvingService::submit(
   if (!submitted) return tl::unexpected(to_status(submitted.error()));
   if (submitted->joined) metrics_.count_joined();
   if (submitted->redo) {
-    spdlog::warn("gateway: {} came back after its proof was delivered: proving it again",
-                 request_id);
+    spdlog::warn("gateway: {} from {} came back after its proof was delivered: proving it again",
+                 request_id, client);
   }
   return std::move(*submitted);
 }
@@ -135,13 +136,14 @@ int ProvingService::queue_position(const core::Job& job) {
   }));
 }
 
-grpc::Status ProvingService::SubmitProof(grpc::ServerContext* ctx,
+grpc::Status ProvingService::SubmitProof(grpc::ServerContext* ctx, const std::string& client,
                                          const cuzk::v1::SubmitProofRequest* request,
                                          cuzk::v1::SubmitProofResponse* reply) {
   return handle([&]() -> grpc::Status {
     // gRPC built the request for this call alone; taking its bulk keeps one copy of a large
     // input in memory instead of two.
-    auto submitted = submit(ctx, const_cast<cuzk::v1::SubmitProofRequest&>(*request), false);
+    auto submitted =
+        submit(ctx, client, const_cast<cuzk::v1::SubmitProofRequest&>(*request), false);
     if (!submitted) return submitted.error();
     reply->set_job_id(submitted->job.request_id);
     reply->set_queue_position(static_cast<std::uint32_t>(queue_position(submitted->job)));
@@ -149,7 +151,8 @@ grpc::Status ProvingService::SubmitProof(grpc::ServerContext* ctx,
   });
 }
 
-grpc::Status ProvingService::Prove(grpc::ServerContext* ctx, const cuzk::v1::ProveRequest* request,
+grpc::Status ProvingService::Prove(grpc::ServerContext* ctx, const std::string& client,
+                                   const cuzk::v1::ProveRequest* request,
                                    cuzk::v1::ProveResponse* reply) {
   return handle([&]() -> grpc::Status {
     if (!request->has_submit()) {
@@ -158,7 +161,7 @@ grpc::Status ProvingService::Prove(grpc::ServerContext* ctx, const cuzk::v1::Pro
     // The request is this call's own (see SubmitProof); the job keeps its input, so the call
     // holds none of it while it waits, possibly for half an hour.
     auto& own = const_cast<cuzk::v1::ProveRequest&>(*request);
-    auto submitted = submit(ctx, *own.mutable_submit(), true);
+    auto submitted = submit(ctx, client, *own.mutable_submit(), true);
     own.Clear();
     if (!submitted) return submitted.error();
     const std::string& job_id = submitted->job.request_id;
@@ -186,14 +189,14 @@ grpc::Status ProvingService::Prove(grpc::ServerContext* ctx, const cuzk::v1::Pro
   });
 }
 
-grpc::Status ProvingService::AwaitProof(grpc::ServerContext* ctx,
+grpc::Status ProvingService::AwaitProof(grpc::ServerContext* ctx, const std::string& client,
                                         const cuzk::v1::AwaitProofRequest* request,
                                         cuzk::v1::AwaitProofResponse* reply) {
   return handle([&]() -> grpc::Status {
     if (auto ok = check_request_id(request->job_id(), "job_id"); !ok) {
       return from_error(ok.error());
     }
-    const auto job = queue_.job_by_request(request->job_id());
+    const auto job = queue_.client_job(client, request->job_id());
     if (!job) return {grpc::StatusCode::NOT_FOUND, "job_id: no job '" + request->job_id() + "'"};
     std::optional<std::chrono::milliseconds> timeout;
     if (request->timeout_ms() != 0) {
@@ -225,14 +228,14 @@ grpc::Status ProvingService::AwaitProof(grpc::ServerContext* ctx,
   });
 }
 
-grpc::Status ProvingService::CancelProof(grpc::ServerContext* ctx,
+grpc::Status ProvingService::CancelProof(grpc::ServerContext* /*ctx*/, const std::string& client,
                                          const cuzk::v1::CancelProofRequest* request,
                                          cuzk::v1::CancelProofResponse* reply) {
   return handle([&]() -> grpc::Status {
     if (auto ok = check_request_id(request->job_id(), "job_id"); !ok) {
       return from_error(ok.error());
     }
-    const auto job = queue_.job_by_request(request->job_id());
+    const auto job = queue_.client_job(client, request->job_id());
     if (!job) {
       reply->set_was_running(false);  // the daemon answers an unknown id the same way
       return grpc::Status::OK;
@@ -240,13 +243,13 @@ grpc::Status ProvingService::CancelProof(grpc::ServerContext* ctx,
     auto cancelled = queue_.cancel(job->id);
     if (!cancelled) return to_status(cancelled.error());
     reply->set_was_running(*cancelled);
-    spdlog::info("gateway: job {} cancelled by {}{}", request->job_id(), ctx->peer(),
+    spdlog::info("gateway: job {} cancelled by {}{}", request->job_id(), client,
                  *cancelled ? " while running" : "");
     return grpc::Status::OK;
   });
 }
 
-grpc::Status ProvingService::GetStatus(grpc::ServerContext* /*ctx*/,
+grpc::Status ProvingService::GetStatus(grpc::ServerContext* /*ctx*/, const std::string& /*client*/,
                                        const cuzk::v1::GetStatusRequest* /*request*/,
                                        cuzk::v1::GetStatusResponse* reply) {
   return handle([&]() -> grpc::Status {
@@ -255,7 +258,7 @@ grpc::Status ProvingService::GetStatus(grpc::ServerContext* /*ctx*/,
   });
 }
 
-grpc::Status ProvingService::GetMetrics(grpc::ServerContext* /*ctx*/,
+grpc::Status ProvingService::GetMetrics(grpc::ServerContext* /*ctx*/, const std::string& /*client*/,
                                         const cuzk::v1::GetMetricsRequest* /*request*/,
                                         cuzk::v1::GetMetricsResponse* reply) {
   return handle([&]() -> grpc::Status {
@@ -264,7 +267,7 @@ grpc::Status ProvingService::GetMetrics(grpc::ServerContext* /*ctx*/,
   });
 }
 
-grpc::Status ProvingService::PreloadSRS(grpc::ServerContext* /*ctx*/,
+grpc::Status ProvingService::PreloadSRS(grpc::ServerContext* /*ctx*/, const std::string& /*client*/,
                                         const cuzk::v1::PreloadSrsRequest* /*request*/,
                                         cuzk::v1::PreloadSrsResponse* reply) {
   return handle([&]() -> grpc::Status {
@@ -273,7 +276,7 @@ grpc::Status ProvingService::PreloadSRS(grpc::ServerContext* /*ctx*/,
   });
 }
 
-grpc::Status ProvingService::EvictSRS(grpc::ServerContext* /*ctx*/,
+grpc::Status ProvingService::EvictSRS(grpc::ServerContext* /*ctx*/, const std::string& /*client*/,
                                       const cuzk::v1::EvictSrsRequest* /*request*/,
                                       cuzk::v1::EvictSrsResponse* reply) {
   return handle([&]() -> grpc::Status {

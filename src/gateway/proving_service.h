@@ -14,7 +14,10 @@
 //  - GetStatus / GetMetrics answer from the queue; PreloadSRS / EvictSRS are acknowledged
 //    (already_loaded / nothing evicted): each machine of the fleet manages its own SRS.
 //  - Who may call and what is counted is the gateway's front's (gateway_front.h): it checks the
-//    client allow-list and hands a call here only while this replica's term serves this queue.
+//    client allow-list, names the client each call is for (relay_identity.h: the client that
+//    sent it, also when a follower relayed it) and hands a call here only while this replica's
+//    term serves this queue. Request ids are that client's: AwaitProof and CancelProof find only
+//    its own jobs.
 //
 // A Done result that the queue hands to a waiting call counts as delivered (JobQueue::await).
 // The call checks its client before each slice, so a client that vanished is not sent a proof
@@ -40,28 +43,35 @@ struct ServiceOptions {
   std::chrono::milliseconds await_slice{1000};
 };
 
-class ProvingService final : public cuzk::v1::ProvingEngine::Service {
+class ProvingService final {
  public:
   // `metrics` (the gateway's, outliving this service) counts joined requests and is what
   // GetMetrics reports.
   ProvingService(jobs::JobQueue& queue, ServiceOptions options, GatewayMetrics& metrics);
 
-  grpc::Status SubmitProof(grpc::ServerContext* ctx, const cuzk::v1::SubmitProofRequest* request,
-                           cuzk::v1::SubmitProofResponse* reply) override;
-  grpc::Status AwaitProof(grpc::ServerContext* ctx, const cuzk::v1::AwaitProofRequest* request,
-                          cuzk::v1::AwaitProofResponse* reply) override;
-  grpc::Status Prove(grpc::ServerContext* ctx, const cuzk::v1::ProveRequest* request,
-                     cuzk::v1::ProveResponse* reply) override;
-  grpc::Status CancelProof(grpc::ServerContext* ctx, const cuzk::v1::CancelProofRequest* request,
-                           cuzk::v1::CancelProofResponse* reply) override;
-  grpc::Status GetStatus(grpc::ServerContext* ctx, const cuzk::v1::GetStatusRequest* request,
-                         cuzk::v1::GetStatusResponse* reply) override;
-  grpc::Status GetMetrics(grpc::ServerContext* ctx, const cuzk::v1::GetMetricsRequest* request,
-                          cuzk::v1::GetMetricsResponse* reply) override;
-  grpc::Status PreloadSRS(grpc::ServerContext* ctx, const cuzk::v1::PreloadSrsRequest* request,
-                          cuzk::v1::PreloadSrsResponse* reply) override;
-  grpc::Status EvictSRS(grpc::ServerContext* ctx, const cuzk::v1::EvictSrsRequest* request,
-                        cuzk::v1::EvictSrsResponse* reply) override;
+  grpc::Status SubmitProof(grpc::ServerContext* ctx, const std::string& client,
+                           const cuzk::v1::SubmitProofRequest* request,
+                           cuzk::v1::SubmitProofResponse* reply);
+  grpc::Status AwaitProof(grpc::ServerContext* ctx, const std::string& client,
+                          const cuzk::v1::AwaitProofRequest* request,
+                          cuzk::v1::AwaitProofResponse* reply);
+  grpc::Status Prove(grpc::ServerContext* ctx, const std::string& client,
+                     const cuzk::v1::ProveRequest* request, cuzk::v1::ProveResponse* reply);
+  grpc::Status CancelProof(grpc::ServerContext* ctx, const std::string& client,
+                           const cuzk::v1::CancelProofRequest* request,
+                           cuzk::v1::CancelProofResponse* reply);
+  grpc::Status GetStatus(grpc::ServerContext* ctx, const std::string& client,
+                         const cuzk::v1::GetStatusRequest* request,
+                         cuzk::v1::GetStatusResponse* reply);
+  grpc::Status GetMetrics(grpc::ServerContext* ctx, const std::string& client,
+                          const cuzk::v1::GetMetricsRequest* request,
+                          cuzk::v1::GetMetricsResponse* reply);
+  grpc::Status PreloadSRS(grpc::ServerContext* ctx, const std::string& client,
+                          const cuzk::v1::PreloadSrsRequest* request,
+                          cuzk::v1::PreloadSrsResponse* reply);
+  grpc::Status EvictSRS(grpc::ServerContext* ctx, const std::string& client,
+                        const cuzk::v1::EvictSrsRequest* request,
+                        cuzk::v1::EvictSrsResponse* reply);
 
   // Calls waiting for a job end with UNAVAILABLE within one slice; new calls are refused the
   // same way. For shutdown, before the server stops.
@@ -79,6 +89,7 @@ class ProvingService final : public cuzk::v1::ProvingEngine::Service {
   template <typename Body>
   grpc::Status handle(Body&& body);
   tl::expected<jobs::Submitted, grpc::Status> submit(grpc::ServerContext* ctx,
+                                                     const std::string& client,
                                                      cuzk::v1::SubmitProofRequest& request,
                                                      bool deadline_from_client);
   WaitResult wait_for(grpc::ServerContext* ctx, std::int64_t job_id,

@@ -51,6 +51,10 @@ std::optional<JobError> check_request(const SubmitRequest& r, const JobQueueConf
       return job_error(Code::InvalidArgument, "request_id: not printable ASCII");
     }
   }
+  if (r.client.size() > kMaxRequestIdBytes) {
+    return job_error(Code::InvalidArgument,
+                     "client: longer than " + std::to_string(kMaxRequestIdBytes) + " bytes");
+  }
   if (r.input.empty()) return job_error(Code::InvalidArgument, "input: empty");
   if (static_cast<std::int64_t>(r.input.size()) > config.max_input_bytes) {
     return job_error(Code::ResourceExhausted,
@@ -61,6 +65,16 @@ std::optional<JobError> check_request(const SubmitRequest& r, const JobQueueConf
     return job_error(Code::InvalidArgument, "deadline: must be a positive number of seconds");
   }
   return std::nullopt;
+}
+
+// The job `client` asked for with `request_id`: request ids are per client. A job recorded
+// before clients were (schema < 12, client "") is any client's, as every job was then, so a
+// client returning after the upgrade joins the job it was waiting for.
+std::optional<core::Job> stored_client_job(store::Store& store, const std::string& client,
+                                           const std::string& request_id) {
+  if (auto job = store.client_job(client, request_id)) return job;
+  if (client.empty()) return std::nullopt;
+  return store.client_job("", request_id);
 }
 
 JobError unavailable(const std::exception& e) {
@@ -191,7 +205,7 @@ JobResult<Submitted> JobQueue::submit(const SubmitRequest& request) {
     q.enter(nullptr);
     if (q.stopping) return tl::unexpected(job_error(Code::Unavailable, "shutting down"));
     try {
-      if (auto existing = q.store.job_by_request(request.request_id)) {
+      if (auto existing = stored_client_job(q.store, request.client, request.request_id)) {
         const bool kept =
             existing->state != core::JobState::Done || q.store.job_proof(existing->id).has_value();
         if (core::resubmission_outcome(*existing, kept).action == core::Resubmission::Join) {
@@ -224,7 +238,7 @@ JobResult<Submitted> JobQueue::submit(const SubmitRequest& request) {
     const double now = q.clock();
     try {
       // Looked up again: a concurrent submit of the same request_id may have won meanwhile.
-      if (auto existing = q.store.job_by_request(request.request_id)) {
+      if (auto existing = stored_client_job(q.store, request.client, request.request_id)) {
         const bool kept =
             existing->state != core::JobState::Done || q.store.job_proof(existing->id).has_value();
         const auto outcome = core::resubmission_outcome(*existing, kept);
@@ -255,6 +269,7 @@ JobResult<Submitted> JobQueue::submit(const SubmitRequest& request) {
         out = Submitted{job, false, true};
       } else {
         core::Job job;
+        job.client = request.client;
         job.request_id = request.request_id;
         job.kind = request.kind;
         job.priority = request.priority;
@@ -428,6 +443,15 @@ std::optional<core::Job> JobQueue::job_by_request(const std::string& request_id)
   return impl_->find(job->id);
 }
 
+std::optional<core::Job> JobQueue::client_job(const std::string& client,
+                                              const std::string& request_id) {
+  std::lock_guard lock(impl_->mu);
+  impl_->enter(nullptr);
+  auto job = stored_client_job(impl_->store, client, request_id);
+  if (!job) return std::nullopt;
+  return impl_->find(job->id);
+}
+
 std::vector<double> JobQueue::arrivals_since(double since) {
   return impl_->store.job_arrivals_since(since);
 }
@@ -438,11 +462,11 @@ double JobQueue::observed_since() {
   return impl_->observed_since;
 }
 
-std::vector<core::Job> JobQueue::list(const std::vector<core::JobState>& states,
-                                      std::size_t limit) {
+std::vector<core::Job> JobQueue::list(const std::vector<core::JobState>& states, std::size_t limit,
+                                      std::int64_t before_id) {
   std::lock_guard lock(impl_->mu);
   impl_->enter(nullptr);
-  auto jobs = impl_->store.jobs(states, limit);
+  auto jobs = impl_->store.jobs(states, limit, before_id);
   for (auto& job : jobs) {
     if (auto it = impl_->open.find(job.id); it != impl_->open.end()) job = it->second;
   }

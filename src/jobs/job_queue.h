@@ -10,9 +10,10 @@
 //  - submit writes the input (content-addressed file, fsynced, renamed into place) and then the
 //    row in one store transaction before it returns; a crash in between leaves at most an
 //    unreferenced file, which the retention sweep removes. Nothing half-written is visible.
-//  - request_id is the idempotency key: a request_id that is queued or running joins the
-//    existing job; one whose proof was delivered means the client rejected that proof: the job
-//    opens a new attempt on another instance and the instance that made it gets a strike.
+//  - (client, request_id) is the idempotency key: a request_id that is queued or running joins the
+//    existing job of that client; one whose proof was delivered means the client rejected that
+//    proof: the job opens a new attempt on another instance and the instance that made it gets a
+//    strike.
 //  - only the holder of a job's current attempt completes it; a late or duplicate result is
 //    acknowledged and ignored.
 //  - a lease not renewed (the agent names its jobs on every heartbeat) for lease_s returns the
@@ -69,7 +70,9 @@ struct SubmitRequest {
   int priority = 0;
   std::string input;  // the client's SubmitProofRequest, serialized, request_id cleared
   std::optional<double> deadline_s;  // from now; nullopt: default_deadline_s
-  std::string client;                // peer address, for the audit trail
+  // Who asks (the gateway's client identity: gateway/relay_identity.h). Request ids are per
+  // client: the same request_id from another client is another job. ≤ 256 bytes.
+  std::string client;
 };
 
 struct Submitted {
@@ -160,14 +163,19 @@ class JobQueue {
   // feeding free machines (design §11).
   QueueStatus status();
   std::optional<core::Job> job(std::int64_t job_id);
+  // The newest job with this request_id, from any client (the operator's lookup).
   std::optional<core::Job> job_by_request(const std::string& request_id);
+  // The job `client` asked for with `request_id` (a job recorded before clients were, schema <
+  // 12, is any client's). What the gateway's AwaitProof and CancelProof act on.
+  std::optional<core::Job> client_job(const std::string& client, const std::string& request_id);
   // Submission times (epoch s) of jobs submitted at or after `since`, any order: the arrivals
   // the demand estimate (core/demand_estimate.h) reads. And when this queue's record begins (the
   // first job ever submitted, or when the queue was first opened on this store).
   std::vector<double> arrivals_since(double since);
   double observed_since();
-  // Newest first; state filter empty = all.
-  std::vector<core::Job> list(const std::vector<core::JobState>& states, std::size_t limit);
+  // Newest first; state filter empty = all; `before_id` > 0: only older jobs (the next page).
+  std::vector<core::Job> list(const std::vector<core::JobState>& states, std::size_t limit,
+                              std::int64_t before_id = 0);
 
   // --- agents -------------------------------------------------------------------------------
   // Long-poll: up to `max_jobs` jobs placed on this instance (core::plan_jobs), waiting up to

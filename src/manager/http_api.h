@@ -31,6 +31,10 @@ class JobQueue;
 
 namespace pf::manager {
 
+// GET /api/v1/jobs pages newest first: a full page carries this header, the id of its last job,
+// which ?cursor= takes to list the older jobs.
+inline constexpr const char* kNextCursorHeader = "X-Next-Cursor";
+
 class Autopilot;
 
 struct ApiOptions {
@@ -85,7 +89,7 @@ struct ApiOptions {
   // [prices] and the window of the jobs figures (fleet "jobs", dashboard, /metrics).
   JobsReportOptions jobs_report;
   int jobs_default_limit = 50;  // GET /api/v1/jobs without ?limit
-  int jobs_max_limit = 1000;
+  int jobs_max_limit = 1000;    // one page at most; older jobs by ?cursor (kNextCursorHeader)
   // --- replicas (issue 14) ------------------------------------------------------------------
   // Called before a route runs; a reply it returns is sent instead (a follower forwards what
   // only the leader serves: manager/leader_forward.h). Empty: every request is served here.

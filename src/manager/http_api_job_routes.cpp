@@ -38,15 +38,32 @@ jobs::JobQueue& HttpApi::Impl::operator_job_queue() const {
 
 void HttpApi::Impl::add_operator_job_routes() {
   add("GET", "/api/v1/jobs", Access::Operator, [this](const net::HttpRequest& req, std::int64_t) {
-    reject_unknown_params(req, {"state", "limit"});
+    reject_unknown_params(req, {"state", "limit", "cursor"});
     const auto states = job_states_param(req);
     const auto limit = limit_param(req, options.jobs_default_limit, options.jobs_max_limit);
-    const double now = options.clock();
-    json out = json::array();
-    for (const auto& job : operator_job_queue().list(states, static_cast<std::size_t>(limit))) {
-      out.push_back(to_json(job, now, options.jobs_report.prices));
+    // Pages, newest first: `cursor` is the X-Next-Cursor of the page before (the id its last
+    // job had); the next page holds the older jobs.
+    std::int64_t cursor = 0;
+    if (const auto text = param(req, "cursor")) {
+      const auto id = parse_positive_id(*text);
+      if (!id) {
+        fail(400,
+             "query parameter 'cursor' must be the X-Next-Cursor of an earlier page (a "
+             "positive job id), got " +
+                 in_quotes(*text));
+      }
+      cursor = *id;
     }
-    return json_reply(200, out);
+    const double now = options.clock();
+    const auto page = operator_job_queue().list(states, static_cast<std::size_t>(limit), cursor);
+    json out = json::array();
+    for (const auto& job : page) out.push_back(to_json(job, now, options.jobs_report.prices));
+    Reply reply = json_reply(200, out);
+    // A full page may have older jobs behind it; a short one is the last.
+    if (static_cast<int>(page.size()) == limit && page.back().id > 1) {
+      reply.headers.emplace_back(kNextCursorHeader, std::to_string(page.back().id));
+    }
+    return reply;
   });
   add("GET", "/api/v1/jobs/{id}", Access::Operator,
       [this](const net::HttpRequest& req, std::int64_t) {

@@ -12,7 +12,8 @@ constexpr const char* kRelayedRequestHeaders[] = {"Authorization", "Content-Type
                                                   "If-None-Match", "Accept"};
 // Reply headers relayed back (the body's type is relayed separately).
 constexpr const char* kRelayedReplyHeaders[] = {
-    "content-range", "etag", "retry-after", "accept-ranges", "www-authenticate", "cache-control"};
+    "content-range",    "etag",          "retry-after",  "accept-ranges",
+    "www-authenticate", "cache-control", "x-next-cursor"};
 
 ForwardedReply unavailable(const std::string& message, const nlohmann::json& leader) {
   ForwardedReply reply;

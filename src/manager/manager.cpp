@@ -190,8 +190,8 @@ void Manager::record_strike(std::int64_t instance_id, const core::Strike& strike
 }
 
 void Manager::machine_event(std::int64_t machine_id, const std::string& message, json data) {
-  for (const auto& rec : store_.instances(true)) {
-    if (rec.offer.machine_id == machine_id) event(rec.id, "bad_host", message, data);
+  for (const auto& rec : store_.instances_on_machine(machine_id)) {
+    event(rec.id, "bad_host", message, data);
   }
 }
 
@@ -367,7 +367,8 @@ core::LearnedMemory Manager::learned_memory(const core::Offer& offer) {
 }
 
 int Manager::machine_oom_partitions(std::int64_t machine_id) {
-  const auto known = core::oom_partitions_by_machine(store_.instances(true));
+  // The machine's own rentals (indexed by machine_id), not the whole history.
+  const auto known = core::oom_partitions_by_machine(store_.instances_on_machine(machine_id));
   const auto it = known.find(machine_id);
   return it == known.end() ? 0 : it->second;
 }

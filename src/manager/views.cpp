@@ -228,6 +228,7 @@ json prices_json(const core::PriceConfig& prices) {
 json to_json(const core::Job& j, double now, const core::PriceConfig& prices) {
   return {
       {"id", j.id},
+      {"client", j.client},
       {"request_id", j.request_id},
       {"kind", core::to_string(j.kind)},
       {"priority", j.priority},

@@ -297,6 +297,15 @@ CREATE TRIGGER destroyed_totals_update AFTER UPDATE OF state, spend_usd, proofs_
 CREATE TRIGGER destroyed_totals_delete AFTER DELETE ON instances FOR EACH ROW
   WHEN (OLD.state = 'destroyed') EXECUTE FUNCTION destroyed_totals_follow();
 )sql"},
+    Migration{12, "jobs keyed by client and request_id; instances' machine_id", R"sql(
+ALTER TABLE jobs ADD COLUMN client TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs DROP CONSTRAINT jobs_request_id_key;
+CREATE UNIQUE INDEX jobs_client_request ON jobs(client, request_id);
+CREATE INDEX jobs_request_id ON jobs(request_id, id);
+ALTER TABLE instances ADD COLUMN machine_id BIGINT NOT NULL DEFAULT 0;
+UPDATE instances SET machine_id = COALESCE(CAST(offer_json::jsonb ->> 'machine_id' AS BIGINT), 0);
+CREATE INDEX instances_machine ON instances(machine_id);
+)sql"},
 };
 
 static_assert(versions_are_consecutive(kMigrations),

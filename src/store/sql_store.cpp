@@ -113,12 +113,13 @@ constexpr const char* kInstanceColumns =
     "params_rate_bps, prover_crashes, ooms, proofs_benchmark, proofs_production, gpu_util, "
     "peak_memory_gib, spend_usd, billed_until, verdict_decision, verdict_rate, verdict_low, "
     "verdict_high, verdict_samples, verdict_break_even_rate, verdict_reason, plan_json, origin, "
-    "close_cause, bench_since, gpu_throttled, production_windows, oom_partitions";
+    "close_cause, bench_since, gpu_throttled, production_windows, oom_partitions, machine_id";
 
 void bind_instance(Statement& s, const core::InstanceRecord& r) {
   s.bind_text(":deployment_id", r.deployment_id);
   s.bind_opt_int(":market_id", r.market_id);
   bind_offer(s, r.offer);
+  s.bind_int(":machine_id", r.offer.machine_id);  // the offer's, as a column (migration 12)
   s.bind_text(":state", core::to_string(r.state));
   s.bind_real(":created_at", r.created_at);
   s.bind_real(":state_since", r.state_since);
@@ -351,7 +352,7 @@ std::int64_t SqlStore::insert_instance(const core::InstanceRecord& record) {
                   ":verdict_decision, :verdict_rate, :verdict_low, :verdict_high, "
                   ":verdict_samples, :verdict_break_even_rate, :verdict_reason, :plan_json, "
                   ":origin, :close_cause, :bench_since, :gpu_throttled, :production_windows, "
-                  ":oom_partitions) RETURNING id",
+                  ":oom_partitions, :machine_id) RETURNING id",
               "inserting instance with deployment_id '" + record.deployment_id + "'");
   bind_instance(s, record);
   return sql::inserted_id(s);
@@ -380,7 +381,7 @@ void SqlStore::update_instance(const core::InstanceRecord& record) {
               "verdict_reason = :verdict_reason, plan_json = :plan_json, origin = :origin, "
               "close_cause = :close_cause, bench_since = :bench_since, "
               "gpu_throttled = :gpu_throttled, production_windows = :production_windows, "
-              "oom_partitions = :oom_partitions WHERE id = :id",
+              "oom_partitions = :oom_partitions, machine_id = :machine_id WHERE id = :id",
               doing);
   bind_instance(s, record);
   s.bind_int(":id", record.id);
@@ -467,6 +468,14 @@ std::vector<core::InstanceRecord> SqlStore::instances(bool include_destroyed) {
               include_destroyed ? "SELECT * FROM instances ORDER BY id"
                                 : "SELECT * FROM instances WHERE state <> 'destroyed' ORDER BY id",
               "listing instances");
+  return read_instances(s);
+}
+
+std::vector<core::InstanceRecord> SqlStore::instances_on_machine(std::int64_t machine_id) {
+  std::lock_guard lock(mutex_);
+  Statement s(*conn_, "SELECT * FROM instances WHERE machine_id = :machine_id ORDER BY id",
+              "listing the instances on machine " + std::to_string(machine_id));
+  s.bind_int(":machine_id", machine_id);
   return read_instances(s);
 }
 

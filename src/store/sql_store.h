@@ -54,6 +54,7 @@ class SqlStore final : public Store {
   std::optional<core::InstanceRecord> instance_by_market_id(std::int64_t market_id) override;
   std::optional<core::InstanceRecord> instance_by_token_hash(const std::string& hash) override;
   std::vector<core::InstanceRecord> instances(bool include_destroyed) override;
+  std::vector<core::InstanceRecord> instances_on_machine(std::int64_t machine_id) override;
   // In sql_store_summary.cpp.
   std::map<core::InstanceState, InstanceTotals> instance_totals() override;
   std::vector<core::InstanceRecord> destroyed_instances_since(double since) override;
@@ -83,14 +84,17 @@ class SqlStore final : public Store {
 
   std::optional<std::string> setting(const std::string& key) override;
   void put_setting(const std::string& key, const std::string& value) override;
+  std::string setting_or_put(const std::string& key, const std::string& value) override;
 
   std::int64_t insert_job(const core::Job& job) override;
   void update_job(const core::Job& job) override;
   std::optional<core::Job> job(std::int64_t id) override;
   std::optional<core::Job> job_by_request(const std::string& request_id) override;
+  std::optional<core::Job> client_job(const std::string& client,
+                                      const std::string& request_id) override;
   std::vector<core::Job> open_jobs() override;
-  std::vector<core::Job> jobs(const std::vector<core::JobState>& states,
-                              std::size_t limit) override;
+  std::vector<core::Job> jobs(const std::vector<core::JobState>& states, std::size_t limit,
+                              std::int64_t before_id = 0) override;
   std::vector<double> job_arrivals_since(double since) override;
   std::map<core::JobState, std::int64_t> job_counts() override;
   void put_job_proof(std::int64_t id, const std::string& proof) override;

@@ -19,9 +19,10 @@ constexpr const char* kJobColumns =
     "request_id, kind, priority, state, input_digest, input_bytes, attempts, failures, "
     "instance_id, lease_expires_at, submitted_at, deadline_at, assigned_at, started_at, "
     "finished_at, delivered_at, proof_digest, error, avoid_instances, rejections, prove_ms, "
-    "gpu_ms, queue_ms";
+    "gpu_ms, queue_ms, client";
 
 void bind_job(Statement& s, const core::Job& j) {
+  s.bind_text(":client", j.client);
   s.bind_text(":request_id", j.request_id);
   s.bind_text(":kind", core::to_string(j.kind));
   s.bind_int(":priority", j.priority);
@@ -52,6 +53,7 @@ core::Job read_job(const Statement& s) {
   core::Job j;
   j.id = s.integer("id");
   const std::string what = "job " + std::to_string(j.id);
+  j.client = s.text("client");
   j.request_id = s.text("request_id");
   const std::string kind = s.text("kind");
   auto parsed_kind = core::parse_job_kind(kind);
@@ -105,8 +107,8 @@ std::int64_t SqlStore::insert_job(const core::Job& job) {
                   ":input_bytes, :attempts, :failures, :instance_id, :lease_expires_at, "
                   ":submitted_at, :deadline_at, :assigned_at, :started_at, :finished_at, "
                   ":delivered_at, :proof_digest, :error, :avoid_instances, :rejections, "
-                  ":prove_ms, :gpu_ms, :queue_ms) RETURNING id",
-              "inserting job with request_id '" + job.request_id + "'");
+                  ":prove_ms, :gpu_ms, :queue_ms, :client) RETURNING id",
+              "inserting job with request_id '" + job.request_id + "' from '" + job.client + "'");
   bind_job(s, job);
   return sql::inserted_id(s);
 }
@@ -123,7 +125,8 @@ void SqlStore::update_job(const core::Job& job) {
               "started_at = :started_at, finished_at = :finished_at, "
               "delivered_at = :delivered_at, proof_digest = :proof_digest, error = :error, "
               "avoid_instances = :avoid_instances, rejections = :rejections, "
-              "prove_ms = :prove_ms, gpu_ms = :gpu_ms, queue_ms = :queue_ms WHERE id = :id",
+              "prove_ms = :prove_ms, gpu_ms = :gpu_ms, queue_ms = :queue_ms, client = :client "
+              "WHERE id = :id",
               doing);
   bind_job(s, job);
   s.bind_int(":id", job.id);
@@ -141,8 +144,19 @@ std::optional<core::Job> SqlStore::job(std::int64_t id) {
 
 std::optional<core::Job> SqlStore::job_by_request(const std::string& request_id) {
   std::lock_guard lock(mutex_);
-  Statement s(*conn_, job_select("WHERE request_id = :request_id"),
+  Statement s(*conn_, job_select("WHERE request_id = :request_id ORDER BY id DESC LIMIT 1"),
               "reading job with request_id '" + request_id + "'");
+  s.bind_text(":request_id", request_id);
+  if (!s.next()) return std::nullopt;
+  return read_job(s);
+}
+
+std::optional<core::Job> SqlStore::client_job(const std::string& client,
+                                              const std::string& request_id) {
+  std::lock_guard lock(mutex_);
+  Statement s(*conn_, job_select("WHERE client = :client AND request_id = :request_id"),
+              "reading job with request_id '" + request_id + "' from '" + client + "'");
+  s.bind_text(":client", client);
   s.bind_text(":request_id", request_id);
   if (!s.next()) return std::nullopt;
   return read_job(s);
@@ -157,8 +171,8 @@ std::vector<core::Job> SqlStore::open_jobs() {
   return out;
 }
 
-std::vector<core::Job> SqlStore::jobs(const std::vector<core::JobState>& states,
-                                      std::size_t limit) {
+std::vector<core::Job> SqlStore::jobs(const std::vector<core::JobState>& states, std::size_t limit,
+                                      std::int64_t before_id) {
   std::lock_guard lock(mutex_);
   // One statement for every filter: a slot per state there is, unused ones NULL (which IN
   // never matches).
@@ -166,10 +180,11 @@ std::vector<core::Job> SqlStore::jobs(const std::vector<core::JobState>& states,
   static_assert(std::size(kSlots) == static_cast<std::size_t>(core::JobState::Cancelled) + 1,
                 "one slot per job state");
   Statement s(*conn_,
-              job_select("WHERE :all = 1 OR state IN (:s0, :s1, :s2, :s3, :s4, :s5) "
-                         "ORDER BY id DESC LIMIT :limit"),
+              job_select("WHERE (:all = 1 OR state IN (:s0, :s1, :s2, :s3, :s4, :s5)) "
+                         "AND (:before = 0 OR id < :before) ORDER BY id DESC LIMIT :limit"),
               "listing jobs");
   s.bind_bool(":all", states.empty());
+  s.bind_int(":before", std::max<std::int64_t>(before_id, 0));
   bool wanted[std::size(kSlots)] = {};
   for (auto st : states) wanted[static_cast<std::size_t>(st)] = true;
   for (std::size_t i = 0; i < std::size(kSlots); ++i) {

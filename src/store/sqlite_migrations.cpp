@@ -302,6 +302,63 @@ WHEN OLD.state = 'destroyed' BEGIN
     proofs_production = proofs_production - OLD.proofs_production WHERE id = 1;
 END;
 )sql"},
+    // Request ids per client, and machines by id (issue 14). A request_id is its client's
+    // idempotency key (the gateway's client: docs/gateway.md), so the key is (client,
+    // request_id): two clients' equal ids are two jobs, and a call a follower relays is the
+    // job of the client that sent it. SQLite cannot drop the column's UNIQUE, so the table is
+    // rebuilt; rows from before have client '' (not recorded). instances.machine_id is the
+    // offer's machine (until now only inside offer_json), indexed so that registration finds
+    // a machine's earlier rentals without reading every row; backfilled from the snapshots.
+    Migration{12, "jobs keyed by client and request_id; instances' machine_id", R"sql(
+CREATE TABLE jobs_v12 (
+  id INTEGER PRIMARY KEY,
+  request_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  priority INTEGER NOT NULL,
+  state TEXT NOT NULL
+    CHECK (state IN ('queued', 'assigned', 'proving', 'done', 'failed', 'cancelled')),
+  input_digest TEXT NOT NULL,
+  input_bytes INTEGER NOT NULL CHECK (input_bytes >= 0),
+  attempts INTEGER NOT NULL CHECK (attempts >= 0),
+  failures INTEGER NOT NULL CHECK (failures >= 0),
+  instance_id INTEGER,
+  lease_expires_at REAL NOT NULL,
+  submitted_at REAL NOT NULL,
+  deadline_at REAL NOT NULL,
+  assigned_at REAL NOT NULL,
+  started_at REAL NOT NULL,
+  finished_at REAL NOT NULL,
+  delivered_at REAL NOT NULL,
+  proof_digest TEXT NOT NULL,
+  proof BLOB,
+  error TEXT NOT NULL,
+  avoid_instances TEXT NOT NULL,
+  rejections INTEGER NOT NULL CHECK (rejections >= 0),
+  prove_ms REAL NOT NULL,
+  gpu_ms REAL NOT NULL,
+  queue_ms REAL NOT NULL,
+  client TEXT NOT NULL DEFAULT ''
+) STRICT;
+INSERT INTO jobs_v12 (id, request_id, kind, priority, state, input_digest, input_bytes, attempts, failures,
+  instance_id, lease_expires_at, submitted_at, deadline_at, assigned_at, started_at, finished_at,
+  delivered_at, proof_digest, proof, error, avoid_instances, rejections, prove_ms, gpu_ms,
+  queue_ms, client)
+SELECT id, request_id, kind, priority, state, input_digest, input_bytes, attempts, failures,
+  instance_id, lease_expires_at, submitted_at, deadline_at, assigned_at, started_at, finished_at,
+  delivered_at, proof_digest, proof, error, avoid_instances, rejections, prove_ms, gpu_ms,
+  queue_ms, '' FROM jobs;
+DROP TABLE jobs;
+ALTER TABLE jobs_v12 RENAME TO jobs;
+CREATE INDEX jobs_state ON jobs(state, id);
+CREATE INDEX jobs_submitted_at ON jobs(submitted_at);
+CREATE INDEX jobs_finished_at ON jobs(finished_at);
+CREATE UNIQUE INDEX jobs_client_request ON jobs(client, request_id);
+CREATE INDEX jobs_request_id ON jobs(request_id, id);
+ALTER TABLE instances ADD COLUMN machine_id INTEGER NOT NULL DEFAULT 0;
+UPDATE instances SET machine_id = COALESCE(json_extract(offer_json, '$.machine_id'), 0)
+  WHERE json_valid(offer_json);
+CREATE INDEX instances_machine ON instances(machine_id);
+)sql"},
 };
 
 static_assert(versions_are_consecutive(kMigrations),

@@ -61,6 +61,9 @@ class Store {
   virtual std::optional<core::InstanceRecord> instance_by_token_hash(const std::string& hash) = 0;
   // Ordered by id. include_destroyed=false returns only live rows.
   virtual std::vector<core::InstanceRecord> instances(bool include_destroyed) = 0;
+  // Every rental of the offer's machine `machine_id`, destroyed ones included, ordered by id
+  // (indexed: registration reads a machine's history, not the fleet's).
+  virtual std::vector<core::InstanceRecord> instances_on_machine(std::int64_t machine_id) = 0;
 
   // --- hot reads: the history as the fleet summary and the dashboard need it, without reading
   // every row (their cost must not grow with the destroyed instances a fleet keeps) -----------
@@ -118,19 +121,29 @@ class Store {
   // --- settings (small key/value: operator token hash, autopilot pause, ...) -----------------
   virtual std::optional<std::string> setting(const std::string& key) = 0;
   virtual void put_setting(const std::string& key, const std::string& value) = 0;
+  // The setting `key`, stored as `value` first when there is none. Callers racing on a new key
+  // (replicas starting together) all get the one value that was stored. Not inside transaction().
+  virtual std::string setting_or_put(const std::string& key, const std::string& value) = 0;
 
   // --- proof jobs (the gateway's queue, src/jobs) ---------------------------------------------
-  // Inserts and returns the new id (job.id is ignored). request_id must be unique.
+  // Inserts and returns the new id (job.id is ignored). (client, request_id) must be unique:
+  // a request_id is its client's idempotency key.
   virtual std::int64_t insert_job(const core::Job& job) = 0;
   // Replaces the row with job.id (its proof bytes stay). Throws StoreError if it does not exist.
   virtual void update_job(const core::Job& job) = 0;
   virtual std::optional<core::Job> job(std::int64_t id) = 0;
+  // The newest job with this request_id from any client (the operator's lookup).
   virtual std::optional<core::Job> job_by_request(const std::string& request_id) = 0;
+  // The job `client` asked for with `request_id` (exactly that client; "" = rows recorded
+  // before clients were).
+  virtual std::optional<core::Job> client_job(const std::string& client,
+                                              const std::string& request_id) = 0;
   // Queued, assigned and proving jobs, by id.
   virtual std::vector<core::Job> open_jobs() = 0;
-  // Newest first (by id), at most `limit` (0 = all); `states` empty = every state.
-  virtual std::vector<core::Job> jobs(const std::vector<core::JobState>& states,
-                                      std::size_t limit) = 0;
+  // Newest first (by id), at most `limit` (0 = all); `states` empty = every state. `before_id`
+  // > 0: only jobs with a smaller id (the next page after a page that ended at that id).
+  virtual std::vector<core::Job> jobs(const std::vector<core::JobState>& states, std::size_t limit,
+                                      std::int64_t before_id = 0) = 0;
   // submitted_at of every job submitted at or after `since`.
   virtual std::vector<double> job_arrivals_since(double since) = 0;
   virtual std::map<core::JobState, std::int64_t> job_counts() = 0;

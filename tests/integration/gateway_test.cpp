@@ -1,7 +1,7 @@
 // The gateway end to end in one process: a real gRPC server on a free port over a real JobQueue
-// (SQLite store and inputs in a temp dir), clients speaking cuzk.v1.ProvingEngine, and a thread
-// acting as the agent through the queue's lease / read_input / report. The agent's proof is
-// derived from the input it read (the sim prover's rule), so every test can check that a client
+// (on SQLite and on PostgreSQL, inputs in a temp dir), clients speaking cuzk.v1.ProvingEngine, and
+// a thread acting as the agent through the queue's lease / read_input / report. The agent's proof
+// is derived from the input it read (the sim prover's rule), so every test can check that a client
 // got the proof of its own input.
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
@@ -25,6 +25,7 @@
 #include "jobs/job_queue.h"
 #include "store/store.h"
 #include "support/proverfleet_cli.h"
+#include "support/store_backends.h"
 #include "support/temp_dir.h"
 
 namespace pf::gateway {
@@ -136,10 +137,10 @@ double epoch_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-class GatewayTest : public ::testing::Test {
+class GatewayTest : public ::testing::TestWithParam<pf::testing::Backend> {
  protected:
   void SetUp() override {
-    store_ = store::open_store(dir_.file("pf.db"));
+    store_ = db_.open();
     jobs::JobQueueConfig config;
     config.data_dir = dir_.path();
     config.max_input_bytes = kMaxInput;
@@ -203,6 +204,7 @@ class GatewayTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  pf::testing::TestDatabase db_{GetParam()};
   std::atomic<bool> fleet_up_{true};
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<jobs::JobQueue> queue_;
@@ -212,7 +214,9 @@ class GatewayTest : public ::testing::Test {
   std::unique_ptr<cuzk::v1::ProvingEngine::Stub> stub_;
 };
 
-TEST_F(GatewayTest, ProveReturnsTheProofOfEachClientsOwnInput) {
+INSTANTIATE_TEST_SUITE_P(Db, GatewayTest, pf::testing::kStoreBackends, pf::testing::backend_name);
+
+TEST_P(GatewayTest, ProveReturnsTheProofOfEachClientsOwnInput) {
   start();
   start_agent();
   std::vector<std::future<std::pair<grpc::Status, cuzk::v1::ProveResponse>>> calls;
@@ -236,7 +240,7 @@ TEST_F(GatewayTest, ProveReturnsTheProofOfEachClientsOwnInput) {
   }
 }
 
-TEST_F(GatewayTest, TwoClientsWithOneRequestIdShareOneJob) {
+TEST_P(GatewayTest, TwoCallsOfOneClientWithOneRequestIdShareOneJob) {
   start();
   start_agent();
   agent_->holding = true;
@@ -266,7 +270,7 @@ TEST_F(GatewayTest, TwoClientsWithOneRequestIdShareOneJob) {
   EXPECT_EQ(agent_->reports.load(), 1);
 }
 
-TEST_F(GatewayTest, SubmitThenAwaitHonoursTimeoutAndDeliversTheProof) {
+TEST_P(GatewayTest, SubmitThenAwaitHonoursTimeoutAndDeliversTheProof) {
   fleet_up_ = false;  // nobody takes the job yet
   start();
   start_agent();
@@ -300,7 +304,7 @@ TEST_F(GatewayTest, SubmitThenAwaitHonoursTimeoutAndDeliversTheProof) {
   EXPECT_EQ(reply.proof(), proof_of(request));
 }
 
-TEST_F(GatewayTest, EmptyRequestIdGetsAGeneratedJobId) {
+TEST_P(GatewayTest, EmptyRequestIdGetsAGeneratedJobId) {
   fleet_up_ = false;
   start();
   cuzk::v1::SubmitProofResponse submitted;
@@ -312,7 +316,7 @@ TEST_F(GatewayTest, EmptyRequestIdGetsAGeneratedJobId) {
   EXPECT_EQ(job->state, core::JobState::Queued);
 }
 
-TEST_F(GatewayTest, AwaitOfAnUnknownJobIsNotFound) {
+TEST_P(GatewayTest, AwaitOfAnUnknownJobIsNotFound) {
   start();
   grpc::ClientContext ctx;
   cuzk::v1::AwaitProofRequest await;
@@ -321,7 +325,7 @@ TEST_F(GatewayTest, AwaitOfAnUnknownJobIsNotFound) {
   EXPECT_EQ(stub_->AwaitProof(&ctx, await, &reply).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
-TEST_F(GatewayTest, CancelProofCancelsQueuedAndRunningJobs) {
+TEST_P(GatewayTest, CancelProofCancelsQueuedAndRunningJobs) {
   fleet_up_ = false;
   start();
   start_agent();
@@ -362,7 +366,7 @@ TEST_F(GatewayTest, CancelProofCancelsQueuedAndRunningJobs) {
   EXPECT_FALSE(cancel("no-such-job"));  // as the daemon answers
 }
 
-TEST_F(GatewayTest, GetStatusCountsPendingAndInProgressPerKind) {
+TEST_P(GatewayTest, GetStatusCountsPendingAndInProgressPerKind) {
   fleet_up_ = false;
   start();
   start_agent();
@@ -403,7 +407,7 @@ TEST_F(GatewayTest, GetStatusCountsPendingAndInProgressPerKind) {
   ASSERT_TRUE(eventually([&] { return status().total_proofs_completed() == 3; }));
 }
 
-TEST_F(GatewayTest, InvalidArgumentNamesTheField) {
+TEST_P(GatewayTest, InvalidArgumentNamesTheField) {
   start();
   auto request = porep("porep-1000-1", 1);
   request.clear_vanilla_proof();
@@ -424,7 +428,7 @@ TEST_F(GatewayTest, InvalidArgumentNamesTheField) {
   EXPECT_EQ(gateway_->metrics().calls("Prove", grpc::StatusCode::INVALID_ARGUMENT), 3u);
 }
 
-TEST_F(GatewayTest, OversizeInputIsResourceExhaustedWithItsSize) {
+TEST_P(GatewayTest, OversizeInputIsResourceExhaustedWithItsSize) {
   start();
   auto request = porep("big-1", 1);
   request.set_vanilla_proof("{" + std::string(kMaxInput, 'x') + "}");
@@ -439,7 +443,7 @@ TEST_F(GatewayTest, OversizeInputIsResourceExhaustedWithItsSize) {
   EXPECT_TRUE(queue_->list({}, 10).empty());
 }
 
-TEST_F(GatewayTest, AllowListDeniesOtherClients) {
+TEST_P(GatewayTest, AllowListDeniesOtherClients) {
   start(config({"10.0.0.0/8", "fd00::/8"}));
   grpc::ClientContext ctx;
   cuzk::v1::GetStatusResponse reply;
@@ -452,12 +456,12 @@ TEST_F(GatewayTest, AllowListDeniesOtherClients) {
   EXPECT_EQ(gateway_->metrics().denied(), 2u);
 }
 
-TEST_F(GatewayTest, AllowListAdmitsListedClients) {
+TEST_P(GatewayTest, AllowListAdmitsListedClients) {
   start(config({"127.0.0.0/8"}));
   EXPECT_EQ(status().queues_size(), 4);
 }
 
-TEST_F(GatewayTest, ClientDeadlineDoesNotCancelTheJobAndTheRetryJoinsIt) {
+TEST_P(GatewayTest, ClientDeadlineDoesNotCancelTheJobAndTheRetryJoinsIt) {
   fleet_up_ = false;
   start();
   start_agent();
@@ -478,7 +482,7 @@ TEST_F(GatewayTest, ClientDeadlineDoesNotCancelTheJobAndTheRetryJoinsIt) {
   EXPECT_EQ(agent_->leases.load(), 1);
 }
 
-TEST_F(GatewayTest, MetricsAndSrsCallsAreAnswered) {
+TEST_P(GatewayTest, MetricsAndSrsCallsAreAnswered) {
   start();
   {
     grpc::ClientContext ctx;
@@ -502,7 +506,7 @@ TEST_F(GatewayTest, MetricsAndSrsCallsAreAnswered) {
   EXPECT_THAT(reply.prometheus_text(), HasSubstr("cuzk_proofs_completed_total 0"));
 }
 
-TEST_F(GatewayTest, ShutdownEndsWaitingCallsAndKeepsTheirJobs) {
+TEST_P(GatewayTest, ShutdownEndsWaitingCallsAndKeepsTheirJobs) {
   fleet_up_ = false;
   start();
   auto waiting = std::async(std::launch::async, [this] {
@@ -517,7 +521,7 @@ TEST_F(GatewayTest, ShutdownEndsWaitingCallsAndKeepsTheirJobs) {
 }
 
 // `proverfleet prove` as a client: the proof of the C1 file it sent lands in --out.
-TEST_F(GatewayTest, ProveCommandWritesTheProofOfItsInput) {
+TEST_P(GatewayTest, ProveCommandWritesTheProofOfItsInput) {
   start();
   start_agent();
   const std::string c1 = R"({"SectorNum":5,"Phase1Out":"YWJjZA==","SectorSize":34359738368})";
@@ -549,7 +553,7 @@ TEST_F(GatewayTest, ProveCommandWritesTheProofOfItsInput) {
   EXPECT_EQ(job->state, core::JobState::Done);
 }
 
-TEST_F(GatewayTest, ProveCommandNamesAnUnreachableGatewayAndABadInput) {
+TEST_P(GatewayTest, ProveCommandNamesAnUnreachableGatewayAndABadInput) {
   start();
   const std::string address = "127.0.0.1:" + std::to_string(gateway_->port());
   gateway_->shutdown();

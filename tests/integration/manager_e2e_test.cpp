@@ -3,6 +3,7 @@
 // agent speaking the agent API. Covers deploy → register → params → warm-up → samples → accept →
 // proving, the reject and operator-destroy paths, and a SIGKILL of the manager mid-flight.
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -11,9 +12,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
+#include "cuzk/v1/proving.grpc.pb.h"
 #include "market/http_client.h"
+#include "support/porep_request.h"
 #include "support/proverfleet_cli.h"
 #include "support/serve_process.h"
 #include "support/subprocess.h"
@@ -301,6 +305,42 @@ TEST_P(ManagerE2E, JobsCommandListsTheGatewaysJobsAndNamesABadState) {
   const json fleet = api("GET", "/api/v1/fleet");
   EXPECT_EQ(fleet["profit_basis"], "proofs_measured");
   EXPECT_EQ(fleet["jobs"]["has_jobs"], false);
+}
+
+// The jobs listing pages through the CLI (GET /api/v1/jobs?cursor=): a full page ends with the
+// command for the older jobs, which lists them; --json prints each page's array; a job carries
+// the client that sent it.
+TEST_P(ManagerE2E, JobsCommandPagesWithACursor) {
+  const std::string grpc = api("GET", "/api/v1/fleet")["replica"].value("grpc", "");
+  ASSERT_FALSE(grpc.empty());
+  auto stub = cuzk::v1::ProvingEngine::NewStub(
+      grpc::CreateChannel(grpc, grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    cuzk::v1::SubmitProofResponse reply;
+    const auto status = stub->SubmitProof(
+        &ctx, pf::test::porep_request("page-" + std::to_string(i), static_cast<unsigned>(i)),
+        &reply);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  auto [code, out] = cli({"jobs", "--limit", "2"});
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("page-2"));
+  EXPECT_THAT(out, ::testing::Not(::testing::HasSubstr("page-0")));
+  std::smatch next;
+  ASSERT_TRUE(
+      std::regex_search(out, next, std::regex("proverfleet jobs --limit 2 --cursor ([0-9]+)")))
+      << out;
+  auto older = pf::test::run_cli({"jobs", "--json", "--limit", "2", "--cursor", next[1].str()},
+                                 mgr_url_, token_);
+  ASSERT_EQ(older.code, 0) << older.out << older.err;
+  const json rows = json::parse(older.out);
+  ASSERT_EQ(rows.size(), 1u) << older.out;
+  EXPECT_EQ(rows[0]["request_id"], "page-0");
+  EXPECT_EQ(rows[0]["client"], "127.0.0.1");
+  auto [bad_code, bad_out] = cli({"jobs", "--cursor", "0"});
+  EXPECT_NE(bad_code, 0) << bad_out;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "gateway/client_allow.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/listen_exposure.h"
+#include "gateway/relay_identity.h"
 #include "gateway/reply_mapping.h"
 #include "gateway/request_check.h"
 
@@ -398,6 +399,65 @@ TEST(GatewayListen, HostIsTakenFromListenAddresses) {
   EXPECT_FALSE(listen_host("9820"));
   EXPECT_FALSE(listen_host(":9820"));
   EXPECT_FALSE(listen_host("host:"));
+}
+
+// --- who a call is for (relay_identity.h) -------------------------------------------------------
+
+TEST(GatewayCaller, ADirectCallerIsItsAddress) {
+  EXPECT_EQ(direct_client("ipv4:10.0.0.7:51234"), "10.0.0.7");
+  EXPECT_EQ(direct_client("ipv4:10.0.0.7:1"), direct_client("ipv6:[::ffff:10.0.0.7]:2"));
+  EXPECT_EQ(direct_client("ipv6:[fd00::7]:1"), "fd00::7");
+  EXPECT_EQ(direct_client("unix:/run/curio.sock"), "unix:/run/curio.sock");
+  EXPECT_EQ(direct_client(std::string(1000, 'x')).size(), kMaxClientIdentityBytes);
+  EXPECT_EQ(direct_client("unix:a b\nc"), "unix:a?b?c");
+  EXPECT_EQ(direct_client(""), "unknown");
+}
+
+TEST(GatewayCaller, OnlyAReplicaWithTheTokenNamesTheClient) {
+  const std::string token(64, 'a');
+  using Metadata = std::multimap<grpc::string_ref, grpc::string_ref>;
+  const std::string peer = "ipv4:10.0.0.5:4000";  // a follower
+  const auto caller = [&](const Metadata& metadata, const std::string& ours) {
+    return identify_caller(metadata, peer, ours);
+  };
+  // No relay metadata: the caller itself.
+  auto direct = caller({}, token);
+  ASSERT_TRUE(direct);
+  EXPECT_EQ(direct->client, "10.0.0.5");
+  EXPECT_FALSE(direct->relayed);
+  // A replica's relay with the token: the client it names.
+  auto relayed =
+      caller({{kReplicaTokenMetadata, token}, {kRelayedClientMetadata, "10.0.0.7"}}, token);
+  ASSERT_TRUE(relayed);
+  EXPECT_EQ(relayed->client, "10.0.0.7");
+  EXPECT_TRUE(relayed->relayed);
+  // Everything else is refused, naming why.
+  EXPECT_THAT(caller({{kRelayedClientMetadata, "10.0.0.7"}}, token).error(),
+              HasSubstr("without a replica's token"));
+  EXPECT_THAT(
+      caller({{kReplicaTokenMetadata, std::string(64, 'b')}, {kRelayedClientMetadata, "10.0.0.7"}},
+             token)
+          .error(),
+      HasSubstr("does not match"));
+  EXPECT_THAT(
+      caller({{kReplicaTokenMetadata, token.substr(1)}, {kRelayedClientMetadata, "10.0.0.7"}},
+             token)
+          .error(),
+      HasSubstr("does not match"));
+  EXPECT_THAT(
+      caller({{kReplicaTokenMetadata, token}, {kRelayedClientMetadata, "10.0.0.7"}}, "").error(),
+      HasSubstr("without replicas"));
+  EXPECT_THAT(
+      caller({{kReplicaTokenMetadata, ""}, {kRelayedClientMetadata, "10.0.0.7"}}, "").error(),
+      HasSubstr("without replicas"));
+  EXPECT_THAT(caller({{kReplicaTokenMetadata, token}}, token).error(), HasSubstr("must name"));
+  const std::string long_client(kMaxClientIdentityBytes + 1, 'c');
+  EXPECT_THAT(caller({{kReplicaTokenMetadata, token}, {kRelayedClientMetadata, long_client}}, token)
+                  .error(),
+              HasSubstr("must name"));
+  EXPECT_THAT(
+      caller({{kReplicaTokenMetadata, token}, {kRelayedClientMetadata, "a b"}}, token).error(),
+      HasSubstr("must name"));
 }
 
 }  // namespace

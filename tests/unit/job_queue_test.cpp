@@ -85,10 +85,12 @@ class JobQueueTest : public ::testing::TestWithParam<pf::testing::Backend> {
     queue_ = std::make_unique<JobQueue>(*store_, config_, fleet_.hooks(),
                                         [this] { return now_.load(); });
   }
-  Submitted submit(const std::string& request_id, const std::string& input) {
+  Submitted submit(const std::string& request_id, const std::string& input,
+                   const std::string& client = "") {
     SubmitRequest r;
     r.request_id = request_id;
     r.input = input;
+    r.client = client;
     auto s = queue_->submit(r);
     if (!s) throw std::runtime_error("submit failed: " + s.error().message);
     return *s;
@@ -252,6 +254,47 @@ TEST_P(JobQueueTest, DuplicateRequestIdsJoinTheOpenJob) {
   EXPECT_EQ(third.job.state, core::JobState::Assigned);
   EXPECT_EQ(queue_->list({}, 0).size(), 1u);
   EXPECT_EQ(input_files().size(), 1u);
+}
+
+// Request ids are each client's idempotency key: two clients that happen to use one id get two
+// jobs, each the proof of its own input; each client's retry joins its own job.
+TEST_P(JobQueueTest, EqualRequestIdsOfTwoClientsAreTwoJobs) {
+  fleet_.set_workers({7, 8});
+  const auto a = submit("porep-1", "input of a", "10.0.0.7");
+  const auto b = submit("porep-1", "input of b", "10.0.0.8");
+  EXPECT_FALSE(b.joined);
+  EXPECT_NE(a.job.id, b.job.id);
+  EXPECT_EQ(a.job.client, "10.0.0.7");
+  EXPECT_EQ(b.job.client, "10.0.0.8");
+  const auto a_again = submit("porep-1", "input of a", "10.0.0.7");
+  EXPECT_TRUE(a_again.joined);
+  EXPECT_EQ(a_again.job.id, a.job.id);
+  EXPECT_EQ(queue_->client_job("10.0.0.8", "porep-1")->id, b.job.id);
+  EXPECT_FALSE(queue_->client_job("10.0.0.9", "porep-1"));
+
+  auto on7 = lease(7);
+  auto on8 = lease(8);
+  ASSERT_EQ(on7.size() + on8.size(), 2u);
+  for (const auto& l : on7) EXPECT_TRUE(prove(7, l).applied);
+  for (const auto& l : on8) EXPECT_TRUE(prove(8, l).applied);
+  EXPECT_EQ(await_now(a.job.id).proof, proof_of("input of a"));
+  EXPECT_EQ(await_now(b.job.id).proof, proof_of("input of b"));
+  // The jobs survive a restart with their clients.
+  open();
+  EXPECT_EQ(queue_->client_job("10.0.0.7", "porep-1")->id, a.job.id);
+  EXPECT_EQ(queue_->client_job("10.0.0.8", "porep-1")->id, b.job.id);
+}
+
+// A job recorded before clients were (schema < 12: client "") is any client's, as every job
+// was then: a client returning after the upgrade joins it instead of proving it again.
+TEST_P(JobQueueTest, AJobFromBeforeClientsWereRecordedIsJoined) {
+  fleet_.set_workers({7});
+  const auto old = submit("porep-9", "input", "");
+  const auto back = submit("porep-9", "input", "10.0.0.7");
+  EXPECT_TRUE(back.joined);
+  EXPECT_EQ(back.job.id, old.job.id);
+  EXPECT_EQ(queue_->client_job("10.0.0.7", "porep-9")->id, old.job.id);
+  EXPECT_EQ(queue_->list({}, 0).size(), 1u);
 }
 
 TEST_P(JobQueueTest, ARequestBackAfterDeliveryIsProvedElsewhereAndStrikesTheMaker) {
@@ -618,7 +661,7 @@ TEST(JobStoreMigration, SchemaTwoUpgradesKeepingRows) {
   job.avoid_instances = {3, 4};
   const auto id = store.insert_job(job);
   EXPECT_THAT(store.job(id)->avoid_instances, ::testing::ElementsAre(3, 4));
-  EXPECT_THROW(store.insert_job(job), store::StoreError);  // request_id is unique
+  EXPECT_THROW(store.insert_job(job), store::StoreError);  // (client, request_id) is unique
 }
 
 // The same upgrade on PostgreSQL: a schema-2 database gains the jobs table.
@@ -643,7 +686,7 @@ TEST(JobStoreMigration, PostgresSchemaTwoUpgradesKeepingRows) {
   job.avoid_instances = {3, 4};
   const auto id = store->insert_job(job);
   EXPECT_THAT(store->job(id)->avoid_instances, ::testing::ElementsAre(3, 4));
-  EXPECT_THROW(store->insert_job(job), store::StoreError);  // request_id is unique
+  EXPECT_THROW(store->insert_job(job), store::StoreError);  // (client, request_id) is unique
 }
 
 class JobStore : public ::testing::TestWithParam<pf::testing::Backend> {
@@ -710,6 +753,35 @@ TEST_P(JobStore, QueriesAndRetention) {
   EXPECT_EQ(store.job_proof(new_done), "proof2");
   EXPECT_EQ(store.job_by_request("new")->id, new_done);
   EXPECT_FALSE(store.job_by_request("none"));
+}
+
+// The listing pages newest first: each page starts below the id the page before ended with,
+// with the state filter applied to every page.
+TEST_P(JobStore, ListingPagesByCursor) {
+  auto store = db_.open();
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 7; ++i) {
+    core::Job job;
+    job.client = "10.0.0.7";
+    job.request_id = "page-" + std::to_string(i);
+    job.input_digest = util::sha256_hex(job.request_id);
+    job.state = i % 2 == 0 ? core::JobState::Queued : core::JobState::Done;
+    ids.push_back(store->insert_job(job));
+  }
+  std::vector<std::int64_t> seen;
+  std::int64_t cursor = 0;
+  for (int page = 0; page < 10; ++page) {
+    const auto jobs = store->jobs({}, 3, cursor);
+    for (const auto& j : jobs) seen.push_back(j.id);
+    if (jobs.size() < 3) break;
+    cursor = jobs.back().id;
+  }
+  EXPECT_EQ(seen, std::vector<std::int64_t>(ids.rbegin(), ids.rend()));
+  const auto queued = store->jobs({core::JobState::Queued}, 2, ids[5]);
+  ASSERT_EQ(queued.size(), 2u);
+  EXPECT_EQ(queued[0].id, ids[4]);
+  EXPECT_EQ(queued[1].id, ids[2]);
+  EXPECT_TRUE(store->jobs({}, 3, ids[0]).empty());
 }
 
 }  // namespace

@@ -146,10 +146,39 @@ TEST_F(JobsApiTest, BadQueryParametersAre400NamingTheParameter) {
   expect_error("/api/v1/jobs?limit=1001", 400, "'limit'");
   expect_error("/api/v1/jobs?limit=99999999999999999999", 400, "'limit'");
   expect_error("/api/v1/jobs?sort=id", 400, "unknown query parameter 'sort'");
+  expect_error("/api/v1/jobs?cursor=0", 400, "'cursor'");
+  expect_error("/api/v1/jobs?cursor=-1", 400, "'cursor'");
+  expect_error("/api/v1/jobs?cursor=abc", 400, "'cursor'");
+  expect_error("/api/v1/jobs?cursor=99999999999999999999", 400, "'cursor'");
   expect_error("/api/v1/jobs/" + std::string(300, 'x'), 400, "job id");
   expect_error("/api/v1/jobs/r-1?verbose=1", 400, "unknown query parameter");
   expect_error("/api/v1/jobs/no-such-request", 404, "unknown job");
   expect_error("/api/v1/jobs/987654", 404, "unknown job");
+}
+
+// Pages of at most `limit`, newest first: a full page names the next cursor; following it walks
+// every job once; the last page has no cursor.
+TEST_F(JobsApiTest, TheListingPagesWithACursor) {
+  std::vector<std::string> submitted;
+  for (int i = 0; i < 5; ++i) submitted.push_back(submit("p-" + std::to_string(i)).request_id);
+  std::vector<std::string> seen;
+  std::string path = "/api/v1/jobs?limit=2";
+  for (int page = 0; page < 5; ++page) {
+    auto r = get(path);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json rows = parse(r->body);
+    ASSERT_TRUE(rows.is_array());
+    for (const auto& row : rows) seen.push_back(row["request_id"].get<std::string>());
+    if (!r->has_header(kNextCursorHeader)) {
+      EXPECT_LT(rows.size(), 2u);  // the last page
+      break;
+    }
+    EXPECT_EQ(rows.size(), 2u);
+    EXPECT_EQ(r->get_header_value(kNextCursorHeader), std::to_string(rows.back()["id"].get<int>()));
+    path = "/api/v1/jobs?limit=2&cursor=" + r->get_header_value(kNextCursorHeader);
+  }
+  EXPECT_EQ(seen, std::vector<std::string>(submitted.rbegin(), submitted.rend()));
 }
 
 TEST_F(JobsApiTest, JobRoutesNeedTheOperatorToken) {

@@ -89,6 +89,7 @@ void fill(Store& s) {
   m.observed_peak_gib = 201.5;
   s.insert_memory_observation(m);
   core::Job job;
+  job.client = "10.0.0.7";
   job.request_id = "porep-1000-1";
   job.state = core::JobState::Done;
   job.input_digest = std::string(64, 'a');
@@ -120,6 +121,7 @@ json everything(Store& s) {
   }
   for (const auto& [id, n] : s.job_failure_streaks()) out["streaks"].push_back({id, n});
   out["memory"] = s.memory_observations(11, "RTX 4090").size();
+  out["on_machine_11"] = s.instances_on_machine(11).size();  // schema 12's machine_id column
   out["setting"] = s.setting("autopilot_paused").value_or("");
   return out;
 }

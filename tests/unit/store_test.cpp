@@ -900,6 +900,8 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
            "DROP INDEX bench_runs_instance;"
            "CREATE INDEX instances_state ON instances(state);"
            "DROP TABLE leader_lease;"
+           "DROP INDEX instances_machine;"
+           "ALTER TABLE instances DROP COLUMN machine_id;"
            "ALTER TABLE instances DROP COLUMN close_cause;"
            "ALTER TABLE instances DROP COLUMN bench_since;"
            "ALTER TABLE instances DROP COLUMN gpu_throttled;"
@@ -915,6 +917,8 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
   EXPECT_EQ(proving.bench_since, 1234);
   EXPECT_EQ(proving.production_windows, 2);
   EXPECT_FALSE(proving.gpu_throttled);
+  // Schema 12's machine_id, from the offer snapshots.
+  EXPECT_EQ(store.instances_on_machine(full_offer().machine_id).size(), 2u);
 }
 
 TEST(SqliteStoreOpen, NewerSchemaVersionIsRefused) {
@@ -1000,6 +1004,7 @@ TEST(PgStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
   EXPECT_EQ(proving.bench_since, 1234);
   EXPECT_EQ(proving.production_windows, 2);
   EXPECT_FALSE(proving.gpu_throttled);
+  EXPECT_EQ(store->instances_on_machine(full_offer().machine_id).size(), 2u);
   // Ids carry on after the rows written before (identity columns).
   EXPECT_GT(store->insert_instance(full_record("new")), proving.id);
 }
