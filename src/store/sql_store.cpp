@@ -731,11 +731,33 @@ std::vector<core::BadHost> SqlStore::bad_hosts() {
 
 std::optional<std::string> SqlStore::setting(const std::string& key) {
   std::lock_guard lock(mutex_);
+  return read_setting(key);
+}
+
+std::optional<std::string> SqlStore::read_setting(const std::string& key) {
   Statement s(*conn_, "SELECT value FROM settings WHERE key = :key",
               "reading setting '" + key + "'");
   s.bind_text(":key", key);
   if (!s.next()) return std::nullopt;
   return sql::read_bytes(conn_->dialect(), s, "value");
+}
+
+std::string SqlStore::setting_or_put(const std::string& key, const std::string& value) {
+  std::lock_guard lock(mutex_);
+  // Two statements, each its own transaction: a racing insert of the same key waits for the
+  // first to commit and then does nothing, and the read after it sees the row that won.
+  {
+    Statement s(*conn_,
+                "INSERT INTO settings (key, value) VALUES (:key, :value) "
+                "ON CONFLICT (key) DO NOTHING",
+                "writing setting '" + key + "' if absent");
+    s.bind_text(":key", key);
+    sql::bind_bytes(conn_->dialect(), s, ":value", value);
+    s.run();
+  }
+  auto stored = read_setting(key);
+  if (!stored) throw StoreError("setting '" + key + "' is missing right after it was written");
+  return *stored;
 }
 
 void SqlStore::put_setting(const std::string& key, const std::string& value) {

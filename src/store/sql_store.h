@@ -115,6 +115,8 @@ class SqlStore final : public Store {
 
   // The rows a `SELECT * FROM instances|bench_runs` statement yields (the row mapping lives in
   // sql_store.cpp), for the other SqlStore files. The caller holds mutex_.
+  // The setting `key`; the caller holds mutex_.
+  std::optional<std::string> read_setting(const std::string& key);
   std::vector<core::InstanceRecord> read_instances(sql::Statement& s);
   std::vector<core::BenchRun> read_bench_runs(sql::Statement& s);
 

@@ -125,26 +125,4 @@ bool SqlStore::write_leader_lease(const core::LeaseRow& row, const core::LeaseRo
   return written;
 }
 
-// --- replicas' shared settings ------------------------------------------------------------------
-
-std::string SqlStore::setting_or_put(const std::string& key, const std::string& value) {
-  std::lock_guard lock(mutex_);
-  // Two statements, each its own transaction: a racing insert of the same key waits for the
-  // first to commit and then does nothing, and the read after it sees the row that won.
-  {
-    Statement s(*conn_,
-                "INSERT INTO settings (key, value) VALUES (:key, :value) "
-                "ON CONFLICT (key) DO NOTHING",
-                "writing setting '" + key + "' if absent");
-    s.bind_text(":key", key);
-    sql::bind_bytes(conn_->dialect(), s, ":value", value);
-    s.run();
-  }
-  Statement s(*conn_, "SELECT value FROM settings WHERE key = :key",
-              "reading setting '" + key + "'");
-  s.bind_text(":key", key);
-  if (!s.next()) throw StoreError("setting '" + key + "' is missing right after it was written");
-  return sql::read_bytes(conn_->dialect(), s, "value");
-}
-
 }  // namespace pf::store
