@@ -1,17 +1,27 @@
-// heartbeat_vs_bare_ratio: sustained agent heartbeat + event ingestion (authenticated,
-// persisted to a file-backed SQLite store) from 200 concurrent simulated agents, divided by the
-// throughput of a bare handler returning 200 on the same server stack, in the same process.
-// Target ≥ 0.5. Also prints p99 latencies.
+// heartbeat_vs_bare_ratio (SQLite) and heartbeat_vs_bare_ratio_pg (PostgreSQL): sustained agent
+// heartbeat + event ingestion (authenticated, persisted to the store serve opens for --db) from
+// 200 concurrent simulated agents, divided by the throughput of a bare handler returning 200 on
+// the same server stack, in the same process. The stores: a SQLite file, and a PostgreSQL
+// database on a local server this bench starts (tests/support/pg_server.h: initdb in a temp dir,
+// fsync off). Target ≥ 0.5 on each. Also prints p99 latencies.
+//
+// Usage: heartbeat_bench [--db URL] [--rounds N] [--agent-threads N]
+//   --db: only that store (its suffix from the URL); --rounds: bare/agent round pairs (4);
+//   --agent-threads: the agents' lane of the API (its default otherwise).
 #include <httplib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
+#include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -19,6 +29,9 @@
 #include "manager/manager.h"
 #include "net/http_server.h"
 #include "store/store.h"
+#include "store/store_url.h"
+#include "support/pg_server.h"
+#include "support/temp_dir.h"
 #include "support/unreachable_market.h"
 
 namespace {
@@ -83,26 +96,34 @@ void load(int port, int agents, double seconds, Next next, Tally& tally) {
   tally.failures += failures;
 }
 
-}  // namespace
+double epoch_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
-int main() {
+struct Figures {
+  Tally agent;
+  Tally bare;
+};
+
+struct Options {
+  std::string db;  // empty: both stores
+  int rounds = 4;
+  std::optional<std::size_t> agent_threads;
+};
+
+// Alternating bare and agent rounds against a Manager over the store at `db`.
+Figures measure(const std::string& db, const Options& o) {
+  const int rounds = o.rounds;
   const int agents = 200;
-  const int rounds = 4;
   const double round_seconds = 1;
-  auto dir = std::filesystem::temp_directory_path() / ("pf-hb-bench-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  auto store = pf::store::open_store((dir / "bench.db").string());
+  auto store = pf::store::open_store(db);
   UnreachableMarket market;
   pf::manager::ManagerConfig cfg;
-  pf::manager::Manager manager(*store, market, cfg, [] {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  });
+  pf::manager::Manager manager(*store, market, cfg, epoch_now);
 
   // 200 instances already registered and fetching parameters.
   std::vector<std::string> tokens;
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now = epoch_now();
   for (int a = 0; a < agents; ++a) {
     pf::core::InstanceRecord r;
     r.deployment_id = "bench-" + std::to_string(a);
@@ -123,6 +144,7 @@ int main() {
   opts.operator_token_hash = pf::manager::hash_token("bench-operator");
   // Every simulated agent connects from 127.0.0.1: the per-address cap must admit them all.
   opts.http.max_connections_per_address = opts.http.max_connections;
+  if (o.agent_threads) opts.agent_lane_threads = *o.agent_threads;
   pf::manager::HttpApi api(manager, opts);
   api.mount(server);
   // On the agents' lane: the same stack, minus authentication and the store.
@@ -134,10 +156,7 @@ int main() {
       "agent");
   // The server the manager serves with (its listen backlog matters for 200 agents at once).
   auto bound = server.bind("127.0.0.1", 0);
-  if (!bound) {
-    std::fprintf(stderr, "cannot listen on 127.0.0.1: %s\n", bound.error().c_str());
-    return 2;
-  }
+  if (!bound) throw std::runtime_error("cannot listen on 127.0.0.1: " + bound.error());
   const int port = *bound;
   server.start();
 
@@ -167,22 +186,66 @@ int main() {
 
   // Short rounds, alternating, summed per kind: the machine is shared, and a change of its load
   // between two long phases would move the ratio more than what is measured here.
-  Tally bare;
-  Tally agent;
+  Figures f;
   for (int round = 0; round < rounds; ++round) {
-    load(port, agents, round_seconds, bare_request, bare);
-    load(port, agents, round_seconds, agent_request, agent);
+    load(port, agents, round_seconds, bare_request, f.bare);
+    load(port, agents, round_seconds, agent_request, f.agent);
   }
   server.stop();
-  std::filesystem::remove_all(dir);
+  return f;
+}
 
-  std::printf("heartbeat_vs_bare_ratio: %.3f\n", agent.throughput() / bare.throughput());
-  std::printf("heartbeat_p99_ms: %.1f\n", agent.p99_ms());
-  std::printf("bare_p99_ms: %.1f\n", bare.p99_ms());
-  std::printf(
-      "# %d agents, %d rounds of %.0f s each: agent %.0f req/s (%zu failed), bare %.0f req/s "
-      "(%zu failed)\n",
-      agents, rounds, round_seconds, agent.throughput(), agent.failures, bare.throughput(),
-      bare.failures);
-  return agent.failures == 0 && bare.failures == 0 ? 0 : 1;
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--db" && has_value) {
+      opt.db = argv[++i];
+    } else if (arg == "--rounds" && has_value && std::atoi(argv[i + 1]) > 0) {
+      opt.rounds = std::atoi(argv[++i]);
+    } else if (arg == "--agent-threads" && has_value && std::atoi(argv[i + 1]) > 0) {
+      opt.agent_threads = static_cast<std::size_t>(std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: heartbeat_bench [--db URL] [--rounds N] [--agent-threads N]\n");
+      return 2;
+    }
+  }
+  const int rounds = opt.rounds;
+  pf::testing::TempDir dir("pf-hb-bench");
+  int status = 0;
+  auto run = [&](const std::string& suffix, const std::function<std::string()>& db) {
+    try {
+      Figures f = measure(db(), opt);
+      // SQLite's figure keeps the name it had before PostgreSQL was measured too.
+      const std::string tail = suffix == "sqlite" ? "" : "_" + suffix;
+      std::printf("heartbeat_vs_bare_ratio%s: %.3f\n", tail.c_str(),
+                  f.agent.throughput() / f.bare.throughput());
+      std::printf("heartbeat_p99_ms%s: %.1f\n", tail.c_str(), f.agent.p99_ms());
+      std::printf("bare_p99_ms%s: %.1f\n", tail.c_str(), f.bare.p99_ms());
+      std::printf(
+          "# %s: 200 agents, %d rounds of 1 s each: agent %.0f req/s (%zu failed), bare %.0f "
+          "req/s (%zu failed)\n",
+          suffix.c_str(), rounds, f.agent.throughput(), f.agent.failures, f.bare.throughput(),
+          f.bare.failures);
+      std::fflush(stdout);
+      if (f.agent.failures != 0 || f.bare.failures != 0) status = 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "heartbeat_bench (%s): %s\n", suffix.c_str(), e.what());
+      status = 1;
+    }
+  };
+  if (!opt.db.empty()) {
+    run(pf::store::is_postgres_url(opt.db) ? "pg" : "sqlite", [&] { return opt.db; });
+    return status;
+  }
+  run("sqlite", [&] { return dir.file("bench.db"); });
+  std::unique_ptr<pf::test::PgServer> pg;
+  run("pg", [&] {
+    pg = std::make_unique<pf::test::PgServer>();
+    return pg->url("postgres");
+  });
+  return status;
 }

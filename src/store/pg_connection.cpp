@@ -1,5 +1,6 @@
 #include "store/pg_connection.h"
 
+#include <libpq-fe.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -8,7 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <pqxx/pqxx>
+#include <stdexcept>
 #include <system_error>
 #include <utility>
 
@@ -19,14 +20,14 @@ namespace pf::store {
 namespace {
 
 // Fixed OIDs of PostgreSQL's catalog (pg_type.dat), the same on YugabyteDB.
-constexpr pqxx::oid kBoolOid = 16;
-constexpr pqxx::oid kByteaOid = 17;
-constexpr pqxx::oid kInt8Oid = 20;
-constexpr pqxx::oid kInt2Oid = 21;
-constexpr pqxx::oid kInt4Oid = 23;
-constexpr pqxx::oid kFloat4Oid = 700;
-constexpr pqxx::oid kFloat8Oid = 701;
-constexpr pqxx::oid kNumericOid = 1700;
+constexpr Oid kBoolOid = 16;
+constexpr Oid kByteaOid = 17;
+constexpr Oid kInt8Oid = 20;
+constexpr Oid kInt2Oid = 21;
+constexpr Oid kInt4Oid = 23;
+constexpr Oid kFloat4Oid = 700;
+constexpr Oid kFloat8Oid = 701;
+constexpr Oid kNumericOid = 1700;
 
 // Settings every session starts with, so values read back the same on every server:
 // bytea as hex (decoded here), doubles with enough digits to round-trip on PostgreSQL 11-based
@@ -252,12 +253,30 @@ PositionalSql to_positional_parameters(std::string_view sql) {
 
 }  // namespace pg_detail
 
-// --- sessions and prepared statements ----------------------------------------------------------
+// --- sessions, results and prepared statements -------------------------------------------------
+
+void PgConnection::ResultFree::operator()(pg_result* result) const noexcept {
+  PQclear(result);
+}
+using PgResult = PgConnection::Result;
 
 class PgConnection::Session {
  public:
-  explicit Session(const std::string& url) : connection(url) {}
-  pqxx::connection connection;
+  // Connects; throws std::runtime_error with libpq's message when it cannot.
+  explicit Session(const std::string& url) : conn_(PQconnectdb(url.c_str())) {
+    if (!conn_) throw std::runtime_error("libpq could not allocate a connection");
+    if (PQstatus(conn_.get()) != CONNECTION_OK) {
+      throw std::runtime_error(PQerrorMessage(conn_.get()));
+    }
+  }
+  PGconn* get() const { return conn_.get(); }
+  bool open() const { return PQstatus(conn_.get()) == CONNECTION_OK; }
+
+ private:
+  struct Finish {
+    void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
+  };
+  std::unique_ptr<PGconn, Finish> conn_;
 };
 
 struct PgConnection::Prepared {
@@ -266,19 +285,70 @@ struct PgConnection::Prepared {
   std::uint64_t prepared_in = 0;  // the session generation it was prepared on (0: none)
   bool columns_known = false;     // filled by the first run
   std::unordered_map<std::string, int, pg_detail::SqlHash, std::equal_to<>> columns;
-  std::vector<pqxx::oid> column_types;
+  std::vector<Oid> column_types;
 };
+
+// One statement to send: a prepared one with its values, or parameterless SQL (`plain`).
+struct PgConnection::Outgoing {
+  Prepared* prepared = nullptr;
+  std::string plain;
+  std::vector<std::string> values;
+  std::vector<char> bound;  // values[k] is sent only where bound[k]; otherwise NULL
+  std::string doing;
+};
+
+// What went wrong with one statement, as libpq told it.
+struct PgConnection::Failure {
+  std::string message;
+  std::string sqlstate;
+  bool broken = false;  // the session is gone (server restart, network)
+};
+
+namespace {
+
+bool succeeded(const PGresult* result) {
+  const ExecStatusType status = PQresultStatus(result);
+  return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+}
+
+// Sends one statement without waiting (pipeline mode); 1 on success, as libpq says.
+int send_statement(PGconn* conn, const PgConnection::Outgoing& out) {
+  if (out.prepared == nullptr) {
+    return PQsendQueryParams(conn, out.plain.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0);
+  }
+  std::vector<const char*> values(out.values.size(), nullptr);
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    if (out.bound[k] != 0) values[k] = out.values[k].c_str();
+  }
+  return PQsendQueryPrepared(conn, out.prepared->name.c_str(), static_cast<int>(values.size()),
+                             values.data(), nullptr, nullptr, 0);
+}
+
+// Runs one statement and waits for its result (never null: libpq's own failure is a result
+// too, or the nullptr case is turned into one by the caller's check).
+PgResult run_statement(PGconn* conn, const PgConnection::Outgoing& out) {
+  if (out.prepared == nullptr) return PgResult(PQexec(conn, out.plain.c_str()));
+  std::vector<const char*> values(out.values.size(), nullptr);
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    if (out.bound[k] != 0) values[k] = out.values[k].c_str();
+  }
+  return PgResult(PQexecPrepared(conn, out.prepared->name.c_str(), static_cast<int>(values.size()),
+                                 values.data(), nullptr, nullptr, 0));
+}
+
+}  // namespace
 
 // --- the cursor ----------------------------------------------------------------------------------
 
 class PgConnection::PgCursor final : public sql::Cursor {
  public:
   PgCursor(PgConnection& connection, Prepared& prepared, std::string doing)
-      : connection_(connection),
-        prepared_(prepared),
-        doing_(std::move(doing)),
-        values_(prepared.sql.names.size()),
-        bound_(prepared.sql.names.size(), 0) {}
+      : connection_(connection), prepared_(prepared) {
+    out_.prepared = &prepared;
+    out_.doing = std::move(doing);
+    out_.values.resize(prepared.sql.names.size());
+    out_.bound.assign(prepared.sql.names.size(), 0);
+  }
 
   void bind_int(const char* name, std::int64_t value) override {
     char buf[24];
@@ -311,41 +381,59 @@ class PgConnection::PgCursor final : public sql::Cursor {
     }
     set(name, std::move(hex));
   }
-  void bind_null(const char* name) override { bound_[index_of(name)] = 0; }
+  void bind_null(const char* name) override { out_.bound[index_of(name)] = 0; }
 
   bool next() override {
+    if (deferred_) throw StoreError(out_.doing + ": reading a statement that was held back");
     if (!result_) {
-      run();
+      result_ = connection_.run(out_);
+      learn_columns();
       row_ = 0;
-    } else if (row_ < result_->size()) {
+    } else if (row_ < rows()) {
       ++row_;
     }
-    return row_ < result_->size();
+    return row_ < rows();
+  }
+
+  bool run_or_defer() override {
+    if (result_ || deferred_) throw StoreError(out_.doing + ": the statement already ran");
+    if (connection_.hold_back(out_)) {
+      deferred_ = true;
+      return false;
+    }
+    while (next()) {
+    }
+    return true;
   }
 
   std::int64_t changes() const override {
-    return result_ ? static_cast<std::int64_t>(result_->affected_rows()) : 0;
+    if (!result_) return 0;
+    const char* tuples = PQcmdTuples(result_.get());
+    std::int64_t value = 0;
+    const std::string_view text(tuples);
+    std::from_chars(text.data(), text.data() + text.size(), value);
+    return value;  // "" (a statement that changes no rows) reads as 0
   }
 
   int column_count() const override {
     ran("counting columns");
-    return static_cast<int>(result_->columns());
+    return PQnfields(result_.get());
   }
   std::string column_name(int index) const override {
     ran("naming a column");
-    return result_->column_name(static_cast<pqxx::row::size_type>(check_index(index)));
+    return PQfname(result_.get(), check_index(index));
   }
   int column(const char* name) const override {
     const auto it = prepared_.columns.find(std::string_view(name));
     if (it == prepared_.columns.end()) {
       ran(std::string("reading column ") + name);
-      throw StoreError(doing_ + ": the result has no column " + name);
+      throw StoreError(out_.doing + ": the result has no column " + name);
     }
     return it->second;
   }
-  bool is_null(int index) const override { return field(index).is_null(); }
+  bool is_null(int index) const override { return null_at(index); }
   sql::ValueKind kind(int index) const override {
-    if (field(index).is_null()) return sql::ValueKind::Null;
+    if (null_at(index)) return sql::ValueKind::Null;
     switch (type_of(index)) {
       case kBoolOid:
       case kInt2Oid:
@@ -363,45 +451,41 @@ class PgConnection::PgCursor final : public sql::Cursor {
     }
   }
   std::int64_t integer(int index) const override {
-    const pqxx::field f = field(index);
-    if (f.is_null()) return 0;  // as SQLite reads NULL
-    const std::string_view text(f.c_str(), f.size());
+    if (null_at(index)) return 0;  // as SQLite reads NULL
+    const std::string_view text = value_at(index);
     if (type_of(index) == kBoolOid) return text == "t" ? 1 : 0;
     std::int64_t value = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec != std::errc() || end != text.data() + text.size()) {
-      throw StoreError(doing_ + ": column " + f.name() + " is not an integer: '" +
+      throw StoreError(out_.doing + ": column " + name_of(index) + " is not an integer: '" +
                        std::string(text.substr(0, 40)) + "'");
     }
     return value;
   }
   double real(int index) const override {
-    const pqxx::field f = field(index);
-    if (f.is_null()) return 0.0;
-    const std::string_view text(f.c_str(), f.size());
+    if (null_at(index)) return 0.0;
+    const std::string_view text = value_at(index);
     if (text == "Infinity") return std::numeric_limits<double>::infinity();
     if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
     if (text == "NaN") return std::numeric_limits<double>::quiet_NaN();
     double value = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec != std::errc() || end != text.data() + text.size()) {
-      throw StoreError(doing_ + ": column " + f.name() + " is not a number: '" +
+      throw StoreError(out_.doing + ": column " + name_of(index) + " is not a number: '" +
                        std::string(text.substr(0, 40)) + "'");
     }
     return value;
   }
   std::string_view text_view(int index) const override {
-    const pqxx::field f = field(index);
-    if (f.is_null()) return {};
-    return {f.c_str(), f.size()};
+    if (null_at(index)) return {};
+    return value_at(index);
   }
   std::string blob(int index) const override {
-    const pqxx::field f = field(index);
-    if (f.is_null()) return {};
-    const std::string_view text(f.c_str(), f.size());
+    if (null_at(index)) return {};
+    const std::string_view text = value_at(index);
     if (type_of(index) != kByteaOid) return std::string(text);
     if (text.size() < 2 || text[0] != '\\' || text[1] != 'x' || text.size() % 2 != 0) {
-      throw StoreError(doing_ + ": column " + f.name() + " is not bytea in hex form");
+      throw StoreError(out_.doing + ": column " + name_of(index) + " is not bytea in hex form");
     }
     std::string bytes;
     bytes.reserve(text.size() / 2 - 1);
@@ -409,7 +493,7 @@ class PgConnection::PgCursor final : public sql::Cursor {
       const int hi = hex_digit(text[i]);
       const int lo = hex_digit(text[i + 1]);
       if (hi < 0 || lo < 0) {
-        throw StoreError(doing_ + ": column " + f.name() + " is not bytea in hex form");
+        throw StoreError(out_.doing + ": column " + name_of(index) + " is not bytea in hex form");
       }
       bytes.push_back(static_cast<char>(hi * 16 + lo));
     }
@@ -422,66 +506,54 @@ class PgConnection::PgCursor final : public sql::Cursor {
     for (std::size_t k = 0; k < names.size(); ++k) {
       if (names[k] == name) return static_cast<int>(k);
     }
-    throw StoreError(doing_ + ": the statement has no parameter " + name);
+    throw StoreError(out_.doing + ": the statement has no parameter " + name);
   }
   void set(const char* name, std::string value) {
-    const int k = index_of(name);
-    values_[static_cast<std::size_t>(k)] = std::move(value);
-    bound_[static_cast<std::size_t>(k)] = 1;
+    const auto k = static_cast<std::size_t>(index_of(name));
+    out_.values[k] = std::move(value);
+    out_.bound[k] = 1;
+  }
+  void learn_columns() {
+    if (prepared_.columns_known) return;
+    const int count = PQnfields(result_.get());
+    for (int i = 0; i < count; ++i) {
+      prepared_.columns.emplace(PQfname(result_.get(), i), i);
+      prepared_.column_types.push_back(PQftype(result_.get(), i));
+    }
+    prepared_.columns_known = true;
   }
 
-  void run() {
-    Session& session = connection_.session_for(doing_);
-    try {
-      if (prepared_.prepared_in != connection_.session_generation_) {
-        session.connection.prepare(prepared_.name, prepared_.sql.text);
-        prepared_.prepared_in = connection_.session_generation_;
-      }
-      // Unbound parameters are NULL, as in SQLite.
-      std::vector<const char*> values(values_.size(), nullptr);
-      for (std::size_t k = 0; k < values_.size(); ++k) {
-        if (bound_[k] != 0) values[k] = values_[k].c_str();
-      }
-      pqxx::nontransaction work(session.connection);
-      result_ = work.exec_prepared(prepared_.name, pqxx::prepare::make_dynamic_params(values));
-    } catch (const std::exception& error) {
-      connection_.fail(doing_, error);
-    }
-    if (!prepared_.columns_known) {
-      const auto count = result_->columns();
-      for (pqxx::row::size_type i = 0; i < count; ++i) {
-        prepared_.columns.emplace(result_->column_name(i), static_cast<int>(i));
-        prepared_.column_types.push_back(result_->column_type(i));
-      }
-      prepared_.columns_known = true;
-    }
-  }
-
+  int rows() const { return PQntuples(result_.get()); }
   void ran(const std::string& what) const {
-    if (!result_) throw StoreError(doing_ + ": " + what + " before the statement ran");
+    if (!result_) throw StoreError(out_.doing + ": " + what + " before the statement ran");
   }
   int check_index(int index) const {
-    if (index < 0 || static_cast<std::size_t>(index) >= result_->columns()) {
-      throw StoreError(doing_ + ": no column " + std::to_string(index));
+    if (index < 0 || index >= PQnfields(result_.get())) {
+      throw StoreError(out_.doing + ": no column " + std::to_string(index));
     }
     return index;
   }
-  pqxx::oid type_of(int index) const {
-    return prepared_.column_types[static_cast<std::size_t>(index)];
-  }
-  pqxx::field field(int index) const {
+  // The cell (row_, index), checked.
+  int cell(int index) const {
     ran("reading a column");
-    if (row_ >= result_->size()) throw StoreError(doing_ + ": reading a column with no row");
-    return (*result_)[row_][static_cast<pqxx::row::size_type>(check_index(index))];
+    if (row_ >= rows()) throw StoreError(out_.doing + ": reading a column with no row");
+    return check_index(index);
   }
+  bool null_at(int index) const { return PQgetisnull(result_.get(), row_, cell(index)) != 0; }
+  std::string_view value_at(int index) const {
+    const int col = cell(index);
+    return {PQgetvalue(result_.get(), row_, col),
+            static_cast<std::size_t>(PQgetlength(result_.get(), row_, col))};
+  }
+  std::string name_of(int index) const { return PQfname(result_.get(), index); }
+  Oid type_of(int index) const { return prepared_.column_types[static_cast<std::size_t>(index)]; }
 
   PgConnection& connection_;
   Prepared& prepared_;
-  std::string doing_;
-  std::vector<std::string> values_;
-  std::vector<char> bound_;
-  std::optional<pqxx::result> result_;
-  pqxx::result::size_type row_ = 0;
+  Outgoing out_;
+  PgResult result_;
+  int row_ = 0;
+  bool deferred_ = false;
 };
 
 // --- the connection ------------------------------------------------------------------------------
@@ -529,32 +601,32 @@ std::string PgConnection::scrub(std::string message) const {
 
 void PgConnection::drop_session() noexcept {
   session_.reset();
+  held_.clear();  // statements of the session's transaction: gone with it
 }
 
 namespace {
 
 // False when the server closed an idle session (restart, admin shutdown, idle timeout): the
 // socket reports the hang-up before any statement is sent on it.
-bool idle_session_alive(pqxx::connection& connection) {
-  if (!connection.is_open()) return false;
-  const int fd = connection.sock();
+bool idle_session_alive(PGconn* conn) {
+  if (PQstatus(conn) != CONNECTION_OK) return false;
+  const int fd = PQsocket(conn);
   if (fd < 0) return false;
   pollfd p{fd, POLLIN | POLLRDHUP, 0};
   if (poll(&p, 1, 0) <= 0) return true;  // nothing pending (or EINTR: the next use will tell)
   if ((p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0) return false;
-  try {
-    connection.get_notifs();  // consumes what the server sent (a notice, a termination)
-  } catch (const std::exception&) {
-    return false;  // a session that cannot read is replaced; the caller reconnects
-  }
-  return connection.is_open();
+  // Consumes what the server sent (a notice, a termination); a session that cannot read is
+  // replaced and the caller reconnects.
+  if (PQconsumeInput(conn) == 0) return false;
+  while (PGnotify* notify = PQnotifies(conn)) PQfreemem(notify);
+  return PQstatus(conn) == CONNECTION_OK;
 }
 
 }  // namespace
 
 PgConnection::Session& PgConnection::session_for(std::string_view doing) {
   if (in_transaction_) {
-    if (transaction_lost_ || !session_ || !session_->connection.is_open()) {
+    if (transaction_lost_ || !session_ || !session_->open()) {
       transaction_lost_ = true;
       drop_session();
       throw StoreError(std::string(doing) + ": the connection to PostgreSQL (" + redacted_url_ +
@@ -562,13 +634,15 @@ PgConnection::Session& PgConnection::session_for(std::string_view doing) {
     }
     return *session_;
   }
-  if (session_ && !idle_session_alive(session_->connection)) drop_session();
+  if (session_ && !idle_session_alive(session_->get())) drop_session();
   if (!session_) {
     try {
       auto session = std::make_unique<Session>(url_);
-      pqxx::nontransaction work(session->connection);
-      work.exec(kSessionSetup);
-      work.commit();
+      const PgResult setup(PQexec(session->get(), kSessionSetup));
+      if (!setup || !succeeded(setup.get())) {
+        throw std::runtime_error(setup ? PQresultErrorMessage(setup.get())
+                                       : PQerrorMessage(session->get()));
+      }
       session_ = std::move(session);
       ++session_generation_;
     } catch (const std::exception& error) {
@@ -579,11 +653,26 @@ PgConnection::Session& PgConnection::session_for(std::string_view doing) {
   return *session_;
 }
 
-void PgConnection::fail(std::string_view doing, const std::exception& error) {
-  const bool broken = dynamic_cast<const pqxx::broken_connection*>(&error) != nullptr ||
-                      (session_ && !session_->connection.is_open());
-  std::string message = scrub(trimmed(error.what()));
-  if (broken) {
+PgConnection::Failure PgConnection::failure_of(const PGresult* result) const {
+  Failure f;
+  PGconn* conn = session_ ? session_->get() : nullptr;
+  const char* message = result != nullptr ? PQresultErrorMessage(result) : "";
+  if (message == nullptr || *message == '\0') {
+    message = conn != nullptr ? PQerrorMessage(conn) : "no session";
+  }
+  f.message = message;
+  if (result != nullptr) {
+    if (const char* state = PQresultErrorField(result, PG_DIAG_SQLSTATE)) f.sqlstate = state;
+  }
+  f.broken = conn == nullptr || PQstatus(conn) != CONNECTION_OK;
+  return f;
+}
+
+void PgConnection::fail(std::string_view doing_view, const Failure& failure) {
+  // A copy: `doing` may belong to a held-back statement, which drop_session() discards.
+  const std::string doing(doing_view);
+  std::string message = scrub(trimmed(failure.message));
+  if (failure.broken) {
     drop_session();
     if (in_transaction_) transaction_lost_ = true;
     throw StoreError(std::string(doing) + ": the connection to PostgreSQL (" + redacted_url_ +
@@ -591,9 +680,7 @@ void PgConnection::fail(std::string_view doing, const std::exception& error) {
                      message);
   }
   if (in_transaction_) statement_failed_ = true;  // PostgreSQL refuses the rest of it
-  if (const auto* sql_error = dynamic_cast<const pqxx::sql_error*>(&error)) {
-    if (!sql_error->sqlstate().empty()) message += " (SQLSTATE " + sql_error->sqlstate() + ")";
-  }
+  if (!failure.sqlstate.empty()) message += " (SQLSTATE " + failure.sqlstate + ")";
   throw StoreError(std::string(doing) + ": " + message);
 }
 
@@ -609,31 +696,122 @@ std::unique_ptr<sql::Cursor> PgConnection::prepare(std::string_view sql, const s
   return std::make_unique<PgCursor>(*this, *prepared_[it->second], doing);
 }
 
-void PgConnection::run_plain(const std::string& sql, std::string_view doing) {
+void PgConnection::prepare_on_session(Session& session, Outgoing& out) {
+  if (out.prepared == nullptr || out.prepared->prepared_in == session_generation_) return;
+  const PgResult r(PQprepare(session.get(), out.prepared->name.c_str(),
+                             out.prepared->sql.text.c_str(), 0, nullptr));
+  if (!r || !succeeded(r.get())) fail(out.doing, failure_of(r.get()));
+  out.prepared->prepared_in = session_generation_;
+}
+
+bool PgConnection::hold_back(const Outgoing& out) {
+  if (!in_transaction_) return false;
+  // A bound on what waits: a long transaction of held-back writes still sends them in batches
+  // (and libpq's blocking pipeline never has more than this many results to read back).
+  if (held_.size() >= kMaxHeldBack) run_held(nullptr);
+  held_.push_back(out);
+  return true;
+}
+
+PgResult PgConnection::run(Outgoing& last) {
+  return run_held(&last);
+}
+
+PgResult PgConnection::run_held(Outgoing* last) {
+  last_sent_failed_ = false;
+  if (last == nullptr && held_.empty()) return nullptr;
+  const std::string doing = last != nullptr ? last->doing : held_.front().doing;
   Session& session = session_for(doing);
-  try {
-    pqxx::nontransaction work(session.connection);
-    work.exec(sql);
-  } catch (const std::exception& error) {
-    fail(doing, error);
+  // Prepared before the pipeline starts (once per statement and session).
+  for (auto& out : held_) prepare_on_session(session, out);
+  if (last != nullptr) prepare_on_session(session, *last);
+  PGconn* conn = session.get();
+
+  if (held_.empty()) {
+    if (last == nullptr) return nullptr;
+    PgResult r = run_statement(conn, *last);
+    if (!r || !succeeded(r.get())) {
+      last_sent_failed_ = true;
+      fail(last->doing, failure_of(r.get()));
+    }
+    return r;
   }
+
+  // One round trip: every held-back statement, then `last`, then a sync.
+  std::vector<Outgoing> batch = std::move(held_);
+  held_.clear();
+  auto lost = [&](const std::string& what) {
+    Failure f;
+    f.message = what + ": " + PQerrorMessage(conn);
+    f.broken = true;
+    fail(doing, f);
+  };
+  if (PQenterPipelineMode(conn) != 1) lost("starting a pipeline");
+  const std::size_t count = batch.size() + (last != nullptr ? 1 : 0);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (send_statement(conn, i < batch.size() ? batch[i] : *last) != 1) lost("sending");
+  }
+  if (PQpipelineSync(conn) != 1) lost("sending");
+
+  std::optional<std::pair<std::size_t, Failure>> first_failure;
+  PgResult last_result;
+  for (std::size_t i = 0; i < count; ++i) {
+    PgResult r(PQgetResult(conn));
+    if (!r) lost("reading a result");
+    const ExecStatusType status = PQresultStatus(r.get());
+    if (status == PGRES_FATAL_ERROR && !first_failure) {
+      first_failure.emplace(i, failure_of(r.get()));
+    } else if (status != PGRES_PIPELINE_ABORTED && !succeeded(r.get()) && !first_failure) {
+      first_failure.emplace(i, failure_of(r.get()));
+    }
+    // Each statement's results end with a null.
+    while (PGresult* extra = PQgetResult(conn)) PQclear(extra);
+    if (i + 1 == count && last != nullptr) last_result = std::move(r);
+  }
+  const PgResult sync(PQgetResult(conn));
+  if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) lost("ending a pipeline");
+  if (PQexitPipelineMode(conn) != 1) lost("ending a pipeline");
+  if (first_failure) {
+    const std::size_t i = first_failure->first;
+    last_sent_failed_ = i == batch.size();
+    fail(i < batch.size() ? batch[i].doing : last->doing, first_failure->second);
+  }
+  return last_result;
+}
+
+void PgConnection::run_plain(const std::string& sql, std::string_view doing) {
+  // Held-back writes go first, in their own round trip: `sql` may hold several statements,
+  // which a pipeline cannot carry.
+  if (!held_.empty()) run_held(nullptr);
+  Session& session = session_for(doing);
+  const PgResult r(PQexec(session.get(), sql.c_str()));
+  if (!r || !succeeded(r.get())) fail(doing, failure_of(r.get()));
 }
 
 void PgConnection::exec(const std::string& sql, std::string_view doing) {
+  const std::size_t start = sql.find_first_not_of(" \t\r\n");
+  const bool rollback_to = in_transaction_ && start != std::string::npos &&
+                           starts_with_ci(std::string_view(sql).substr(start), "rollback to");
+  // Every exec sends what is held first, the SAVEPOINT included: what is still held now came
+  // after the savepoint being rolled back to, so it is dropped rather than sent (a held write
+  // that would fail cannot doom a transaction its caller recovers).
+  if (rollback_to) held_.clear();
   run_plain(sql, doing);
   // ROLLBACK TO SAVEPOINT is the one way out of a failed transaction short of ending it.
-  const std::size_t start = sql.find_first_not_of(" \t\r\n");
-  if (in_transaction_ && start != std::string::npos &&
-      starts_with_ci(std::string_view(sql).substr(start), "rollback to")) {
-    statement_failed_ = false;
-  }
+  if (rollback_to) statement_failed_ = false;
 }
 
 void PgConnection::begin() {
   if (in_transaction_) {
     throw StoreError("beginning a transaction: one is already open (nested ones are SAVEPOINTs)");
   }
-  run_plain("BEGIN", "beginning a transaction");
+  // The session is checked (and replaced when the server closed it) now; BEGIN itself travels
+  // with the transaction's first statement.
+  session_for("beginning a transaction");
+  Outgoing begin;
+  begin.plain = "BEGIN";
+  begin.doing = "beginning a transaction";
+  held_.push_back(std::move(begin));
   in_transaction_ = true;
   transaction_lost_ = false;
   statement_failed_ = false;
@@ -641,11 +819,20 @@ void PgConnection::begin() {
 
 void PgConnection::commit() {
   if (!in_transaction_) throw StoreError("committing: no transaction is open");
+  Outgoing commit;
+  commit.plain = "COMMIT";
+  commit.doing = "committing";
   try {
-    run_plain("COMMIT", "committing");
+    run_held(&commit);
   } catch (const StoreError&) {
-    in_transaction_ = false;
-    transaction_lost_ = false;
+    // COMMIT itself failed, or the session is gone: the transaction is over. A held-back
+    // statement that failed instead made the pipeline skip the COMMIT: the transaction stays
+    // open (aborted) on the server, and rollback_quietly() ends it.
+    if (last_sent_failed_ || !session_ || transaction_lost_) {
+      in_transaction_ = false;
+      transaction_lost_ = false;
+      held_.clear();
+    }
     throw;
   }
   in_transaction_ = false;
@@ -662,13 +849,14 @@ void PgConnection::rollback_quietly() noexcept {
   const bool lost = transaction_lost_;
   in_transaction_ = false;
   transaction_lost_ = false;
-  if (lost || !session_) return;
-  try {
-    pqxx::nontransaction work(session_->connection);
-    work.exec("ROLLBACK");
-  } catch (const std::exception&) {
-    drop_session();  // a session that cannot roll back is not reused: the next use reconnects
-  }
+  // Nothing held back is sent; when even BEGIN is still held, the server never saw the
+  // transaction.
+  const bool begun_on_server = held_.empty() || held_.front().plain != "BEGIN";
+  held_.clear();
+  if (lost || !session_ || !begun_on_server) return;
+  const PgResult r(PQexec(session_->get(), "ROLLBACK"));
+  // A session that cannot roll back is not reused: the next use reconnects.
+  if (!r || !succeeded(r.get())) drop_session();
 }
 
 int PgConnection::schema_version() {

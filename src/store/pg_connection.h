@@ -1,5 +1,5 @@
-// Internal to src/store: sql::Connection over PostgreSQL (libpqxx 6.4 on libpq). One session,
-// used under SqlStore's mutex. Named parameters (":name") become $1..$n once per SQL text and
+// Internal to src/store: sql::Connection over PostgreSQL (libpq). One session, used under
+// SqlStore's mutex. Named parameters (":name") become $1..$n once per SQL text and
 // each text is prepared once per session; values travel as text (doubles in their shortest
 // exact form, bytea as hex), so every value round-trips exactly.
 //
@@ -12,8 +12,15 @@
 // parameter with no context (`:x IS NULL`, `SELECT :x`) needs a cast (`CAST(:x AS BIGINT)` or
 // `:x::bigint`); integers bind as BIGINT text, so columns they go to are BIGINT. A failed
 // statement aborts the whole transaction (unlike SQLite): a failure the store means to survive
-// inside one runs under a SAVEPOINT. As in SQLite, an unbound parameter is NULL and a NULL reads
-// as 0 / "" through integer()/real()/text(); a BOOLEAN column reads as 0/1 through integer().
+// inside one runs under a SAVEPOINT. As in SQLite, an unbound parameter is NULL and a NULL
+// reads as 0 / "" through integer()/real()/text(); a BOOLEAN column reads as 0/1 through
+// integer().
+//
+// Round trips: BEGIN and the writes run through Statement::run_or_defer() inside a
+// transaction are held back and sent, in one libpq pipeline, with the next statement that needs
+// an answer or with the COMMIT (so a transaction that reads a row and writes two costs two
+// round trips, not five). A held-back write that fails fails the statement it travelled with,
+// naming the write, and the transaction is rolled back.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +33,11 @@
 #include <vector>
 
 #include "store/sql_connection.h"
+
+// libpq's handles (libpq-fe.h stays out of this header).
+extern "C" {
+struct pg_result;
+}
 
 namespace pf::store {
 
@@ -70,18 +82,38 @@ class PgConnection final : public sql::Connection {
 
   const std::string& redacted_url() const { return redacted_url_; }
 
-  class Session;    // one libpqxx connection and what was prepared on it
+  class Session;    // one libpq connection
   struct Prepared;  // one SQL text: its $k form, parameter and column names
   class PgCursor;
+  struct Outgoing;  // one statement to send, with its values
+  struct Failure;   // what libpq said went wrong
+  struct ResultFree {
+    void operator()(pg_result* result) const noexcept;
+  };
+  using Result = std::unique_ptr<pg_result, ResultFree>;
+
+  // Held-back statements sent at once when this many wait (a long transaction's writes).
+  static constexpr std::size_t kMaxHeldBack = 64;
 
  private:
   // The session to run the next statement on, connecting when there is none (outside a
   // transaction) or throwing when the transaction's session was lost.
   Session& session_for(std::string_view doing);
-  // Runs parameterless SQL.
+  // Runs parameterless SQL (several statements allowed), after what is held back.
   void run_plain(const std::string& sql, std::string_view doing);
-  // Turns what libpqxx threw into a StoreError (dropping a broken session first).
-  [[noreturn]] void fail(std::string_view doing, const std::exception& error);
+  // Prepares `out`'s statement on the session unless it already is.
+  void prepare_on_session(Session& session, Outgoing& out);
+  // Keeps `out` to send later (true), or says it must run now (false: no transaction).
+  bool hold_back(const Outgoing& out);
+  // Runs `out` and returns its result, sending what is held back first in the same round trip.
+  Result run(Outgoing& out);
+  // Sends what is held back, then `last` when given, in one pipeline; `last`'s result (null
+  // without one). The first failure among them is thrown, naming its statement.
+  Result run_held(Outgoing* last);
+  // What went wrong, from a failed result (or null: the session's own message).
+  Failure failure_of(const pg_result* result) const;
+  // Throws the StoreError for `failure` (dropping a broken session first).
+  [[noreturn]] void fail(std::string_view doing, const Failure& failure);
   void drop_session() noexcept;
   std::string scrub(std::string message) const;
 
@@ -95,6 +127,8 @@ class PgConnection final : public sql::Connection {
   bool in_transaction_ = false;
   bool transaction_lost_ = false;  // the session broke inside the open transaction
   bool statement_failed_ = false;  // a statement failed since BEGIN or the last ROLLBACK TO
+  bool last_sent_failed_ = false;  // of the last pipeline, the final statement itself failed
+  std::vector<Outgoing> held_;     // BEGIN and deferred writes not yet sent, in order
   std::vector<std::unique_ptr<Prepared>> prepared_;  // by first use; index = statement name
   std::unordered_map<std::string, std::size_t, pg_detail::SqlHash, std::equal_to<>> by_sql_;
 };

@@ -418,8 +418,9 @@ void SqlStore::update_agent_progress(const core::InstanceRecord& r) {
   s.bind_int(":gpu_throttled", r.gpu_throttled ? 1 : 0);
   s.bind_real(":bench_since", r.bench_since);
   s.bind_int(":id", r.id);
-  s.run();
-  if (s.changes() == 0) throw StoreError(doing + ": no such instance");
+  // Held back inside a transaction (every heartbeat writes this): instances are never deleted
+  // and the callers read the row in the same transaction, so only a write run now can tell.
+  if (s.run_or_defer() && s.changes() == 0) throw StoreError(doing + ": no such instance");
 }
 
 std::optional<core::InstanceRecord> SqlStore::instance(std::int64_t id) {
@@ -593,7 +594,7 @@ bool SqlStore::mark_agent_seq(std::int64_t instance_id, std::int64_t seq) {
   return s.changes() == 1;
 }
 
-bool SqlStore::insert_proof_sample(const core::ProofSample& sample) {
+void SqlStore::insert_proof_sample(const core::ProofSample& sample) {
   std::lock_guard lock(mutex_);
   // ON CONFLICT on the key only: any other constraint failure still raises an error.
   Statement s(*conn_,
@@ -609,8 +610,7 @@ bool SqlStore::insert_proof_sample(const core::ProofSample& sample) {
   s.bind_real(":gpu_ms", sample.gpu_ms);
   s.bind_real(":queue_ms", sample.queue_ms);
   s.bind_text(":phase", core::to_string(sample.phase));
-  s.run();
-  return s.changes() == 1;
+  s.run_or_defer();
 }
 
 std::vector<core::ProofSample> SqlStore::proof_samples(std::int64_t instance_id) {

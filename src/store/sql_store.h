@@ -66,7 +66,7 @@ class SqlStore final : public Store {
   std::string agent_log(std::int64_t instance_id) override;
 
   bool mark_agent_seq(std::int64_t instance_id, std::int64_t seq) override;
-  bool insert_proof_sample(const core::ProofSample& sample) override;
+  void insert_proof_sample(const core::ProofSample& sample) override;
   std::vector<core::ProofSample> proof_samples(std::int64_t instance_id) override;
 
   std::int64_t insert_bench_run(const core::BenchRun& run) override;

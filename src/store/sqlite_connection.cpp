@@ -96,6 +96,12 @@ class SqliteCursor final : public sql::Cursor {
     fail(db_, doing_);
   }
   std::int64_t changes() const override { return sqlite3_changes64(db_); }
+  // SQLite runs in process: holding a write back would save nothing.
+  bool run_or_defer() override {
+    while (next()) {
+    }
+    return true;
+  }
 
   int column_count() const override { return sqlite3_column_count(stmt_); }
   std::string column_name(int index) const override {

@@ -92,7 +92,9 @@ class Store {
   // Records that the agent's event `seq` was applied. Returns false if it already was (the
   // caller then skips it): agent events are idempotent by (instance, seq).
   virtual bool mark_agent_seq(std::int64_t instance_id, std::int64_t seq) = 0;
-  virtual bool insert_proof_sample(const core::ProofSample& sample) = 0;  // false if duplicate
+  // A sample already recorded for (instance, seq) is kept as it is (mark_agent_seq is what
+  // tells a repeat). May be held back to the transaction's end (SqlStore on PostgreSQL).
+  virtual void insert_proof_sample(const core::ProofSample& sample) = 0;
   virtual std::vector<core::ProofSample> proof_samples(std::int64_t instance_id) = 0;
 
   // --- host history --------------------------------------------------------------------------

@@ -248,6 +248,113 @@ TEST_F(PgConnectionTest, CommitKeepsAndRollbackDropsWhatTheTransactionWrote) {
   EXPECT_THROW(conn_->commit(), StoreError);
 }
 
+// --- held-back writes: BEGIN and run_or_defer() writes travel with the next answer -------------
+
+TEST_F(PgConnectionTest, HeldBackWritesAreSeenByTheNextReadAndCommittedWithTheTransaction) {
+  PgConnection other(url_);
+  conn_->begin();
+  for (std::int64_t id = 1; id <= 3; ++id) {
+    Statement st(*conn_, "INSERT INTO v (id) VALUES (:id)", "inserting held back");
+    st.bind_int(":id", id);
+    EXPECT_FALSE(st.run_or_defer()) << "inside a transaction the write waits";
+  }
+  EXPECT_EQ(count(*conn_), 3) << "the read travels after the writes, in the same transaction";
+  EXPECT_EQ(count(other), 0);
+  Statement last(*conn_, "INSERT INTO v (id) VALUES (:id)", "inserting held back");
+  last.bind_int(":id", 4);
+  EXPECT_FALSE(last.run_or_defer());
+  conn_->commit();  // sends the last write with the COMMIT
+  EXPECT_EQ(count(other), 4);
+
+  Statement now(*conn_, "UPDATE v SET i = 7 WHERE id <= 2", "updating outside a transaction");
+  EXPECT_TRUE(now.run_or_defer()) << "outside a transaction it runs at once";
+  EXPECT_EQ(now.changes(), 2);
+}
+
+TEST_F(PgConnectionTest, AHeldBackWriteThatFailsFailsTheStatementItTravelledWithNamingItself) {
+  insert(1);
+  conn_->begin();
+  Statement dup(*conn_, "INSERT INTO v (id) VALUES (:id)", "inserting the duplicate");
+  dup.bind_int(":id", 1);
+  EXPECT_FALSE(dup.run_or_defer());
+  try {
+    count(*conn_);
+    FAIL() << "the failed write went unnoticed";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("inserting the duplicate"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("SQLSTATE 23505"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(conn_->commit(), StoreError);
+  conn_->rollback_quietly();
+  EXPECT_EQ(count(*conn_), 1);
+  conn_->begin();  // the session goes on
+  insert(2);
+  conn_->commit();
+  EXPECT_EQ(count(*conn_), 2);
+}
+
+TEST_F(PgConnectionTest, AHeldBackWriteThatFailsAtCommitCommitsNothing) {
+  insert(1);
+  PgConnection other(url_);
+  conn_->begin();
+  for (const std::int64_t id : {2, 1, 3}) {
+    Statement st(*conn_, "INSERT INTO v (id) VALUES (:id)", "inserting " + std::to_string(id));
+    st.bind_int(":id", id);
+    EXPECT_FALSE(st.run_or_defer());
+  }
+  try {
+    conn_->commit();
+    FAIL() << "committed over a failed write";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("inserting 1"), std::string::npos) << e.what();
+  }
+  conn_->rollback_quietly();  // the skipped COMMIT left the transaction open: this ends it
+  EXPECT_EQ(count(other), 1) << "neither the write before the failure nor the one after";
+  conn_->begin();
+  insert(4);
+  conn_->commit();
+  EXPECT_EQ(count(other), 2);
+}
+
+TEST_F(PgConnectionTest, RollingBackToASavepointDropsTheWritesHeldSinceIt) {
+  insert(1);
+  conn_->begin();
+  Statement kept(*conn_, "INSERT INTO v (id) VALUES (:id)", "inserting before the savepoint");
+  kept.bind_int(":id", 2);
+  EXPECT_FALSE(kept.run_or_defer());
+  conn_->exec("SAVEPOINT attempt", "saving");  // sends the write held before it
+  Statement dup(*conn_, "INSERT INTO v (id) VALUES (:id)", "inserting the duplicate");
+  dup.bind_int(":id", 1);
+  EXPECT_FALSE(dup.run_or_defer());
+  conn_->exec("ROLLBACK TO SAVEPOINT attempt", "recovering");  // the duplicate is never sent
+  insert(3);
+  conn_->commit();
+  EXPECT_EQ(count(*conn_), 3);
+}
+
+TEST_F(PgConnectionTest, ManyHeldBackWritesGoOutInBatchesAndRollbackDropsTheUnsent) {
+  const auto write_ids = [&](std::int64_t from, std::int64_t to) {
+    for (std::int64_t id = from; id < to; ++id) {
+      Statement st(*conn_, "INSERT INTO v (id) VALUES (:id)", "inserting many");
+      st.bind_int(":id", id);
+      st.run_or_defer();
+    }
+  };
+  conn_->begin();
+  write_ids(0, 3 * static_cast<std::int64_t>(PgConnection::kMaxHeldBack) + 5);
+  conn_->commit();
+  EXPECT_EQ(count(*conn_), 3 * static_cast<std::int64_t>(PgConnection::kMaxHeldBack) + 5);
+
+  // Rolled back with BEGIN and the writes still held, and with some already sent.
+  conn_->begin();
+  write_ids(1000, 1003);
+  conn_->rollback_quietly();
+  conn_->begin();
+  write_ids(2000, 2000 + static_cast<std::int64_t>(PgConnection::kMaxHeldBack) + 3);
+  conn_->rollback_quietly();
+  EXPECT_EQ(count(*conn_), 3 * static_cast<std::int64_t>(PgConnection::kMaxHeldBack) + 5);
+}
+
 TEST_F(PgConnectionTest, SavepointsNestInsideATransaction) {
   conn_->begin();
   insert(1);
@@ -384,6 +491,25 @@ TEST_F(PgRestartTest, WhileTheServerIsDownEachUseFailsAndTheNextOneAfterItComesB
   Statement st(conn, "SELECT 2 AS two", "reading after the start");
   ASSERT_TRUE(st.next());
   EXPECT_EQ(st.integer("two"), 2);
+}
+
+TEST_F(PgRestartTest, HeldBackWritesLostWithTheSessionFailTheCommitAndNothingIsWritten) {
+  PgConnection conn(server_.url());
+  conn.exec("CREATE TABLE r (id BIGINT PRIMARY KEY)", "creating r");
+  conn.begin();
+  Statement ins(conn, "INSERT INTO r (id) VALUES (1)", "inserting held back");
+  EXPECT_FALSE(ins.run_or_defer());
+  server_.restart();
+  try {
+    conn.commit();
+    FAIL() << "committed over a lost session";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("lost"), std::string::npos) << e.what();
+  }
+  conn.rollback_quietly();
+  Statement n(conn, "SELECT count(*) AS n FROM r", "counting");
+  ASSERT_TRUE(n.next());
+  EXPECT_EQ(n.integer("n"), 0);
 }
 
 TEST_F(PgRestartTest, ARestartInsideATransactionFailsThatTransactionOnly) {

@@ -538,15 +538,51 @@ TEST_P(StoreTest, AgentSeqIsAppliedOnce) {
   EXPECT_FALSE(store_->mark_agent_seq(b, 1));
 }
 
+// The agent path's writes (update_agent_progress, insert_proof_sample) may be held back to the
+// transaction's next read or its COMMIT (PostgreSQL): the transaction still reads them back, and
+// a failure later in it undoes them with everything else.
+TEST_P(StoreTest, AgentWritesAreReadBackInTheirTransactionAndUndoneWithIt) {
+  const auto id = store_->insert_instance(full_record("dep-held"));
+  store_->transaction([&] {
+    auto r = store_->instance(id);
+    ASSERT_TRUE(r);
+    r->params_done_bytes = 5e9;
+    r->last_heartbeat_at = 1234.5;
+    store_->update_agent_progress(*r);
+    store_->insert_proof_sample({id, 1, 10, 600, 1, 2, core::ProofPhase::Warmup});
+    EXPECT_EQ(store_->instance(id)->params_done_bytes, 5e9);
+    EXPECT_EQ(store_->proof_samples(id).size(), 1u);
+  });
+  EXPECT_EQ(store_->instance(id)->last_heartbeat_at, 1234.5);
+
+  EXPECT_THROW(store_->transaction([&] {
+    auto r = store_->instance(id);
+    r->params_done_bytes = 9e9;
+    store_->update_agent_progress(*r);
+    store_->insert_proof_sample({id, 2, 20, 600, 1, 2, core::ProofPhase::Warmup});
+    auto missing = *r;
+    missing.id = id + 1000;
+    store_->update_instance(missing);  // throws: no such instance
+  }),
+               StoreError);
+  EXPECT_EQ(store_->instance(id)->params_done_bytes, 5e9);
+  EXPECT_EQ(store_->proof_samples(id).size(), 1u);
+
+  // Outside a transaction the write runs at once and its check holds.
+  auto missing = *store_->instance(id);
+  missing.id = id + 1000;
+  EXPECT_THROW(store_->update_agent_progress(missing), StoreError);
+}
+
 TEST_P(StoreTest, DuplicateProofSampleIsRejectedAndTheFirstKept) {
   const auto id = store_->insert_instance(full_record("dep-p"));
   core::ProofSample s{id, 7, 100.5, 612.25, 401234.5, 12.75, core::ProofPhase::Benchmark};
-  EXPECT_TRUE(store_->insert_proof_sample(s));
+  store_->insert_proof_sample(s);
   auto dup = s;
   dup.seconds = 1;
-  EXPECT_FALSE(store_->insert_proof_sample(dup));
-  EXPECT_TRUE(store_->insert_proof_sample({id, 3, 50, 700, 1, 2, core::ProofPhase::Warmup}));
-  EXPECT_TRUE(store_->insert_proof_sample({id, 9, 150, 600, 1, 2, core::ProofPhase::Production}));
+  store_->insert_proof_sample(dup);
+  store_->insert_proof_sample({id, 3, 50, 700, 1, 2, core::ProofPhase::Warmup});
+  store_->insert_proof_sample({id, 9, 150, 600, 1, 2, core::ProofPhase::Production});
 
   const auto samples = store_->proof_samples(id);
   ASSERT_EQ(samples.size(), 3u);
