@@ -29,8 +29,7 @@
 #include "manager/manager.h"
 #include "net/http_server.h"
 #include "store/store.h"
-#include "store/store_url.h"
-#include "support/pg_server.h"
+#include "support/bench_stores.h"
 #include "support/temp_dir.h"
 #include "support/unreachable_market.h"
 
@@ -215,37 +214,23 @@ int main(int argc, char** argv) {
   }
   const int rounds = opt.rounds;
   pf::testing::TempDir dir("pf-hb-bench");
-  int status = 0;
-  auto run = [&](const std::string& suffix, const std::function<std::string()>& db) {
-    try {
-      Figures f = measure(db(), opt);
-      // SQLite's figure keeps the name it had before PostgreSQL was measured too.
-      const std::string tail = suffix == "sqlite" ? "" : "_" + suffix;
-      std::printf("heartbeat_vs_bare_ratio%s: %.3f\n", tail.c_str(),
-                  f.agent.throughput() / f.bare.throughput());
-      std::printf("heartbeat_p99_ms%s: %.1f\n", tail.c_str(), f.agent.p99_ms());
-      std::printf("bare_p99_ms%s: %.1f\n", tail.c_str(), f.bare.p99_ms());
-      std::printf(
-          "# %s: 200 agents, %d rounds of 1 s each: agent %.0f req/s (%zu failed), bare %.0f "
-          "req/s (%zu failed)\n",
-          suffix.c_str(), rounds, f.agent.throughput(), f.agent.failures, f.bare.throughput(),
-          f.bare.failures);
-      std::fflush(stdout);
-      if (f.agent.failures != 0 || f.bare.failures != 0) status = 1;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "heartbeat_bench (%s): %s\n", suffix.c_str(), e.what());
-      status = 1;
-    }
-  };
-  if (!opt.db.empty()) {
-    run(pf::store::is_postgres_url(opt.db) ? "pg" : "sqlite", [&] { return opt.db; });
-    return status;
-  }
-  run("sqlite", [&] { return dir.file("bench.db"); });
-  std::unique_ptr<pf::test::PgServer> pg;
-  run("pg", [&] {
-    pg = std::make_unique<pf::test::PgServer>();
-    return pg->url("postgres");
-  });
-  return status;
+  int failed_requests = 0;
+  const int status = pf::bench::on_bench_stores(
+      "heartbeat_bench", opt.db, dir, [&](const std::string& suffix, const std::string& url) {
+        Figures f = measure(url, opt);
+        // SQLite's figure keeps the name it had before PostgreSQL was measured too.
+        const std::string tail = suffix == "sqlite" ? "" : "_" + suffix;
+        std::printf("heartbeat_vs_bare_ratio%s: %.3f\n", tail.c_str(),
+                    f.agent.throughput() / f.bare.throughput());
+        std::printf("heartbeat_p99_ms%s: %.1f\n", tail.c_str(), f.agent.p99_ms());
+        std::printf("bare_p99_ms%s: %.1f\n", tail.c_str(), f.bare.p99_ms());
+        std::printf(
+            "# %s: 200 agents, %d rounds of 1 s each: agent %.0f req/s (%zu failed), bare %.0f "
+            "req/s (%zu failed)\n",
+            suffix.c_str(), rounds, f.agent.throughput(), f.agent.failures, f.bare.throughput(),
+            f.bare.failures);
+        std::fflush(stdout);
+        if (f.agent.failures != 0 || f.bare.failures != 0) failed_requests = 1;
+      });
+  return status != 0 ? status : failed_requests;
 }

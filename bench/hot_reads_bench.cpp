@@ -36,7 +36,7 @@
 #include "store/sql_store.h"
 #include "store/store.h"
 #include "store/store_url.h"
-#include "support/pg_server.h"
+#include "support/bench_stores.h"
 #include "support/served_api.h"
 #include "support/temp_dir.h"
 #include "support/timing.h"
@@ -287,10 +287,6 @@ void add_jobs(pf::store::Store& store, std::int64_t instance_id, double now) {
   });
 }
 
-std::string suffix_of(const std::string& url) {
-  return pf::store::is_postgres_url(url) ? "pg" : "sqlite";
-}
-
 struct Figures {
   Timing summary_bare, dashboard_bare;  // at 0 destroyed
   Timing summary_full, dashboard_full;  // with the history
@@ -443,26 +439,8 @@ int main(int argc, char** argv) {
     }
   }
   pf::testing::TempDir dir("pf-hot-reads-bench");
-  int status = 0;
-  auto run = [&](const std::string& suffix, const std::function<std::string()>& db) {
-    try {
-      print(opt, suffix, measure(opt, db(), dir.file("data-" + suffix)));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "hot_reads_bench (%s): %s\n", suffix.c_str(), e.what());
-      status = 1;
-    }
-  };
-  if (!opt.db.empty()) {
-    run(suffix_of(opt.db), [&] { return opt.db; });
-    return status;
-  }
-  // Both stores serve opens for --db: a SQLite file, and PostgreSQL on a local server started
-  // here (tests/support/pg_server.h: initdb in a temporary directory, fsync off).
-  run("sqlite", [&] { return dir.file("bench.db"); });
-  std::unique_ptr<pf::test::PgServer> pg;
-  run("pg", [&] {
-    pg = std::make_unique<pf::test::PgServer>();
-    return pg->url("postgres");
-  });
-  return status;
+  return pf::bench::on_bench_stores(
+      "hot_reads_bench", opt.db, dir, [&](const std::string& suffix, const std::string& url) {
+        print(opt, suffix, measure(opt, url, dir.file("data-" + suffix)));
+      });
 }

@@ -742,19 +742,23 @@ std::optional<std::string> SqlStore::read_setting(const std::string& key) {
   return sql::read_bytes(conn_->dialect(), s, "value");
 }
 
+void SqlStore::write_setting(const std::string& key, const std::string& value, bool replace) {
+  Statement s(*conn_,
+              replace ? "INSERT INTO settings (key, value) VALUES (:key, :value) "
+                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                      : "INSERT INTO settings (key, value) VALUES (:key, :value) "
+                        "ON CONFLICT (key) DO NOTHING",
+              "writing setting '" + key + "'" + (replace ? "" : " if absent"));
+  s.bind_text(":key", key);
+  sql::bind_bytes(conn_->dialect(), s, ":value", value);
+  s.run();
+}
+
 std::string SqlStore::setting_or_put(const std::string& key, const std::string& value) {
   std::lock_guard lock(mutex_);
   // Two statements, each its own transaction: a racing insert of the same key waits for the
   // first to commit and then does nothing, and the read after it sees the row that won.
-  {
-    Statement s(*conn_,
-                "INSERT INTO settings (key, value) VALUES (:key, :value) "
-                "ON CONFLICT (key) DO NOTHING",
-                "writing setting '" + key + "' if absent");
-    s.bind_text(":key", key);
-    sql::bind_bytes(conn_->dialect(), s, ":value", value);
-    s.run();
-  }
+  write_setting(key, value, false);
   auto stored = read_setting(key);
   if (!stored) throw StoreError("setting '" + key + "' is missing right after it was written");
   return *stored;
@@ -762,13 +766,7 @@ std::string SqlStore::setting_or_put(const std::string& key, const std::string& 
 
 void SqlStore::put_setting(const std::string& key, const std::string& value) {
   std::lock_guard lock(mutex_);
-  Statement s(*conn_,
-              "INSERT INTO settings (key, value) VALUES (:key, :value) "
-              "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-              "writing setting '" + key + "'");
-  s.bind_text(":key", key);
-  sql::bind_bytes(conn_->dialect(), s, ":value", value);
-  s.run();
+  write_setting(key, value, true);
 }
 
 }  // namespace pf::store

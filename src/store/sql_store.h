@@ -117,6 +117,9 @@ class SqlStore final : public Store {
   // sql_store.cpp), for the other SqlStore files. The caller holds mutex_.
   // The setting `key`; the caller holds mutex_.
   std::optional<std::string> read_setting(const std::string& key);
+  // Writes the setting `key`: over a stored value when `replace`, else only when absent. The
+  // caller holds mutex_.
+  void write_setting(const std::string& key, const std::string& value, bool replace);
   std::vector<core::InstanceRecord> read_instances(sql::Statement& s);
   std::vector<core::BenchRun> read_bench_runs(sql::Statement& s);
 
