@@ -113,6 +113,15 @@ int WorkLoop::busy_slots_locked() const {
   }));
 }
 
+int WorkLoop::lease_room_locked() const {
+  // Results waiting for upload count too, up to as many as there are slots: when the manager
+  // takes results slower than they are proved, leasing more would only hold more leases whose
+  // proofs wait, and the heartbeat would name ever more jobs.
+  const int held = static_cast<int>(held_.size());
+  const int cap = std::min(2 * slots_, kMaxHeldJobs);
+  return std::max(0, std::min(slots_ - busy_slots_locked(), cap - held));
+}
+
 bool WorkLoop::dropped(std::int64_t id, int attempt) const {
   std::lock_guard lock(mu_);
   auto it = held_.find(id);
@@ -241,9 +250,9 @@ void WorkLoop::feeder_loop() {
     int want = 0;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || (work_ && busy_slots_locked() < slots_); });
+      cv_.wait(lock, [&] { return stopping_ || (work_ && lease_room_locked() > 0); });
       if (stopping_) return;
-      want = slots_ - busy_slots_locked();
+      want = lease_room_locked();
     }
     auto leased = client_.lease(want);
     if (!leased) {

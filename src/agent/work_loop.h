@@ -3,7 +3,8 @@
 // in-flight slots with jobs leased from the manager.
 //
 //  - A feeder thread long-polls for jobs while work is on and a slot is free: it holds at most
-//    as many jobs (leased, fetching, proving) as the session's slots, never more than 64.
+//    as many jobs (leased, fetching, proving) as the session's slots, and at most twice that
+//    with the results waiting for upload counted (never more than 64).
 //  - The agent's proof workers call prove_next(): it takes a leased job, fetches its input
 //    (work_client.h), reports `started`, proves it with the agent's prover and queues the
 //    result. An uploader thread delivers started/result reports in order, retrying until the
@@ -110,6 +111,8 @@ class WorkLoop {
   void feeder_loop();
   void uploader_loop();
   int busy_slots_locked() const;
+  // Jobs the feeder may lease now: free slots, while no more than `slots` results wait.
+  int lease_room_locked() const;
   bool dropped(std::int64_t id, int attempt) const;
   void forget_locked(std::int64_t id);
   bool wait_for(double seconds);

@@ -424,8 +424,9 @@ TEST_F(AgentWork, TheWorkLoopFillsItsSlotsProvesAndReportsEachJobWithItsOwnProof
   int proved = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (proved < 5 && std::chrono::steady_clock::now() < deadline) {
-    // Never more held (leased, fetching, proving) than the slots.
-    EXPECT_LE(loop.held_json().size(), 2u + 2u);  // two proving, at most two awaiting upload
+    // Never more held (leased, fetching, proving) than the slots, nor more results waiting
+    // for upload than the slots (WorkLoop::lease_room_locked).
+    EXPECT_LE(loop.held_json().size(), 2u + 2u);
     auto out = loop.prove_next(std::chrono::milliseconds(200), prove, [] { return false; });
     if (out) ++proved;
   }
@@ -450,6 +451,42 @@ TEST_F(AgentWork, TheWorkLoopFillsItsSlotsProvesAndReportsEachJobWithItsOwnProof
   EXPECT_EQ(loop.held_count(), 0);
   EXPECT_EQ(loop.phase_for("proving"), "idle");
   loop.stop(std::chrono::milliseconds(0));
+}
+
+TEST_F(AgentWork, WhileResultsCannotBeUploadedNoMoreJobsAreLeasedThanTwiceTheSlots) {
+  WorkClient client(*manager_client_, options());
+  WorkLoop loop(client, {0.01, 0.05, {}, {}});
+  for (int i = 0; i < 8; ++i) fake_.add_job(300 + i, "input " + std::to_string(i));
+  fake_.fail_reports = 1'000'000;  // every report answers 503: nothing is ever delivered
+  loop.set_slots(2);
+  loop.on_heartbeat(true, {});
+  auto prove = [](ProofJob job) {
+    ProofOutcome out;
+    out.kind = ProofOutcome::Kind::Completed;
+    out.proof = sim_proof_of(*job.input);
+    return out;
+  };
+  int proved = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (proved < 4 && std::chrono::steady_clock::now() < deadline) {
+    if (loop.prove_next(std::chrono::milliseconds(200), prove, [] { return false; })) ++proved;
+  }
+  ASSERT_EQ(proved, 4);  // two slots' worth proved, their results stuck
+  // The feeder would have had slots free for the rest: it waits for the uploads instead.
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_FALSE(loop.prove_next(std::chrono::milliseconds(50), prove, [] { return false; }));
+  }
+  EXPECT_EQ(loop.held_count(), 4);
+  EXPECT_EQ(loop.counters().leased, 4);
+  {
+    std::lock_guard lock(fake_.mu_);
+    fake_.fail_reports = 0;  // the manager takes results again: leasing resumes
+  }
+  while (proved < 8 && std::chrono::steady_clock::now() < deadline) {
+    if (loop.prove_next(std::chrono::milliseconds(200), prove, [] { return false; })) ++proved;
+  }
+  EXPECT_EQ(proved, 8);
+  loop.stop(std::chrono::milliseconds(2000));
 }
 
 TEST_F(AgentWork, DroppedJobsAreForgottenAndACutShortProofRunsAgain) {
