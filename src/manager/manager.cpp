@@ -390,13 +390,20 @@ std::optional<std::int64_t> Manager::authenticate_agent(const std::string& token
   return std::nullopt;
 }
 
+void Manager::instances_written() {
+  store_.forget_written_copies();
+  job_worker_roster_.changed();
+}
+
 ApiResult<HeartbeatReply> Manager::agent_heartbeat(std::int64_t id, const Heartbeat& hb) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   ApiResult<HeartbeatReply> reply = HeartbeatReply{};
-  // One transaction for the read and the writes: one commit, and no read transaction of its
-  // own for the row (each costs file-locking system calls, and every agent heartbeats).
-  store_.transaction([&] {
-    auto rec = store_.instance(id);
+  // One transaction for the writes: one commit (each costs file-locking system calls, and every
+  // agent heartbeats). The row is the one this leader last wrote (Store::instance_as_written):
+  // on PostgreSQL the heartbeat is then one round trip, its writes and the commit together, and
+  // the lock is not held while it travels (Store::transaction_sent); the reply waits for it.
+  const store::Store::Confirm committed = store_.transaction_sent([&] {
+    auto rec = store_.instance_as_written(id);
     if (!rec) {
       reply = tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
       return;
@@ -443,11 +450,13 @@ ApiResult<HeartbeatReply> Manager::agent_heartbeat(std::int64_t id, const Heartb
       event(id, "operator", "sent to the agent: " + sent);
     }
   });
+  lock.unlock();
+  committed();
   return reply;
 }
 
 ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<AgentEvent>& evs) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   EventsReply reply;
   std::vector<AgentEvent> sorted = evs;
   std::sort(sorted.begin(), sorted.end(),
@@ -456,9 +465,10 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
   bool found = false;
   std::optional<ApiError> closed;
   // One transaction per batch, the read included: one commit instead of one per event, and a
-  // batch that fails leaves nothing applied, so the agent's retry of it is counted whole.
-  store_.transaction([&] {
-    auto row = store_.instance(id);
+  // batch that fails leaves nothing applied, so the agent's retry of it is counted whole. Its
+  // commit travels with the lock released, as a heartbeat's does; the reply waits for it.
+  const store::Store::Confirm committed = store_.transaction_sent([&] {
+    auto row = store_.instance_as_written(id);
     if (!row) return;
     found = true;
     if (row->state == S::Destroyed) {
@@ -553,6 +563,8 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
     }
     if (row_changed || rec.plan_json != plan_before) job_worker_roster_.changed();
   });
+  lock.unlock();
+  committed();
   if (!found) return tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
   if (closed) return tl::unexpected(*closed);
   return reply;

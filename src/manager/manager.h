@@ -265,9 +265,10 @@ class Manager {
   // Instances that take jobs now (core::job_worker), with their plan's proofs in flight. The
   // rows are read once per change of what decides it (JobWorkerRoster), not per call.
   std::vector<core::WorkerView> job_workers();
-  // Instance rows were written outside the Manager's methods (tests, tools on the same store):
-  // the next job_workers() reads them again.
-  void instances_written() { job_worker_roster_.changed(); }
+  // Instance rows were written outside the Manager's methods (another replica's term, tests,
+  // tools on the same database): the next job_workers() and agent calls read them again
+  // (Store::forget_written_copies).
+  void instances_written();
 
   // --- the operator's day by hand (manager_ops.cpp) -------------------------------------------
   // Queues set_concurrency / replan for the instance's agent (sent with its next heartbeat

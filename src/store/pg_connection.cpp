@@ -586,7 +586,10 @@ PgConnection::PgConnection(std::string url) : url_(std::move(url)) {
   session_for("connecting");
 }
 
-PgConnection::~PgConnection() = default;
+PgConnection::~PgConnection() {
+  on_sent_failure_ = nullptr;  // its owner may be gone already
+  fail_in_flight("the store was closed before the commit was confirmed");
+}
 
 std::string PgConnection::scrub(std::string message) const {
   for (const auto& secret : secrets_) {
@@ -600,8 +603,111 @@ std::string PgConnection::scrub(std::string message) const {
 }
 
 void PgConnection::drop_session() noexcept {
+  fail_in_flight("the connection to PostgreSQL (" + redacted_url_ +
+                 ") was lost before the commit was confirmed; it may or may not have been applied");
   session_.reset();
   held_.clear();  // statements of the session's transaction: gone with it
+}
+
+void PgConnection::fail_in_flight(const std::string& error) noexcept {
+  if (in_flight_.empty()) return;
+  for (InFlight& f : in_flight_) {
+    f.outcome->done = true;
+    f.outcome->error = f.doing.empty() ? error : f.doing.front() + ": " + error;
+  }
+  in_flight_.clear();
+  if (on_sent_failure_) on_sent_failure_();
+}
+
+void PgConnection::read_in_flight(bool wait) noexcept {
+  if (in_flight_.empty()) return;
+  if (!session_) {
+    fail_in_flight("no session");
+    return;
+  }
+  PGconn* conn = session_->get();
+  auto broken = [&](const char* what) {
+    fail_in_flight(std::string(what) + ": " + scrub(trimmed(PQerrorMessage(conn))));
+    drop_session();
+  };
+  if (!wait && PQconsumeInput(conn) != 1) return broken("reading");
+  bool failed = false;
+  while (!in_flight_.empty()) {
+    if (!wait && PQisBusy(conn) != 0) break;
+    InFlight& f = in_flight_.front();
+    PgResult r(PQgetResult(conn));
+    if (f.read < f.doing.size()) {
+      if (f.ending) {
+        if (r) continue;  // more than one result for a statement: not from what we send
+        f.ending = false;
+        ++f.read;
+        continue;
+      }
+      if (!r) return broken("reading a result");
+      const ExecStatusType status = PQresultStatus(r.get());
+      if (status != PGRES_PIPELINE_ABORTED && !succeeded(r.get()) && f.error.empty()) {
+        const Failure failure = failure_of(r.get());
+        f.error = f.doing[f.read] + ": " + scrub(trimmed(failure.message)) +
+                  (failure.sqlstate.empty() ? "" : " (SQLSTATE " + failure.sqlstate + ")");
+      }
+      f.ending = true;
+      continue;
+    }
+    if (!r || PQresultStatus(r.get()) != PGRES_PIPELINE_SYNC) return broken("ending a pipeline");
+    f.outcome->done = true;
+    f.outcome->error = f.error;
+    failed = failed || !f.error.empty();
+    in_flight_.pop_front();
+  }
+  if (in_flight_.empty() && PQexitPipelineMode(conn) != 1) return broken("ending a pipeline");
+  if (failed && on_sent_failure_) on_sent_failure_();
+}
+
+int PgConnection::read_arrived() {
+  read_in_flight(false);
+  return in_flight_.empty() || !session_ ? -1 : PQsocket(session_->get());
+}
+
+std::shared_ptr<sql::SentCommit> PgConnection::commit_sent() {
+  if (!in_transaction_) throw StoreError("committing: no transaction is open");
+  // Only a transaction of held writes alone, on a session they are all prepared on.
+  bool ahead = held_.size() > 1 && held_.front().plain == "BEGIN" && !statement_failed_ &&
+               !transaction_lost_ && session_ && session_->open() &&
+               in_flight_.size() < kMaxInFlight;
+  for (std::size_t i = 1; ahead && i < held_.size(); ++i) {
+    const Prepared* p = held_[i].prepared;
+    ahead = p != nullptr && p->prepared_in == session_generation_;
+  }
+  auto outcome = std::make_shared<sql::SentCommit>();
+  if (!ahead) {
+    commit();
+    outcome->done = true;
+    return outcome;
+  }
+  InFlight f;
+  f.outcome = outcome;
+  std::vector<Outgoing> batch(std::make_move_iterator(held_.begin() + 1),
+                              std::make_move_iterator(held_.end()));
+  held_.clear();
+  in_transaction_ = false;  // whatever happens now, the transaction is over for the caller
+  for (const Outgoing& out : batch) f.doing.push_back(out.doing);
+  PGconn* conn = session_->get();
+  auto lost = [&](const char* what) {
+    const std::string error = std::string(what) + ": " + scrub(trimmed(PQerrorMessage(conn)));
+    drop_session();  // fails the commits sent before this one
+    throw StoreError(f.doing.front() + ": the connection to PostgreSQL (" + redacted_url_ +
+                     ") was lost while committing: " + error);
+  };
+  if (PQpipelineStatus(conn) == PQ_PIPELINE_OFF && PQenterPipelineMode(conn) != 1) {
+    lost("starting a pipeline");
+  }
+  for (const Outgoing& out : batch) {
+    if (send_statement(conn, out) != 1) lost("sending");
+  }
+  // The sync ends the implicit transaction the segment runs as, and flushes it out.
+  if (PQpipelineSync(conn) != 1) lost("sending");
+  in_flight_.push_back(std::move(f));
+  return outcome;
 }
 
 namespace {
@@ -634,6 +740,8 @@ PgConnection::Session& PgConnection::session_for(std::string_view doing) {
     }
     return *session_;
   }
+  // A session with sent commits outstanding is not idle: its answers are still coming.
+  if (!in_flight_.empty() && session_) return *session_;
   if (session_ && !idle_session_alive(session_->get())) drop_session();
   if (!session_) {
     try {
@@ -720,6 +828,7 @@ PgResult PgConnection::run(Outgoing& last) {
 PgResult PgConnection::run_held(Outgoing* last) {
   last_sent_failed_ = false;
   if (last == nullptr && held_.empty()) return nullptr;
+  read_in_flight(true);  // the answers of commits sent ahead come first
   const std::string doing = last != nullptr ? last->doing : held_.front().doing;
   Session& session = session_for(doing);
   // Prepared before the pipeline starts (once per statement and session).
@@ -783,6 +892,7 @@ void PgConnection::run_plain(const std::string& sql, std::string_view doing) {
   // Held-back writes go first, in their own round trip: `sql` may hold several statements,
   // which a pipeline cannot carry.
   if (!held_.empty()) run_held(nullptr);
+  read_in_flight(true);
   Session& session = session_for(doing);
   const PgResult r(PQexec(session.get(), sql.c_str()));
   if (!r || !succeeded(r.get())) fail(doing, failure_of(r.get()));
@@ -819,6 +929,12 @@ void PgConnection::begin() {
 
 void PgConnection::commit() {
   if (!in_transaction_) throw StoreError("committing: no transaction is open");
+  if (held_.size() == 1 && held_.front().plain == "BEGIN") {
+    // Nothing reached the server (its reads came from the caller's copies): nothing to end.
+    held_.clear();
+    in_transaction_ = false;
+    return;
+  }
   Outgoing commit;
   commit.plain = "COMMIT";
   commit.doing = "committing";
@@ -854,6 +970,8 @@ void PgConnection::rollback_quietly() noexcept {
   const bool begun_on_server = held_.empty() || held_.front().plain != "BEGIN";
   held_.clear();
   if (lost || !session_ || !begun_on_server) return;
+  read_in_flight(true);
+  if (!session_) return;
   const PgResult r(PQexec(session_->get(), "ROLLBACK"));
   // A session that cannot roll back is not reused: the next use reconnects.
   if (!r || !succeeded(r.get())) drop_session();

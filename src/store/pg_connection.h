@@ -21,10 +21,19 @@
 // an answer or with the COMMIT (so a transaction that reads a row and writes two costs two
 // round trips, not five). A held-back write that fails fails the statement it travelled with,
 // naming the write, and the transaction is rolled back.
+//
+// Commits sent ahead (commit_sent): a transaction that sent nothing yet (BEGIN and its writes all
+// held) goes out as one pipeline segment without BEGIN/COMMIT, which PostgreSQL runs as one
+// implicit transaction (a failure undoes all of it and nothing of the segments after it), and
+// the caller is free before the answer comes. The next transaction is sent behind it on the same
+// session; whatever next needs an answer reads the earlier answers first (in order, filling
+// their outcomes), and read_arrived() reads those that came without waiting. So the agent path's
+// round trip no longer holds the store: callers overlap theirs.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -75,6 +84,9 @@ class PgConnection final : public sql::Connection {
   void begin() override;
   void commit() override;
   void rollback_quietly() noexcept override;
+  std::shared_ptr<sql::SentCommit> commit_sent() override;
+  int read_arrived() override;
+  void on_sent_failure(std::function<void()> hook) override { on_sent_failure_ = std::move(hook); }
   // The one row of table schema_version; 0 when the table does not exist.
   int schema_version() override;
   // Creates schema_version when absent and sets its row.
@@ -94,6 +106,8 @@ class PgConnection final : public sql::Connection {
 
   // Held-back statements sent at once when this many wait (a long transaction's writes).
   static constexpr std::size_t kMaxHeldBack = 64;
+  // Sent commits whose answers may be outstanding at once; one more is committed in place.
+  static constexpr std::size_t kMaxInFlight = 64;
 
  private:
   // The session to run the next statement on, connecting when there is none (outside a
@@ -114,6 +128,11 @@ class PgConnection final : public sql::Connection {
   Failure failure_of(const pg_result* result) const;
   // Throws the StoreError for `failure` (dropping a broken session first).
   [[noreturn]] void fail(std::string_view doing, const Failure& failure);
+  // Reads the answers of sent commits: all of them (`wait`), or those already here. Never
+  // throws: a broken session fails every outstanding commit and is dropped.
+  void read_in_flight(bool wait) noexcept;
+  // Ends every outstanding commit with `error` (the session broke under them).
+  void fail_in_flight(const std::string& error) noexcept;
   void drop_session() noexcept;
   std::string scrub(std::string message) const;
 
@@ -129,6 +148,16 @@ class PgConnection final : public sql::Connection {
   bool statement_failed_ = false;  // a statement failed since BEGIN or the last ROLLBACK TO
   bool last_sent_failed_ = false;  // of the last pipeline, the final statement itself failed
   std::vector<Outgoing> held_;     // BEGIN and deferred writes not yet sent, in order
+  // One sent commit whose answers are not all read: its statements' results, then the sync.
+  struct InFlight {
+    std::vector<std::string> doing;  // per statement, for the error
+    std::shared_ptr<sql::SentCommit> outcome;
+    std::size_t read = 0;  // statements whose result was read
+    bool ending = false;   // the current statement's result was read; its closing null is next
+    std::string error;     // the first failure among them
+  };
+  std::deque<InFlight> in_flight_;
+  std::function<void()> on_sent_failure_;
   std::vector<std::unique_ptr<Prepared>> prepared_;  // by first use; index = statement name
   std::unordered_map<std::string, std::size_t, pg_detail::SqlHash, std::equal_to<>> by_sql_;
 };

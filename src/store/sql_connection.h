@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -66,6 +67,13 @@ class Cursor {
   virtual std::string blob(int index) const = 0;
 };
 
+// The outcome of a transaction whose COMMIT went out before its answer came
+// (Connection::commit_sent). Written and read under the connection's user's lock.
+struct SentCommit {
+  bool done = false;
+  std::string error;  // empty once done: committed
+};
+
 // A database connection. Not thread-safe: SqlStore serialises every use with its mutex.
 class Connection {
  public:
@@ -83,6 +91,23 @@ class Connection {
   virtual void commit() = 0;
   // Used while an exception propagates: never throws, and does nothing outside a transaction.
   virtual void rollback_quietly() noexcept = 0;
+  // Ends the open transaction like commit(), but may return before the database answered: the
+  // outcome is filled in when the answer is read, by the next use of the connection that needs
+  // one or by read_arrived(). Other transactions may run meanwhile; they reach the database
+  // after it, in order. A backend may send this way only a transaction that sent nothing yet;
+  // any other is committed here and returned done. Default (SQLite): commit().
+  virtual std::shared_ptr<SentCommit> commit_sent() {
+    commit();
+    auto done = std::make_shared<SentCommit>();
+    done->done = true;
+    return done;
+  }
+  // Reads, without waiting, the answers that arrived for sent commits. Returns the socket to
+  // wait on (poll for POLLIN) for the rest, or -1 when none is outstanding.
+  virtual int read_arrived() { return -1; }
+  // Called when a sent commit turns out to have failed (its transaction is undone): the user's
+  // copies of what it wrote are no longer true. Under the user's lock; must not throw.
+  virtual void on_sent_failure(std::function<void()> /*hook*/) {}
 
   // The schema version the database holds (0: empty). SQLite: PRAGMA user_version;
   // PostgreSQL: a one-row table `schema_version` the migrations keep.

@@ -1,6 +1,10 @@
 #include "store/sql_store.h"
 
+#include <poll.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <unordered_map>
@@ -283,6 +287,8 @@ struct SqlStore::Caches {
 SqlStore::SqlStore(std::unique_ptr<sql::Connection> connection, std::string where)
     : conn_(std::move(connection)), where_(std::move(where)), caches_(std::make_unique<Caches>()) {
   sql::migrate(*conn_, where_);
+  // A sent commit that failed undid writes the copies already show (called under mutex_).
+  conn_->on_sent_failure([this] { written_.clear(); });
 }
 
 SqlStore::~SqlStore() = default;
@@ -293,6 +299,20 @@ int SqlStore::schema_version() {
 }
 
 void SqlStore::transaction(const std::function<void()>& fn) {
+  run_transaction(fn, false);
+}
+
+Store::Confirm SqlStore::transaction_sent(const std::function<void()>& fn) {
+  std::shared_ptr<sql::SentCommit> sent = run_transaction(fn, true);
+  if (!sent || sent->done) {
+    // Joined an outer transaction, or committed in place; a failure has thrown already.
+    return [] {};
+  }
+  return [this, sent] { await_commit(*sent); };
+}
+
+std::shared_ptr<sql::SentCommit> SqlStore::run_transaction(const std::function<void()>& fn,
+                                                           bool send) {
   std::lock_guard lock(mutex_);
   if (depth_ > 0) {
     // Joins the outer transaction; the savepoint lets an inner failure that the caller
@@ -305,6 +325,7 @@ void SqlStore::transaction(const std::function<void()>& fn) {
       fn();
     } catch (...) {
       --depth_;
+      written_.clear();  // copies written inside the savepoint are undone with it
       try {
         conn_->exec("ROLLBACK TO SAVEPOINT " + name, "undoing a nested transaction");
         conn_->exec("RELEASE SAVEPOINT " + name, "undoing a nested transaction");
@@ -316,7 +337,7 @@ void SqlStore::transaction(const std::function<void()>& fn) {
     }
     --depth_;
     conn_->exec("RELEASE SAVEPOINT " + name, "finishing a nested transaction");
-    return;
+    return nullptr;
   }
 
   conn_->begin();
@@ -325,15 +346,40 @@ void SqlStore::transaction(const std::function<void()>& fn) {
     fn();
   } catch (...) {
     depth_ = 0;
+    written_.clear();  // the copies may hold what the rollback undoes
     conn_->rollback_quietly();
     throw;
   }
   depth_ = 0;
   try {
+    if (send) return conn_->commit_sent();
     conn_->commit();
+    return nullptr;
   } catch (...) {
+    written_.clear();
     conn_->rollback_quietly();
     throw;
+  }
+}
+
+void SqlStore::await_commit(const sql::SentCommit& sent) {
+  while (true) {
+    int socket = -1;
+    {
+      std::lock_guard lock(mutex_);
+      if (!sent.done) socket = conn_->read_arrived();
+      if (sent.done) {
+        if (!sent.error.empty()) throw StoreError(sent.error);
+        return;
+      }
+    }
+    if (socket < 0) throw StoreError("committing: the commit's outcome was lost");
+    // Outside mutex_: others use the connection meanwhile (and may read this answer first).
+    // The socket may be replaced meanwhile; the bound on the wait covers that.
+    pollfd wake{socket, POLLIN, 0};
+    if (poll(&wake, 1, 5) < 0 && errno != EINTR) {
+      throw StoreError(std::string("waiting for a commit's answer: ") + std::strerror(errno));
+    }
   }
 }
 
@@ -387,7 +433,31 @@ void SqlStore::update_instance(const core::InstanceRecord& record) {
   s.bind_int(":id", record.id);
   s.run();
   if (s.changes() == 0) throw StoreError(doing + ": no such instance");
+  written_.keep_row(record);
 }
+
+namespace {
+
+// The columns update_agent_progress writes, on the written copy (keep the two lists together).
+void copy_agent_progress(const core::InstanceRecord& from, core::InstanceRecord& to) {
+  to.last_heartbeat_at = from.last_heartbeat_at;
+  to.params_done_bytes = from.params_done_bytes;
+  to.params_total_bytes = from.params_total_bytes;
+  to.params_rate_bps = from.params_rate_bps;
+  to.prover_crashes = from.prover_crashes;
+  to.ooms = from.ooms;
+  to.proofs_benchmark = from.proofs_benchmark;
+  to.proofs_production = from.proofs_production;
+  to.gpu_util = from.gpu_util;
+  to.peak_memory_gib = from.peak_memory_gib;
+  to.plan_json = from.plan_json;
+  to.spend_usd = from.spend_usd;
+  to.billed_until = from.billed_until;
+  to.gpu_throttled = from.gpu_throttled;
+  to.bench_since = from.bench_since;
+}
+
+}  // namespace
 
 void SqlStore::update_agent_progress(const core::InstanceRecord& r) {
   std::lock_guard lock(mutex_);
@@ -421,6 +491,7 @@ void SqlStore::update_agent_progress(const core::InstanceRecord& r) {
   // Held back inside a transaction (every heartbeat writes this): instances are never deleted
   // and the callers read the row in the same transaction, so only a write run now can tell.
   if (s.run_or_defer() && s.changes() == 0) throw StoreError(doing + ": no such instance");
+  if (core::InstanceRecord* kept = written_.mutable_row(r.id)) copy_agent_progress(r, *kept);
 }
 
 std::optional<core::InstanceRecord> SqlStore::instance(std::int64_t id) {
@@ -430,6 +501,19 @@ std::optional<core::InstanceRecord> SqlStore::instance(std::int64_t id) {
   s.bind_int(":id", id);
   if (!s.next()) return std::nullopt;
   return read_instance(s, caches_->offers);
+}
+
+std::optional<core::InstanceRecord> SqlStore::instance_as_written(std::int64_t id) {
+  std::lock_guard lock(mutex_);
+  if (const core::InstanceRecord* kept = written_.row(id)) return *kept;
+  auto row = instance(id);
+  if (row) written_.keep_row(*row);
+  return row;
+}
+
+void SqlStore::forget_written_copies() {
+  std::lock_guard lock(mutex_);
+  written_.clear();
 }
 
 std::optional<core::InstanceRecord> SqlStore::instance_by_deployment(const std::string& dep) {
@@ -583,15 +667,39 @@ std::string SqlStore::agent_log(std::int64_t instance_id) {
 
 bool SqlStore::mark_agent_seq(std::int64_t instance_id, std::int64_t seq) {
   std::lock_guard lock(mutex_);
-  Statement s(*conn_,
-              "INSERT INTO agent_seqs (instance_id, seq) VALUES (:instance_id, :seq) "
-              "ON CONFLICT (instance_id, seq) DO NOTHING",
-              "recording agent event " + std::to_string(seq) + " of instance " +
-                  std::to_string(instance_id));
+  const std::string doing = "recording agent event " + std::to_string(seq) + " of instance " +
+                            std::to_string(instance_id);
+  if (written_.has_seq(instance_id, seq).value_or(false)) return false;
+  if (depth_ == 0) {
+    Statement s(*conn_,
+                "INSERT INTO agent_seqs (instance_id, seq) VALUES (:instance_id, :seq) "
+                "ON CONFLICT (instance_id, seq) DO NOTHING",
+                doing);
+    s.bind_int(":instance_id", instance_id);
+    s.bind_int(":seq", seq);
+    s.run();
+    written_.add_seq(instance_id, seq);
+    return s.changes() == 1;
+  }
+  // In a transaction (every events batch): the instance's seqs are read once, then the insert
+  // waits for the transaction's next round trip. Without ON CONFLICT: should another process
+  // have recorded the seq after all, the transaction fails instead of applying it twice.
+  if (!written_.has_seq(instance_id, seq)) {
+    Statement read(*conn_, "SELECT seq FROM agent_seqs WHERE instance_id = :instance_id",
+                   "reading the agent events recorded for instance " + std::to_string(instance_id));
+    read.bind_int(":instance_id", instance_id);
+    std::vector<std::int64_t> seqs;
+    while (read.next()) seqs.push_back(read.integer("seq"));
+    written_.keep_seqs(instance_id, seqs);
+    if (written_.has_seq(instance_id, seq).value_or(false)) return false;
+  }
+  Statement s(*conn_, "INSERT INTO agent_seqs (instance_id, seq) VALUES (:instance_id, :seq)",
+              doing);
   s.bind_int(":instance_id", instance_id);
   s.bind_int(":seq", seq);
-  s.run();
-  return s.changes() == 1;
+  s.run_or_defer();
+  written_.add_seq(instance_id, seq);
+  return true;
 }
 
 void SqlStore::insert_proof_sample(const core::ProofSample& sample) {

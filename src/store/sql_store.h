@@ -15,12 +15,14 @@
 #include <vector>
 
 #include "store/store.h"
+#include "store/written_copies.h"
 
 namespace pf::store {
 
 namespace sql {
 class Connection;
 class Statement;
+struct SentCommit;
 }  // namespace sql
 
 // The schema version this build writes (the same on every database kind).
@@ -44,11 +46,14 @@ class SqlStore final : public Store {
   sql::Connection& connection() { return *conn_; }
 
   void transaction(const std::function<void()>& fn) override;
+  Confirm transaction_sent(const std::function<void()>& fn) override;
 
   std::int64_t insert_instance(const core::InstanceRecord& record) override;
   void update_instance(const core::InstanceRecord& record) override;
   void update_agent_progress(const core::InstanceRecord& record) override;
   std::optional<core::InstanceRecord> instance(std::int64_t id) override;
+  std::optional<core::InstanceRecord> instance_as_written(std::int64_t id) override;
+  void forget_written_copies() override;
   std::optional<core::InstanceRecord> instance_by_deployment(const std::string& dep) override;
   // Market ids are not reused by vast; should two rows share one, the newest row wins.
   std::optional<core::InstanceRecord> instance_by_market_id(std::int64_t market_id) override;
@@ -117,6 +122,11 @@ class SqlStore final : public Store {
   // sql_store.cpp), for the other SqlStore files. The caller holds mutex_.
   // The setting `key`; the caller holds mutex_.
   std::optional<std::string> read_setting(const std::string& key);
+  // transaction() and transaction_sent(): runs fn in a transaction (joining an open one) and
+  // commits it, or sends its commit when `send` (the outcome returned; null when joined).
+  std::shared_ptr<sql::SentCommit> run_transaction(const std::function<void()>& fn, bool send);
+  // Waits for a sent commit's outcome without holding mutex_ while its answer travels.
+  void await_commit(const sql::SentCommit& sent);
   // Writes the setting `key`: over a stored value when `replace`, else only when absent. The
   // caller holds mutex_.
   void write_setting(const std::string& key, const std::string& value, bool replace);
@@ -127,7 +137,8 @@ class SqlStore final : public Store {
   std::unique_ptr<sql::Connection> conn_;
   std::string where_;  // the database, for errors
   std::unique_ptr<Caches> caches_;
-  int depth_ = 0;  // transaction nesting; >0 means BEGIN has run on this connection
+  int depth_ = 0;          // transaction nesting; >0 means BEGIN has run on this connection
+  WrittenCopies written_;  // what this process wrote (instance_as_written, mark_agent_seq)
 };
 
 // open_store, keeping the concrete type (tests read the schema version).

@@ -41,6 +41,15 @@ class Store {
 
   // Runs fn atomically: all its writes land or none do. Nested calls join the outer one.
   virtual void transaction(const std::function<void()>& fn) = 0;
+  // Waits until a transaction_sent() transaction is confirmed; throws StoreError if it failed
+  // (then nothing of it was written).
+  using Confirm = std::function<void()>;
+  // transaction(), except that the commit may still be on its way when it returns: call the
+  // returned Confirm, with the caller's own locks released, before relying on the writes. Other
+  // transactions run meanwhile and are applied after it. For a caller holding a lock others
+  // queue on (the Manager's agent path): its round trip to the database no longer holds them.
+  // Inside another transaction it joins that one (confirmed by its commit).
+  virtual Confirm transaction_sent(const std::function<void()>& fn) = 0;
 
   // --- instances ---------------------------------------------------------------------------
   // Inserts and returns the new id (record.id is ignored). deployment_id must be unique.
@@ -55,6 +64,16 @@ class Store {
   // the row does not exist.
   virtual void update_agent_progress(const core::InstanceRecord& record) = 0;
   virtual std::optional<core::InstanceRecord> instance(std::int64_t id) = 0;
+  // The row as this store last read or wrote it: read from the database only the first time
+  // (and after a rollback or forget_written_copies). For the agent path of the process that is
+  // the only writer of instance rows — the leader: followers forward agent calls and no command
+  // but serve writes them — so a heartbeat does not read back, under the Manager's lock, what
+  // the last one wrote (on PostgreSQL a round trip each). The copy follows this store's own
+  // update_instance and update_agent_progress; destroyed rows are not kept.
+  virtual std::optional<core::InstanceRecord> instance_as_written(std::int64_t id) = 0;
+  // Drops every copy instance_as_written and mark_agent_seq answer from: another process may
+  // have written since (the Manager calls it when a leader's term begins).
+  virtual void forget_written_copies() = 0;
   virtual std::optional<core::InstanceRecord> instance_by_deployment(const std::string& dep) = 0;
   virtual std::optional<core::InstanceRecord> instance_by_market_id(std::int64_t market_id) = 0;
   // The instance whose agent token hashes to `hash` (indexed: agents call on every heartbeat).
@@ -90,7 +109,11 @@ class Store {
 
   // --- agent reports -------------------------------------------------------------------------
   // Records that the agent's event `seq` was applied. Returns false if it already was (the
-  // caller then skips it): agent events are idempotent by (instance, seq).
+  // caller then skips it): agent events are idempotent by (instance, seq). Answered from the
+  // seqs this store read (once per instance) and recorded itself, the same one-writer rule as
+  // instance_as_written; inside a transaction the insert may be held back to its end, and a seq
+  // another process recorded meanwhile fails the transaction (the unique key) rather than
+  // being applied twice.
   virtual bool mark_agent_seq(std::int64_t instance_id, std::int64_t seq) = 0;
   // A sample already recorded for (instance, seq) is kept as it is (mark_agent_seq is what
   // tells a repeat). May be held back to the transaction's end (SqlStore on PostgreSQL).

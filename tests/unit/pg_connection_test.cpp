@@ -4,10 +4,12 @@
 #include "store/pg_connection.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -316,6 +318,80 @@ TEST_F(PgConnectionTest, AHeldBackWriteThatFailsAtCommitCommitsNothing) {
   EXPECT_EQ(count(other), 2);
 }
 
+// A transaction of held writes alone, its commit sent ahead (the agent path's).
+std::shared_ptr<pf::store::sql::SentCommit> send_inserts(PgConnection& conn,
+                                                         const std::vector<std::int64_t>& ids) {
+  conn.begin();
+  for (const std::int64_t id : ids) {
+    Statement st(conn, "INSERT INTO v (id) VALUES (:id)", "inserting " + std::to_string(id));
+    st.bind_int(":id", id);
+    EXPECT_FALSE(st.run_or_defer());
+  }
+  return conn.commit_sent();
+}
+
+TEST_F(PgConnectionTest, CommitsSentAheadApplyInOrderAndTheNextUseReadsTheirOutcomes) {
+  insert(1);  // prepares the INSERT on the session: only prepared writes are sent ahead
+  PgConnection other(url_);
+  auto a = send_inserts(*conn_, {10, 11});
+  auto b = send_inserts(*conn_, {12});
+  auto c = send_inserts(*conn_, {13, 14});
+  EXPECT_FALSE(a->done);  // sent: the answers are read by whoever next needs one
+  EXPECT_FALSE(c->done);
+  EXPECT_EQ(count(*conn_), 6);
+  for (const auto& sent : {a, b, c}) {
+    EXPECT_TRUE(sent->done);
+    EXPECT_EQ(sent->error, "");
+  }
+  EXPECT_EQ(count(other), 6);
+  EXPECT_EQ(conn_->read_arrived(), -1);  // nothing outstanding
+}
+
+TEST_F(PgConnectionTest, ASentCommitThatFailsUndoesItselfAloneAndTellsTheHook) {
+  insert(1);
+  int failures_told = 0;
+  conn_->on_sent_failure([&] { ++failures_told; });
+  auto before = send_inserts(*conn_, {5});
+  auto failing = send_inserts(*conn_, {6, 1, 7});  // 1 exists: the whole segment is undone
+  auto after = send_inserts(*conn_, {8});
+  // The answers arrive without anyone else using the connection.
+  for (int i = 0; i < 2000 && !after->done; ++i) {
+    const int socket = conn_->read_arrived();
+    if (socket < 0) break;
+    pollfd wake{socket, POLLIN, 0};
+    ASSERT_GE(poll(&wake, 1, 10), 0);
+  }
+  ASSERT_TRUE(before->done && failing->done && after->done);
+  EXPECT_EQ(before->error, "");
+  EXPECT_NE(failing->error.find("inserting 1"), std::string::npos) << failing->error;
+  EXPECT_NE(failing->error.find("23505"), std::string::npos) << failing->error;
+  EXPECT_EQ(after->error, "");
+  EXPECT_EQ(failures_told, 1);
+  Statement ids(*conn_, "SELECT id FROM v ORDER BY id", "listing");
+  std::vector<std::int64_t> got;
+  while (ids.next()) got.push_back(ids.integer("id"));
+  EXPECT_EQ(got, (std::vector<std::int64_t>{1, 5, 8}));
+}
+
+TEST_F(PgConnectionTest, ATransactionThatReadOrIsUnpreparedIsCommittedInPlace) {
+  // Not yet prepared on this session: committed here (the prepare needs its own answer).
+  auto first = send_inserts(*conn_, {1});
+  EXPECT_TRUE(first->done);
+  EXPECT_EQ(first->error, "");
+  conn_->begin();
+  EXPECT_EQ(count(*conn_), 1);  // BEGIN went out with this read
+  Statement st(*conn_, "INSERT INTO v (id) VALUES (:id)", "inserting 2");
+  st.bind_int(":id", 2);
+  EXPECT_FALSE(st.run_or_defer());
+  auto read_first = conn_->commit_sent();
+  EXPECT_TRUE(read_first->done);
+  EXPECT_EQ(count(*conn_), 2);
+  // A transaction that sent nothing at all ends without a round trip, and without error.
+  conn_->begin();
+  conn_->commit();
+  EXPECT_EQ(count(*conn_), 2);
+}
+
 TEST_F(PgConnectionTest, RollingBackToASavepointDropsTheWritesHeldSinceIt) {
   insert(1);
   conn_->begin();
@@ -510,6 +586,34 @@ TEST_F(PgRestartTest, HeldBackWritesLostWithTheSessionFailTheCommitAndNothingIsW
   Statement n(conn, "SELECT count(*) AS n FROM r", "counting");
   ASSERT_TRUE(n.next());
   EXPECT_EQ(n.integer("n"), 0);
+}
+
+TEST_F(PgRestartTest, CommitsSentWhenTheSessionBreaksFailAsMaybeAppliedAndTheNextUseReconnects) {
+  PgConnection conn(server_.url());
+  conn.exec("CREATE TABLE r (id BIGINT PRIMARY KEY)", "creating r");
+  Statement warm(conn, "INSERT INTO r (id) VALUES (:id)", "inserting");
+  warm.bind_int(":id", 1);
+  warm.run();
+  int failures_told = 0;
+  conn.on_sent_failure([&] { ++failures_told; });
+  conn.begin();
+  Statement ins(conn, "INSERT INTO r (id) VALUES (:id)", "inserting");
+  ins.bind_int(":id", 2);
+  EXPECT_FALSE(ins.run_or_defer());
+  auto sent = conn.commit_sent();
+  server_.restart();
+  Statement n(conn, "SELECT count(*) AS n FROM r", "counting");
+  ASSERT_TRUE(n.next());  // on a fresh session
+  // Its answer either came before the server went (read first, then the session replaced) or
+  // was lost with the session: then it is reported as such, never as a success.
+  ASSERT_TRUE(sent->done);
+  if (sent->error.empty()) {
+    EXPECT_EQ(n.integer("n"), 2);
+    EXPECT_EQ(failures_told, 0);
+  } else {
+    EXPECT_NE(sent->error.find("may or may not"), std::string::npos) << sent->error;
+    EXPECT_EQ(failures_told, 1);
+  }
 }
 
 TEST_F(PgRestartTest, ARestartInsideATransactionFailsThatTransactionOnly) {

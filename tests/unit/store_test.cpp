@@ -574,6 +574,110 @@ TEST_P(StoreTest, AgentWritesAreReadBackInTheirTransactionAndUndoneWithIt) {
   EXPECT_THROW(store_->update_agent_progress(missing), StoreError);
 }
 
+TEST_P(StoreTest, TheWrittenCopyIsTheStoredRowAfterEveryWriteAndARollbackDropsIt) {
+  const auto id = store_->insert_instance(full_record("dep-copy"));
+  auto first = store_->instance_as_written(id);  // read once, then kept
+  ASSERT_TRUE(first);
+  expect_same(*first, *store_->instance(id));
+
+  auto whole = *first;
+  whole.state = core::InstanceState::Proving;
+  whole.destroy_reason = "not yet";
+  whole.verdict.reset();
+  store_->update_instance(whole);
+  expect_same(*store_->instance_as_written(id), *store_->instance(id));
+
+  auto progress = whole;
+  progress.last_heartbeat_at = 4321.25;
+  progress.params_done_bytes = 7e9;
+  progress.spend_usd = 12.5;
+  progress.proofs_production = 9;
+  progress.plan_json = R"({"partitions":4})";
+  progress.destroy_reason = "not written by update_agent_progress";
+  store_->transaction([&] { store_->update_agent_progress(progress); });
+  expect_same(*store_->instance_as_written(id), *store_->instance(id));
+  EXPECT_EQ(store_->instance_as_written(id)->destroy_reason, "not yet");
+  EXPECT_EQ(store_->instance_as_written(id)->spend_usd, 12.5);
+
+  // A transaction that fails undoes its writes and the copy with them.
+  EXPECT_THROW(store_->transaction([&] {
+    auto r = *store_->instance_as_written(id);
+    r.params_done_bytes = 9e9;
+    store_->update_agent_progress(r);
+    EXPECT_EQ(store_->instance_as_written(id)->params_done_bytes, 9e9);  // its own write
+    throw StoreError("the caller gives up");
+  }),
+               StoreError);
+  EXPECT_EQ(store_->instance_as_written(id)->params_done_bytes, 7e9);
+  expect_same(*store_->instance_as_written(id), *store_->instance(id));
+
+  // A destroyed row is not kept: it is read as stored.
+  whole = *store_->instance(id);
+  whole.state = core::InstanceState::Destroyed;
+  whole.destroyed_at = 5000;
+  store_->update_instance(whole);
+  EXPECT_EQ(store_->instance_as_written(id)->state, core::InstanceState::Destroyed);
+  EXPECT_FALSE(store_->instance_as_written(id + 1000));
+}
+
+TEST_P(StoreTest, AgentSeqsRecordedInAFailedTransactionAreNotRemembered) {
+  const auto id = store_->insert_instance(full_record("dep-seqs"));
+  store_->transaction([&] {
+    EXPECT_TRUE(store_->mark_agent_seq(id, 1));
+    EXPECT_FALSE(store_->mark_agent_seq(id, 1));  // the same batch repeats it
+    EXPECT_TRUE(store_->mark_agent_seq(id, 2));
+  });
+  EXPECT_THROW(store_->transaction([&] {
+    EXPECT_TRUE(store_->mark_agent_seq(id, 3));
+    throw StoreError("the batch fails");
+  }),
+               StoreError);
+  store_->transaction([&] {
+    EXPECT_FALSE(store_->mark_agent_seq(id, 2));
+    EXPECT_TRUE(store_->mark_agent_seq(id, 3));  // its retry applies it
+  });
+  EXPECT_FALSE(store_->mark_agent_seq(id, 3));
+}
+
+TEST_P(StoreTest, ASentTransactionIsDurableOnceConfirmedAndAFailedOneThrowsThere) {
+  const auto id = store_->insert_instance(full_record("dep-sent"));
+  auto agent_writes = [&](std::int64_t seq, double heartbeat_at) {
+    return store_->transaction_sent([&] {
+      auto r = *store_->instance_as_written(id);
+      r.last_heartbeat_at = heartbeat_at;
+      store_->update_agent_progress(r);
+      if (store_->mark_agent_seq(id, seq)) {
+        store_->insert_proof_sample({id, seq, heartbeat_at, 600, 1, 2, core::ProofPhase::Warmup});
+      }
+    });
+  };
+  agent_writes(1, 100)();  // the first: reads the row and seqs, prepares the statements
+  const auto second = agent_writes(2, 200);
+  const auto third = agent_writes(3, 300);
+  third();
+  second();
+  EXPECT_EQ(store_->instance(id)->last_heartbeat_at, 300);
+  EXPECT_EQ(store_->proof_samples(id).size(), 3u);
+
+  // A sent transaction that fails (seq 4 recorded behind the copies' back, as another writer
+  // would) throws at its confirmation; nothing of it is written and the copies are dropped.
+  if (db_.backend() != Backend::SqliteMemory) {  // (a second :memory: store is another database)
+    auto other = db_.open();
+    {
+      other->transaction([&] { EXPECT_TRUE(other->mark_agent_seq(id, 4)); });
+      EXPECT_THROW(agent_writes(4, 400)(), StoreError);
+      EXPECT_EQ(store_->instance(id)->last_heartbeat_at, 300);
+      EXPECT_EQ(store_->proof_samples(id).size(), 3u);
+      agent_writes(4, 400)();  // the retry reads what is stored: a repeat, skipped
+      EXPECT_EQ(store_->instance(id)->last_heartbeat_at, 400);
+      EXPECT_EQ(store_->proof_samples(id).size(), 3u);
+    }
+  }
+  // Inside another transaction it is part of that one.
+  store_->transaction([&] { agent_writes(5, 500)(); });
+  EXPECT_EQ(store_->proof_samples(id).size(), 4u);
+}
+
 TEST_P(StoreTest, DuplicateProofSampleIsRejectedAndTheFirstKept) {
   const auto id = store_->insert_instance(full_record("dep-p"));
   core::ProofSample s{id, 7, 100.5, 612.25, 401234.5, 12.75, core::ProofPhase::Benchmark};
@@ -826,6 +930,39 @@ TEST_P(StoreTest, MemoryObservationsByMachineOrGpuModelNewestFirst) {
 TEST_P(SharedStoreTest, MemoryObservationsSurviveAReopen) {
   db_.open()->insert_memory_observation(memory_seen(5, "RTX 5090", 10));
   EXPECT_EQ(db_.open()->memory_observations(5, "RTX 5090").size(), 1u);
+}
+
+// The written copies assume one writer (the leader); what another process wrote is read once
+// the copies are forgotten (a term begins), and an agent event it recorded is never applied twice.
+TEST_P(SharedStoreTest, AnotherWritersChangesAreReadAfterForgettingAndItsSeqsFailTheBatch) {
+  auto leader = db_.open();
+  auto other = db_.open();
+  const auto id = leader->insert_instance(full_record("dep-two"));
+  ASSERT_TRUE(leader->instance_as_written(id));
+  leader->transaction([&] { EXPECT_TRUE(leader->mark_agent_seq(id, 1)); });
+
+  auto row = *other->instance(id);
+  row.state = core::InstanceState::Destroying;
+  other->update_instance(row);
+  EXPECT_TRUE(other->mark_agent_seq(id, 2));
+  EXPECT_NE(leader->instance_as_written(id)->state, core::InstanceState::Destroying);  // stale
+
+  // The leader's copy does not know seq 2: the batch that would apply it again fails whole.
+  EXPECT_THROW(leader->transaction([&] {
+    EXPECT_TRUE(leader->mark_agent_seq(id, 2));
+    leader->insert_proof_sample({id, 2, 10, 600, 1, 2, core::ProofPhase::Warmup});
+  }),
+               StoreError);
+  EXPECT_TRUE(leader->proof_samples(id).empty());
+  // The failure dropped the copies: the retry sees seq 2 recorded and the row as stored.
+  leader->transaction([&] { EXPECT_FALSE(leader->mark_agent_seq(id, 2)); });
+  EXPECT_EQ(leader->instance_as_written(id)->state, core::InstanceState::Destroying);
+
+  row.state = core::InstanceState::Destroyed;
+  row.destroyed_at = 99;
+  other->update_instance(row);
+  leader->forget_written_copies();
+  EXPECT_EQ(leader->instance_as_written(id)->state, core::InstanceState::Destroyed);
 }
 
 // --- opening, migrations, files ----------------------------------------------------------------
