@@ -667,39 +667,32 @@ std::string SqlStore::agent_log(std::int64_t instance_id) {
 
 bool SqlStore::mark_agent_seq(std::int64_t instance_id, std::int64_t seq) {
   std::lock_guard lock(mutex_);
-  const std::string doing = "recording agent event " + std::to_string(seq) + " of instance " +
-                            std::to_string(instance_id);
-  if (written_.has_seq(instance_id, seq).value_or(false)) return false;
-  if (depth_ == 0) {
-    Statement s(*conn_,
-                "INSERT INTO agent_seqs (instance_id, seq) VALUES (:instance_id, :seq) "
-                "ON CONFLICT (instance_id, seq) DO NOTHING",
-                doing);
-    s.bind_int(":instance_id", instance_id);
-    s.bind_int(":seq", seq);
-    s.run();
-    written_.add_seq(instance_id, seq);
-    return s.changes() == 1;
-  }
-  // In a transaction (every events batch): the instance's seqs are read once, then the insert
-  // waits for the transaction's next round trip. Without ON CONFLICT: should another process
-  // have recorded the seq after all, the transaction fails instead of applying it twice.
-  if (!written_.has_seq(instance_id, seq)) {
+  const bool in_transaction = depth_ > 0;
+  if (in_transaction && !written_.has_seq(instance_id, seq)) {
+    // Every events batch: the instance's seqs are read once, then answered from the copy.
     Statement read(*conn_, "SELECT seq FROM agent_seqs WHERE instance_id = :instance_id",
                    "reading the agent events recorded for instance " + std::to_string(instance_id));
     read.bind_int(":instance_id", instance_id);
     std::vector<std::int64_t> seqs;
     while (read.next()) seqs.push_back(read.integer("seq"));
     written_.keep_seqs(instance_id, seqs);
-    if (written_.has_seq(instance_id, seq).value_or(false)) return false;
   }
-  Statement s(*conn_, "INSERT INTO agent_seqs (instance_id, seq) VALUES (:instance_id, :seq)",
-              doing);
+  if (written_.has_seq(instance_id, seq).value_or(false)) return false;
+  // In a transaction the insert waits for its next round trip, without ON CONFLICT: should
+  // another process have recorded the seq after all, the transaction fails instead of applying
+  // it twice. Alone, it runs now and its change count tells.
+  Statement s(*conn_,
+              in_transaction
+                  ? "INSERT INTO agent_seqs (instance_id, seq) VALUES (:instance_id, :seq)"
+                  : "INSERT INTO agent_seqs (instance_id, seq) VALUES (:instance_id, :seq) "
+                    "ON CONFLICT (instance_id, seq) DO NOTHING",
+              "recording agent event " + std::to_string(seq) + " of instance " +
+                  std::to_string(instance_id));
   s.bind_int(":instance_id", instance_id);
   s.bind_int(":seq", seq);
-  s.run_or_defer();
+  const bool ran = s.run_or_defer();
   written_.add_seq(instance_id, seq);
-  return true;
+  return !ran || s.changes() == 1;
 }
 
 void SqlStore::insert_proof_sample(const core::ProofSample& sample) {

@@ -535,15 +535,20 @@ TEST_F(PgConnectionTest, NoMessageCarriesThePassword) {
 
 class PgRestartTest : public ::testing::Test {
  protected:
+  // Table r on `conn`'s server, with row 1 (its INSERT now prepared on the session).
+  static void create_r_with_row_1(PgConnection& conn) {
+    conn.exec("CREATE TABLE r (id BIGINT PRIMARY KEY)", "creating r");
+    Statement first(conn, "INSERT INTO r (id) VALUES (:id)", "inserting");
+    first.bind_int(":id", 1);
+    first.run();
+  }
+
   pf::test::PgServer server_;
 };
 
 TEST_F(PgRestartTest, AnIdleConnectionReconnectsAfterTheServerRestarts) {
   PgConnection conn(server_.url());
-  conn.exec("CREATE TABLE r (id BIGINT PRIMARY KEY)", "creating r");
-  Statement first(conn, "INSERT INTO r (id) VALUES (:id)", "inserting");
-  first.bind_int(":id", 1);
-  first.run();
+  create_r_with_row_1(conn);
 
   server_.restart();
   Statement again(conn, "INSERT INTO r (id) VALUES (:id)", "inserting after the restart");
@@ -590,10 +595,7 @@ TEST_F(PgRestartTest, HeldBackWritesLostWithTheSessionFailTheCommitAndNothingIsW
 
 TEST_F(PgRestartTest, CommitsSentWhenTheSessionBreaksFailAsMaybeAppliedAndTheNextUseReconnects) {
   PgConnection conn(server_.url());
-  conn.exec("CREATE TABLE r (id BIGINT PRIMARY KEY)", "creating r");
-  Statement warm(conn, "INSERT INTO r (id) VALUES (:id)", "inserting");
-  warm.bind_int(":id", 1);
-  warm.run();
+  create_r_with_row_1(conn);
   int failures_told = 0;
   conn.on_sent_failure([&] { ++failures_told; });
   conn.begin();
