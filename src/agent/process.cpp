@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "util/unique_fd.h"
+
 extern char** environ;
 
 namespace pf::agent {
@@ -49,30 +51,7 @@ ExitStatus from_wait_status(int status) {
   return s;
 }
 
-// Owns a file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
+using Fd = util::UniqueFd;
 
 bool make_pipe(Fd& read_end, Fd& write_end) {
   int fds[2];

@@ -127,10 +127,23 @@ net::Handler HttpApi::Impl::handler(const Route& route) {
     } catch (const std::exception& e) {
       reply = error_reply(500, std::string("internal error: ") + e.what());
     }
-    res.status = reply.status;
-    if (reply.status == 401) res.set_header("WWW-Authenticate", "Bearer");
-    for (const auto& [name, value] : reply.headers) res.set_header(name, value);
-    res.set_content(std::move(reply.body), reply.content_type);
+    const store::Confirm committed = std::move(reply.committed);
+    set_reply(res, std::move(reply));
+    if (committed.pending()) {
+      const net::Resume resume = res.defer();
+      try {
+        committed.then([resume](const std::string& error) {
+          if (error.empty()) return resume(nullptr);
+          resume([error](net::HttpResponse& r) {
+            r = net::HttpResponse{};
+            set_reply(r, error_reply(500, "internal error: " + error));
+          });
+        });
+      } catch (const std::exception& e) {
+        res = net::HttpResponse{};  // the Resume's last copy goes uncalled: nothing to finish
+        set_reply(res, error_reply(500, std::string("internal error: ") + e.what()));
+      }
+    }
   };
 }
 

@@ -49,23 +49,29 @@ void HttpApi::Impl::add_agent_routes() {
         const json body = parse_object_body(req);
         const Heartbeat hb = parse_heartbeat(body, options.max_gpus_per_heartbeat);
         const auto held = parse_held_jobs(body, options.max_jobs_per_heartbeat);
-        const HeartbeatReply reply = unwrap(manager.agent_heartbeat(instance, hb));
+        Committing<HeartbeatReply> sent = manager.agent_heartbeat_sent(instance, hb);
+        const HeartbeatReply reply = unwrap(std::move(sent.reply));
         // Leases ride on heartbeats: naming a job renews it; the queue says what to drop.
         json drop = json::array();
         jobs::JobQueue* queue = job_queue_or_null();
         if (queue) {
           for (const std::int64_t id : queue->renew(instance, held)) drop.push_back(id);
         }
-        return json_reply(200, {{"commands", reply.commands},
-                                {"work", reply.work && queue != nullptr},
-                                {"drop_jobs", std::move(drop)}});
+        Reply answer = json_reply(200, {{"commands", reply.commands},
+                                        {"work", reply.work && queue != nullptr},
+                                        {"drop_jobs", std::move(drop)}});
+        answer.committed = std::move(sent.committed);
+        return answer;
       });
   add_job_routes();
   add("POST", "/api/v1/agent/events", Access::Agent,
       [this](const net::HttpRequest& req, std::int64_t instance) {
         const auto events = parse_events(parse_object_body(req), options.max_events_per_batch);
-        const EventsReply r = unwrap(manager.agent_events(instance, events));
-        return json_reply(200, {{"accepted", r.accepted}, {"duplicates", r.duplicates}});
+        Committing<EventsReply> sent = manager.agent_events_sent(instance, events);
+        const EventsReply r = unwrap(std::move(sent.reply));
+        Reply answer = json_reply(200, {{"accepted", r.accepted}, {"duplicates", r.duplicates}});
+        answer.committed = std::move(sent.committed);
+        return answer;
       });
   add("POST", "/api/v1/agent/logs", Access::Agent,
       [this](const net::HttpRequest& req, std::int64_t instance) {

@@ -46,6 +46,9 @@ struct Reply {
   std::string body;
   std::string content_type = kJson;
   std::vector<std::pair<std::string, std::string>> headers = {};
+  // The writes the reply reports: it is sent once they are applied (else it is a 500 saying
+  // why), without holding the lane's thread meanwhile (net::HttpResponse::defer).
+  store::Confirm committed = {};
 };
 
 // Agent log text and market strings may hold invalid UTF-8; replacing it beats failing a reply.
@@ -54,6 +57,9 @@ std::string dump(const json& value);
 Reply json_reply(int status, const json& body);
 
 Reply error_reply(int status, const std::string& message);
+
+// Fills `res` from `reply` (all but its `committed`).
+void set_reply(net::HttpResponse& res, Reply reply);
 
 constexpr std::string_view kAgentLane = "agent";
 constexpr std::string_view kLeaseLane = "agent-lease";

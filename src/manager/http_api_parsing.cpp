@@ -38,6 +38,13 @@ Reply error_reply(int status, const std::string& message) {
   return reply;
 }
 
+void set_reply(net::HttpResponse& res, Reply reply) {
+  res.status = reply.status;
+  if (reply.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  for (const auto& [name, value] : reply.headers) res.set_header(name, value);
+  res.set_content(std::move(reply.body), reply.content_type);
+}
+
 double system_clock_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }

@@ -396,13 +396,21 @@ void Manager::instances_written() {
 }
 
 ApiResult<HeartbeatReply> Manager::agent_heartbeat(std::int64_t id, const Heartbeat& hb) {
+  return agent_heartbeat_sent(id, hb).get();
+}
+
+ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<AgentEvent>& evs) {
+  return agent_events_sent(id, evs).get();
+}
+
+Committing<HeartbeatReply> Manager::agent_heartbeat_sent(std::int64_t id, const Heartbeat& hb) {
   std::unique_lock lock(mu_);
   ApiResult<HeartbeatReply> reply = HeartbeatReply{};
   // One transaction for the writes: one commit (each costs file-locking system calls, and every
   // agent heartbeats). The row is the one this leader last wrote (Store::instance_as_written):
   // on PostgreSQL the heartbeat is then one round trip, its writes and the commit together, and
   // the lock is not held while it travels (Store::transaction_sent); the reply waits for it.
-  const store::Store::Confirm committed = store_.transaction_sent([&] {
+  store::Confirm committed = store_.transaction_sent([&] {
     auto rec = store_.instance_as_written(id);
     if (!rec) {
       reply = tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
@@ -450,12 +458,11 @@ ApiResult<HeartbeatReply> Manager::agent_heartbeat(std::int64_t id, const Heartb
       event(id, "operator", "sent to the agent: " + sent);
     }
   });
-  lock.unlock();
-  committed();
-  return reply;
+  return {std::move(reply), std::move(committed)};
 }
 
-ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<AgentEvent>& evs) {
+Committing<EventsReply> Manager::agent_events_sent(std::int64_t id,
+                                                   const std::vector<AgentEvent>& evs) {
   std::unique_lock lock(mu_);
   EventsReply reply;
   std::vector<AgentEvent> sorted = evs;
@@ -467,7 +474,7 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
   // One transaction per batch, the read included: one commit instead of one per event, and a
   // batch that fails leaves nothing applied, so the agent's retry of it is counted whole. Its
   // commit travels with the lock released, as a heartbeat's does; the reply waits for it.
-  const store::Store::Confirm committed = store_.transaction_sent([&] {
+  store::Confirm committed = store_.transaction_sent([&] {
     auto row = store_.instance_as_written(id);
     if (!row) return;
     found = true;
@@ -563,11 +570,9 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
     }
     if (row_changed || rec.plan_json != plan_before) job_worker_roster_.changed();
   });
-  lock.unlock();
-  committed();
-  if (!found) return tl::unexpected(ApiError{404, "no instance " + std::to_string(id)});
-  if (closed) return tl::unexpected(*closed);
-  return reply;
+  if (!found) return {tl::unexpected(ApiError{404, "no instance " + std::to_string(id)}), {}};
+  if (closed) return {tl::unexpected(*closed), {}};
+  return {std::move(reply), std::move(committed)};
 }
 
 void Manager::evaluate_benchmark(InstanceRecord& rec) {

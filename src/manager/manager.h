@@ -50,6 +50,20 @@ struct ApiError {
 template <typename T>
 using ApiResult = tl::expected<T, ApiError>;
 
+// A reply whose writes may still be on their way to the database (Store::transaction_sent):
+// send it only once `committed` says they were applied, or wait here (get).
+template <typename T>
+struct Committing {
+  ApiResult<T> reply;
+  store::Confirm committed;
+
+  // The reply once its writes are applied; throws StoreError when they failed.
+  ApiResult<T> get() {
+    committed.wait();
+    return std::move(reply);
+  }
+};
+
 struct ParamFile {
   std::string name;
   std::string url;
@@ -234,6 +248,12 @@ class Manager {
   ApiResult<HeartbeatReply> agent_heartbeat(std::int64_t instance_id, const Heartbeat& heartbeat);
   ApiResult<EventsReply> agent_events(std::int64_t instance_id,
                                       const std::vector<AgentEvent>& events);
+  // The same, returning before the writes are confirmed: the HTTP API replies from the
+  // database's answer instead of holding a thread for it.
+  Committing<HeartbeatReply> agent_heartbeat_sent(std::int64_t instance_id,
+                                                  const Heartbeat& heartbeat);
+  Committing<EventsReply> agent_events_sent(std::int64_t instance_id,
+                                            const std::vector<AgentEvent>& events);
   ApiResult<void> agent_logs(std::int64_t instance_id, const std::string& text);
   std::string logs(std::int64_t instance_id);
 

@@ -90,6 +90,68 @@ void HttpResponse::set_chunked_content_provider(std::string_view content_type,
   content_provider = std::move(provider);
 }
 
+// A deferred reply between the handler that deferred it, the server that sends it, and the
+// Resume that finishes it; each may come first.
+struct DeferredReply {
+  std::mutex mu;
+  bool resumed = false;
+  Resume::Finish finish;  // resumed before the server took the reply over
+  // The server's part (runs the hooks, hands the reply to the IO thread); dropped when the
+  // connection is shut first. Runs under mu, so shutting waits for a delivery under way.
+  std::function<void(Resume::Finish)> deliver;
+
+  void resume(Resume::Finish f) {
+    std::lock_guard lock(mu);
+    if (resumed) return;
+    resumed = true;
+    if (!deliver) {
+      finish = std::move(f);
+      return;
+    }
+    auto d = std::move(deliver);
+    deliver = nullptr;
+    d(std::move(f));
+  }
+  void take_over(std::function<void(Resume::Finish)> d) {
+    std::lock_guard lock(mu);
+    if (resumed) return d(std::move(finish));
+    deliver = std::move(d);
+  }
+  void detach() {
+    std::function<void(Resume::Finish)> dropped;
+    {
+      std::lock_guard lock(mu);
+      dropped = std::move(deliver);
+      deliver = nullptr;
+    }
+    // `dropped` (and the connection it holds) goes here, outside mu.
+  }
+};
+
+struct Resume::Token {
+  std::shared_ptr<DeferredReply> reply;
+  explicit Token(std::shared_ptr<DeferredReply> r) : reply(std::move(r)) {}
+  Token(const Token&) = delete;
+  Token& operator=(const Token&) = delete;
+  // Nobody will finish the reply: answer 503 so the client retries (a no-op once resumed).
+  ~Token() {
+    reply->resume([](HttpResponse& res) {
+      res = HttpResponse{};
+      res.status = 503;
+      res.set_header("Retry-After", "1");
+    });
+  }
+};
+
+void Resume::operator()(Finish finish) const {
+  token_->reply->resume(std::move(finish));
+}
+
+Resume HttpResponse::defer() {
+  deferred = std::make_shared<DeferredReply>();
+  return Resume(std::make_shared<Resume::Token>(deferred));
+}
+
 const char* to_string(FrontEvent event) {
   switch (event) {
     case FrontEvent::RefusedTooManyConnections:
@@ -509,6 +571,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void shut() override {
+    // A deferred reply's delivery holds this connection: let it go, so that the server's
+    // stop is not left waiting for a reply that may be resumed only after it.
+    std::shared_ptr<DeferredReply> deferred;
+    {
+      std::lock_guard lock(deferred_mu_);
+      deferred = std::move(deferred_);
+    }
+    if (deferred) deferred->detach();
     asio::post(executor(), [self = this->shared_from_this()] { self->close(); });
   }
 
@@ -702,8 +772,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (!route) return write_reply(server_.refusal(*req, 404));
     if (!route->lane) {
       HttpResponse res = server_.run_handler(*route, *req);
-      // A stream needs a thread of its own; inline routes cannot have one.
-      if (res.content_provider) {
+      // A stream needs a thread of its own, a deferred reply a thread to resume it; inline
+      // routes have neither.
+      if (res.content_provider || res.deferred) {
         res = HttpResponse{};
         res.status = 500;
       }
@@ -720,6 +791,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // On a lane thread.
   void handle(const Route& route, const std::shared_ptr<HttpRequest>& req) {
     HttpResponse res = server_.run_handler(route, *req);
+    if (res.deferred && res.content_provider) {
+      res = HttpResponse{};
+      res.status = 500;
+    }
+    if (res.deferred) return defer(req, std::move(res));
     if (res.content_provider && !server_.reserve_stream()) {
       server_.event(FrontEvent::StreamsFull, route.lane->name());
       res = HttpResponse{};
@@ -742,6 +818,34 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     asio::post(executor(), [self = this->shared_from_this(), reply = std::move(res)]() mutable {
       self->write_reply(std::move(reply));
     });
+  }
+
+  // On a lane thread: the reply goes out when it is resumed (HttpResponse::defer).
+  void defer(const std::shared_ptr<HttpRequest>& req, HttpResponse res) {
+    std::shared_ptr<DeferredReply> deferred = std::move(res.deferred);
+    res.deferred = nullptr;
+    {
+      std::lock_guard lock(deferred_mu_);
+      deferred_ = deferred;
+    }
+    deferred->take_over([self = this->shared_from_this(), req,
+                         res = std::move(res)](Resume::Finish finish) mutable {
+      if (finish) {
+        try {
+          finish(res);
+        } catch (const std::exception& e) {
+          res = HttpResponse{};
+          res.status = 500;
+          res.set_content(std::string("internal error finishing the reply: ") + e.what(),
+                          "text/plain");
+        }
+      }
+      self->server_.finish(*req, res);
+      asio::post(self->executor(),
+                 [self, reply = std::move(res)]() mutable { self->write_reply(std::move(reply)); });
+    });
+    // Stopping began meanwhile: shut() may have looked before the delivery was set.
+    if (server_.stopping.load()) deferred->detach();
   }
 
   // ---- writing a reply ----
@@ -926,6 +1030,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::size_t drained_ = 0;
   std::array<char, 4096> scratch_{};
   std::shared_ptr<StreamChannel> channel_;
+  std::mutex deferred_mu_;
+  std::shared_ptr<DeferredReply> deferred_;  // the reply last deferred (shut lets it go)
 };
 
 // "::ffff:10.0.0.1" on a dual-stack socket is the IPv4 client 10.0.0.1: one address, one cap.

@@ -14,6 +14,9 @@
 //  - Chunked request bodies are refused with 411; a declared body over the limit with 413,
 //    before a byte of it is read.
 //
+//  - A deferred reply (HttpResponse::defer) frees its lane's thread when the handler returns;
+//    whoever resumes it runs the reply hooks, and the IO thread writes it.
+//
 // Invariant: hooks and handlers never run on an IO thread except for inline routes, server
 // refusals (404, 408, 411, 413, 431, 503) and head filters, which is why those must be cheap.
 #pragma once
@@ -78,12 +81,40 @@ class DataSink {
 // is the number of bytes written so far.
 using ContentProvider = std::function<bool(std::size_t offset, DataSink& sink)>;
 
+struct HttpResponse;
+struct DeferredReply;  // (http_server.cpp)
+
+// Sends a deferred reply (HttpResponse::defer): call it once, from any thread, with what
+// finishes the reply (an empty Finish: as the handler left it); later calls do nothing. The
+// server's hooks then run on that thread, so it must be one that may block briefly (never an
+// IO thread). When the last copy goes uncalled, the reply is a 503 with Retry-After.
+class Resume {
+ public:
+  using Finish = std::function<void(HttpResponse&)>;
+  void operator()(Finish finish) const;
+
+ private:
+  friend struct HttpResponse;
+  struct Token;
+  explicit Resume(std::shared_ptr<Token> token) : token_(std::move(token)) {}
+  std::shared_ptr<Token> token_;
+};
+
 struct HttpResponse {
   int status = 200;
   Headers headers;
   std::string body;
   // Set by set_chunked_content_provider: the body is produced, chunk by chunk, by this.
   ContentProvider content_provider;
+  // Set by defer().
+  std::shared_ptr<DeferredReply> deferred;
+
+  // Makes this a reply finished later: the handler returns, its lane's thread goes on to the
+  // next request, and the reply (as the handler left it) is sent once the returned Resume is
+  // called. For a reply that waits on an outcome decided elsewhere (a database commit in
+  // flight) without holding a thread. Not on inline routes nor with a streamed body (those
+  // answer 500).
+  Resume defer();
 
   bool has_header(std::string_view name) const;
   std::string get_header_value(std::string_view name) const;

@@ -587,7 +587,7 @@ PgConnection::PgConnection(std::string url) : url_(std::move(url)) {
 }
 
 PgConnection::~PgConnection() {
-  on_sent_failure_ = nullptr;  // its owner may be gone already
+  on_sent_outcomes_ = nullptr;  // its owner may be gone already
   fail_in_flight("the store was closed before the commit was confirmed");
 }
 
@@ -616,7 +616,7 @@ void PgConnection::fail_in_flight(const std::string& error) noexcept {
     f.outcome->error = f.doing.empty() ? error : f.doing.front() + ": " + error;
   }
   in_flight_.clear();
-  if (on_sent_failure_) on_sent_failure_();
+  if (on_sent_outcomes_) on_sent_outcomes_(true);
 }
 
 void PgConnection::read_in_flight(bool wait) noexcept {
@@ -632,6 +632,7 @@ void PgConnection::read_in_flight(bool wait) noexcept {
   };
   if (!wait && PQconsumeInput(conn) != 1) return broken("reading");
   bool failed = false;
+  bool completed = false;
   while (!in_flight_.empty()) {
     if (!wait && PQisBusy(conn) != 0) break;
     InFlight& f = in_flight_.front();
@@ -657,10 +658,11 @@ void PgConnection::read_in_flight(bool wait) noexcept {
     f.outcome->done = true;
     f.outcome->error = f.error;
     failed = failed || !f.error.empty();
+    completed = true;
     in_flight_.pop_front();
   }
   if (in_flight_.empty() && PQexitPipelineMode(conn) != 1) return broken("ending a pipeline");
-  if (failed && on_sent_failure_) on_sent_failure_();
+  if (completed && on_sent_outcomes_) on_sent_outcomes_(failed);
 }
 
 int PgConnection::read_arrived() {

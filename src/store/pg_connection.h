@@ -86,7 +86,9 @@ class PgConnection final : public sql::Connection {
   void rollback_quietly() noexcept override;
   std::shared_ptr<sql::SentCommit> commit_sent() override;
   int read_arrived() override;
-  void on_sent_failure(std::function<void()> hook) override { on_sent_failure_ = std::move(hook); }
+  void on_sent_outcomes(std::function<void(bool failed)> hook) override {
+    on_sent_outcomes_ = std::move(hook);
+  }
   // The one row of table schema_version; 0 when the table does not exist.
   int schema_version() override;
   // Creates schema_version when absent and sets its row.
@@ -157,7 +159,7 @@ class PgConnection final : public sql::Connection {
     std::string error;     // the first failure among them
   };
   std::deque<InFlight> in_flight_;
-  std::function<void()> on_sent_failure_;
+  std::function<void(bool failed)> on_sent_outcomes_;
   std::vector<std::unique_ptr<Prepared>> prepared_;  // by first use; index = statement name
   std::unordered_map<std::string, std::size_t, pg_detail::SqlHash, std::equal_to<>> by_sql_;
 };

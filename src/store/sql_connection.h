@@ -105,9 +105,10 @@ class Connection {
   // Reads, without waiting, the answers that arrived for sent commits. Returns the socket to
   // wait on (poll for POLLIN) for the rest, or -1 when none is outstanding.
   virtual int read_arrived() { return -1; }
-  // Called when a sent commit turns out to have failed (its transaction is undone): the user's
-  // copies of what it wrote are no longer true. Under the user's lock; must not throw.
-  virtual void on_sent_failure(std::function<void()> /*hook*/) {}
+  // Called whenever outcomes of sent commits were filled in (by whichever use of the connection
+  // read them), `failed` when one of them failed (its transaction is undone: the user's copies
+  // of what it wrote are no longer true). Under the user's lock; must not throw.
+  virtual void on_sent_outcomes(std::function<void(bool failed)> /*hook*/) {}
 
   // The schema version the database holds (0: empty). SQLite: PRAGMA user_version;
   // PostgreSQL: a one-row table `schema_version` the migrations keep.

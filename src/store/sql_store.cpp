@@ -1,10 +1,6 @@
 #include "store/sql_store.h"
 
-#include <poll.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <unordered_map>
@@ -287,100 +283,16 @@ struct SqlStore::Caches {
 SqlStore::SqlStore(std::unique_ptr<sql::Connection> connection, std::string where)
     : conn_(std::move(connection)), where_(std::move(where)), caches_(std::make_unique<Caches>()) {
   sql::migrate(*conn_, where_);
-  // A sent commit that failed undid writes the copies already show (called under mutex_).
-  conn_->on_sent_failure([this] { written_.clear(); });
+  conn_->on_sent_outcomes([this](bool failed) { on_sent_outcomes(failed); });
 }
 
-SqlStore::~SqlStore() = default;
+SqlStore::~SqlStore() {
+  stop_commit_reader();  // before the connection it reads goes
+}
 
 int SqlStore::schema_version() {
   std::lock_guard lock(mutex_);
   return conn_->schema_version();
-}
-
-void SqlStore::transaction(const std::function<void()>& fn) {
-  run_transaction(fn, false);
-}
-
-Store::Confirm SqlStore::transaction_sent(const std::function<void()>& fn) {
-  std::shared_ptr<sql::SentCommit> sent = run_transaction(fn, true);
-  if (!sent || sent->done) {
-    // Joined an outer transaction, or committed in place; a failure has thrown already.
-    return [] {};
-  }
-  return [this, sent] { await_commit(*sent); };
-}
-
-std::shared_ptr<sql::SentCommit> SqlStore::run_transaction(const std::function<void()>& fn,
-                                                           bool send) {
-  std::lock_guard lock(mutex_);
-  if (depth_ > 0) {
-    // Joins the outer transaction; the savepoint lets an inner failure that the caller
-    // catches undo only the inner writes instead of committing half of them (and, on
-    // PostgreSQL, leaves the outer transaction usable: an error aborts it up to the savepoint).
-    const std::string name = "pf_nested_" + std::to_string(depth_);
-    conn_->exec("SAVEPOINT " + name, "starting a nested transaction");
-    ++depth_;
-    try {
-      fn();
-    } catch (...) {
-      --depth_;
-      written_.clear();  // copies written inside the savepoint are undone with it
-      try {
-        conn_->exec("ROLLBACK TO SAVEPOINT " + name, "undoing a nested transaction");
-        conn_->exec("RELEASE SAVEPOINT " + name, "undoing a nested transaction");
-      } catch (const StoreError&) {
-        // The outer transaction is lost with the connection's error; the exception already
-        // propagating says why, and the outer rollback ends it.
-      }
-      throw;
-    }
-    --depth_;
-    conn_->exec("RELEASE SAVEPOINT " + name, "finishing a nested transaction");
-    return nullptr;
-  }
-
-  conn_->begin();
-  depth_ = 1;
-  try {
-    fn();
-  } catch (...) {
-    depth_ = 0;
-    written_.clear();  // the copies may hold what the rollback undoes
-    conn_->rollback_quietly();
-    throw;
-  }
-  depth_ = 0;
-  try {
-    if (send) return conn_->commit_sent();
-    conn_->commit();
-    return nullptr;
-  } catch (...) {
-    written_.clear();
-    conn_->rollback_quietly();
-    throw;
-  }
-}
-
-void SqlStore::await_commit(const sql::SentCommit& sent) {
-  while (true) {
-    int socket = -1;
-    {
-      std::lock_guard lock(mutex_);
-      if (!sent.done) socket = conn_->read_arrived();
-      if (sent.done) {
-        if (!sent.error.empty()) throw StoreError(sent.error);
-        return;
-      }
-    }
-    if (socket < 0) throw StoreError("committing: the commit's outcome was lost");
-    // Outside mutex_: others use the connection meanwhile (and may read this answer first).
-    // The socket may be replaced meanwhile; the bound on the wait covers that.
-    pollfd wake{socket, POLLIN, 0};
-    if (poll(&wake, 1, 5) < 0 && errno != EINTR) {
-      throw StoreError(std::string("waiting for a commit's answer: ") + std::strerror(errno));
-    }
-  }
 }
 
 // --- instances -----------------------------------------------------------------------------------

@@ -6,16 +6,20 @@
 // transaction that locks what it reads.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "store/store.h"
 #include "store/written_copies.h"
+#include "util/unique_fd.h"
 
 namespace pf::store {
 
@@ -125,8 +129,21 @@ class SqlStore final : public Store {
   // transaction() and transaction_sent(): runs fn in a transaction (joining an open one) and
   // commits it, or sends its commit when `send` (the outcome returned; null when joined).
   std::shared_ptr<sql::SentCommit> run_transaction(const std::function<void()>& fn, bool send);
-  // Waits for a sent commit's outcome without holding mutex_ while its answer travels.
+  class SentConfirm;  // Confirm::Pending for a sent commit
+  // Sent commits' outcomes (sql_store_commits.cpp). Waits for one without holding mutex_ while
+  // its answer travels.
   void await_commit(const sql::SentCommit& sent);
+  // Calls done(error) once `sent`'s outcome is known: at once when it is, else on the commit
+  // reader's thread, started here when none runs yet.
+  void when_committed(const std::shared_ptr<sql::SentCommit>& sent,
+                      std::function<void(const std::string& error)> done);
+  // The connection's hook (under mutex_): drops the copies a failure made untrue, and wakes the
+  // commit reader when another thread read the outcomes it waits for.
+  void on_sent_outcomes(bool failed);
+  // The commit reader's thread: reads sent commits' answers as they arrive and runs the
+  // when_committed callbacks of those known, outside mutex_.
+  void read_commits();
+  void stop_commit_reader() noexcept;
   // Writes the setting `key`: over a stored value when `replace`, else only when absent. The
   // caller holds mutex_.
   void write_setting(const std::string& key, const std::string& value, bool replace);
@@ -139,6 +156,18 @@ class SqlStore final : public Store {
   std::unique_ptr<Caches> caches_;
   int depth_ = 0;          // transaction nesting; >0 means BEGIN has run on this connection
   WrittenCopies written_;  // what this process wrote (instance_as_written, mark_agent_seq)
+
+  // when_committed callbacks whose commits' outcomes are not known yet (under mutex_).
+  struct Waiting {
+    std::shared_ptr<sql::SentCommit> sent;
+    std::function<void(const std::string& error)> done;
+  };
+  std::vector<Waiting> waiting_;
+  std::condition_variable_any reader_wake_;  // waiting_ gained one, or stopping
+  util::UniqueFd reader_event_;              // eventfd: another thread read outcomes, or stopping
+  bool reader_reading_ = false;              // the reader is reading outcomes itself (under mutex_)
+  bool stopping_ = false;                    // (under mutex_)
+  std::thread reader_;
 };
 
 // open_store, keeping the concrete type (tests read the schema version).

@@ -28,6 +28,42 @@ struct StoreError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The outcome of a Store::transaction_sent() transaction: known at once (applied), or once the
+// answer to its commit arrives.
+class Confirm {
+ public:
+  // How a store learns the outcome later.
+  class Pending {
+   public:
+    virtual ~Pending() = default;
+    virtual void wait() = 0;
+    virtual void then(std::function<void(const std::string& error)> done) = 0;
+  };
+
+  Confirm() = default;  // applied already
+  explicit Confirm(std::shared_ptr<Pending> pending) : pending_(std::move(pending)) {}
+
+  // False when the outcome is known to be "applied" already.
+  bool pending() const { return pending_ != nullptr; }
+
+  // Waits until the outcome is known; throws StoreError when the transaction failed (nothing of
+  // it was written then).
+  void wait() const {
+    if (pending_) pending_->wait();
+  }
+  // Calls done(error) once the outcome is known, error empty when the transaction was applied:
+  // at once on this thread when it is known already, else on the thread that learns it (the
+  // store's own), which `done` must not hold up nor call back into the store from. Never
+  // blocks.
+  void then(std::function<void(const std::string& error)> done) const {
+    if (pending_) return pending_->then(std::move(done));
+    done("");
+  }
+
+ private:
+  std::shared_ptr<Pending> pending_;
+};
+
 // The instances in one state, with what they spent and proved (Store::instance_totals).
 struct InstanceTotals {
   std::int64_t instances = 0;
@@ -41,13 +77,11 @@ class Store {
 
   // Runs fn atomically: all its writes land or none do. Nested calls join the outer one.
   virtual void transaction(const std::function<void()>& fn) = 0;
-  // Waits until a transaction_sent() transaction is confirmed; throws StoreError if it failed
-  // (then nothing of it was written).
-  using Confirm = std::function<void()>;
-  // transaction(), except that the commit may still be on its way when it returns: call the
-  // returned Confirm, with the caller's own locks released, before relying on the writes. Other
-  // transactions run meanwhile and are applied after it. For a caller holding a lock others
-  // queue on (the Manager's agent path): its round trip to the database no longer holds them.
+  // transaction(), except that the commit may still be on its way when it returns: wait for the
+  // returned Confirm, or hand it what to do then, with the caller's own locks released, before
+  // relying on the writes. Other transactions run meanwhile and are applied after it. For a
+  // caller holding a lock others queue on (the Manager's agent path): its round trip to the
+  // database no longer holds them, and a reply that waits with then() holds no thread either.
   // Inside another transaction it joins that one (confirmed by its commit).
   virtual Confirm transaction_sent(const std::function<void()>& fn) = 0;
 

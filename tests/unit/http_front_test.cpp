@@ -478,6 +478,118 @@ TEST_F(FrontTest, StopClosesOpenConnectionsAndStreamsAndJoins) {
   server_->stop();  // idempotent
 }
 
+// Handlers that defer their replies, keeping each Resume until the test says what to do.
+struct DeferringRoutes {
+  std::mutex mu;
+  std::vector<Resume> kept;
+  std::atomic<int> deferred{0};
+
+  void mount(HttpServer& server) {
+    server.route("GET", "/defer", [this](const HttpRequest&, HttpResponse& res) {
+      res.set_content("as the handler left it", "text/plain");
+      Resume resume = res.defer();
+      std::lock_guard lock(mu);
+      kept.push_back(std::move(resume));
+      ++deferred;
+    });
+    server.route("GET", "/defer-known", [](const HttpRequest&, HttpResponse& res) {
+      res.set_content("known at once", "text/plain");
+      res.defer()(nullptr);  // resumed before the server took it over
+    });
+    server.route("GET", "/ok", [](const HttpRequest&, HttpResponse& res) {
+      res.set_content("ok", "text/plain");
+    });
+    server.route(
+        "GET", "/defer-inline", [](const HttpRequest&, HttpResponse& res) { res.defer()(nullptr); },
+        kInlineLane);
+  }
+  std::vector<Resume> take() {
+    std::lock_guard lock(mu);
+    return std::exchange(kept, {});
+  }
+};
+
+TEST(FrontDeferred, ADeferredReplyFreesItsLaneAndGoesOutWhenResumedFromAnyThread) {
+  ServerOptions options;
+  options.default_lane_threads = 1;  // one thread: a held one would block /ok
+  DeferringRoutes routes;
+  HttpServer server(options);
+  routes.mount(server);
+  pf::test::FrontServing serving(server);
+
+  RawConnection waiting(serving.port());
+  ASSERT_TRUE(waiting.send(get_request("/defer")));
+  ASSERT_TRUE(eventually([&] { return routes.deferred == 1; }));
+  RawConnection other(serving.port());
+  ASSERT_TRUE(other.send(get_request("/ok")));
+  EXPECT_THAT(other.reply(), StartsWith("HTTP/1.1 200"));
+  EXPECT_EQ(waiting.reply(300ms), "") << "sent before it was resumed";
+
+  std::vector<Resume> kept = routes.take();
+  ASSERT_EQ(kept.size(), 1u);
+  std::thread([resume = kept.front()] {
+    resume([](HttpResponse& res) {
+      res.status = 201;
+      res.set_content("finished later", "text/plain");
+    });
+    resume([](HttpResponse& res) { res.status = 500; });  // a second call does nothing
+  }).join();
+  const std::string reply = waiting.reply();
+  EXPECT_THAT(reply, StartsWith("HTTP/1.1 201"));
+  EXPECT_THAT(reply, HasSubstr("finished later"));
+
+  // The connection goes on (keep-alive) with a reply resumed as the handler left it.
+  ASSERT_TRUE(waiting.send(get_request("/defer")));
+  ASSERT_TRUE(eventually([&] { return routes.deferred == 2; }));
+  kept = routes.take();
+  ASSERT_EQ(kept.size(), 1u);
+  kept.front()(nullptr);
+  EXPECT_THAT(waiting.reply(), HasSubstr("as the handler left it"));
+
+  RawConnection known(serving.port());
+  ASSERT_TRUE(known.send(get_request("/defer-known")));
+  EXPECT_THAT(known.reply(), HasSubstr("known at once"));
+}
+
+TEST(FrontDeferred, AReplyNobodyResumesIs503AndInlineRoutesCannotDefer) {
+  DeferringRoutes routes;
+  HttpServer server;
+  routes.mount(server);
+  pf::test::FrontServing serving(server);
+
+  RawConnection dropped(serving.port());
+  ASSERT_TRUE(dropped.send(get_request("/defer")));
+  ASSERT_TRUE(eventually([&] { return routes.deferred == 1; }));
+  routes.take();  // the last copy of its Resume goes uncalled
+  const std::string reply = dropped.reply();
+  EXPECT_THAT(reply, StartsWith("HTTP/1.1 503"));
+  EXPECT_THAT(reply, HasSubstr("Retry-After: 1"));
+
+  RawConnection inline_route(serving.port());
+  ASSERT_TRUE(inline_route.send(get_request("/defer-inline")));
+  EXPECT_THAT(inline_route.reply(), StartsWith("HTTP/1.1 500"));
+}
+
+TEST(FrontDeferred, StopLetsGoOfDeferredRepliesAndALaterResumeIsHarmless) {
+  DeferringRoutes routes;
+  std::vector<Resume> kept;
+  {
+    auto server = std::make_unique<HttpServer>();
+    routes.mount(*server);
+    std::optional<pf::test::FrontServing> serving(std::in_place, *server);
+    RawConnection c(serving->port());
+    ASSERT_TRUE(c.send(get_request("/defer")));
+    ASSERT_TRUE(eventually([&] { return routes.deferred == 1; }));
+    kept = routes.take();
+    serving.reset();  // stop(): the deferred reply lets its connection go
+    EXPECT_EQ(server->open_connections(), 0u) << "the deferred reply still holds its connection";
+    EXPECT_TRUE(c.wait_closed(5s));
+  }  // the server is gone
+  ASSERT_EQ(kept.size(), 1u);
+  kept.front()(nullptr);  // resumed after all that: nothing to deliver to
+  kept.clear();
+}
+
 // A self-signed certificate for 127.0.0.1, written as PEM files into `dir`.
 bool write_self_signed(const std::filesystem::path& dir) {
   EVP_PKEY* key = EVP_EC_gen("P-256");

@@ -350,7 +350,7 @@ TEST_F(PgConnectionTest, CommitsSentAheadApplyInOrderAndTheNextUseReadsTheirOutc
 TEST_F(PgConnectionTest, ASentCommitThatFailsUndoesItselfAloneAndTellsTheHook) {
   insert(1);
   int failures_told = 0;
-  conn_->on_sent_failure([&] { ++failures_told; });
+  conn_->on_sent_outcomes([&](bool failed) { failures_told += failed ? 1 : 0; });
   auto before = send_inserts(*conn_, {5});
   auto failing = send_inserts(*conn_, {6, 1, 7});  // 1 exists: the whole segment is undone
   auto after = send_inserts(*conn_, {8});
@@ -597,7 +597,7 @@ TEST_F(PgRestartTest, CommitsSentWhenTheSessionBreaksFailAsMaybeAppliedAndTheNex
   PgConnection conn(server_.url());
   create_r_with_row_1(conn);
   int failures_told = 0;
-  conn.on_sent_failure([&] { ++failures_told; });
+  conn.on_sent_outcomes([&](bool failed) { failures_told += failed ? 1 : 0; });
   conn.begin();
   Statement ins(conn, "INSERT INTO r (id) VALUES (:id)", "inserting");
   ins.bind_int(":id", 2);

@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -639,23 +641,52 @@ TEST_P(StoreTest, AgentSeqsRecordedInAFailedTransactionAreNotRemembered) {
   EXPECT_FALSE(store_->mark_agent_seq(id, 3));
 }
 
+// The agent path's writes (a heartbeat's row, an event's seq and sample) in one sent
+// transaction, as Manager::agent_events makes them.
+Confirm send_agent_writes(Store& store, std::int64_t id, std::int64_t seq, double heartbeat_at) {
+  return store.transaction_sent([&] {
+    auto r = *store.instance_as_written(id);
+    r.last_heartbeat_at = heartbeat_at;
+    store.update_agent_progress(r);
+    if (store.mark_agent_seq(id, seq)) {
+      store.insert_proof_sample({id, seq, heartbeat_at, 600, 1, 2, core::ProofPhase::Warmup});
+    }
+  });
+}
+
+// What Confirm::then told, from whichever thread told it.
+class Told {
+ public:
+  std::function<void(const std::string&)> callback() {
+    return [this](const std::string& error) {
+      std::lock_guard lock(mu_);
+      errors_.push_back(error);
+      changed_.notify_all();
+    };
+  }
+  // The outcomes told so far, once there are `n` (or at a generous timeout).
+  std::vector<std::string> wait_for(std::size_t n) {
+    std::unique_lock lock(mu_);
+    changed_.wait_for(lock, std::chrono::seconds(30), [&] { return errors_.size() >= n; });
+    return errors_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<std::string> errors_;
+};
+
 TEST_P(StoreTest, ASentTransactionIsDurableOnceConfirmedAndAFailedOneThrowsThere) {
   const auto id = store_->insert_instance(full_record("dep-sent"));
   auto agent_writes = [&](std::int64_t seq, double heartbeat_at) {
-    return store_->transaction_sent([&] {
-      auto r = *store_->instance_as_written(id);
-      r.last_heartbeat_at = heartbeat_at;
-      store_->update_agent_progress(r);
-      if (store_->mark_agent_seq(id, seq)) {
-        store_->insert_proof_sample({id, seq, heartbeat_at, 600, 1, 2, core::ProofPhase::Warmup});
-      }
-    });
+    return send_agent_writes(*store_, id, seq, heartbeat_at);
   };
-  agent_writes(1, 100)();  // the first: reads the row and seqs, prepares the statements
+  agent_writes(1, 100).wait();  // the first: reads the row and seqs, prepares the statements
   const auto second = agent_writes(2, 200);
   const auto third = agent_writes(3, 300);
-  third();
-  second();
+  third.wait();
+  second.wait();
   EXPECT_EQ(store_->instance(id)->last_heartbeat_at, 300);
   EXPECT_EQ(store_->proof_samples(id).size(), 3u);
 
@@ -665,17 +696,67 @@ TEST_P(StoreTest, ASentTransactionIsDurableOnceConfirmedAndAFailedOneThrowsThere
     auto other = db_.open();
     {
       other->transaction([&] { EXPECT_TRUE(other->mark_agent_seq(id, 4)); });
-      EXPECT_THROW(agent_writes(4, 400)(), StoreError);
+      EXPECT_THROW(agent_writes(4, 400).wait(), StoreError);
       EXPECT_EQ(store_->instance(id)->last_heartbeat_at, 300);
       EXPECT_EQ(store_->proof_samples(id).size(), 3u);
-      agent_writes(4, 400)();  // the retry reads what is stored: a repeat, skipped
+      agent_writes(4, 400).wait();  // the retry reads what is stored: a repeat, skipped
       EXPECT_EQ(store_->instance(id)->last_heartbeat_at, 400);
       EXPECT_EQ(store_->proof_samples(id).size(), 3u);
     }
   }
   // Inside another transaction it is part of that one.
-  store_->transaction([&] { agent_writes(5, 500)(); });
+  store_->transaction([&] { agent_writes(5, 500).wait(); });
   EXPECT_EQ(store_->proof_samples(id).size(), 4u);
+}
+
+TEST_P(StoreTest, ASentTransactionTellsThenItsOutcomeWithoutAnyoneWaiting) {
+  const auto id = store_->insert_instance(full_record("dep-then"));
+  send_agent_writes(*store_, id, 1, 100).wait();  // reads the row and seqs, prepares
+
+  // Told once applied, by the store's own reader: nobody waits and nothing else runs.
+  Told applied;
+  send_agent_writes(*store_, id, 2, 200).then(applied.callback());
+  EXPECT_EQ(applied.wait_for(1), std::vector<std::string>{""});
+  EXPECT_EQ(store_->instance(id)->last_heartbeat_at, 200);
+
+  // Told also when another use of the store read the outcome first.
+  Told read_by_another;
+  send_agent_writes(*store_, id, 3, 300).then(read_by_another.callback());
+  EXPECT_EQ(store_->proof_samples(id).size(), 3u);
+  EXPECT_EQ(read_by_another.wait_for(1), std::vector<std::string>{""});
+
+  // An outcome known already is told at once, on this thread.
+  Told known;
+  Confirm().then(known.callback());
+  EXPECT_EQ(known.wait_for(0), std::vector<std::string>{""});
+
+  if (db_.backend() != Backend::SqliteMemory) {  // (a second :memory: store is another database)
+    // A failed one is told its error (SQLite commits in place: it throws at once); nothing of
+    // it is written.
+    auto other = db_.open();
+    other->transaction([&] { EXPECT_TRUE(other->mark_agent_seq(id, 4)); });
+    Told failed;
+    try {
+      send_agent_writes(*store_, id, 4, 400).then(failed.callback());
+    } catch (const StoreError& e) {
+      failed.callback()(e.what());
+    }
+    const auto errors = failed.wait_for(1);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_THAT(errors[0], HasSubstr("agent_seqs")) << errors[0];
+    EXPECT_EQ(store_->instance(id)->last_heartbeat_at, 300);
+
+    // A store closed while callbacks wait tells each of them, once, before it is gone.
+    Told closing;
+    {
+      auto closed = db_.open();
+      for (std::int64_t seq = 10; seq < 13; ++seq) {
+        send_agent_writes(*closed, id, seq, 1000 + static_cast<double>(seq))
+            .then(closing.callback());
+      }
+    }
+    EXPECT_EQ(closing.wait_for(3).size(), 3u);
+  }
 }
 
 TEST_P(StoreTest, DuplicateProofSampleIsRejectedAndTheFirstKept) {
