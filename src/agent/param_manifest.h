@@ -6,7 +6,8 @@
 //   - the manager's list, handed to agents at registration: an array of
 //     {name, url | cid, bytes?, digest?, sector_size?}.
 // The shipped manifests (params/*.json, lotus' shape) are compiled in and named
-// "builtin:NAME"; "builtin:porep-32gib-c2" is the default of deploy.params_manifest.
+// "builtin:NAME"; "builtin:porep-snap-32gib" (PoRep C2 and SnapDeals, 32 GiB) is the default of
+// deploy.params_manifest, "builtin:porep-32gib-c2" the PoRep-only one.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,7 @@ struct ParamFile {
 // The gateway lotus and curio fetch parameters from (curio lib/fastparamfetch/paramfetch.go,
 // `const gateway`); IPFS_GATEWAY overrides it there, deploy.params_gateway here.
 inline constexpr const char* kDefaultParamsGateway = "https://proofs.filecoin.io/ipfs/";
-inline constexpr const char* kDefaultParamsManifest = "builtin:porep-32gib-c2";
+inline constexpr const char* kDefaultParamsManifest = "builtin:porep-snap-32gib";
 
 // Larger than any Filecoin parameter file (the largest, 64 GiB PoSt, is under 128 GiB): a
 // manifest or a source claiming more is refused, not trusted with the disk.

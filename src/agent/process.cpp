@@ -326,10 +326,14 @@ std::optional<ExitStatus> ChildProcess::wait(std::chrono::milliseconds timeout) 
   }
 }
 
-ExitStatus ChildProcess::terminate(std::chrono::milliseconds grace) {
+ExitStatus ChildProcess::terminate(std::chrono::milliseconds grace, int first_signal) {
   if (auto s = poll()) return *s;
-  kill(-pid_, SIGTERM);
+  kill(-pid_, first_signal);
   if (auto s = wait(grace)) return *s;
+  if (first_signal != SIGTERM) {
+    kill(-pid_, SIGTERM);
+    if (auto s = wait(grace)) return *s;
+  }
   kill(-pid_, SIGKILL);
   // SIGKILL cannot be ignored; the wait only covers the kernel tearing the process down.
   if (auto s = wait(std::chrono::seconds(30))) return *s;

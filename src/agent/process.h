@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <csignal>
 #include <functional>
 #include <map>
 #include <memory>
@@ -59,8 +60,9 @@ class ChildProcess {
   std::optional<ExitStatus> poll();
   // Waits up to `timeout` for the child to exit (and its output to be read).
   std::optional<ExitStatus> wait(std::chrono::milliseconds timeout);
-  // SIGTERM to the group, SIGKILL after `grace`. Idempotent.
-  ExitStatus terminate(std::chrono::milliseconds grace);
+  // `first_signal` to the group; after `grace`, SIGTERM (when the first was another signal); after
+  // another `grace`, SIGKILL. Idempotent.
+  ExitStatus terminate(std::chrono::milliseconds grace, int first_signal = SIGTERM);
   // Sends `sig` to the whole group without waiting; false once the child has been reaped (its
   // group id may then belong to someone else). Reaping happens only in poll(), so a caller
   // that wants the group to outlive its leader for a while (a grace period after SIGTERM)

@@ -61,6 +61,11 @@ class Prover {
   virtual std::string kind() const = 0;
   // True while the first proof must run the smaller warm-up plan (cuzk: no PCE file yet).
   virtual bool needs_cache_warmup() const { return false; }
+  // The job kinds it can prove with these parameter files (core/proof_params.h). A test double
+  // or an operator's command proves whatever it is given; cuzk only the circuits it has.
+  virtual core::KindSet proof_kinds(const std::vector<std::string>& /*param_files*/) const {
+    return core::kFleetKinds;
+  }
   // Starts at the plan's full size, or its warm-up size. Blocks until it accepts proofs.
   // Returns a description for the prover_started event.
   virtual tl::expected<std::string, std::string> start(const core::ProverPlan& plan,

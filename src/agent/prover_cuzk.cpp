@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/proof_params.h"
 #include "core/text.h"
 #include "cuzk/v1/proving.grpc.pb.h"
 #include "market/http_client.h"
@@ -422,6 +423,10 @@ ProverHealth CuzkProver::health() {
   return h;
 }
 
+core::KindSet CuzkProver::proof_kinds(const std::vector<std::string>& param_files) const {
+  return core::kinds_of_param_files(param_files);
+}
+
 void CuzkProver::cancel(std::int64_t job_id) {
   std::string request_id;
   {
@@ -454,8 +459,11 @@ void CuzkProver::stop() {
     }
   }
   if (daemon) {
-    // SIGINT/SIGTERM make cuzk stop taking jobs; the grace covers a proof's tail.
-    const ExitStatus st = daemon->terminate(std::chrono::seconds(30));
+    // cuzk handles SIGINT only: it stops its engine (cuzk-daemon/src/main.rs:235-239 at the pinned
+    // curio commit) but its gRPC server has no shutdown hook, so the process may not exit.
+    // SIGTERM (no handler: the process ends) after a grace for the engine, SIGKILL after another
+    // (docs/gateway.md, "What real Curio and cuzk do").
+    const ExitStatus st = daemon->terminate(std::chrono::seconds(5), SIGINT);
     std::lock_guard lock(mu_);
     if (!exit_) exit_ = st;
   }

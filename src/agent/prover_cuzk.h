@@ -129,6 +129,7 @@ class CuzkProver final : public Prover {
   // CancelProof on the daemon for that job's request id: its Prove then ends CANCELLED and the
   // daemon's GPU is free. Should the daemon not cancel it, the proof runs to its end.
   void cancel(std::int64_t job_id) override;
+  core::KindSet proof_kinds(const std::vector<std::string>& param_files) const override;
   std::optional<double> peak_memory_gib() override;
   nlohmann::json status_json() override;
 

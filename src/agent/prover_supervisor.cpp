@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "agent/json_setting.h"
+#include "agent/param_manifest.h"
 #include "agent/plan_json.h"
 #include "core/oom_memory.h"
 #include "core/text.h"
@@ -11,6 +12,23 @@
 namespace pf::agent {
 
 using nlohmann::json;
+
+json ProverSupervisor::reported_plan(const core::ProverPlan& plan) const {
+  json out = plan_to_json(plan);
+  // What the manager places jobs by (core/job_schedule.h): the kinds this prover has the
+  // parameters for, from the manifest the manager handed over (fetched and verified by now).
+  std::vector<std::string> names;
+  if (auto files = parse_param_manifest(terms_.params_manifest)) {
+    for (const auto& f : *files) names.push_back(f.name);
+  }
+  json kinds = json::array();
+  const core::KindSet provable = prover_.proof_kinds(names);
+  for (core::JobKind kind : {core::JobKind::PorepC2, core::JobKind::SnapUpdate}) {
+    if (core::has_kind(provable, kind)) kinds.push_back(core::to_string(kind));
+  }
+  out["proof_kinds"] = std::move(kinds);
+  return out;
+}
 
 core::PlanInput ProverSupervisor::plan_input() const {
   return agent::plan_input(probe_.result, !prover_.needs_cache_warmup());
@@ -119,7 +137,7 @@ tl::expected<void, std::string> ProverSupervisor::run() {
       continue;
     }
     log_.line("prover started: " + *started);
-    json data = {{"plan", plan_to_json(p)},
+    json data = {{"plan", reported_plan(p)},
                  {"warmup_plan", warm},
                  {"prover", prover_.kind()},
                  {"partitions", warm ? p.warmup_partitions : p.partitions}};
@@ -177,7 +195,7 @@ tl::expected<void, std::string> ProverSupervisor::run() {
       auto next = core::plan_prover(plan_input(), plan_limits(cap_file_.load()));
       if (!next) return tl::unexpected("re-plan failed: " + next.error());
       reporter_.emit_simple("replan", std::to_string(next->partitions) + " partitions",
-                            {{"plan", plan_to_json(*next)}});
+                            {{"plan", reported_plan(*next)}});
       std::lock_guard lock(state_.mu);
       state_.plan = *next;
       continue;

@@ -54,6 +54,8 @@ class ProverSupervisor {
                                               const ProverHealth& health, int& crash_streak);
   // The memory_check event: the plan's modelled peak against the one observed.
   void report_memory_check(const core::ProverPlan& plan);
+  // The plan as reported to the manager (prover_started, replan), with "proof_kinds".
+  nlohmann::json reported_plan(const core::ProverPlan& plan) const;
 
   const AgentOptions& o_;
   const ManagerTerms& terms_;

@@ -15,9 +15,11 @@
 #include <string_view>
 #include <vector>
 
+#include "core/job.h"
 #include "core/leader_lease.h"
 #include "gateway/client_allow.h"
 #include "gateway/listen_exposure.h"
+#include "jobs/proof_check.h"
 #include "util/bounded_json.h"
 
 extern char** environ;
@@ -619,8 +621,33 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   gateway.string("tls_key", g.tls_key);
   gateway.string("tls_ca", g.tls_ca);
   gateway.string_list("allow", g.allow, kMaxAllowEntries, 64);
-  gateway.count("max_pending_window", g.max_pending_window, 1, kMaxPendingWindow);
+  gateway.count("curio_nodes", g.curio_nodes, 1, 1000);
+  gateway.count("curio_max_pending", g.curio_max_pending, 1, kMaxPendingWindow);
+  gateway.count("max_pending_window", g.max_pending_window, 0, kMaxPendingWindow);
+  gateway.string("local_cuzk", g.local_cuzk);
+  gateway.string_list("keep_local", g.keep_local, 4, 32);
+  gateway.string("client_tokens_file", g.client_tokens_file);
+  gateway.boolean("require_client_token", g.require_client_token);
+  gateway.number("failover_hold_s", g.failover_hold_s, Range{0, 3600});
   gateway.finish();
+  if (!g.local_cuzk.empty()) {
+    if (auto ok = gateway::check_local_cuzk_address(g.local_cuzk); !ok) {
+      throw ConfigError{"'gateway.local_cuzk': " + ok.error()};
+    }
+  }
+  for (const auto& kind : g.keep_local) {
+    const auto parsed = core::parse_job_kind(kind);
+    if (!parsed) {
+      throw ConfigError{"'gateway.keep_local': \"" + kind.substr(0, 32) +
+                        "\" is not a proof kind (porep-c2, snap-update, window-post, "
+                        "winning-post)"};
+    }
+  }
+  if (g.require_client_token && g.client_tokens_file.empty()) {
+    throw ConfigError{
+        "'gateway.require_client_token' needs 'gateway.client_tokens_file' (no client could "
+        "call otherwise)"};
+  }
   if (g.listen != "" && g.listen != "off" && !gateway::listen_host(g.listen)) {
     throw ConfigError{
         "'gateway.listen' must be HOST:PORT (e.g. 127.0.0.1:9820), \"\" or \"off\", "
@@ -650,7 +677,12 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   jobs.count("max_open_jobs", j.max_open_jobs, 1, 1'000'000);
   jobs.number("retention_h", j.retention_h, Range{0, kMaxHours});
   jobs.string("data_dir", j.data_dir);
+  jobs.string("proof_check", j.proof_check);
   jobs.finish();
+  if (!jobs::parse_proof_check(j.proof_check)) {
+    throw ConfigError{"'jobs.proof_check' must be \"groth16\", \"sim\" or \"none\", got \"" +
+                      j.proof_check.substr(0, 32) + "\""};
+  }
 
   read_alerts_and_webhooks(root, env, cfg);
 

@@ -77,9 +77,21 @@ struct GatewaySettings {
   // replica's own tls_cert (replicas sharing one certificate).
   std::string tls_ca;
   std::vector<std::string> allow;  // client IPs / CIDR blocks; empty: any that reaches it
-  // Curio's [Cuzk] MaxPending to set: the jobs the fleet holds in flight plus the backlog it
-  // should see. Waiting calls beyond it (plus headroom) are refused.
-  int max_pending_window = 64;
+  // The Curio nodes that call this gateway and each one's [Cuzk] MaxPending: the gateway holds
+  // curio_nodes × curio_max_pending open Prove calls (gateway/gateway_server.h).
+  int curio_nodes = 1;
+  int curio_max_pending = 10;
+  int max_pending_window = 0;  // > 0: the open calls to size for instead of that product
+  // The operator's own cuzk (HOST:PORT or unix:///path) for WindowPoSt, WinningPoSt and the
+  // keep_local kinds; "": those are refused at once (gateway/local_cuzk.h).
+  std::string local_cuzk;
+  std::vector<std::string> keep_local;  // kinds besides PoSt: "porep-c2", "snap-update"
+  // `CLIENT TOKEN` lines (mode 0600): callers that send `authorization: Bearer TOKEN` are that
+  // client; calls without one are the "default" cluster (every Curio node).
+  std::string client_tokens_file;
+  bool require_client_token = false;
+  // Replicas: a call a failover would fail is held this long, tried again, before UNAVAILABLE.
+  double failover_hold_s = 120;
 };
 
 // [jobs]: the gateway's job queue (jobs::JobQueueConfig, design §11).
@@ -92,6 +104,9 @@ struct JobsSettings {
   int max_open_jobs = 10000;         // queued + running; beyond, submissions are refused
   double retention_h = 24;           // inputs and proofs kept after a job finished/delivered
   std::string data_dir;              // "" = the database file's directory
+  // What a rented machine's proof must be before a client gets it (jobs/proof_check.h):
+  // "groth16" (cuzk's proofs), "sim" (a fleet of sim provers: market-sim, the demo), "none".
+  std::string proof_check = "groth16";
 };
 
 // [alerts]: the fleet watch (manager/fleet_watch.h): drift, slow downloads and stalls of every

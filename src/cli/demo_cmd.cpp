@@ -29,6 +29,7 @@
 #include "agent/process.h"
 #include "cli/commands.h"
 #include "cli/config.h"
+#include "cli/demo_local_cuzk.h"
 #include "cli/flag_checks.h"
 #include "cli/load_generator.h"
 #include "cli/manager_client.h"
@@ -50,6 +51,8 @@ struct DemoOptions {
   bool quiet = false;
   bool no_load = false;  // no client load through the gateway
   int load_max_pending = 10;
+  int curio_nodes = 2;
+  bool no_local_cuzk = false;  // PoSt refused at the gateway instead of relayed
 };
 
 // A started child: its output goes to a log file; the first line matching `ready_prefix`
@@ -149,7 +152,8 @@ fs::path find_scenario(const std::optional<std::string>& given, const fs::path& 
 // Deadlines are wall-clock seconds while the simulated market runs `scale` times faster:
 // scaled down so a stuck instance is seen while the demo runs, with floors that leave room
 // for real process start-up and heartbeats.
-std::string demo_config(double scale) {
+std::string demo_config(double scale, int curio_nodes, int max_pending,
+                        const std::string& local_cuzk) {
   auto scaled = [scale](double seconds, double floor_s) {
     return core::fixed(std::max(floor_s, seconds / scale), 0);
   };
@@ -160,12 +164,24 @@ std::string demo_config(double scale) {
                      "x).\n"
                      "[deploy]\n"
                      "heartbeat_s = 2\n\n"
+                     "[jobs]\n"
+                     "proof_check = \"sim\"  # market-sim's agents run the sim prover\n\n"
                      "[autopilot]\n"
                      "enabled = true\n"
                      "interval_s = 5\n"
                      "max_instances = 8\n"
                      "max_concurrent_benchmarks = 4\n"
                      "max_rents_per_decision = 3\n\n"
+                     "[gateway]\n"
+                     "curio_nodes = " +
+                     std::to_string(curio_nodes) +
+                     "\n"
+                     "curio_max_pending = " +
+                     std::to_string(max_pending) +
+                     "\n"
+                     "local_cuzk = \"" +
+                     local_cuzk +
+                     "\"\n\n"
                      "[lifecycle]\n";
   text += "boot_loading_max_s = " + scaled(l.boot_loading_max_s, 60) + "\n";
   text += "boot_register_grace_s = " + scaled(l.boot_register_grace_s, 60) + "\n";
@@ -200,7 +216,7 @@ int free_loopback_port() {
 // The built-in Curio: the scenario's job arrivals through the gateway (nullptr when the
 // scenario states no demand).
 std::unique_ptr<LoadGenerator> start_load(const fs::path& scenario_path, double time_scale,
-                                          const std::string& gateway, int max_pending) {
+                                          const std::string& gateway, int nodes, int max_pending) {
   auto sc = scenario::load_scenario(scenario_path.string());
   if (!sc) throw CommandFailed(sc.error());
   auto demand = load_demand(*sc);
@@ -217,7 +233,11 @@ std::unique_ptr<LoadGenerator> start_load(const fs::path& scenario_path, double 
   // Sectors numbered from the start time: a reused --data never sees a request_id again
   // (one coming back after its proof was delivered means the client rejected that proof).
   o.first_sector = now_s * 1000;
+  o.nodes = nodes;
   o.max_pending = max_pending;
+  // Curio's work through one address: mostly PoRep, some SnapDeals, and the PoSt that the
+  // gateway keeps off rented machines (relayed to the operator's cuzk, or refused).
+  o.mix = {0.85, 0.10, 0.03, 0.02};
   o.prove_timeout_s = std::max(
       60.0, demand->deadline_min > 0 ? demand->deadline_min * 60 / time_scale : 1800 / time_scale);
   o.log = [](const std::string& line) { spdlog::warn("{}", line); };
@@ -227,9 +247,14 @@ std::unique_ptr<LoadGenerator> start_load(const fs::path& scenario_path, double 
 }
 
 std::string load_line(const LoadStats& s) {
-  return " | load: " + std::to_string(s.arrived) + " arrived, " + std::to_string(s.proved) +
-         " proved, " + std::to_string(s.in_flight) + " in flight, " + std::to_string(s.waiting) +
-         " waiting" + (s.failed ? ", " + std::to_string(s.failed) + " failed" : "");
+  return " | curio: " + std::to_string(s.arrived) + " tasks, " + std::to_string(s.proved) +
+         " proved (" + std::to_string(s.proved - s.proved_post) + " by the fleet, " +
+         std::to_string(s.proved_post) + " PoSt by the operator's cuzk), " +
+         std::to_string(s.in_flight) + " in flight, " + std::to_string(s.waiting) + " waiting, " +
+         std::to_string(s.retries) + " retried (" + std::to_string(s.retries_elsewhere) +
+         " on another node)" +
+         (s.post_refused ? ", " + std::to_string(s.post_refused) + " PoSt refused" : "") +
+         (s.failed ? ", " + std::to_string(s.failed) + " gave up" : "");
 }
 
 std::string fleet_line(const nlohmann::json& fleet) {
@@ -287,9 +312,14 @@ void run_demo(const DemoOptions& o) {
   // market-sim's API key: random, and handed to both children in their environment, never on
   // a command line (which every local user can read).
   const std::string key = manager::random_token();
+  // The operator's own cuzk for PoSt (set-up 1 of docs/gateway.md), or none (set-up 2: the
+  // gateway refuses PoSt at once).
+  std::unique_ptr<DemoLocalCuzk> local_cuzk;
+  if (!o.no_local_cuzk) local_cuzk = std::make_unique<DemoLocalCuzk>();
   {
     std::ofstream cfg(data / "proverfleet.toml");
-    cfg << demo_config(o.time_scale);
+    cfg << demo_config(o.time_scale, o.curio_nodes, o.load_max_pending,
+                       local_cuzk ? local_cuzk->address() : "");
     if (!cfg) throw CommandFailed("cannot write " + (data / "proverfleet.toml").string());
   }
 
@@ -343,7 +373,16 @@ void run_demo(const DemoOptions& o) {
             << "\n"
             << "  logs:           " << serve_log.string() << ", " << sim_log.string() << "\n"
             << "  gateway:        " << gateway << " (cuzk.v1.ProvingEngine; "
-            << (o.no_load ? "no load: --no-load" : "load: the scenario's job arrivals") << ")\n"
+            << (o.no_load ? "no load: --no-load"
+                          : std::to_string(o.curio_nodes) +
+                                " Curio nodes send the scenario's job "
+                                "arrivals")
+            << ")\n"
+            << "  PoSt:           "
+            << (local_cuzk ? "relayed to the operator's cuzk at " + local_cuzk->address() +
+                                 " (a stand-in; --no-local-cuzk: refused at once)"
+                           : std::string("refused at once (no [gateway] local_cuzk)"))
+            << "\n"
             << "  CLI:            PROVERFLEET_MANAGER=" << manager_url
             << " PROVERFLEET_TOKEN_FILE=" << (data / "operator.token").string()
             << " proverfleet status\n"
@@ -352,7 +391,7 @@ void run_demo(const DemoOptions& o) {
 
   std::unique_ptr<LoadGenerator> load;
   if (!o.no_load) {
-    load = start_load(scenario, o.time_scale, gateway, o.load_max_pending);
+    load = start_load(scenario, o.time_scale, gateway, o.curio_nodes, o.load_max_pending);
     if (!load) std::cout << "the scenario states no demand: no client load\n" << std::flush;
   }
 
@@ -411,9 +450,17 @@ void register_demo(CLI::App& app) {
                 "No client load: by default a built-in Curio sends the scenario's job arrivals "
                 "(time-scaled) to the gateway");
   cmd->add_option("--load-max-pending", o->load_max_pending,
-                  "The built-in client's MaxPending: Prove calls it keeps in flight")
+                  "Each built-in Curio node's [Cuzk] MaxPending: Prove calls it keeps open")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  cmd->add_option("--curio-nodes", o->curio_nodes,
+                  "Built-in Curio nodes (each its own connection; a failed task's retry usually "
+                  "runs on another)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
+  cmd->add_flag("--no-local-cuzk", o->no_local_cuzk,
+                "No stand-in for the operator's own cuzk: the gateway refuses WindowPoSt and "
+                "WinningPoSt at once instead of relaying them");
   cmd->callback([o] { run_demo(*o); });
 }
 

@@ -15,8 +15,10 @@
 
 #include "cli/commands.h"
 #include "cli/prove_request.h"
+#include "cli/secrets.h"
 #include "cli/table.h"
 #include "cuzk/v1/proving.grpc.pb.h"
+#include "gateway/client_tokens.h"
 #include "gateway/request_check.h"
 #include "util/bounded_json.h"
 
@@ -32,6 +34,7 @@ struct ProveOptions {
   std::string kind = "porep-c2";
   std::string gateway = "127.0.0.1:9820";
   std::optional<std::string> tls_ca;
+  std::optional<std::string> client_token_file;
   ProveInputs fields;
   std::optional<std::uint64_t> sector;
   double timeout_s = 3600;
@@ -153,6 +156,11 @@ void run_prove(ProveOptions o) {
   *prove.mutable_submit() = std::move(*request);
   cuzk::v1::ProveResponse reply;
   grpc::ClientContext ctx;
+  if (o.client_token_file) {
+    // A client of its own, with request ids of its own (gateway/client_tokens.h).
+    ctx.AddMetadata(gateway::kClientTokenMetadata,
+                    "Bearer " + read_secret_file(*o.client_token_file, "client token"));
+  }
   const auto started = std::chrono::steady_clock::now();
   ctx.set_deadline(std::chrono::system_clock::now() +
                    std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000)));
@@ -201,6 +209,10 @@ void register_prove(CLI::App& app) {
       ->envname("PROVERFLEET_GATEWAY")
       ->capture_default_str();
   cmd->add_option("--tls-ca", o->tls_ca, "PEM roots to verify a TLS gateway with");
+  cmd->add_option("--client-token-file", o->client_token_file,
+                  "File (mode 0600) holding a client token from [gateway] client_tokens_file: "
+                  "the call is that client's, with request ids of its own (default: the "
+                  "operator's cluster, as every Curio node)");
   cmd->add_option("--request-id", o->fields.request_id,
                   "Idempotency key (default: a new pf-... id); reuse it to join a job");
   cmd->add_option("--sector", o->sector, "Sector number");

@@ -402,13 +402,21 @@ void run_serve(const ServeOptions& o) {
   // Webhooks and the fleet watch (alerts for every instance, whoever rented it).
   ServeOps ops = make_serve_ops(fleet, *cfg, fleet_cfg, epoch_now);
   if (!gateway_cfg) spdlog::info("gateway: off ([gateway] listen / --grpc-listen)");
-  spdlog::info("jobs: inputs under {}/job-inputs (at most {} MiB each), leases of {:.0f} s",
-               jobs_config.data_dir, cfg->jobs.max_input_mib, jobs_config.lease_s);
+  spdlog::info(
+      "jobs: inputs under {}/job-inputs (at most {} MiB each), leases of {:.0f} s, proofs "
+      "checked: {}",
+      jobs_config.data_dir, cfg->jobs.max_input_mib, jobs_config.lease_s,
+      jobs::to_string(jobs_config.proof_check));
+  if (jobs_config.proof_check == jobs::ProofCheck::None) {
+    spdlog::warn(
+        "jobs: [jobs] proof_check = \"none\": proofs from rented machines reach clients "
+        "unchecked (Curio itself does not verify SnapDeals proofs)");
+  }
   // Once jobs come through the gateway, the autopilot sizes the fleet for its queue; a full
   // admission window (the gateway's max_pending_window) means demand is at least what it sees.
   manager::Autopilot autopilot(
       fleet, market, autopilot_config, epoch_now,
-      manager::job_signal(fleet, gateway_cfg ? gateway_cfg->max_pending_window : 0));
+      manager::job_signal(fleet, gateway_cfg ? gateway::open_call_window(*gateway_cfg) : 0));
   if (autopilot_config.enabled) {
     const auto st = autopilot.status();
     if (st.paused) {

@@ -82,6 +82,8 @@ const char* to_string(StrikeKind kind) {
       return "failed_proofs";
     case StrikeKind::RejectedProof:
       return "rejected_proof";
+    case StrikeKind::InvalidProof:
+      return "invalid_proof";
   }
   return "unknown";
 }

@@ -32,6 +32,7 @@ enum class StrikeKind {
   SlowDownload,   // parameters arrived far slower than needed to pay
   FailedProofs,   // its prover failed real jobs several times in a row (issue 12)
   RejectedProof,  // a client rejected a proof it made (the request came back after delivery)
+  InvalidProof,   // it returned a proof that failed the gateway's check (jobs/proof_check.h)
 };
 const char* to_string(StrikeKind kind);
 

@@ -18,8 +18,20 @@ namespace pf::core {
 
 // The proof kinds of cuzk.v1.ProofKind (proto/cuzk/v1/proving.proto), by name: PoRep C2 (also
 // what Curio's Snark Market PSProve sends), SnapDeals UpdateProve, and the PoSt kinds the proto
-// knows (a rented fleet is rarely the place for them; they are priced like any other kind).
+// knows (never proved on a rented machine: the gateway keeps them on the operator's own cuzk,
+// gateway/local_cuzk.h; they are priced like any other kind).
 enum class JobKind { PorepC2, SnapUpdate, WindowPost, WinningPost };
+
+// A set of kinds, one bit each: what a prover can prove (core/proof_params.h).
+using KindSet = std::uint8_t;
+constexpr KindSet kind_bit(JobKind kind) {
+  return static_cast<KindSet>(1u << static_cast<unsigned>(kind));
+}
+constexpr bool has_kind(KindSet set, JobKind kind) {
+  return (set & kind_bit(kind)) != 0;
+}
+// The kinds that go to rented machines.
+inline constexpr KindSet kFleetKinds = kind_bit(JobKind::PorepC2) | kind_bit(JobKind::SnapUpdate);
 
 enum class JobState { Queued, Assigned, Proving, Done, Failed, Cancelled };
 

@@ -30,19 +30,32 @@ JobFailureOutcome job_failure_outcome(const JobFailure& f) {
   return out;
 }
 
-ResubmissionOutcome resubmission_outcome(const Job& existing, bool proof_kept) {
+ResubmissionOutcome resubmission_outcome(const Job& existing, bool proof_kept, bool same_input) {
+  const std::string conflict =
+      "request_id '" + existing.request_id + "' is job " + std::to_string(existing.id) +
+      ", recorded with another input (sha256 " + existing.input_digest.substr(0, 16) +
+      "...); a request_id names one request: nothing was changed";
   switch (existing.state) {
     case JobState::Queued:
     case JobState::Assigned:
     case JobState::Proving:
+      if (!same_input) return {Resubmission::Conflict, conflict + " (the job is still open)"};
       return {Resubmission::Join, "the job is still open"};
     case JobState::Done:
       if (existing.delivered_at > 0) {
+        if (!same_input) {
+          return {Resubmission::Reopen,
+                  "the request came back with another input after its proof was delivered: a "
+                  "new request under the same id"};
+        }
         return {Resubmission::Redo,
                 "the proof was delivered and the request came back: the client rejected it"};
       }
       if (!proof_kept) {
         return {Resubmission::Reopen, "the proof was never delivered and is no longer kept"};
+      }
+      if (!same_input) {
+        return {Resubmission::Conflict, conflict + " (its proof waits to be delivered)"};
       }
       return {Resubmission::Join, "the proof is ready and not yet delivered"};
     case JobState::Failed:

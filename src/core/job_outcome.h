@@ -37,12 +37,20 @@ enum class Resubmission {
   Join,    // queued or running, or done but never delivered: the client waits for this job
   Redo,    // done and delivered: the client rejected the proof; prove again elsewhere, strike
   Reopen,  // failed, cancelled, or its proof is gone: a fresh run of the same job, no blame
+  // The same request_id with another input while the job is open or its proof waits to be
+  // delivered: two different requests claim one idempotency key. Refused; nothing changes.
+  Conflict,
 };
 struct ResubmissionOutcome {
   Resubmission action = Resubmission::Join;
   std::string reason;
 };
 // proof_kept: a done job's proof bytes are still stored (retention removes them).
-ResubmissionOutcome resubmission_outcome(const Job& existing, bool proof_kept);
+// same_input: the request carries the input the job was recorded with (its SHA-256). A
+// different input for a job that is finished and delivered, failed or cancelled is a new
+// request under an old id (Curio re-ran the step before it, e.g. a fresh C1): a fresh run
+// without blame, since nobody rejected a proof of this input.
+ResubmissionOutcome resubmission_outcome(const Job& existing, bool proof_kept,
+                                         bool same_input = true);
 
 }  // namespace pf::core

@@ -75,6 +75,7 @@ class FinishOrder {
       heap_.pop_back();
       if (e.version != versions[e.worker]) continue;  // stale
       set_aside.push_back(e);
+      if (!has_kind(workers[e.worker].kinds, job.kind)) continue;  // lacks its parameters
       Candidate c;
       c.worker = static_cast<int>(e.worker);
       c.finish = e.finish;
@@ -139,7 +140,13 @@ JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
     const Candidate best_any = any.best(*job, workers, versions);
     const Candidate best_free = free.best(*job, workers, versions);
     if (best_any.worker < 0) {
-      plan.waits.push_back({job->job_id, 0, 0, false, "no instance with a measured rate"});
+      const bool any_rated = std::any_of(workers.begin(), workers.end(), [](const WorkerView& w) {
+        return w.seconds_per_proof > 0;
+      });
+      plan.waits.push_back(
+          {job->job_id, 0, 0, false,
+           any_rated ? std::string("no instance has the parameters for ") + to_string(job->kind)
+                     : std::string("no instance with a measured rate")});
       return;
     }
     if (may_defer && best_any.late) {

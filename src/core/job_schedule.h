@@ -13,6 +13,8 @@
 //  - an instance that cannot finish the job before its deadline is not chosen while another
 //    can;
 //  - among the rest, the earliest expected finish.
+// Only instances that have the job's kind's parameters (WorkerView::kinds) are candidates; a job
+// no instance can prove waits, saying so.
 // A job nobody can finish in time any more still goes to the earliest finisher (a late proof is
 // better than none to the client, who decides); it is marked `late` so the shell can count it.
 // But it comes after the jobs of its priority that can still be on time: in an overload, taking
@@ -58,6 +60,9 @@ struct WorkerView {
   // Seconds until its held work is done, if the shell knows better than held × s/proof ÷ slots
   // (e.g. proofs already half way); < 0: estimate from held.
   double busy_s = -1;
+  // The kinds it has the parameters for (core/proof_params.h): a job goes only to an instance
+  // that can prove its kind.
+  KindSet kinds = kFleetKinds;
 };
 
 struct JobPlacement {

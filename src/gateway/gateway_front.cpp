@@ -3,12 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 namespace pf::gateway {
 namespace {
 
 constexpr std::size_t kMaxDeniedAddressesTracked = 1024;
+constexpr std::chrono::milliseconds kFirstHoldPause{250};
+constexpr std::chrono::milliseconds kMaxHoldPause{2000};
 
 // Logging a refused client at its 1st, 10th, 100th... call keeps a scanner from filling the log.
 bool worth_logging(std::uint64_t nth) {
@@ -19,10 +22,11 @@ bool worth_logging(std::uint64_t nth) {
 }  // namespace
 
 GatewayFront::GatewayFront(std::vector<AddressBlock> allow, std::unique_ptr<LeaderProxy> proxy,
-                           std::string replica_token)
+                           std::string replica_token, FrontRules rules)
     : allow_(std::move(allow)),
       proxy_(std::move(proxy)),
-      replica_token_(std::move(replica_token)) {}
+      replica_token_(std::move(replica_token)),
+      rules_(std::move(rules)) {}
 
 void GatewayFront::count_refusal(const std::string& peer, const char* method,
                                  const std::string& why) {
@@ -46,7 +50,7 @@ void GatewayFront::count_refusal(const std::string& peer, const char* method,
 tl::expected<Caller, grpc::Status> GatewayFront::admitted(grpc::ServerContext* ctx,
                                                           const char* method) {
   const std::string peer = ctx->peer();
-  auto caller = identify_caller(ctx->client_metadata(), peer, replica_token_);
+  auto caller = identify_caller(ctx->client_metadata(), replica_token_, rules_.auth);
   if (!caller) {
     count_refusal(peer, method, caller.error());
     return tl::unexpected(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, caller.error()));
@@ -63,10 +67,19 @@ grpc::Status GatewayFront::dispatch(const char* method, grpc::ServerContext* ctx
   grpc::Status status;
   auto caller = admitted(ctx, method);
   if (!caller) {
-    status = caller.error();
-  } else if (stopping_) {
-    status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down");
-  } else {
+    metrics_.count_call(method, caller.error().error_code());
+    return caller.error();
+  }
+  const auto held_since = std::chrono::steady_clock::now();
+  auto pause = kFirstHoldPause;
+  // The local service takes the request's bulk (it keeps no second copy of a large input), so
+  // a call it answered cannot be tried again; one the leader's relay answered can.
+  bool consumed = false;
+  for (int tries = 0;; ++tries) {
+    if (stopping_) {
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down");
+      break;
+    }
     std::shared_ptr<ProvingService> local;
     {
       std::lock_guard lock(mu_);
@@ -74,6 +87,7 @@ grpc::Status GatewayFront::dispatch(const char* method, grpc::ServerContext* ctx
     }
     try {
       if (local) {
+        consumed = true;
         status = call(*local, caller->client);
       } else if (proxy_) {
         status = call(*proxy_, caller->client);
@@ -84,6 +98,52 @@ grpc::Status GatewayFront::dispatch(const char* method, grpc::ServerContext* ctx
       spdlog::error("gateway: {} failed: {}", method, e.what());
       status = grpc::Status(grpc::StatusCode::INTERNAL, e.what());
     }
+    if (consumed || !held_through_failover(ctx, status, held_since, pause)) {
+      if (tries > 0 && status.ok()) metrics_.count_held();
+      break;
+    }
+    pause = std::min(pause * 2, kMaxHoldPause);
+  }
+  metrics_.count_call(method, status.error_code());
+  return status;
+}
+
+bool GatewayFront::held_through_failover(grpc::ServerContext* ctx, const grpc::Status& status,
+                                         std::chrono::steady_clock::time_point held_since,
+                                         std::chrono::milliseconds pause) {
+  // Only a replica's gateway has a failover to wait out; a lone one's UNAVAILABLE is final.
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE || !proxy_ ||
+      rules_.failover_hold_s <= 0 || stopping_ || ctx->IsCancelled()) {
+    return false;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (now - held_since + pause > std::chrono::duration<double>(rules_.failover_hold_s)) {
+    return false;
+  }
+  // Keep a second of the client's deadline for the answer.
+  if (ctx->deadline() - std::chrono::system_clock::now() < pause + std::chrono::seconds(1)) {
+    return false;
+  }
+  std::unique_lock lock(mu_);
+  hold_cv_.wait_for(lock, pause, [this] { return stopping_.load(); });
+  return !stopping_;
+}
+
+template <typename Call>
+grpc::Status GatewayFront::dispatch_local(const char* method, grpc::ServerContext* ctx,
+                                          cuzk::v1::ProofKind kind, Call&& call) {
+  grpc::Status status;
+  auto caller = admitted(ctx, method);
+  if (!caller) {
+    status = caller.error();
+  } else if (stopping_) {
+    status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down");
+  } else if (!rules_.local_cuzk) {
+    status = no_local_cuzk(kind);
+    metrics_.count_local(kind, false);
+  } else {
+    status = call(*rules_.local_cuzk);
+    metrics_.count_local(kind, true);
   }
   metrics_.count_call(method, status.error_code());
   return status;
@@ -98,16 +158,22 @@ void GatewayFront::serve(std::shared_ptr<ProvingService> local) {
   }
   if (previous) previous->stop();
   if (leads && proxy_) proxy_->cancel_relayed("this replica leads now");
+  hold_cv_.notify_all();  // held calls try again now: here, or at the new leader
 }
 
 void GatewayFront::stop() {
   stopping_ = true;
+  hold_cv_.notify_all();
   serve(nullptr);
 }
 
 grpc::Status GatewayFront::SubmitProof(grpc::ServerContext* ctx,
                                        const cuzk::v1::SubmitProofRequest* request,
                                        cuzk::v1::SubmitProofResponse* reply) {
+  if (proved_locally(request->proof_kind(), rules_.keep_local)) {
+    return dispatch_local("SubmitProof", ctx, request->proof_kind(),
+                          [&](LocalCuzk& local) { return local.SubmitProof(ctx, request, reply); });
+  }
   return dispatch("SubmitProof", ctx, [&](auto& target, const std::string& client) {
     return target.SubmitProof(ctx, client, request, reply);
   });
@@ -116,13 +182,23 @@ grpc::Status GatewayFront::SubmitProof(grpc::ServerContext* ctx,
 grpc::Status GatewayFront::AwaitProof(grpc::ServerContext* ctx,
                                       const cuzk::v1::AwaitProofRequest* request,
                                       cuzk::v1::AwaitProofResponse* reply) {
-  return dispatch("AwaitProof", ctx, [&](auto& target, const std::string& client) {
-    return target.AwaitProof(ctx, client, request, reply);
-  });
+  const grpc::Status status =
+      dispatch("AwaitProof", ctx, [&](auto& target, const std::string& client) {
+        return target.AwaitProof(ctx, client, request, reply);
+      });
+  // A job id the fleet does not know may be one SubmitProof relayed to the local daemon.
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND && rules_.local_cuzk) {
+    return rules_.local_cuzk->AwaitProof(ctx, request, reply);
+  }
+  return status;
 }
 
 grpc::Status GatewayFront::Prove(grpc::ServerContext* ctx, const cuzk::v1::ProveRequest* request,
                                  cuzk::v1::ProveResponse* reply) {
+  if (request->has_submit() && proved_locally(request->submit().proof_kind(), rules_.keep_local)) {
+    return dispatch_local("Prove", ctx, request->submit().proof_kind(),
+                          [&](LocalCuzk& local) { return local.Prove(ctx, request, reply); });
+  }
   return dispatch("Prove", ctx, [&](auto& target, const std::string& client) {
     return target.Prove(ctx, client, request, reply);
   });

@@ -4,14 +4,20 @@
 //  - the job queue of this replica's current term (ProvingService) while it leads;
 //  - otherwise, on a replica's gateway, the leader, through LeaderProxy (leader_proxy.h);
 //  - otherwise UNAVAILABLE (retry).
-// Each call is for a client (relay_identity.h): its caller, or, for a call a follower relayed
-// with the replicas' token, the client that follower names; a relayed call is not held to this
-// gateway's allow-list (the follower checked its own).
+// Each call is for a client (relay_identity.h): the client its token names or the operator's
+// default cluster, or, for a call a follower relayed with the replicas' token, the client that
+// follower names; a relayed call is not held to this gateway's allow-list (the follower checked
+// its own).
+// Routing by proof kind (local_cuzk.h): PoSt kinds and [gateway] keep_local never reach the job
+// queue: Prove and SubmitProof of those go to the operator's own cuzk, or are refused at once
+// when none is configured. Every replica routes them itself (never through the leader).
 // The port stays open across terms: a follower that becomes leader starts answering from its new
 // queue at once, and one that steps down starts relaying.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,17 +29,33 @@
 #include "gateway/client_allow.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/leader_proxy.h"
+#include "gateway/local_cuzk.h"
 #include "gateway/proving_service.h"
 #include "gateway/relay_identity.h"
 
 namespace pf::gateway {
+
+// Who may call and where each kind goes, beside the replicas' relay.
+struct FrontRules {
+  ClientAuth auth;                        // operator-issued client tokens
+  std::unique_ptr<LocalCuzk> local_cuzk;  // nullptr: local kinds are refused
+  std::vector<core::JobKind> keep_local;  // beside the PoSt kinds
+  // A replica's gateway holds a call a failover would fail (UNAVAILABLE from the relay: no
+  // leader known, the leader unreachable or replaced) and tries it again, at the leader or from
+  // its own queue once it leads, until another answer, the client's deadline or this many
+  // seconds: Curio fails a task on any error and has few tries (SnapDeals 3, WinningPoSt 1, no
+  // wait between them), a failover takes seconds. A call this replica's own queue answered
+  // UNAVAILABLE (its term ending mid-call) is not held: the job is recorded and Curio's retry
+  // joins it. 0: answer UNAVAILABLE at once.
+  double failover_hold_s = 0;
+};
 
 class GatewayFront final : public cuzk::v1::ProvingEngine::Service {
  public:
   // `proxy`: where calls go while no queue is served here (nullptr: a lone gateway).
   // `replica_token`: the replicas' shared secret ("" : relayed calls are refused).
   GatewayFront(std::vector<AddressBlock> allow, std::unique_ptr<LeaderProxy> proxy,
-               std::string replica_token = {});
+               std::string replica_token = {}, FrontRules rules = {});
 
   grpc::Status SubmitProof(grpc::ServerContext* ctx, const cuzk::v1::SubmitProofRequest* request,
                            cuzk::v1::SubmitProofResponse* reply) override;
@@ -65,6 +87,15 @@ class GatewayFront final : public cuzk::v1::ProvingEngine::Service {
   // `call(target, client)` on the local service or the proxy, once the caller is admitted.
   template <typename Call>
   grpc::Status dispatch(const char* method, grpc::ServerContext* ctx, Call&& call);
+  // A call for a local kind: relayed to the operator's cuzk, or refused without one.
+  template <typename Call>
+  grpc::Status dispatch_local(const char* method, grpc::ServerContext* ctx,
+                              cuzk::v1::ProofKind kind, Call&& call);
+  // Whether a call that ended `status` is held for another try (FrontRules::failover_hold_s),
+  // after waiting `pause`.
+  bool held_through_failover(grpc::ServerContext* ctx, const grpc::Status& status,
+                             std::chrono::steady_clock::time_point held_since,
+                             std::chrono::milliseconds pause);
   // Who the call is for, or the refusal (PERMISSION_DENIED) to answer.
   tl::expected<Caller, grpc::Status> admitted(grpc::ServerContext* ctx, const char* method);
   void count_refusal(const std::string& peer, const char* method, const std::string& why);
@@ -72,11 +103,13 @@ class GatewayFront final : public cuzk::v1::ProvingEngine::Service {
   const std::vector<AddressBlock> allow_;  // empty: any client that reaches the port
   const std::unique_ptr<LeaderProxy> proxy_;
   const std::string replica_token_;
+  const FrontRules rules_;
   GatewayMetrics metrics_;
   std::atomic<bool> stopping_{false};
   std::mutex mu_;  // guards local_
   std::shared_ptr<ProvingService> local_;
-  std::mutex denied_mutex_;                                 // guards denied_by_address_
+  std::condition_variable hold_cv_;  // held calls wait on it (with mu_); stop() wakes them
+  std::mutex denied_mutex_;          // guards denied_by_address_
   std::map<std::string, std::uint64_t> denied_by_address_;  // for logging, bounded
 };
 

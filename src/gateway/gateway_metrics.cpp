@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "gateway/request_check.h"
+
 namespace pf::gateway {
 
 const char* code_name(grpc::StatusCode code) {
@@ -60,6 +62,27 @@ void GatewayMetrics::count_joined() {
   ++joined_;
 }
 
+void GatewayMetrics::count_local(cuzk::v1::ProofKind kind, bool relayed) {
+  std::lock_guard lock(mutex_);
+  ++local_[{static_cast<int>(kind), relayed}];
+}
+
+std::uint64_t GatewayMetrics::local(cuzk::v1::ProofKind kind, bool relayed) const {
+  std::lock_guard lock(mutex_);
+  const auto it = local_.find({static_cast<int>(kind), relayed});
+  return it == local_.end() ? 0 : it->second;
+}
+
+void GatewayMetrics::count_held() {
+  std::lock_guard lock(mutex_);
+  ++held_;
+}
+
+std::uint64_t GatewayMetrics::held() const {
+  std::lock_guard lock(mutex_);
+  return held_;
+}
+
 std::uint64_t GatewayMetrics::joined() const {
   std::lock_guard lock(mutex_);
   return joined_;
@@ -98,6 +121,20 @@ std::string GatewayMetrics::prometheus_text(const jobs::QueueStatus& status,
            "# TYPE proverfleet_gateway_joined_total counter\n"
            "proverfleet_gateway_joined_total "
         << joined_ << "\n";
+    out << "# HELP proverfleet_gateway_held_total calls a replica held through a failover "
+           "(no leader, the leader unreachable) that then got their answer\n"
+           "# TYPE proverfleet_gateway_held_total counter\n"
+           "proverfleet_gateway_held_total "
+        << held_ << "\n";
+    out << "# HELP proverfleet_gateway_local_total calls for kinds proved only on the operator's "
+           "own cuzk (PoSt, [gateway] keep_local): relayed to local_cuzk or refused without one\n"
+           "# TYPE proverfleet_gateway_local_total counter\n";
+    for (const auto& [key, n] : local_) {
+      const auto kind = job_kind(static_cast<cuzk::v1::ProofKind>(key.first));
+      out << "proverfleet_gateway_local_total{kind=\""
+          << (kind ? core::to_string(*kind) : "unknown") << "\",outcome=\""
+          << (key.second ? "relayed" : "refused") << "\"} " << n << "\n";
+    }
   }
   int pending = 0;
   int in_progress = 0;

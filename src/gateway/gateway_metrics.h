@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "cuzk/v1/proving.pb.h"
 #include "jobs/job_queue.h"
 
 namespace pf::gateway {
@@ -22,6 +23,13 @@ class GatewayMetrics {
   void count_denied();
   // A request whose request_id named a job already queued or running (a client's retry).
   void count_joined();
+  // A call held through a failover that then got its answer (gateway_front.h).
+  void count_held();
+  std::uint64_t held() const;
+  // A call for a kind proved only on the operator's own cuzk (local_cuzk.h): relayed there, or
+  // refused because none is configured.
+  void count_local(cuzk::v1::ProofKind kind, bool relayed);
+  std::uint64_t local(cuzk::v1::ProofKind kind, bool relayed) const;
   std::uint64_t calls(const std::string& method, grpc::StatusCode code) const;
   std::uint64_t denied() const;
   std::uint64_t joined() const;
@@ -33,6 +41,8 @@ class GatewayMetrics {
   std::map<std::pair<std::string, int>, std::uint64_t> calls_;
   std::uint64_t denied_ = 0;
   std::uint64_t joined_ = 0;
+  std::uint64_t held_ = 0;
+  std::map<std::pair<int, bool>, std::uint64_t> local_;  // (kind, relayed) → calls
 };
 
 // "OK", "INVALID_ARGUMENT", ... as gRPC spells its codes.

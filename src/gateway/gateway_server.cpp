@@ -14,12 +14,14 @@
 #include "gateway/client_allow.h"
 #include "gateway/gateway_front.h"
 #include "gateway/proving_service.h"
+#include "gateway/request_check.h"
 #include "util/bounded_json.h"
 
 namespace pf::gateway {
 namespace {
 
 constexpr std::size_t kMaxPemBytes = 1u << 20;
+constexpr int kMaxWindow = 10'000;
 constexpr std::chrono::seconds kShutdownGrace{2};
 
 struct BioFree {
@@ -105,6 +107,17 @@ void GatewayServer::shutdown() {
   server_.reset();
 }
 
+int open_call_window(const GatewayConfig& config) {
+  if (config.max_pending_window > 0) return config.max_pending_window;
+  const std::int64_t product =
+      static_cast<std::int64_t>(config.curio_nodes) * config.curio_max_pending;
+  return static_cast<int>(std::min<std::int64_t>(product, kMaxWindow));
+}
+
+int max_gateway_threads(const GatewayConfig& config) {
+  return 2 * open_call_window(config) + kThreadHeadroom;
+}
+
 tl::expected<void, std::string> check_gateway_config(const GatewayConfig& config) {
   const auto host = listen_host(config.listen);
   if (!host) {
@@ -116,8 +129,27 @@ tl::expected<void, std::string> check_gateway_config(const GatewayConfig& config
     return tl::unexpected(
         std::string("gateway TLS: tls_cert and tls_key go together: give both or neither"));
   }
-  if (config.max_pending_window < 1) {
-    return tl::unexpected(std::string("gateway max_pending_window must be at least 1"));
+  if (config.max_pending_window < 0 || config.max_pending_window > kMaxWindow) {
+    return tl::unexpected(
+        "gateway max_pending_window must be 0 (curio_nodes × curio_max_pending) "
+        "to " +
+        std::to_string(kMaxWindow));
+  }
+  if (!(config.failover_hold_s >= 0 && config.failover_hold_s <= 3600)) {
+    return tl::unexpected(std::string("gateway failover_hold_s must be 0 to 3600 seconds"));
+  }
+  if (config.curio_nodes < 1 || config.curio_max_pending < 1) {
+    return tl::unexpected(
+        std::string("gateway curio_nodes and curio_max_pending must be at least 1"));
+  }
+  if (!config.local_cuzk.empty()) {
+    if (auto ok = check_local_cuzk_address(config.local_cuzk); !ok) {
+      return tl::unexpected("gateway local_cuzk: " + ok.error());
+    }
+    if (config.local_cuzk == config.listen) {
+      return tl::unexpected("gateway local_cuzk (" + config.local_cuzk +
+                            ") is the gateway's own listen address: PoSt would loop back here");
+    }
   }
   if (config.max_input_bytes < 1) {
     return tl::unexpected(std::string("gateway max input size must be at least 1 byte"));
@@ -197,8 +229,13 @@ tl::expected<std::unique_ptr<GatewayServer>, std::string> start_replica_gateway(
   }
   std::unique_ptr<GatewayServer> gateway(new GatewayServer());
   gateway->max_input_bytes_ = config.max_input_bytes;
-  gateway->front_ = std::make_unique<GatewayFront>(std::move(*allow), std::move(proxy),
-                                                   std::move(replica.replica_token));
+  FrontRules rules;
+  rules.auth = config.client_auth;
+  rules.keep_local = config.keep_local;
+  rules.failover_hold_s = config.failover_hold_s;
+  if (!config.local_cuzk.empty()) rules.local_cuzk = std::make_unique<LocalCuzk>(config.local_cuzk);
+  gateway->front_ = std::make_unique<GatewayFront>(
+      std::move(*allow), std::move(proxy), std::move(replica.replica_token), std::move(rules));
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.listen, credentials, &gateway->port_);
@@ -209,7 +246,7 @@ tl::expected<std::unique_ptr<GatewayServer>, std::string> start_replica_gateway(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message));
   grpc::ResourceQuota quota("proverfleet-gateway");
-  quota.SetMaxThreads(config.max_pending_window + kThreadHeadroom);
+  quota.SetMaxThreads(max_gateway_threads(config));
   builder.SetResourceQuota(quota);
   builder.RegisterService(gateway->front_.get());
   gateway->server_ = builder.BuildAndStart();
@@ -219,14 +256,17 @@ tl::expected<std::unique_ptr<GatewayServer>, std::string> start_replica_gateway(
                           " (address in use, or not an address of this machine)");
   }
   spdlog::info(
-      "gateway: cuzk.v1.ProvingEngine on {}:{}{} ({}; up to {} waiting calls; inputs up to {} "
-      "MiB). Point Curio's [Cuzk] Address here and set its MaxPending to {} at most.",
+      "gateway: cuzk.v1.ProvingEngine on {}:{}{} ({}; sized for {} open Prove calls, threads for "
+      "{}; inputs up to {} MiB; PoSt{} {}). Point every Curio node's [Cuzk] Address here.",
       host.find(':') != std::string::npos ? "[" + host + "]" : host, gateway->port_,
       tls ? " (TLS)" : "",
       config.allow.empty() ? std::string("any client")
                            : std::to_string(config.allow.size()) + " allowed address blocks",
-      config.max_pending_window + kThreadHeadroom, config.max_input_bytes >> 20,
-      config.max_pending_window);
+      open_call_window(config), max_gateway_threads(config),
+      std::min(config.max_input_bytes, kCuzkMaxInputBytes) >> 20,
+      config.keep_local.empty() ? "" : " and keep_local kinds",
+      config.local_cuzk.empty() ? "refused (no local_cuzk)"
+                                : "relayed to the operator's cuzk at " + config.local_cuzk);
   return gateway;
 }
 

@@ -1,10 +1,14 @@
 // The gRPC server that carries the gateway's ProvingEngine (proving_service.h): where it listens,
 // who may reach it, and the limits that keep a crowd of clients from taking the manager down.
 //
-//  - Threads: the service is synchronous, so each waiting Prove holds a thread for as long as its
-//    proof takes. A grpc::ResourceQuota caps the threads at max_pending_window plus headroom for
-//    status calls; calls beyond it are refused (RESOURCE_EXHAUSTED) instead of exhausting the
-//    process. A Curio whose [Cuzk] MaxPending fits the window never meets the cap.
+//  - Open calls: each Curio node holds at most its [Cuzk] MaxPending Prove calls open (one counter
+//    per node, lib/cuzk/client.go:52 at the pinned curio commit; it never reads GetStatus), so
+//    the calls the gateway must hold are curio_nodes × curio_max_pending (open_call_window). A
+//    call is a job in the durable queue and waits there however many jobs wait; none is refused
+//    for the number of jobs waiting below [jobs] max_open_jobs. Each waiting Prove holds a thread
+//    (the service is synchronous): the threads are capped at twice the window plus headroom
+//    (max_gateway_threads), so a node count off by up to 2× still waits instead of burning one of
+//    Curio's few tries on RESOURCE_EXHAUSTED, while a runaway client cannot exhaust the process.
 //  - Messages: the largest accepted is [jobs] max_input_mib plus a margin for the envelope, so an
 //    oversize input is refused before it is read into memory.
 //  - Exposure: the cuzk protocol has no credentials. A listen address other than loopback needs
@@ -23,6 +27,8 @@
 #include <tl/expected.hpp>
 #include <vector>
 
+#include "core/job.h"
+#include "gateway/client_tokens.h"
 #include "gateway/listen_exposure.h"
 #include "jobs/job_queue.h"
 
@@ -44,11 +50,26 @@ struct GatewayConfig {
   std::string tls_ca;
   std::vector<std::string> allow;  // client IPs / CIDR blocks; empty = any that reaches it
   bool allow_any = false;          // serve a non-loopback address without allow-list or TLS
-  int max_pending_window = 64;     // Curio's MaxPending the fleet is sized for
+  // The Curio nodes that call this gateway and their [Cuzk] MaxPending (Curio's default 10,
+  // deps/config/types.go:131-134): the window is their product unless max_pending_window is set.
+  int curio_nodes = 1;
+  int curio_max_pending = 10;
+  int max_pending_window = 0;  // > 0: the open calls to size for, whatever the nodes
   std::int64_t max_input_bytes = 256LL << 20;
+  // The operator's own cuzk for PoSt and keep_local kinds ("": those are refused at once).
+  std::string local_cuzk;
+  std::vector<core::JobKind> keep_local;
+  ClientAuth client_auth;
+  // Replicas: how long a call a failover would fail is held and tried again (gateway_front.h).
+  double failover_hold_s = 120;
 };
 
 inline constexpr int kThreadHeadroom = 32;  // status, metrics and retries beside the window
+// The most Prove calls Curio holds open here: max_pending_window when set, else
+// curio_nodes × curio_max_pending.
+int open_call_window(const GatewayConfig& config);
+// The gRPC server's thread cap: 2 × the window + kThreadHeadroom.
+int max_gateway_threads(const GatewayConfig& config);
 inline constexpr std::int64_t kMessageMargin = 4LL << 20;
 
 // What a replica's gateway needs to relay to the leader while it does not lead itself.

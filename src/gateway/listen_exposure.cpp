@@ -37,4 +37,21 @@ std::optional<std::string> exposure_refusal(const std::string& host, bool has_al
          "already guards the port";
 }
 
+tl::expected<void, std::string> check_local_cuzk_address(std::string_view address) {
+  if (address.rfind("unix:", 0) == 0) {
+    std::string_view path = address.substr(5);
+    while (path.rfind("//", 0) == 0) path.remove_prefix(1);
+    if (path.size() < 2 || path.front() != '/') {
+      return tl::unexpected("a Unix socket is unix:///absolute/path, got \"" +
+                            std::string(address.substr(0, 100)) + "\"");
+    }
+    return {};
+  }
+  if (!listen_host(std::string(address))) {
+    return tl::unexpected("expected HOST:PORT (e.g. 127.0.0.1:9821) or unix:///path, got \"" +
+                          std::string(address.substr(0, 100)) + "\"");
+  }
+  return {};
+}
+
 }  // namespace pf::gateway

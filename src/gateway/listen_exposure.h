@@ -6,6 +6,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <tl/expected.hpp>
 
 namespace pf::gateway {
 
@@ -17,5 +19,9 @@ bool is_loopback_host(const std::string& host);
 
 // The host part of "HOST:PORT" / "[v6]:PORT", or nullopt when it is not of that form.
 std::optional<std::string> listen_host(const std::string& listen);
+
+// [gateway] local_cuzk (gateway/local_cuzk.h): "HOST:PORT", "[IPv6]:PORT" or "unix:///path"
+// (unix:/path too, as Curio's client and the daemon take them); the error says what is wrong.
+tl::expected<void, std::string> check_local_cuzk_address(std::string_view address);
 
 }  // namespace pf::gateway

@@ -42,11 +42,26 @@ std::string direct_client(std::string_view peer) {
 }
 
 tl::expected<Caller, std::string> identify_caller(
-    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata, std::string_view peer,
-    std::string_view replica_token) {
+    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+    std::string_view replica_token, const ClientAuth& auth) {
   const auto token = metadata_value(metadata, kReplicaTokenMetadata);
   const auto client = metadata_value(metadata, kRelayedClientMetadata);
-  if (!token && !client) return Caller{direct_client(peer), false};
+  if (!token && !client) {
+    if (const auto authorization = metadata_value(metadata, kClientTokenMetadata)) {
+      if (auto named = client_of_authorization(auth.tokens, *authorization)) {
+        return Caller{std::move(*named), false};
+      }
+      return tl::unexpected(
+          std::string("the client token (authorization: Bearer ...) is not one of this gateway's "
+                      "([gateway] client_tokens_file)"));
+    }
+    if (auth.require_token) {
+      return tl::unexpected(std::string(
+          "this gateway takes only calls with a client token (authorization: Bearer TOKEN; "
+          "[gateway] require_client_token)"));
+    }
+    return Caller{kDefaultClient, false};
+  }
   if (!token) {
     return tl::unexpected(std::string(
         "the call names a client (x-proverfleet-client) without a replica's token: only a "

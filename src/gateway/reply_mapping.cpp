@@ -65,6 +65,8 @@ grpc::Status to_status(const jobs::JobError& error) {
       return {grpc::StatusCode::NOT_FOUND, error.message};
     case Code::FailedPrecondition:
       return {grpc::StatusCode::FAILED_PRECONDITION, error.message};
+    case Code::AlreadyExists:
+      return {grpc::StatusCode::ALREADY_EXISTS, error.message};
     case Code::Unavailable:
       return {grpc::StatusCode::UNAVAILABLE, error.message};
   }

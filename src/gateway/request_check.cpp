@@ -157,6 +157,14 @@ tl::expected<CheckedRequest, RequestError> check_submit(cuzk::v1::SubmitProofReq
   // Sized before it is serialized: an oversize request costs no copy.
   request.clear_request_id();
   const auto size = static_cast<std::int64_t>(request.ByteSizeLong());
+  if (size > kCuzkMaxInputBytes && max_input_bytes > kCuzkMaxInputBytes) {
+    return tl::unexpected(RequestError{
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        "input: " + std::to_string(size) + " bytes, over the " +
+            std::to_string(kCuzkMaxInputBytes) +
+            " bytes a prover's cuzk daemon can take (it decodes at most 128 MiB a message and "
+            "has no chunked input)"});
+  }
   if (size > max_input_bytes) {
     return tl::unexpected(
         RequestError{grpc::StatusCode::RESOURCE_EXHAUSTED,

@@ -28,6 +28,13 @@ inline constexpr std::size_t kMaxRequestIdBytes = 256;
 // A WindowPoSt partition holds at most 2349 sectors, a SnapDeals proof 16 partitions.
 inline constexpr int kMaxVanillaProofs = 10'000;
 inline constexpr std::size_t kCommitmentBytes = 32;
+// cuzk's daemon decodes at most 128 MiB a message (extern/cuzk/cuzk-daemon/src/main.rs:243 and
+// :270 at the pinned curio commit) and takes no input in pieces (every RPC is unary), so no
+// rented prover could read a larger job: the input (this request serialized) plus the agent's
+// request_id and the ProveRequest wrapper must fit.
+inline constexpr std::int64_t kCuzkMaxMessageBytes = 128LL << 20;
+inline constexpr std::int64_t kCuzkEnvelopeBytes = 1024;
+inline constexpr std::int64_t kCuzkMaxInputBytes = kCuzkMaxMessageBytes - kCuzkEnvelopeBytes;
 
 // A refused request: the gRPC code (INVALID_ARGUMENT or RESOURCE_EXHAUSTED) and a message that
 // starts with the field ("proof_kind: ...").
@@ -46,8 +53,9 @@ struct CheckedRequest {
 // that generate an id for an empty request_id do so before checking.
 tl::expected<void, RequestError> check_request_id(std::string_view id, std::string_view field);
 
-// Checks `request` and builds the job input; an input over `max_input_bytes` is
-// RESOURCE_EXHAUSTED with both sizes in the message. The request_id is checked when non-empty.
+// Checks `request` and builds the job input; an input over `max_input_bytes` or over what cuzk's
+// daemon can decode (kCuzkMaxInputBytes) is RESOURCE_EXHAUSTED with both sizes and the limit's
+// source in the message. The request_id is checked when non-empty.
 // Takes the request by value so a caller that moves it in holds one copy of a large input
 // beside its serialized form, not two.
 tl::expected<CheckedRequest, RequestError> check_submit(cuzk::v1::SubmitProofRequest request,

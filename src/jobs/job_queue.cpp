@@ -10,6 +10,7 @@
 #include "core/job_lease.h"
 #include "core/job_outcome.h"
 #include "jobs/job_queue_impl.h"
+#include "util/sha256.h"
 
 namespace pf::jobs {
 namespace {
@@ -199,6 +200,13 @@ JobResult<Submitted> JobQueue::submit(const SubmitRequest& request) {
   Impl& q = *impl_;
   if (auto bad = check_request(request, q.config)) return tl::unexpected(*bad);
   const double deadline_s = request.deadline_s.value_or(q.config.default_deadline_s);
+  // The input's digest, computed only when the request_id is known (a retry): a retry joins
+  // only with the input its job was recorded with.
+  std::optional<std::string> digest;
+  const auto same_input = [&](const core::Job& existing) {
+    if (!digest) digest = util::sha256_hex(request.input);
+    return existing.input_digest == *digest;
+  };
   // A known request_id that needs no new input joins without touching the disk.
   {
     std::lock_guard lock(q.mu);
@@ -208,8 +216,12 @@ JobResult<Submitted> JobQueue::submit(const SubmitRequest& request) {
       if (auto existing = stored_client_job(q.store, request.client, request.request_id)) {
         const bool kept =
             existing->state != core::JobState::Done || q.store.job_proof(existing->id).has_value();
-        if (core::resubmission_outcome(*existing, kept).action == core::Resubmission::Join) {
+        const auto outcome = core::resubmission_outcome(*existing, kept, same_input(*existing));
+        if (outcome.action == core::Resubmission::Join) {
           return Submitted{*q.find(existing->id), true, false};
+        }
+        if (outcome.action == core::Resubmission::Conflict) {
+          return tl::unexpected(job_error(Code::AlreadyExists, outcome.reason));
         }
       } else if (static_cast<int>(q.open.size()) >= q.config.max_open_jobs) {
         return tl::unexpected(job_error(
@@ -241,9 +253,13 @@ JobResult<Submitted> JobQueue::submit(const SubmitRequest& request) {
       if (auto existing = stored_client_job(q.store, request.client, request.request_id)) {
         const bool kept =
             existing->state != core::JobState::Done || q.store.job_proof(existing->id).has_value();
-        const auto outcome = core::resubmission_outcome(*existing, kept);
+        const auto outcome =
+            core::resubmission_outcome(*existing, kept, existing->input_digest == input.digest);
         core::Job job = *q.find(existing->id);
         if (outcome.action == core::Resubmission::Join) return Submitted{job, true, false};
+        if (outcome.action == core::Resubmission::Conflict) {
+          return tl::unexpected(job_error(Code::AlreadyExists, outcome.reason));
+        }
         if (static_cast<int>(q.open.size()) >= q.config.max_open_jobs) {
           return tl::unexpected(job_error(Code::ResourceExhausted, "queue full"));
         }

@@ -35,6 +35,7 @@
 #include "core/blocklist.h"
 #include "core/job.h"
 #include "core/job_schedule.h"
+#include "jobs/proof_check.h"
 #include "store/store.h"
 
 namespace pf::jobs {
@@ -45,6 +46,7 @@ struct JobError {
     ResourceExhausted,   // input over max_input_bytes, or the queue is full
     NotFound,            // no such job
     FailedPrecondition,  // e.g. a result for an attempt the caller does not hold
+    AlreadyExists,       // the request_id is an open job of this client with another input
     Unavailable,         // shutting down, or the store failed (retry later)
   };
   Code code = Code::InvalidArgument;
@@ -62,6 +64,9 @@ struct JobQueueConfig {
   int max_attempts = 3;              // failed proofs (not lost leases) before the job fails
   int strike_after_failures = 2;     // failed proofs on one host (any job) in a row → strike
   double retention_s = 24 * 3600;    // inputs and proofs of finished jobs kept this long
+  // What a reported proof must be before it is accepted (jobs/proof_check.h); serve sets it
+  // from [jobs] proof_check (default groth16).
+  ProofCheck proof_check = ProofCheck::None;
 };
 
 struct SubmitRequest {

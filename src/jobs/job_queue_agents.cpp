@@ -207,6 +207,26 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
     return tl::unexpected(job_error(Code::InvalidArgument, "proof: empty"));
   }
   const std::string proof_digest = r.ok ? util::sha256_hex(r.proof) : std::string();
+  // An untrusted host's proof is checked before anything stores or serves it (proof_check.h);
+  // outside the queue's lock, which the check (and the sim check's input read) need not hold.
+  std::optional<std::string> invalid;
+  if (r.ok && q.config.proof_check != ProofCheck::None) {
+    std::optional<core::Job> held;
+    try {
+      std::lock_guard lock(q.mu);
+      held = q.find(r.job_id);
+    } catch (const store::StoreError& e) {
+      return tl::unexpected(job_error(Code::Unavailable, e.what()));
+    }
+    if (held) {
+      invalid = proof_problem(
+          q.config.proof_check, held->kind, r.proof, [&]() -> std::optional<std::string> {
+            auto whole = q.inputs.read(held->input_digest, 0, held->input_bytes);
+            if (!whole) return std::nullopt;
+            return std::move(whole->bytes);
+          });
+    }
+  }
   Effects effects;
   ReportAck ack;
   {
@@ -222,7 +242,7 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
       if (auto why = Impl::not_held(job, instance_id, r.attempt)) {
         effects.events.emplace_back(instance_id, "late result ignored: " + *why);
         ack = ReportAck{false, *why};
-      } else if (r.ok) {
+      } else if (r.ok && !invalid) {
         const double now = q.clock();
         job.state = core::JobState::Done;
         job.finished_at = now;
@@ -250,8 +270,11 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
         failure.max_attempts = q.config.max_attempts;
         failure.host_failures_in_a_row = q.host_failures_in_a_row[instance_id];
         failure.strike_after_failures = q.config.strike_after_failures;
-        failure.oom = r.oom;
+        failure.oom = r.oom && !invalid;
+        // A proof that fails its check is the host's doing: struck at once, with the evidence.
+        if (invalid) failure.strike_after_failures = 1;
         const auto outcome = core::job_failure_outcome(failure);
+        const std::string message = invalid ? "invalid proof: " + *invalid : r.message;
         const double now = q.clock();
         if (outcome.count_failure) ++job.failures;
         if (outcome.avoid_instance &&
@@ -259,7 +282,7 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
                 job.avoid_instances.end()) {
           job.avoid_instances.push_back(instance_id);
         }
-        job.error = r.message;
+        job.error = message;
         if (outcome.fail_job) {
           job.state = core::JobState::Failed;
           job.finished_at = now;
@@ -276,14 +299,16 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
           q.host_failures_in_a_row.erase(instance_id);
         }
         effects.events.emplace_back(instance_id, describe(job) + " failed, attempt " +
-                                                     std::to_string(r.attempt) + ": " + r.message +
+                                                     std::to_string(r.attempt) + ": " + message +
                                                      " (" + outcome.reason + ")");
         if (outcome.strike_host) {
           core::Strike strike;
-          strike.kind = core::StrikeKind::FailedProofs;
+          strike.kind = invalid ? core::StrikeKind::InvalidProof : core::StrikeKind::FailedProofs;
           strike.instance_id = instance_id;
           strike.at = now;
-          strike.reason = outcome.reason + "; last: " + describe(job) + ": " + r.message;
+          strike.reason = invalid ? describe(job) + ", attempt " + std::to_string(r.attempt) +
+                                        ": " + message + " (proof sha256 " + proof_digest + ")"
+                                  : outcome.reason + "; last: " + describe(job) + ": " + message;
           effects.strikes.emplace_back(instance_id, strike);
         }
         ack = ReportAck{true, outcome.fail_job ? "failed" : "requeued"};

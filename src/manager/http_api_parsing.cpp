@@ -332,6 +332,7 @@ int status_of(const jobs::JobError& e) {
     case jobs::JobError::Code::NotFound:
       return 404;
     case jobs::JobError::Code::FailedPrecondition:
+    case jobs::JobError::Code::AlreadyExists:
       return 409;
     case jobs::JobError::Code::Unavailable:
       return 503;

@@ -6,8 +6,12 @@
 
 namespace pf::manager {
 
-JobWorkerRoster::JobWorkerRoster(ReadRows read_rows, PlanSlots plan_slots, double max_age_s)
-    : read_rows_(std::move(read_rows)), plan_slots_(std::move(plan_slots)), max_age_s_(max_age_s) {}
+JobWorkerRoster::JobWorkerRoster(ReadRows read_rows, PlanSlots plan_slots, double max_age_s,
+                                 PlanKinds plan_kinds)
+    : read_rows_(std::move(read_rows)),
+      plan_slots_(std::move(plan_slots)),
+      plan_kinds_(std::move(plan_kinds)),
+      max_age_s_(max_age_s) {}
 
 void JobWorkerRoster::note_heard(std::int64_t instance_id, double at) {
   const auto it = index_.find(instance_id);
@@ -42,6 +46,7 @@ std::vector<core::WorkerView> JobWorkerRoster::workers(double now, double heard_
     std::vector<Candidate> fresh;
     for (const auto& rec : rows) {
       if (auto w = core::job_worker_if_heard(rec, plan_slots_(rec))) {
+        if (plan_kinds_) w->kinds = plan_kinds_(rec);
         fresh.push_back({*w, rec.last_heartbeat_at});
       }
     }

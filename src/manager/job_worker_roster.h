@@ -31,8 +31,12 @@ class JobWorkerRoster {
   using ReadRows = std::function<std::vector<core::InstanceRecord>()>;
   // The proofs an instance's plan keeps in flight (from its plan_json).
   using PlanSlots = std::function<int(const core::InstanceRecord&)>;
+  // The kinds its prover has the parameters for (from its plan_json); empty function: every
+  // fleet kind.
+  using PlanKinds = std::function<core::KindSet(const core::InstanceRecord&)>;
 
-  JobWorkerRoster(ReadRows read_rows, PlanSlots plan_slots, double max_age_s);
+  JobWorkerRoster(ReadRows read_rows, PlanSlots plan_slots, double max_age_s,
+                  PlanKinds plan_kinds = {});
 
   // A row changed in what decides a worker (state, verdict, plan) or was written behind the
   // Manager's back: the next workers() reads the rows again.
@@ -53,6 +57,7 @@ class JobWorkerRoster {
 
   const ReadRows read_rows_;
   const PlanSlots plan_slots_;
+  const PlanKinds plan_kinds_;
   const double max_age_s_;
   std::atomic<std::uint64_t> version_{1};  // of the rows; 0 = never read
   std::atomic<std::uint64_t> reads_{0};

@@ -27,6 +27,7 @@ namespace {
 
 // The proofs an agent's plan keeps in flight (defined with the proof jobs below).
 int plan_slots(const std::string& plan_json);
+core::KindSet plan_kinds(const std::string& plan_json);
 
 using core::InstanceRecord;
 using core::InstanceState;
@@ -88,7 +89,8 @@ Manager::Manager(store::Store& store, market::Market& market, ManagerConfig conf
       acceptance_(core::with_caps(config_.sprt, config_.acceptance)),
       job_worker_roster_([this] { return store_.instances(false); },
                          [](const InstanceRecord& rec) { return plan_slots(rec.plan_json); },
-                         config_.heartbeat_s) {
+                         config_.heartbeat_s,
+                         [](const InstanceRecord& rec) { return plan_kinds(rec.plan_json); }) {
   // A manager that just started heard nothing before now: its restart is not the agents' fault.
   listening_.listening_since = clock_();
 }
@@ -404,7 +406,7 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
 }
 
 Committing<HeartbeatReply> Manager::agent_heartbeat_sent(std::int64_t id, const Heartbeat& hb) {
-  std::unique_lock lock(mu_);
+  std::lock_guard lock(mu_);
   ApiResult<HeartbeatReply> reply = HeartbeatReply{};
   // One transaction for the writes: one commit (each costs file-locking system calls, and every
   // agent heartbeats). The row is the one this leader last wrote (Store::instance_as_written):
@@ -463,7 +465,7 @@ Committing<HeartbeatReply> Manager::agent_heartbeat_sent(std::int64_t id, const 
 
 Committing<EventsReply> Manager::agent_events_sent(std::int64_t id,
                                                    const std::vector<AgentEvent>& evs) {
-  std::unique_lock lock(mu_);
+  std::lock_guard lock(mu_);
   EventsReply reply;
   std::vector<AgentEvent> sorted = evs;
   std::sort(sorted.begin(), sorted.end(),
@@ -821,6 +823,26 @@ int plan_slots(const std::string& plan_json) {
   const auto it = plan->find("proofs_in_flight");
   if (it == plan->end() || !it->is_number_integer()) return 1;
   return static_cast<int>(std::clamp<std::int64_t>(it->get<std::int64_t>(), 1, kMaxSlots));
+}
+
+// The kinds the agent's prover has the parameters for (agent/prover_supervisor.cpp
+// "proof_kinds", core/proof_params.h). A plan without the key is from an agent that predates it,
+// when every manifest was PoRep's alone: PoRep C2.
+core::KindSet plan_kinds(const std::string& plan_json) {
+  constexpr core::KindSet kBefore = core::kind_bit(core::JobKind::PorepC2);
+  if (plan_json.empty()) return kBefore;
+  const auto plan = util::parse_json(plan_json);
+  if (!plan || !plan->is_object()) return kBefore;
+  const auto it = plan->find("proof_kinds");
+  if (it == plan->end() || !it->is_array()) return kBefore;
+  core::KindSet kinds = 0;
+  for (const auto& name : *it) {
+    if (!name.is_string()) continue;
+    if (const auto kind = core::parse_job_kind(name.get<std::string>())) {
+      kinds |= core::kind_bit(*kind);
+    }
+  }
+  return kinds;
 }
 
 }  // namespace

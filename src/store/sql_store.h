@@ -143,6 +143,8 @@ class SqlStore final : public Store {
   // The commit reader's thread: reads sent commits' answers as they arrive and runs the
   // when_committed callbacks of those known, outside mutex_.
   void read_commits();
+  // Ends the reader's poll at once (under mutex_).
+  void wake_commit_reader() noexcept;
   void stop_commit_reader() noexcept;
   // Writes the setting `key`: over a stored value when `replace`, else only when absent. The
   // caller holds mutex_.

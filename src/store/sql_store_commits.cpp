@@ -25,6 +25,9 @@ namespace {
 // the session breaks and another thread reconnects).
 constexpr int kReaderPollMs = 5;
 
+constexpr const char* kClosedBeforeConfirmed =
+    "the store was closed before the commit was confirmed; it may or may not have been applied";
+
 }  // namespace
 
 // A sent commit's Confirm.
@@ -131,23 +134,22 @@ void SqlStore::when_committed(const std::shared_ptr<sql::SentCommit>& sent,
                               std::function<void(const std::string& error)> done) {
   {
     std::lock_guard lock(mutex_);
+    if (!sent->done && stopping_) {
+      sent->done = true;
+      sent->error = kClosedBeforeConfirmed;
+    }
     if (!sent->done) {
-      if (stopping_) {
-        sent->done = true;
-        sent->error = "the store was closed before the commit was confirmed";
-      } else {
-        if (!reader_.joinable()) {
-          reader_event_ = util::UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-          if (reader_event_.get() < 0) {
-            throw StoreError(std::string("starting the commit reader: eventfd: ") +
-                             std::strerror(errno));
-          }
-          reader_ = std::thread([this] { read_commits(); });
+      if (!reader_.joinable()) {
+        reader_event_ = util::UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+        if (reader_event_.get() < 0) {
+          throw StoreError(std::string("starting the commit reader: eventfd: ") +
+                           std::strerror(errno));
         }
-        waiting_.push_back(Waiting{sent, std::move(done)});
-        reader_wake_.notify_one();
-        return;
+        reader_ = std::thread([this] { read_commits(); });
       }
+      waiting_.push_back(Waiting{sent, std::move(done)});
+      reader_wake_.notify_one();
+      return;
     }
   }
   done(sent->error);
@@ -156,11 +158,14 @@ void SqlStore::when_committed(const std::shared_ptr<sql::SentCommit>& sent,
 void SqlStore::on_sent_outcomes(bool failed) {
   // A sent commit that failed undid writes the copies already show.
   if (failed) written_.clear();
-  if (!reader_reading_ && !waiting_.empty() && reader_event_.get() >= 0) {
-    const std::uint64_t one = 1;
-    // A full counter (never, at 2^64 - 2) or EAGAIN still leaves the reader awake.
-    [[maybe_unused]] const ssize_t n = write(reader_event_.get(), &one, sizeof one);
-  }
+  if (!reader_reading_ && !waiting_.empty()) wake_commit_reader();
+}
+
+void SqlStore::wake_commit_reader() noexcept {
+  if (reader_event_.get() < 0) return;  // no reader yet
+  const std::uint64_t one = 1;
+  // A full counter (never, at 2^64 - 2) or EAGAIN still leaves the reader awake.
+  [[maybe_unused]] const ssize_t n = write(reader_event_.get(), &one, sizeof one);
 }
 
 void SqlStore::read_commits() {
@@ -178,9 +183,8 @@ void SqlStore::read_commits() {
         // Nothing outstanding on the connection yet not done: the outcome was lost; or the
         // store is closing while it travels.
         w.sent->done = true;
-        w.sent->error = stopping_ ? "the store was closed before the commit was confirmed; it "
-                                    "may or may not have been applied"
-                                  : "committing: the commit's outcome was lost";
+        w.sent->error =
+            stopping_ ? kClosedBeforeConfirmed : "committing: the commit's outcome was lost";
       }
       ready.push_back(std::move(w));
       return true;
@@ -215,10 +219,7 @@ void SqlStore::stop_commit_reader() noexcept {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
-    if (reader_event_.get() >= 0) {
-      const std::uint64_t one = 1;
-      [[maybe_unused]] const ssize_t n = write(reader_event_.get(), &one, sizeof one);
-    }
+    wake_commit_reader();
   }
   reader_wake_.notify_all();
   if (reader_.joinable()) reader_.join();

@@ -16,3 +16,9 @@ set_tests_properties(agent_image_entrypoint PROPERTIES LABELS deploy TIMEOUT 300
 add_test(NAME agent_image_dockerfile
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/deploy/agent_image_test.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(agent_image_dockerfile PROPERTIES LABELS deploy TIMEOUT 120)
+
+# Every REQUIRED find_package / pkg_check_modules mapped to its package in scripts/install-deps
+# and in the Dockerfile's agent-build stage; the cuzk daemon of the pinned curio commit.
+add_test(NAME agent_image_build_packages
+         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/deploy/build_packages_test.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(agent_image_build_packages PROPERTIES LABELS deploy TIMEOUT 60)

@@ -24,7 +24,7 @@ while IFS= read -r -d '' file; do
       fi
       ;;
   esac
-done < <(find "$src" \( -name .git -o -name .ccache -o -name 'build*' -o -name node_modules \) -prune -o \
+done < <(find "$src" \( -name .git -o -name .ccache -o \( -type d -name 'build*' \) -o -name node_modules \) -prune -o \
   -type f -print0)
 
 if [ "${#scripts[@]}" -eq 0 ]; then

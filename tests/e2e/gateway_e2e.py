@@ -1,24 +1,40 @@
 #!/usr/bin/env python3
-"""The gateway's end-to-end run: Curio's work through the whole fleet, with an agent and the
-manager killed on the way.
+"""The gateway's end-to-end run: a Curio cluster's work through the whole fleet, with an agent
+and the manager killed on the way.
 
   1. market-sim (a healthy scenario, --spawn-agents: real `proverfleet agent` processes with
-     the sim prover, time-scaled) and `serve` with the autopilot on and the cuzk-compatible
-     gateway on a fixed --grpc-listen port (so clients and agents find the restarted manager).
-  2. curio_client.py (stubs generated from the proto, acting as Curio) submits --jobs PoRep
-     jobs through `Prove`, MaxPending-bounded, retrying UNAVAILABLE with the same request_id.
+     the sim prover, time-scaled); a stand-in for the operator's own cuzk daemon
+     (curio_cluster.py --serve-local-cuzk, which proves PoSt); `serve` with the autopilot on and
+     the cuzk-compatible gateway on a fixed --grpc-listen port (so Curio nodes and agents find
+     the restarted manager), configured with [gateway] local_cuzk (that daemon), curio_nodes
+     and curio_max_pending.
+  2. curio_cluster.py (stubs generated from the proto) acts as --nodes Curio nodes doing what
+     Curio's code does: only unary `Prove`, at most MaxPending calls per node, no client retry,
+     a failed task given back to the harmony table and retried by any node up to its kind's
+     MaxFailures, with the same request_id. The mix (--mix) holds PoRep and snap (proved by the
+     fleet) and WindowPoSt / WinningPoSt (relayed by the gateway to the local cuzk).
   3. Once jobs are being proved: SIGKILL the agent of an instance that holds a job in state
      proving. Later (a share of the jobs done): SIGKILL serve, wait, restart it on the same
      database and ports.
-  4. Checks: the client got every job's own proof (sim proof of its input) exactly once; the
-     store holds exactly one job per request_id, every one done with the proof digest of that
-     proof; the killed agent's job was leased again and finished; after pausing the autopilot
-     and destroying everything, market-sim lists none of our instances and every row is
-     destroyed; no process of the run survives its teardown.
+  4. Checks: every task completed with its own proof (the fleet's: sim proof of its input; PoSt:
+     the local cuzk's proof of its input), no wrong proof; the store holds exactly one job per
+     request_id, every one done with the proof digest of that proof, and no PoSt job at all;
+     the local cuzk proved the PoSt; the killed agent's job was leased again and finished;
+     after pausing the autopilot and destroying everything, market-sim lists none of our
+     instances and every row is destroyed; no process of the run survives its teardown.
+     Prints `curio_e2e jobs_lost=.. duplicate_jobs=.. wrong_proofs=.. post_in_fleet_queue=..
+     tries_exhausted=.. tries_exhausted_in_serve_outage=..`; the first five must be 0.
+     Curio gives up a task after MaxFailures tries (snap 3, WdPost 5, WinPost 1, none of them
+     waiting between tries), so tasks whose every try failed while serve was deliberately down
+     (from its SIGKILL to --outage-grace-s after its restart) are what real Curio would lose to
+     that restart: they are counted in tries_exhausted_in_serve_outage, not tries_exhausted.
+  5. With --second-run-without-local-cuzk: serve restarted with no local_cuzk; one WinningPoSt
+     Prove must be refused at once (FAILED_PRECONDITION naming local_cuzk) and leave no job.
 
 Usage: gateway_e2e.py --binary build/proverfleet --source . [--jobs 200] [--time-scale 30]
-       [--max-pending 12] [--db sqlite | --db postgres://... | --db pg-fresh] [--keep]
-       [--result out.json]
+       [--nodes 2] [--max-pending 10] [--mix porep=0.8,snap=0.1,wdpost=0.05,winpost=0.05]
+       [--second-run-without-local-cuzk]
+       [--db sqlite | --db postgres://... | --db pg-fresh] [--keep] [--result out.json]
 --db: the store serve runs on: a SQLite file in the run directory (default), a PostgreSQL URL
 (an empty database; no password on the command line), or pg-fresh: a new database on the
 PostgreSQL server whose URL is in $PF_TEST_PG_URL_FILE (ctest's pg_server_start fixture).
@@ -42,6 +58,7 @@ import urllib.error
 import urllib.request
 
 PR_SET_PDEATHSIG = 1
+POST_STORE_KINDS = ("window-post", "winning-post")
 
 
 def log(msg):
@@ -155,9 +172,11 @@ def http_json(method, url, token=None, body=None, timeout=30):
         return status, text
 
 
-def config_text(scale, lease_s):
+def config_text(scale, lease_s, local_cuzk, curio_nodes, curio_max_pending):
     """Manager settings for a scaled-time fleet, as `proverfleet demo` writes them (deadlines
-    divided by the time scale, with floors for real process start-up)."""
+    divided by the time scale, with floors for real process start-up), and the gateway's view of
+    the Curio cluster: its nodes and their MaxPending, and the operator's own cuzk for PoSt
+    (local_cuzk "" = none: PoSt is refused)."""
 
     def scaled(seconds, floor):
         return "%d" % max(floor, round(seconds / scale))
@@ -180,7 +199,11 @@ def config_text(scale, lease_s):
         "market_unknown_grace_s = " + scaled(10 * 60, 30),
         "destroy_retry_s = 3", "",
         "[acceptance]", "max_seconds = " + scaled(3600, 120), "",
-        "[jobs]", "lease_s = %d" % lease_s, "",
+        "[jobs]", "lease_s = %d" % lease_s,
+        'proof_check = "sim"',  # market-sim's agents run the sim prover
+        "",
+        "[gateway]", "local_cuzk = %s" % json.dumps(local_cuzk),
+        "curio_nodes = %d" % curio_nodes, "curio_max_pending = %d" % curio_max_pending, "",
     ]) + "\n"
 
 
@@ -197,6 +220,10 @@ class Run:
         self.sim = None
         self.serve = None
         self.client = None
+        self.local_cuzk = None
+        self.local_cuzk_addr = None
+        self.local_stats = os.path.join(self.dir, "local-cuzk.json")
+        self.outages = []  # (SIGKILL of serve, restarted serve listening), wall-clock
         self.market_url = None
         self.url = "http://127.0.0.1:%d" % self.http_port
         self.token = None
@@ -236,15 +263,34 @@ class Run:
         if not self.token:
             raise RunError("serve wrote no operator token")
 
+    def cluster_script(self):
+        return os.path.join(self.o.source, "tests/e2e/curio_cluster.py")
+
+    def start_local_cuzk(self):
+        """The operator's own cuzk daemon (a stand-in that proves PoSt): what local_cuzk names."""
+        self.local_cuzk = Child("local-cuzk", [
+            sys.executable, self.cluster_script(), "--serve-local-cuzk", "127.0.0.1:0",
+            "--local-cuzk-stats", self.local_stats,
+            "--proto-dir", os.path.join(self.o.source, "proto"),
+        ], os.path.join(self.dir, "local-cuzk.log"), {})
+        m = self.local_cuzk.wait_for(r"local-cuzk listening on ([0-9.]+:[0-9]+)", 60)
+        self.local_cuzk_addr = m.group(1)
+
+    def write_config(self, local_cuzk):
+        o = self.o
+        with open(os.path.join(self.dir, "proverfleet.toml"), "w") as f:
+            f.write(config_text(o.time_scale, o.lease_s, local_cuzk, o.nodes, o.max_pending))
+
     def start_client(self):
         o = self.o
         self.client_summary = os.path.join(self.dir, "client.json")
-        self.client = Child("curio-client", [
-            sys.executable, os.path.join(o.source, "tests/e2e/curio_client.py"),
-            "--target", "127.0.0.1:%d" % self.grpc_port, "--jobs", str(o.jobs),
+        self.client = Child("curio-cluster", [
+            sys.executable, self.cluster_script(),
+            "--target", "127.0.0.1:%d" % self.grpc_port, "--nodes", str(o.nodes),
+            "--jobs", str(o.jobs), "--mix", o.mix,
             "--max-pending", str(o.max_pending), "--summary", self.client_summary,
             "--proto-dir", os.path.join(o.source, "proto"), "--give-up-s", str(o.give_up_s),
-            "--prove-timeout-s", "600",
+            "--drain-s", "30", "--prove-timeout-s", "600",
         ], os.path.join(self.dir, "client.log"), {})
 
     # --- the operator API and the market ---------------------------------------------------
@@ -298,8 +344,8 @@ class Run:
 
     def run(self):
         o = self.o
-        with open(os.path.join(self.dir, "proverfleet.toml"), "w") as f:
-            f.write(config_text(o.time_scale, o.lease_s))
+        self.start_local_cuzk()
+        self.write_config(self.local_cuzk_addr)
         # serve runs in the data directory: a server database's operator token and job inputs
         # go there (a SQLite file's go next to it, the same place).
         if o.db in ("", "sqlite"):
@@ -311,8 +357,8 @@ class Run:
         self.facts["store"] = "sqlite" if self.db.startswith(self.data) else "postgres"
         self.start_sim()
         self.start_serve()
-        log("market-sim %s, serve %s, gateway 127.0.0.1:%d, run dir %s" %
-            (self.market_url, self.url, self.grpc_port, self.dir))
+        log("market-sim %s, serve %s, gateway 127.0.0.1:%d, local cuzk %s, run dir %s" %
+            (self.market_url, self.url, self.grpc_port, self.local_cuzk_addr, self.dir))
         self.start_client()
         started = time.time()
         end = started + o.give_up_s + 60
@@ -342,6 +388,8 @@ class Run:
         self.check(killed_job is not None, "no agent was killed mid-proof (no job seen proving)")
         self.check(serve_killed, "the manager was never killed and restarted")
         self.verify(killed_job)
+        if o.second_run_without_local_cuzk:
+            self.check_without_local_cuzk()
         self.teardown()
 
     def ensure_alive(self):
@@ -397,12 +445,29 @@ class Run:
 
     def restart_serve(self):
         log("SIGKILL serve (pid %d)" % self.serve.proc.pid)
+        killed_at = time.time()
         self.serve.kill()
         self.serve.log.close()
         time.sleep(self.o.serve_down_s)
         self.start_serve()
+        self.outages.append((killed_at, time.time()))
         log("serve restarted on the same database and ports")
         self.facts["serve_restarts"] = self.facts.get("serve_restarts", 0) + 1
+
+    def in_outage(self, t):
+        return any(k <= t <= r + self.o.outage_grace_s for k, r in self.outages)
+
+    def wait_store_settled(self, timeout=90):
+        """Jobs the store still holds open (a task Curio gave up on may still be proving) get a
+        while to finish before the store is judged."""
+        end = time.time() + timeout
+        while True:
+            jobs = self.jobs()
+            open_jobs = [j for j in jobs if j.get("state") in ("queued", "assigned", "proving")]
+            if not open_jobs or time.time() > end:
+                return jobs
+            self.ensure_alive()
+            time.sleep(2)
 
     def verify(self, killed_job):
         o = self.o
@@ -410,42 +475,80 @@ class Run:
             with open(self.client_summary) as f:
                 s = json.load(f)
         except (OSError, ValueError) as e:
-            raise RunError("no client summary (%s); client log:\n%s" %
+            raise RunError("no cluster summary (%s); its log:\n%s" %
                            (e, open(os.path.join(self.dir, "client.log")).read()[-3000:]))
-        for k in ("jobs", "answered", "correct", "answers_total", "retried_calls", "max_in_flight",
-                  "latency_p50_s", "latency_p95_s", "elapsed_s"):
-            self.facts["client_" + k] = s.get(k)
-        self.check(s["jobs"] == o.jobs, "client ran %s jobs, want %d" % (s["jobs"], o.jobs))
-        self.check(s["correct"] == o.jobs,
-                   "%d of %d jobs got their own proof; failures: %s" %
-                   (s["correct"], o.jobs, json.dumps(s["failures"][:10])))
-        self.check(s["answers_total"] == s["jobs"],
-                   "%d answers for %d jobs" % (s["answers_total"], s["jobs"]))
-        self.check(s["max_in_flight"] <= o.max_pending,
-                   "client held %d calls, MaxPending %d" % (s["max_in_flight"], o.max_pending))
+        for k in ("tasks", "completed", "completed_own_proof", "tries_exhausted", "unfinished",
+                  "wrong_proofs", "wrong_proofs_accepted", "retries", "retries_on_other_node",
+                  "errors_by_code", "post_local_calls", "max_open_calls_per_node", "elapsed_s"):
+            self.facts["cluster_" + k] = s.get(k)
+        self.facts["cluster_by_kind"] = {k: {"tasks": v["tasks"], "completed": v["completed"],
+                                             "exhausted": v["tries_exhausted"]}
+                                         for k, v in s["by_kind"].items()}
+        self.facts["serve_outages_s"] = [round(r - k, 1) for k, r in self.outages]
 
-        jobs = self.jobs()
+        # Tasks Curio gave up on: lost to the deliberate serve outage, or not.
+        in_outage, outside = [], []
+        for t in s["exhausted_tasks"]:
+            failed = [x for x in t["tries"] if x["outcome"] == "error"]
+            if failed and all(self.in_outage(x["end"]) for x in failed):
+                in_outage.append(t)
+            else:
+                outside.append(t)
+        if s["tries_exhausted"] > len(s["exhausted_tasks"]):  # the list is cut at 200
+            outside.extend([{}] * (s["tries_exhausted"] - len(s["exhausted_tasks"])))
+        exhausted_ids = {t.get("request_id") for t in s["exhausted_tasks"]}
+        self.facts["exhausted_in_serve_outage"] = [(t["request_id"], t["kind"], len(t["tries"]))
+                                                   for t in in_outage]
+        self.check(s["tasks"] == o.jobs, "the cluster ran %s tasks, want %d" % (s["tasks"], o.jobs))
+        self.check(s["unfinished"] == 0, "tasks never finished: %s" %
+                   json.dumps(s["unfinished_tasks"][:5]))
+        self.check(s["completed_own_proof"] + len(in_outage) == s["tasks"],
+                   "%d of %d tasks completed with their own proof (%d lost to the serve outage);"
+                   " errors: %s" % (s["completed_own_proof"], s["tasks"], len(in_outage),
+                                    json.dumps(s["errors"][:10])))
+        self.check(not outside, "tasks Curio gave up on outside the serve outage: %s" %
+                   json.dumps(outside[:5]))
+        self.check(all(n <= o.max_pending for n in s["max_open_calls_per_node"]),
+                   "a node held %s calls open, MaxPending %d" %
+                   (s["max_open_calls_per_node"], o.max_pending))
+
+        jobs = self.wait_store_settled()
         by_request = collections.defaultdict(list)
         for j in jobs:
             by_request[j.get("request_id")].append(j)
-        expected = s["proof_digests"]
+        expected = s["proof_digests"]  # the fleet's tasks: request_id → digest of their proof
+        asked = set()
+        for ids in s["request_ids"].values():
+            asked.update(ids)
+        fleet_done_ids = set(expected) - exhausted_ids - {
+            t["request_id"] for t in s["unfinished_tasks"]}
+        post_jobs = [j for j in jobs if j.get("kind") in POST_STORE_KINDS]
         duplicated = {r: len(v) for r, v in by_request.items() if len(v) > 1}
-        missing = sorted(set(expected) - set(by_request))
-        extra = sorted(set(by_request) - set(expected))
+        missing = sorted(fleet_done_ids - set(by_request))
+        extra = sorted(set(by_request) - asked)
+        # A task Curio gave up on may leave a job nobody waits for: its state is reported, not
+        # judged (whatever the gateway does with it, Curio never sees the answer).
+        not_done = {r: v[0].get("state") for r, v in by_request.items()
+                    if v[0].get("state") != "done" and r not in exhausted_ids}
+        self.facts["jobs_of_exhausted_tasks"] = {r: by_request[r][0].get("state")
+                                                 for r in exhausted_ids if r in by_request}
+        store_wrong = [r for r, v in by_request.items()
+                       if r in expected and v[0].get("proof_digest") not in (None, expected[r])]
         self.facts["store_jobs"] = len(jobs)
+        self.check(not post_jobs, "PoSt jobs entered the fleet's queue: %s" %
+                   [(j.get("request_id"), j.get("kind")) for j in post_jobs[:10]])
         self.check(not duplicated, "request_ids with more than one job: %s" % duplicated)
-        self.check(not missing, "jobs the store lost: %s" % missing[:20])
+        self.check(not missing, "completed tasks whose job the store lost: %s" % missing[:20])
         self.check(not extra, "jobs nobody asked for: %s" % extra[:20])
-        not_done = {r: v[0].get("state") for r, v in by_request.items() if v[0].get("state") != "done"}
         self.check(not not_done, "jobs not done: %s" % dict(list(not_done.items())[:20]))
-        wrong = [r for r, v in by_request.items()
-                 if r in expected and v[0].get("proof_digest") not in (None, expected[r])]
-        self.check(not wrong, "store's proof digest differs from the client's proof: %s" % wrong[:20])
+        self.check(not store_wrong,
+                   "store's proof digest differs from the proof Curio needs: %s" % store_wrong[:20])
         no_digest = [r for r, v in by_request.items() if not v[0].get("proof_digest")]
         self.check(not no_digest, "done jobs without a proof digest: %s" % no_digest[:20])
         attempts = collections.Counter(int(v[0].get("attempts", 0)) for v in by_request.values())
         self.facts["attempts_histogram"] = dict(sorted(attempts.items()))
-        undelivered = [r for r, v in by_request.items() if not v[0].get("delivered_at")]
+        undelivered = [r for r, v in by_request.items()
+                       if not v[0].get("delivered_at") and r not in exhausted_ids]
         self.check(not undelivered, "jobs done but never delivered: %s" % undelivered[:20])
         if killed_job is not None:
             after = {r: {k: by_request.get(r, [{}])[0].get(k)
@@ -454,6 +557,80 @@ class Run:
             self.check(any(int(a.get("attempts") or 0) >= 2 and a.get("state") == "done"
                            for a in after.values()),
                        "no job of the killed agent was leased again and finished: %s" % after)
+
+        # The PoSt went to the operator's own cuzk.
+        try:
+            with open(self.local_stats) as f:
+                local = json.load(f)
+        except (OSError, ValueError) as e:
+            raise RunError("no local cuzk stats (%s)" % e)
+        self.facts["local_cuzk"] = local
+        post_done = sum(v["completed_own_proof"] for k, v in s["by_kind"].items()
+                        if k in ("wdpost", "winpost"))
+        post_tasks = sum(v["tasks"] for k, v in s["by_kind"].items() if k in ("wdpost", "winpost"))
+        self.check(post_tasks == 0 or post_done > 0, "no PoSt task completed (%d)" % post_tasks)
+        self.check(set(local.get("prove_by_kind", {})) <= {"wdpost", "winpost"},
+                   "the local cuzk was asked for fleet kinds: %s" % local.get("prove_by_kind"))
+        self.check(local.get("methods", {}).get("Prove", 0) >= post_done and
+                   s["post_local_calls"] >= post_done,
+                   "PoSt completed %d, local cuzk Prove calls %s, answers with its proof %d" %
+                   (post_done, local.get("methods"), s["post_local_calls"]))
+
+        figures = collections.OrderedDict([
+            ("jobs_lost", len(missing) + len(not_done)),
+            ("duplicate_jobs", sum(n - 1 for n in duplicated.values())),
+            ("wrong_proofs", s["wrong_proofs"] + len(store_wrong)),
+            ("post_in_fleet_queue", len(post_jobs)),
+            ("tries_exhausted", len(outside)),
+            ("tries_exhausted_in_serve_outage", len(in_outage)),
+        ])
+        self.facts["figures"] = dict(figures)
+        print("curio_e2e " + " ".join("%s=%d" % kv for kv in figures.items()), flush=True)
+        for k in ("jobs_lost", "duplicate_jobs", "wrong_proofs", "post_in_fleet_queue",
+                  "tries_exhausted"):
+            self.check(figures[k] == 0, "curio_e2e %s=%d, want 0" % (k, figures[k]))
+
+    def check_without_local_cuzk(self):
+        """serve with no local_cuzk: a WinningPoSt Prove is refused at once, and no job appears."""
+        o = self.o
+        log("restarting serve without [gateway] local_cuzk")
+        self.serve.stop()
+        self.write_config("")
+        self.start_serve()
+        summary = os.path.join(self.dir, "no-local-cuzk.json")
+        started = time.time()
+        done = subprocess.run([
+            sys.executable, self.cluster_script(), "--target", "127.0.0.1:%d" % self.grpc_port,
+            "--nodes", "1", "--jobs", "1", "--mix", "winpost=1", "--seed", "9001",
+            "--max-pending", str(o.max_pending), "--summary", summary, "--poll-s", "0.2",
+            "--proto-dir", os.path.join(o.source, "proto"), "--give-up-s", "60",
+            "--prove-timeout-s", "60",
+        ], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180,
+            preexec_fn=die_with_parent)
+        try:
+            with open(summary) as f:
+                s = json.load(f)
+        except (OSError, ValueError) as e:
+            raise RunError("no summary of the WinningPoSt without local_cuzk (%s): %s" %
+                           (e, (done.stdout + done.stderr)[-2000:]))
+        err = (s.get("errors") or [{}])[0]
+        rid = (s.get("request_ids", {}).get("winpost") or [""])[0]
+        self.facts["no_local_cuzk"] = {"rc": done.returncode, "errors_by_code":
+                                       s.get("errors_by_code"), "call_s": err.get("call_s"),
+                                       "details": err.get("details"),
+                                       "run_s": round(time.time() - started, 1)}
+        self.check(done.returncode != 0 and s.get("errors_by_code") == {"FAILED_PRECONDITION": 1}
+                   and s.get("calls_total") == 1,
+                   "without local_cuzk, a WinningPoSt was not refused FAILED_PRECONDITION once: "
+                   "%s" % self.facts["no_local_cuzk"])
+        self.check("local_cuzk" in (err.get("details") or ""),
+                   "the refusal does not mention local_cuzk: %r" % err.get("details"))
+        self.check(err.get("call_s") is not None and err["call_s"] < 5,
+                   "the refusal took %s s, want at once" % err.get("call_s"))
+        jobs = self.jobs()
+        leaked = [(j.get("request_id"), j.get("kind")) for j in jobs
+                  if j.get("request_id") == rid or j.get("kind") in POST_STORE_KINDS]
+        self.check(not leaked, "the refused WinningPoSt left jobs: %s" % leaked)
 
     def teardown(self):
         log("pausing the autopilot and destroying every instance through the manager")
@@ -481,6 +658,8 @@ class Run:
                                                if r.get("state") != "destroyed"])
         self.serve.stop()
         self.sim.stop()
+        if self.local_cuzk is not None:
+            self.local_cuzk.stop()
         time.sleep(2)
         left = self.processes_of_run()
         self.check(not left, "processes of the run still alive after teardown: %s" % left)
@@ -511,7 +690,7 @@ class Run:
         return out
 
     def cleanup(self):
-        for c in (self.client, self.serve, self.sim):
+        for c in (self.client, self.serve, self.sim, self.local_cuzk):
             if c is not None and c.running():
                 c.kill()
         if self.o.keep or self.failures:
@@ -526,7 +705,15 @@ def main():
     p.add_argument("--source", required=True)
     p.add_argument("--scenario")
     p.add_argument("--jobs", type=int, default=200)
-    p.add_argument("--max-pending", type=int, default=12)
+    p.add_argument("--nodes", type=int, default=2, help="Curio nodes (each its own channel)")
+    p.add_argument("--max-pending", type=int, default=10, help="Curio's MaxPending, per node")
+    p.add_argument("--mix", default="porep=0.8,snap=0.1,wdpost=0.05,winpost=0.05",
+                   help="the Curio tasks' kinds (curio_cluster.py --mix)")
+    p.add_argument("--outage-grace-s", type=float, default=20,
+                   help="after serve's restart, failures still count as the outage's this long")
+    p.add_argument("--second-run-without-local-cuzk", action="store_true",
+                   help="then restart serve without local_cuzk: a WinningPoSt must be refused "
+                        "FAILED_PRECONDITION at once and leave no job")
     p.add_argument("--time-scale", type=float, default=30)
     p.add_argument("--lease-s", type=int, default=20)
     p.add_argument("--serve-down-s", type=float, default=5)
@@ -536,6 +723,9 @@ def main():
                    help="sqlite (default), a postgres:// URL, or pg-fresh ($PF_TEST_PG_URL_FILE)")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--result", help="write the facts and failures as JSON here")
+    p.add_argument("--figures-out",
+                   help="write the figures as `make reliability` reads them (every figure but "
+                        "requests_tried must be 0)")
     o = p.parse_args()
     o.binary = os.path.abspath(o.binary)
     o.source = os.path.abspath(o.source)
@@ -555,6 +745,19 @@ def main():
     if o.result:
         with open(o.result, "w") as f:
             json.dump(result, f, indent=1)
+    if o.figures_out:
+        figures = run.facts.get("figures", {})
+        out = collections.OrderedDict([("requests_tried", o.jobs)])
+        for name in ("jobs_lost", "duplicate_jobs", "wrong_proofs", "post_in_fleet_queue",
+                     "tries_exhausted"):
+            # A run that could not measure a figure counts it as failed, never as 0.
+            out["curio_" + name] = figures.get(name, 1)
+        details = ["curio e2e: %s" % f for f in run.failures]
+        details.append("tasks whose every try fell in the serve outage (no replica): %d" %
+                       figures.get("tries_exhausted_in_serve_outage", 0))
+        out["details"] = details
+        with open(o.figures_out, "w") as f:
+            json.dump(out, f, indent=1)
     return code
 
 

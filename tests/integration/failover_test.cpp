@@ -68,7 +68,8 @@ class Failover : public ::testing::TestWithParam<pf::testing::Backend> {
   void SetUp() override {
     dir_.emplace("failover");
     std::ofstream(dir_->path() / "proverfleet.toml")
-        << "[deploy]\nheartbeat_s = 2\n\n"
+        << "[jobs]\nproof_check = \"sim\"\n\n"  // market-sim's agents run the sim prover
+           "[deploy]\nheartbeat_s = 2\n\n"
            "[autopilot]\nenabled = true\ninterval_s = 5\nmax_instances = 3\n"
            "max_concurrent_benchmarks = 3\nmax_rents_per_decision = 2\n\n"
            "[lifecycle]\nboot_loading_max_s = 60\nboot_register_grace_s = 60\n"

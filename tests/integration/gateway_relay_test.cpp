@@ -45,13 +45,22 @@ double epoch_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// A client the operator issued a token to (every replica reads the same tokens file).
+constexpr const char* kRigToken = "0123456789abcdef0123";
+
 GatewayConfig loopback(std::vector<std::string> allow = {}) {
   GatewayConfig c;
   c.listen = "127.0.0.1:0";
   c.allow = std::move(allow);
   c.max_pending_window = 4;
   c.max_input_bytes = 64 * 1024;
+  c.client_auth.tokens = {{"rig", kRigToken}};
+  c.failover_hold_s = 0;  // answer at once (the hold has its own tests)
   return c;
+}
+
+void as_rig(grpc::ClientContext& ctx) {
+  ctx.AddMetadata(kClientTokenMetadata, std::string("Bearer ") + kRigToken);
 }
 
 GatewayConfig with_tls(GatewayConfig c, const pf::test::CertFiles& files, std::string ca = "") {
@@ -193,6 +202,46 @@ TEST_P(GatewayRelay, NoLeaderKnownIsUnavailableWithARetryHint) {
   EXPECT_TRUE(queue_->list({core::JobState::Queued}, 100).empty());
 }
 
+// A failover takes seconds and Curio fails a task on any error (SnapDeals has 3 tries, no wait):
+// a replica holds a call while no leader is known and answers it once one is.
+TEST_P(GatewayRelay, ACallIsHeldThroughAFailoverAndAnsweredByTheNewLeader) {
+  set_leader(tl::unexpected(std::string("no replica leads at the moment")));
+  auto config = loopback();
+  config.failover_hold_s = 60;
+  start_follower(config);
+  std::promise<grpc::Status> done;
+  auto answered = done.get_future();
+  std::thread caller([&] {
+    grpc::ClientContext ctx;
+    cuzk::v1::SubmitProofResponse reply;
+    done.set_value(submit("held-1", reply, ctx));
+  });
+  // Held, not answered: no leader yet.
+  EXPECT_EQ(answered.wait_for(1500ms), std::future_status::timeout);
+  set_leader(address_of(*leader_));  // the new leader is known
+  ASSERT_EQ(answered.wait_for(30s), std::future_status::ready);
+  caller.join();
+  const grpc::Status status = answered.get();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(all_jobs().size(), 1u);
+  EXPECT_EQ(follower_->metrics().held(), 1u);
+  // This replica becoming the leader itself answers a held call from its own queue.
+  set_leader(tl::unexpected(std::string("no replica leads at the moment")));
+  std::promise<grpc::Status> second;
+  auto second_answer = second.get_future();
+  std::thread again([&] {
+    grpc::ClientContext ctx;
+    cuzk::v1::SubmitProofResponse reply;
+    second.set_value(submit("held-2", reply, ctx));
+  });
+  EXPECT_EQ(second_answer.wait_for(1000ms), std::future_status::timeout);
+  follower_->serve_queue(*queue_);
+  ASSERT_EQ(second_answer.wait_for(30s), std::future_status::ready);
+  again.join();
+  EXPECT_TRUE(second_answer.get().ok());
+  EXPECT_EQ(all_jobs().size(), 2u);
+}
+
 TEST_P(GatewayRelay, ALeaderThatDoesNotAnswerIsUnavailableNamingIt) {
   const std::string gone = address_of(*leader_);
   leader_->shutdown();
@@ -271,42 +320,47 @@ TEST_P(GatewayRelay, AFollowerThatStartsLeadingAnswersFromItsQueueAndEndsRelayed
 }
 
 // The job a follower relays is the client's: the leader records the client the follower names
-// (here 127.0.0.2, the follower itself calls from 127.0.0.1), so the same request sent straight
-// to the leader by that client joins it, and another client's equal request_id is its own job.
+// (its token's, or the default cluster), so the same request sent straight to the leader by that
+// client joins it, from any address (Curio retries a task on any node), and another client's
+// equal request_id is its own job.
 TEST_P(GatewayRelay, ARelayedJobIsItsClientsAndTheLeaderJoinsItForThatClientOnly) {
   set_leader(address_of(*leader_));
   start_follower();
   pf::test::OtherHostForwarder to_follower(follower_->port());
-  pf::test::OtherHostForwarder to_leader(leader_->port());
-  const Stub client_via_follower = stub_to(to_follower.address());
-  const Stub client_to_leader = stub_to(to_leader.address());
-  const Stub other_to_leader = stub_to(address_of(*leader_));  // another host: 127.0.0.1
+  const Stub client_via_follower = stub_to(to_follower.address());  // from 127.0.0.2
+  const Stub client_to_leader = stub_to(address_of(*leader_));      // from 127.0.0.1
 
   cuzk::v1::SubmitProofResponse reply;
   {
     grpc::ClientContext ctx;
+    as_rig(ctx);
     ASSERT_TRUE(submit_to(*client_via_follower, "same-1", reply, ctx).ok());
   }
   ASSERT_EQ(all_jobs().size(), 1u);
-  EXPECT_EQ(all_jobs()[0].client, "127.0.0.2");
+  EXPECT_EQ(all_jobs()[0].client, "rig");
   EXPECT_EQ(follower_->relayed(), 1u);
   {
     grpc::ClientContext ctx;  // the same client, straight to the leader: the same job
+    as_rig(ctx);
     ASSERT_TRUE(submit_to(*client_to_leader, "same-1", reply, ctx).ok());
   }
   EXPECT_EQ(leader_->metrics().joined(), 1u);
   ASSERT_EQ(all_jobs().size(), 1u);
   {
-    grpc::ClientContext ctx;  // another client's equal request_id: another job
-    ASSERT_TRUE(submit_to(*other_to_leader, "same-1", reply, ctx, 4).ok());
+    grpc::ClientContext ctx;  // the default cluster's equal request_id: another job
+    ASSERT_TRUE(submit_to(*client_via_follower, "same-1", reply, ctx, 4).ok());
+  }
+  {
+    grpc::ClientContext ctx;  // ...which a Curio node at another address joins
+    ASSERT_TRUE(submit_to(*client_to_leader, "same-1", reply, ctx, 4).ok());
   }
   const auto jobs = all_jobs();
   ASSERT_EQ(jobs.size(), 2u);
   std::set<std::string> clients;
   for (const auto& j : jobs) clients.insert(j.client);
-  EXPECT_EQ(clients, (std::set<std::string>{"127.0.0.1", "127.0.0.2"}));
+  EXPECT_EQ(clients, (std::set<std::string>{kDefaultClient, "rig"}));
   EXPECT_NE(jobs[0].input_digest, jobs[1].input_digest);  // each its own client's input
-  EXPECT_EQ(leader_->metrics().joined(), 1u);
+  EXPECT_EQ(leader_->metrics().joined(), 2u);
 }
 
 // AwaitProof and CancelProof name a job by its request_id: a client reaches only its own.
@@ -318,10 +372,11 @@ TEST_P(GatewayRelay, AnotherClientCanNeitherAwaitNorCancelAClientsJob) {
   cuzk::v1::SubmitProofResponse reply;
   {
     grpc::ClientContext ctx;
+    as_rig(ctx);
     ASSERT_TRUE(submit_to(*owner, "mine-1", reply, ctx).ok());
   }
   {
-    grpc::ClientContext ctx;  // another client, through the same follower
+    grpc::ClientContext ctx;  // another client (the default cluster), through the same follower
     ctx.set_deadline(std::chrono::system_clock::now() + 20s);
     cuzk::v1::CancelProofRequest cancel;
     cancel.set_job_id("mine-1");
@@ -342,6 +397,7 @@ TEST_P(GatewayRelay, AnotherClientCanNeitherAwaitNorCancelAClientsJob) {
   EXPECT_EQ(all_jobs()[0].state, core::JobState::Queued);
   {
     grpc::ClientContext ctx;  // its owner may
+    as_rig(ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + 20s);
     cuzk::v1::CancelProofRequest cancel;
     cancel.set_job_id("mine-1");
@@ -413,10 +469,11 @@ TEST_P(GatewayRelay, TheRelayRunsOverTlsWithTheReplicasSharedCertificate) {
   const Stub client = stub_to(to_follower.address(), shared.pem_cert());
   cuzk::v1::SubmitProofResponse reply;
   grpc::ClientContext ctx;
+  as_rig(ctx);
   const grpc::Status status = submit_to(*client, "tls-1", reply, ctx);
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_EQ(all_jobs().size(), 1u);
-  EXPECT_EQ(all_jobs()[0].client, "127.0.0.2");  // the token travelled inside TLS
+  EXPECT_EQ(all_jobs()[0].client, "rig");  // the tokens travelled inside TLS
   EXPECT_EQ(follower_->relayed(), 1u);
 }
 

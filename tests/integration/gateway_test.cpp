@@ -15,15 +15,19 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include "cli/prove_request.h"
 #include "cuzk/v1/proving.grpc.pb.h"
+#include "gateway/client_tokens.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/gateway_server.h"
 #include "jobs/job_queue.h"
 #include "store/store.h"
+#include "support/fake_cuzk.h"
+#include "support/other_host_forwarder.h"
 #include "support/proverfleet_cli.h"
 #include "support/store_backends.h"
 #include "support/temp_dir.h"
@@ -480,6 +484,176 @@ TEST_P(GatewayTest, ClientDeadlineDoesNotCancelTheJobAndTheRetryJoinsIt) {
   EXPECT_EQ(reply.result().proof(), proof_of(request));
   EXPECT_EQ(queue_->list({}, 10).size(), 1u);
   EXPECT_EQ(agent_->leases.load(), 1);
+}
+
+// --- Curio as it really behaves (issue 25; docs/gateway.md, "What real Curio and cuzk do") ----
+
+cuzk::v1::SubmitProofRequest winning_post(const std::string& request_id) {
+  cuzk::v1::SubmitProofRequest r;
+  r.set_request_id(request_id);
+  r.set_proof_kind(cuzk::v1::WINNING_POST);
+  r.set_sector_size(32ULL << 30);
+  r.set_priority(cuzk::v1::CRITICAL);
+  r.set_miner_id(1000);
+  r.add_vanilla_proofs("vanilla proof of sector 1");
+  r.set_randomness(std::string(32, '\x07'));
+  return r;
+}
+
+grpc::Status prove_on(cuzk::v1::ProvingEngine::Stub& stub,
+                      const cuzk::v1::SubmitProofRequest& request, cuzk::v1::ProveResponse& reply,
+                      const std::string& bearer = "") {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+  if (!bearer.empty()) ctx.AddMetadata(kClientTokenMetadata, "Bearer " + bearer);
+  cuzk::v1::ProveRequest prove_request;
+  *prove_request.mutable_submit() = request;
+  return stub.Prove(&ctx, prove_request, &reply);
+}
+
+// A WinningPoSt (one try in Curio, a chain deadline of seconds) is refused at once when no local
+// cuzk is configured, and never becomes a job.
+TEST_P(GatewayTest, AWinningPostNeverEntersTheQueueAndIsRefusedAtOnceWithoutALocalCuzk) {
+  start();
+  start_agent();
+  cuzk::v1::ProveResponse reply;
+  const auto started = std::chrono::steady_clock::now();
+  const auto status = prove(winning_post("winpost-1000-0a0b0c0d"), reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("local_cuzk"));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
+  EXPECT_TRUE(queue_->list({}, 10).empty());
+  EXPECT_EQ(agent_->leases.load(), 0);
+  EXPECT_EQ(gateway_->metrics().local(cuzk::v1::WINNING_POST, false), 1u);
+}
+
+// With [gateway] local_cuzk, PoSt (and keep_local kinds) go to the operator's own daemon as they
+// came, unqueued; PoRep still goes to the fleet.
+TEST_P(GatewayTest, PostAndKeepLocalKindsAreRelayedToTheLocalCuzkUnqueued) {
+  pf::test::FakeCuzk local;
+  auto c = config();
+  c.local_cuzk = local.address();
+  c.keep_local = {core::JobKind::SnapUpdate};
+  start(c);
+  start_agent();
+  cuzk::v1::ProveResponse reply;
+  auto status = prove(winning_post("winpost-1000-0a0b0c0d"), reply);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(reply.result().status(), cuzk::v1::AwaitProofResponse::COMPLETED);
+  EXPECT_EQ(reply.result().job_id(), "winpost-1000-0a0b0c0d");
+  cuzk::v1::SubmitProofRequest snap;
+  snap.set_request_id("snap-1000-4");
+  snap.set_proof_kind(cuzk::v1::SNAP_DEALS_UPDATE);
+  snap.add_vanilla_proofs("partition 0");
+  snap.set_comm_r_old(std::string(32, 'a'));
+  snap.set_comm_r_new(std::string(32, 'b'));
+  snap.set_comm_d_new(std::string(32, 'c'));
+  ASSERT_TRUE(prove(snap, reply).ok());
+  const auto relayed = local.requests();
+  ASSERT_EQ(relayed.size(), 2u);
+  EXPECT_EQ(relayed[0].request_id(), "winpost-1000-0a0b0c0d");
+  EXPECT_EQ(relayed[0].randomness(), std::string(32, '\x07'));
+  EXPECT_EQ(relayed[1].request_id(), "snap-1000-4");
+  EXPECT_TRUE(queue_->list({}, 10).empty());  // neither became a job
+  const auto request = porep("porep-1000-5", 5);
+  ASSERT_TRUE(prove(request, reply).ok());
+  EXPECT_EQ(reply.result().proof(), proof_of(request));
+  EXPECT_EQ(local.requests().size(), 2u);
+  EXPECT_EQ(queue_->list({}, 10).size(), 1u);
+  EXPECT_EQ(gateway_->metrics().local(cuzk::v1::WINNING_POST, true), 1u);
+  // The local daemon gone: Curio hears UNAVAILABLE naming it, and still nothing is queued.
+  local.shutdown();
+  status = prove(winning_post("winpost-1000-0e0f"), reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(status.error_message(), HasSubstr("local_cuzk"));
+  EXPECT_EQ(queue_->list({}, 10).size(), 1u);
+}
+
+// Curio retries a failed task on whichever node claims it next, with the same request_id: two
+// Curio nodes at different addresses are one client, so the retry joins the job.
+TEST_P(GatewayTest, ARetryFromAnotherCurioNodeJoinsTheJob) {
+  fleet_up_ = false;
+  start();
+  start_agent();
+  pf::test::OtherHostForwarder other_node(gateway_->port());  // calls from 127.0.0.2
+  const auto other = cuzk::v1::ProvingEngine::NewStub(
+      grpc::CreateChannel(other_node.address(), grpc::InsecureChannelCredentials()));
+  const auto request = porep("porep-1000-8", 8);
+  cuzk::v1::ProveResponse reply;
+  EXPECT_EQ(prove(request, reply, 1000ms).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  fleet_up_ = true;
+  const auto status = prove_on(*other, request, reply);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(reply.result().proof(), proof_of(request));
+  const auto jobs = queue_->list({}, 10);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].client, kDefaultClient);
+  EXPECT_EQ(gateway_->metrics().joined(), 1u);
+}
+
+// A client the operator issued a token to has request ids of its own; a wrong token is refused;
+// one request_id with another input is refused and changes nothing.
+TEST_P(GatewayTest, ClientTokensSeparateRequestIdsAndAnotherInputIsRefused) {
+  auto c = config();
+  c.client_auth.tokens = {{"bench-rig", "0123456789abcdef0123"}};
+  start(c);
+  start_agent();
+  const auto mine = porep("porep-1000-9", 9);
+  auto theirs = porep("porep-1000-9", 10);  // the same id, another input
+  cuzk::v1::ProveResponse reply;
+  ASSERT_TRUE(prove(mine, reply).ok());
+  EXPECT_EQ(reply.result().proof(), proof_of(mine));
+  auto status = prove_on(*stub_, theirs, reply, "0123456789abcdef0123");
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(reply.result().proof(), proof_of(theirs));
+  std::set<std::string> clients;
+  for (const auto& j : queue_->list({}, 10)) clients.insert(j.client);
+  EXPECT_EQ(clients, (std::set<std::string>{kDefaultClient, "bench-rig"}));
+  status = prove_on(*stub_, theirs, reply, "0123456789abcdef0999");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  fleet_up_ = false;  // an open job, then the same id with another input
+  const auto open = porep("porep-1000-11", 11);
+  EXPECT_EQ(prove(open, reply, 500ms).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  status = prove(porep("porep-1000-11", 12), reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_THAT(status.error_message(), HasSubstr("porep-1000-11"));
+  const auto job = queue_->job_by_request("porep-1000-11");
+  ASSERT_TRUE(job);
+  fleet_up_ = true;
+  ASSERT_TRUE(prove(open, reply).ok());
+  EXPECT_EQ(reply.result().proof(), proof_of(open));
+  EXPECT_EQ(queue_->list({}, 10).size(), 3u);
+}
+
+// Curio never reads GetStatus: it holds up to MaxPending calls per node whatever the fleet does.
+// Calls beyond the window are jobs that wait in the queue, not RESOURCE_EXHAUSTED (which would
+// burn one of Curio's few tries).
+TEST_P(GatewayTest, CallsBeyondTheWindowWaitInTheQueue) {
+  fleet_up_ = false;
+  auto c = config();
+  c.curio_nodes = 2;
+  c.curio_max_pending = 4;  // window 8, threads 2 × 8 + headroom
+  c.max_pending_window = 0;
+  start(c);
+  start_agent();
+  constexpr int kCalls = 20;
+  std::vector<std::future<std::pair<grpc::Status, std::string>>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::async(std::launch::async, [this, i] {
+      cuzk::v1::ProveResponse reply;
+      auto status = prove(porep("porep-1000-" + std::to_string(100 + i), 100 + i), reply, 120s);
+      return std::make_pair(status, reply.result().proof());
+    }));
+  }
+  ASSERT_TRUE(eventually([&] { return queue_->list({}, 100).size() == kCalls; }));
+  fleet_up_ = true;
+  for (int i = 0; i < kCalls; ++i) {
+    auto [status, proof] = calls[static_cast<std::size_t>(i)].get();
+    ASSERT_TRUE(status.ok()) << i << ": " << status.error_message();
+    EXPECT_EQ(proof, proof_of(porep("porep-1000-" + std::to_string(100 + i), 100 + i)));
+  }
+  EXPECT_EQ(gateway_->metrics().calls("Prove", grpc::StatusCode::RESOURCE_EXHAUSTED), 0u);
 }
 
 TEST_P(GatewayTest, MetricsAndSrsCallsAreAnswered) {

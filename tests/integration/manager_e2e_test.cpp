@@ -39,6 +39,8 @@ class ManagerE2E : public ::testing::TestWithParam<pf::testing::Backend> {
     dir_ = db_.dir();
     // Short lifecycle limits so the failure paths run in seconds.
     std::ofstream(dir_ / "proverfleet.toml") << R"(
+[jobs]
+proof_check = "sim"  # market-sim's agents run the sim prover
 [lifecycle]
 heartbeat_timeout_s = 4
 destroy_retry_s = 0.5
@@ -338,7 +340,7 @@ TEST_P(ManagerE2E, JobsCommandPagesWithACursor) {
   const json rows = json::parse(older.out);
   ASSERT_EQ(rows.size(), 1u) << older.out;
   EXPECT_EQ(rows[0]["request_id"], "page-0");
-  EXPECT_EQ(rows[0]["client"], "127.0.0.1");
+  EXPECT_EQ(rows[0]["client"], "default");  // the operator's cluster: no client token
   auto [bad_code, bad_out] = cli({"jobs", "--cursor", "0"});
   EXPECT_NE(bad_code, 0) << bad_out;
 }

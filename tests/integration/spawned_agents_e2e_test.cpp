@@ -394,6 +394,7 @@ class SpawnedAgentsE2E : public ::testing::Test {
     std::ofstream(dir_ / "c1.json")
         << R"({"SectorNum":5,"Phase1Out":"YWJjZA==","SectorSize":34359738368})";
     std::ofstream(dir_ / "proverfleet.toml")
+        << "[jobs]\nproof_check = \"sim\"\n"  // market-sim's agents run the sim prover
         << "[deploy]\nbenchmark_input = \"" << (dir_ / "c1.json").string() << "\"\n"
         << R"(heartbeat_s = 10
 [lifecycle]

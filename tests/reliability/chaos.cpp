@@ -61,6 +61,7 @@ std::string chaos_config(double scale, int heartbeat_timeout_s) {
     return fixed0(std::max(floor_s, seconds / scale));
   };
   std::string t =
+      "[jobs]\nproof_check = \"sim\"\n\n"  // market-sim's agents run the sim prover
       "[deploy]\nheartbeat_s = 2\n\n"
       "[autopilot]\nenabled = true\ninterval_s = 5\nmax_instances = 4\n"
       "max_concurrent_benchmarks = 3\nmax_rents_per_decision = 2\n\n[lifecycle]\n";

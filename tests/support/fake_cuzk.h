@@ -15,12 +15,15 @@
 #include <vector>
 
 #include "cuzk/v1/proving.grpc.pb.h"
+#include "support/groth16_stand_in.h"
 
 namespace pf::test {
 
 class FakeCuzk final : public cuzk::v1::ProvingEngine::Service {
  public:
-  enum class Mode { Complete, Failed, Internal };
+  // Complete: a proof shaped as cuzk's (groth16_stand_in.h) for the request's kind;
+  // Corrupt: the same with one partition's bytes garbled (a host returning a bad proof).
+  enum class Mode { Complete, Failed, Internal, Corrupt };
 
   FakeCuzk() {
     grpc::ServerBuilder builder;
@@ -68,27 +71,37 @@ class FakeCuzk final : public cuzk::v1::ProvingEngine::Service {
     }
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(delay_ms.load());
     const std::string& id = req->submit().request_id();
-    while (std::chrono::steady_clock::now() < end && !ctx->IsCancelled() && !is_cancelled(id)) {
+    while (std::chrono::steady_clock::now() < end && !ctx->IsCancelled()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     --running_;
     if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
     auto* r = resp->mutable_result();
     r->set_job_id(id);
-    if (is_cancelled(id)) {  // as cuzk answers a Prove whose job was cancelled
-      r->set_status(cuzk::v1::AwaitProofResponse::CANCELLED);
-      return grpc::Status::OK;
-    }
     switch (mode.load()) {
       case Mode::Complete:
+      case Mode::Corrupt: {
         r->set_status(cuzk::v1::AwaitProofResponse::COMPLETED);
-        r->set_proof(std::string(1920, '\x01'));
+        const int partitions =
+            req->submit().proof_kind() == cuzk::v1::SNAP_DEALS_UPDATE ? 16
+            : req->submit().proof_kind() == cuzk::v1::POREP_SEAL_COMMIT ||
+                    req->submit().proof_kind() == cuzk::v1::PROOF_KIND_UNSPECIFIED
+                ? 10
+                : 1;
+        std::string proof = groth16_stand_in_proof(partitions);
+        if (mode.load() == Mode::Corrupt) {
+          // Partition 1's A: its flags cleared and its x garbled (deterministically refused).
+          for (std::size_t i = 192; i < 240; ++i) proof[i] = static_cast<char>(proof[i] ^ 0x5a);
+          proof[192] = static_cast<char>(proof[192] & 0x1f);
+        }
+        r->set_proof(std::move(proof));
         r->set_queue_wait_ms(12);
         r->set_srs_load_ms(0);
         r->set_synthesis_ms(35500);
         r->set_gpu_compute_ms(37500);
         r->set_total_ms(static_cast<std::uint64_t>(delay_ms.load()));
         return grpc::Status::OK;
+      }
       case Mode::Failed:
         r->set_status(cuzk::v1::AwaitProofResponse::FAILED);
         r->set_error_message("proof self-verification failed");
@@ -99,13 +112,14 @@ class FakeCuzk final : public cuzk::v1::ProvingEngine::Service {
     return grpc::Status::OK;
   }
 
+  // As the real daemon does: CancelProof is not implemented there (cuzk-server/src/service.rs
+  // answers was_running = false and cancels nothing; docs/gateway.md, "What real Curio and cuzk
+  // do"), so the proof runs to its end. The call is recorded for tests that check it was sent.
   grpc::Status CancelProof(grpc::ServerContext*, const cuzk::v1::CancelProofRequest* req,
                            cuzk::v1::CancelProofResponse* resp) override {
     std::lock_guard lock(mu_);
     cancelled_.push_back(req->job_id());
-    resp->set_was_running(std::any_of(requests_.begin(), requests_.end(), [&](const auto& r) {
-      return r.request_id() == req->job_id();
-    }));
+    resp->set_was_running(false);
     return grpc::Status::OK;
   }
 
@@ -131,11 +145,6 @@ class FakeCuzk final : public cuzk::v1::ProvingEngine::Service {
   mutable std::mutex mu_;
   std::vector<cuzk::v1::SubmitProofRequest> requests_;
   std::vector<std::string> cancelled_;
-
-  bool is_cancelled(const std::string& id) const {
-    std::lock_guard lock(mu_);
-    return std::find(cancelled_.begin(), cancelled_.end(), id) != cancelled_.end();
-  }
 };
 
 }  // namespace pf::test

@@ -9,6 +9,7 @@
 #include "agent/param_manifest.h"
 #include "agent/params.h"
 #include "cli/config.h"
+#include "core/proof_params.h"
 #include "support/param_server.h"
 #include "support/temp_dir.h"
 
@@ -37,7 +38,7 @@ std::vector<ParamFile> builtin(const std::string& where, const ManifestOptions& 
 // The values are lotus' build/proof-params/parameters.json (commit 10af768c); a change to the
 // shipped file that is not a copy of that list fails here.
 TEST(BuiltinManifest, IsThe32GiBPoRepCircuitFromLotusList) {
-  const auto files = builtin(kDefaultParamsManifest);
+  const auto files = builtin("builtin:porep-32gib-c2");
   ASSERT_EQ(files.size(), 2u);
   EXPECT_EQ(files[0].name, kPorepParams);
   EXPECT_EQ(files[0].cid, "QmengpM684XLQfG8754ToonszgEg2bQeAGUan5uXTHUQzJ");
@@ -52,6 +53,35 @@ TEST(BuiltinManifest, IsThe32GiBPoRepCircuitFromLotusList) {
   // lotus' list gives no byte sizes: the agent asks the source.
   EXPECT_EQ(files[0].bytes, 0u);
   EXPECT_EQ(files[1].bytes, 0u);
+}
+
+// The default covers PoRep C2 and SnapDeals at 32 GiB (issue 25 item 5): the files cuzk loads for
+// those circuits, copied from lotus' list (commit 10af768c).
+TEST(BuiltinManifest, TheDefaultCoversPorepAndSnapDeals32GiB) {
+  const auto files = builtin(kDefaultParamsManifest);
+  ASSERT_EQ(files.size(), 4u);
+  std::vector<std::string> names;
+  for (const auto& f : files) names.push_back(f.name);
+  EXPECT_EQ(core::kinds_of_param_files(names),
+            core::kind_bit(core::JobKind::PorepC2) | core::kind_bit(core::JobKind::SnapUpdate));
+  const std::string snap(core::params_stem_32gib(core::JobKind::SnapUpdate));
+  for (const auto& f : files) {
+    if (f.name == snap + ".params") {
+      EXPECT_EQ(f.cid, "QmNPc75iEfcahCwNKdqnWLtxnjspUGGR4iscjiz3wP3RtS");
+      EXPECT_EQ(f.digest, "1b3cfd761a961543f9eb273e435a06a2");
+    }
+    if (f.name == snap + ".vk") {
+      EXPECT_EQ(f.cid, "QmdFFUe1gcz9MMHc6YW8aoV48w4ckvcERjt7PkydQAMfCN");
+      EXPECT_EQ(f.digest, "3a6941983754737fde880d29c7094905");
+    }
+    EXPECT_EQ(f.sector_size, 34359738368u);
+  }
+  // The PoRep-only manifest proves PoRep only; stand-ins prove nothing by their names.
+  std::vector<std::string> porep;
+  for (const auto& f : builtin("builtin:porep-32gib-c2")) porep.push_back(f.name);
+  EXPECT_EQ(core::kinds_of_param_files(porep), core::kind_bit(core::JobKind::PorepC2));
+  EXPECT_EQ(core::kinds_of_param_files({std::string(snap) + ".params"}), 0);
+  EXPECT_EQ(core::describe_kinds(core::kFleetKinds), "porep-c2, snap-update");
 }
 
 TEST(BuiltinManifest, TheGatewayIsConfigurable) {
@@ -75,7 +105,7 @@ TEST(BuiltinManifest, UnknownNamesListTheKnownOnesAndOtherStringsAreNotBuiltin) 
 
 TEST(BuiltinManifest, IsTheDeployDefaultAndTheExampleConfigSaysSo) {
   const cli::DeploySettings defaults;
-  EXPECT_EQ(defaults.params_manifest, "builtin:porep-32gib-c2");
+  EXPECT_EQ(defaults.params_manifest, "builtin:porep-snap-32gib");
   EXPECT_EQ(defaults.params_gateway, "https://proofs.filecoin.io/ipfs/");
   EXPECT_TRUE(defaults.benchmark_input.empty());
   auto example = cli::load_config(std::string(PF_SOURCE_DIR) + "/proverfleet.example.toml");

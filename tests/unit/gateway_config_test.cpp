@@ -2,11 +2,15 @@
 // --grpc-allow-any) into the gateway's config.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
 
 #include "cli/commands.h"
 #include "cli/config.h"
 #include "cli/jobs_settings.h"
 #include "cli/serve_gateway.h"
+#include "support/temp_dir.h"
 
 namespace pf::cli {
 namespace {
@@ -58,14 +62,72 @@ TEST(GatewayConfig, BadValuesAreNamed) {
   EXPECT_THAT(error("[gateway]\nallow = \"10.0.0.1\"\n"), HasSubstr("an array of strings"));
   EXPECT_THAT(error("[gateway]\nlisten = \"9820\"\n"), HasSubstr("gateway.listen"));
   EXPECT_THAT(error("[gateway]\ntls_cert = \"c.pem\"\n"), HasSubstr("both or neither"));
-  EXPECT_THAT(error("[gateway]\nmax_pending_window = 0\n"),
+  EXPECT_THAT(error("[gateway]\nmax_pending_window = -1\n"),
               HasSubstr("gateway.max_pending_window"));
+  EXPECT_THAT(error("[gateway]\ncurio_nodes = 0\n"), HasSubstr("gateway.curio_nodes"));
+  EXPECT_THAT(error("[gateway]\nlocal_cuzk = \"cuzk\"\n"), HasSubstr("gateway.local_cuzk"));
+  EXPECT_THAT(error("[gateway]\nlocal_cuzk = \"unix:relative.sock\"\n"),
+              HasSubstr("unix:///absolute/path"));
+  EXPECT_THAT(error("[gateway]\nkeep_local = [\"porep\"]\n"), HasSubstr("not a proof kind"));
+  EXPECT_THAT(error("[gateway]\nrequire_client_token = true\n"), HasSubstr("client_tokens_file"));
   EXPECT_THAT(error("[gateway]\nlisen = \"x\"\n"), HasSubstr("gateway.lisen"));
   EXPECT_THAT(error("[jobs]\nmax_input_mib = 5000\n"), HasSubstr("jobs.max_input_mib"));
   std::string many = "[gateway]\nallow = [";
   for (int i = 0; i < 1100; ++i) many += "\"10.0.0.1\",";
   many += "]\n";
   EXPECT_THAT(error(many), HasSubstr("at most 1024 entries"));
+}
+
+// Issue 25: the window is Curio's nodes × MaxPending; PoSt goes to the operator's own cuzk; client
+// tokens come from a private file.
+TEST(GatewayConfig, CurioSizingLocalCuzkAndClientTokens) {
+  pf::testing::TempDir dir;
+  const std::string tokens = dir.file("client-tokens");
+  {
+    std::ofstream out(tokens);
+    out << "# clients of this gateway\nbench-rig 0123456789abcdef0123\n";
+  }
+  ::chmod(tokens.c_str(), 0600);
+  auto cfg = parse_config(R"(
+[gateway]
+curio_nodes = 3
+curio_max_pending = 12
+local_cuzk = "127.0.0.1:9821"
+keep_local = ["snap-update"]
+client_tokens_file = ")" + tokens +
+                              R"("
+)",
+                          "t.toml");
+  ASSERT_TRUE(cfg) << cfg.error();
+  auto g = gateway_config(*cfg, std::string("127.0.0.1:0"), false);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(gateway::open_call_window(*g), 36);
+  EXPECT_EQ(gateway::max_gateway_threads(*g), 2 * 36 + gateway::kThreadHeadroom);
+  EXPECT_EQ(g->local_cuzk, "127.0.0.1:9821");
+  EXPECT_EQ(g->keep_local, std::vector<core::JobKind>{core::JobKind::SnapUpdate});
+  ASSERT_EQ(g->client_auth.tokens.size(), 1u);
+  EXPECT_EQ(g->client_auth.tokens[0].client, "bench-rig");
+  // An explicit window wins over the product.
+  cfg->gateway.max_pending_window = 50;
+  EXPECT_EQ(gateway::open_call_window(*gateway_config(*cfg, std::string("127.0.0.1:0"), false)),
+            50);
+  // Secrets readable by others are refused, naming the file and the fix.
+  ::chmod(tokens.c_str(), 0644);
+  try {
+    gateway_config(*cfg, std::string("127.0.0.1:0"), false);
+    ADD_FAILURE() << "a world-readable tokens file was accepted";
+  } catch (const CommandFailed& e) {
+    EXPECT_THAT(e.what(), HasSubstr("chmod 600"));
+  }
+  // The gateway may not relay PoSt to itself.
+  ::chmod(tokens.c_str(), 0600);
+  cfg->gateway.local_cuzk = "127.0.0.1:9820";
+  try {
+    gateway_config(*cfg, std::string("127.0.0.1:9820"), false);
+    ADD_FAILURE() << "local_cuzk equal to the listen address was accepted";
+  } catch (const CommandFailed& e) {
+    EXPECT_THAT(e.what(), HasSubstr("loop back"));
+  }
 }
 
 TEST(GatewayConfig, ListenOffAndEnvironmentAllowList) {

@@ -6,8 +6,10 @@
 #include <set>
 
 #include "gateway/client_allow.h"
+#include "gateway/client_tokens.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/listen_exposure.h"
+#include "gateway/local_cuzk.h"
 #include "gateway/relay_identity.h"
 #include "gateway/reply_mapping.h"
 #include "gateway/request_check.h"
@@ -416,14 +418,13 @@ TEST(GatewayCaller, ADirectCallerIsItsAddress) {
 TEST(GatewayCaller, OnlyAReplicaWithTheTokenNamesTheClient) {
   const std::string token(64, 'a');
   using Metadata = std::multimap<grpc::string_ref, grpc::string_ref>;
-  const std::string peer = "ipv4:10.0.0.5:4000";  // a follower
   const auto caller = [&](const Metadata& metadata, const std::string& ours) {
-    return identify_caller(metadata, peer, ours);
+    return identify_caller(metadata, ours);
   };
-  // No relay metadata: the caller itself.
+  // No relay metadata and no client token: the operator's own cluster, whatever the address.
   auto direct = caller({}, token);
   ASSERT_TRUE(direct);
-  EXPECT_EQ(direct->client, "10.0.0.5");
+  EXPECT_EQ(direct->client, kDefaultClient);
   EXPECT_FALSE(direct->relayed);
   // A replica's relay with the token: the client it names.
   auto relayed =
@@ -458,6 +459,91 @@ TEST(GatewayCaller, OnlyAReplicaWithTheTokenNamesTheClient) {
   EXPECT_THAT(
       caller({{kReplicaTokenMetadata, token}, {kRelayedClientMetadata, "a b"}}, token).error(),
       HasSubstr("must name"));
+}
+
+// Issue 25: a client is a cluster, named by an operator-issued token; Curio sends none, so every
+// Curio node is the default client and a task retried on another node joins its job.
+TEST(GatewayCaller, AClientTokenNamesTheClientAndAnUnknownOneIsRefused) {
+  using Metadata = std::multimap<grpc::string_ref, grpc::string_ref>;
+  ClientAuth auth;
+  auth.tokens = {{"bench-rig", "0123456789abcdef0123"}, {"lab", "fedcba9876543210fedc"}};
+  const std::string bearer = "Bearer 0123456789abcdef0123";
+  auto named = identify_caller(Metadata{{kClientTokenMetadata, bearer}}, "", auth);
+  ASSERT_TRUE(named) << named.error();
+  EXPECT_EQ(named->client, "bench-rig");
+  const std::string lab = "Bearer fedcba9876543210fedc";
+  EXPECT_EQ(identify_caller(Metadata{{kClientTokenMetadata, lab}}, "", auth)->client, "lab");
+  EXPECT_EQ(identify_caller(Metadata{}, "", auth)->client, kDefaultClient);
+  // A wrong token is refused, never taken as the default (and never echoed).
+  const std::string wrong = "Bearer 0123456789abcdef0124";
+  const auto refused = identify_caller(Metadata{{kClientTokenMetadata, wrong}}, "", auth);
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error(), HasSubstr("client_tokens_file"));
+  EXPECT_THAT(refused.error(), ::testing::Not(HasSubstr("0124")));
+  const std::string no_scheme = "0123456789abcdef0123";
+  EXPECT_FALSE(identify_caller(Metadata{{kClientTokenMetadata, no_scheme}}, "", auth));
+  // Required: a call without a token is refused.
+  auth.require_token = true;
+  EXPECT_THAT(identify_caller(Metadata{}, "", auth).error(), HasSubstr("require_client_token"));
+  EXPECT_TRUE(identify_caller(Metadata{{kClientTokenMetadata, bearer}}, "", auth));
+}
+
+TEST(GatewayClientTokens, TheFileIsParsedStrictlyNamingTheLine) {
+  auto ok =
+      parse_client_tokens("# comment\n\nrig-1  0123456789abcdef0123\r\nlab.b\tabcdefghijklmnop\n");
+  ASSERT_TRUE(ok) << ok.error();
+  ASSERT_EQ(ok->size(), 2u);
+  EXPECT_EQ((*ok)[0].client, "rig-1");
+  EXPECT_EQ((*ok)[0].token, "0123456789abcdef0123");
+  EXPECT_EQ((*ok)[1].client, "lab.b");
+  const auto error = [](std::string_view text) {
+    auto parsed = parse_client_tokens(text);
+    EXPECT_FALSE(parsed) << text;
+    return parsed ? std::string() : parsed.error();
+  };
+  EXPECT_THAT(error("lonely\n"), HasSubstr("line 1"));
+  EXPECT_THAT(error("a short\n"), HasSubstr("16 to 256"));
+  EXPECT_THAT(error("# x\nbad/name 0123456789abcdef0123\n"), HasSubstr("line 2"));
+  EXPECT_THAT(error("default 0123456789abcdef0123\n"), HasSubstr("calls without a token"));
+  EXPECT_THAT(error("a 0123456789abcdef0123\na 0123456789abcdef9999\n"), HasSubstr("twice"));
+  EXPECT_THAT(error("a 0123456789abcdef0123\nb 0123456789abcdef0123\n"), HasSubstr("its own"));
+  EXPECT_THAT(error(std::string(kMaxClientTokensFileBytes + 1, '#')), HasSubstr("bytes"));
+  // The token never appears in an error.
+  EXPECT_THAT(error("a 0123456789abcdef0123 extra\n"), ::testing::Not(HasSubstr("0123456789")));
+}
+
+// Issue 25: PoSt never goes to a rented machine; keep_local adds kinds.
+TEST(GatewayRouting, PostKindsAreAlwaysLocalAndKeepLocalAddsKinds) {
+  EXPECT_TRUE(proved_locally(cuzk::v1::WINNING_POST, {}));
+  EXPECT_TRUE(proved_locally(cuzk::v1::WINDOW_POST_PARTITION, {}));
+  EXPECT_FALSE(proved_locally(cuzk::v1::POREP_SEAL_COMMIT, {}));
+  EXPECT_FALSE(proved_locally(cuzk::v1::SNAP_DEALS_UPDATE, {}));
+  EXPECT_TRUE(proved_locally(cuzk::v1::SNAP_DEALS_UPDATE, {core::JobKind::SnapUpdate}));
+  EXPECT_FALSE(proved_locally(cuzk::v1::PROOF_KIND_UNSPECIFIED, {}));
+  const auto refusal = no_local_cuzk(cuzk::v1::WINNING_POST);
+  EXPECT_EQ(refusal.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refusal.error_message(), HasSubstr("winning-post"));
+  EXPECT_THAT(refusal.error_message(), HasSubstr("local_cuzk"));
+  EXPECT_TRUE(check_local_cuzk_address("127.0.0.1:9821"));
+  EXPECT_TRUE(check_local_cuzk_address("[::1]:9821"));
+  EXPECT_TRUE(check_local_cuzk_address("unix:///run/curio/cuzk.sock"));
+  EXPECT_FALSE(check_local_cuzk_address("unix:cuzk.sock"));
+  EXPECT_FALSE(check_local_cuzk_address("cuzk"));
+}
+
+// cuzk's daemon decodes at most 128 MiB a message: a larger input could reach no prover, so it is
+// refused at the gateway even where [jobs] max_input_mib would take it.
+TEST(GatewayRequest, AnInputOverCuzksMessageLimitIsRefusedNamingIt) {
+  cuzk::v1::SubmitProofRequest request;
+  request.set_proof_kind(cuzk::v1::POREP_SEAL_COMMIT);
+  request.set_vanilla_proof("{" + std::string(static_cast<std::size_t>(kCuzkMaxInputBytes), ' ') +
+                            "}");
+  const auto refused = check_submit(request, 1000LL << 20);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error().message, HasSubstr("128 MiB"));
+  request.set_vanilla_proof("{" + std::string(1000, ' ') + "}");
+  EXPECT_TRUE(check_submit(request, 1000LL << 20));
 }
 
 }  // namespace

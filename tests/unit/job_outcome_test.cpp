@@ -2,6 +2,7 @@
 // instances take jobs (core/job_worker.h): pure rules, so the queue and the simulator agree.
 #include "core/job_outcome.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "core/job_worker.h"
@@ -67,6 +68,32 @@ TEST(Resubmission, DependsOnStateAndDelivery) {
   EXPECT_EQ(resubmission_outcome(job, true).action, Resubmission::Reopen);
   job.state = JobState::Cancelled;
   EXPECT_EQ(resubmission_outcome(job, true).action, Resubmission::Reopen);
+}
+
+// Another input under a known request_id (issue 25): refused while the job is open or its proof
+// waits, a fresh run without blame once the old request is over.
+TEST(Resubmission, AnotherInputUnderAKnownRequestId) {
+  Job job;
+  job.id = 12;
+  job.request_id = "porep-1000-7";
+  job.input_digest = std::string(64, 'a');
+  for (auto s : {JobState::Queued, JobState::Assigned, JobState::Proving}) {
+    job.state = s;
+    const auto out = resubmission_outcome(job, true, false);
+    EXPECT_EQ(out.action, Resubmission::Conflict);
+    EXPECT_THAT(out.reason, ::testing::HasSubstr("porep-1000-7"));
+    EXPECT_THAT(out.reason, ::testing::HasSubstr("nothing was changed"));
+  }
+  job.state = JobState::Done;
+  EXPECT_EQ(resubmission_outcome(job, true, false).action, Resubmission::Conflict);
+  EXPECT_EQ(resubmission_outcome(job, false, false).action, Resubmission::Reopen);
+  job.delivered_at = 5;
+  // Not a rejection of the delivered proof (that would strike its host): a new request.
+  EXPECT_EQ(resubmission_outcome(job, true, false).action, Resubmission::Reopen);
+  job.state = JobState::Failed;
+  EXPECT_EQ(resubmission_outcome(job, true, false).action, Resubmission::Reopen);
+  job.state = JobState::Cancelled;
+  EXPECT_EQ(resubmission_outcome(job, true, false).action, Resubmission::Reopen);
 }
 
 TEST(JobWorker, OnlyProvingInstancesWithAMeasuredRate) {

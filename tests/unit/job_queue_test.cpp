@@ -16,8 +16,10 @@
 #include "store/sql_migrations.h"
 #include "store/sql_store.h"
 #include "store/sqlite_connection.h"
+#include "support/groth16_stand_in.h"
 #include "support/store_backends.h"
 #include "support/temp_dir.h"
+#include "util/bls12_381.h"
 #include "util/sha256.h"
 
 namespace pf::jobs {
@@ -254,6 +256,137 @@ TEST_P(JobQueueTest, DuplicateRequestIdsJoinTheOpenJob) {
   EXPECT_EQ(third.job.state, core::JobState::Assigned);
   EXPECT_EQ(queue_->list({}, 0).size(), 1u);
   EXPECT_EQ(input_files().size(), 1u);
+}
+
+// A request_id names one request (issue 25): the same id with another input while the job is
+// open is refused (AlreadyExists, naming the id) and changes nothing: not the job, not its
+// input, not the queue.
+TEST_P(JobQueueTest, AKnownRequestIdWithAnotherInputIsRefusedAndChangesNothing) {
+  fleet_.set_workers({7});
+  const auto first = submit("porep-1000-7", "input a");
+  auto other = queue_->submit({"porep-1000-7", core::JobKind::PorepC2, 0, "input b", {}, ""});
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().code, JobError::Code::AlreadyExists);
+  EXPECT_THAT(other.error().message, HasSubstr("porep-1000-7"));
+  EXPECT_THAT(other.error().message, HasSubstr("another input"));
+  EXPECT_EQ(queue_->list({}, 0).size(), 1u);
+  EXPECT_EQ(queue_->job(first.job.id)->input_digest, first.job.input_digest);
+  // The job still proves its own input and the right retry still joins it.
+  const auto again = submit("porep-1000-7", "input a");
+  EXPECT_TRUE(again.joined);
+  auto leased = lease(7);
+  ASSERT_EQ(leased.size(), 1u);
+  EXPECT_TRUE(prove(7, leased[0]).applied);
+  // Done, its proof not yet delivered: still refused.
+  other = queue_->submit({"porep-1000-7", core::JobKind::PorepC2, 0, "input b", {}, ""});
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().code, JobError::Code::AlreadyExists);
+  EXPECT_EQ(await_now(first.job.id).proof, proof_of("input a"));
+  // Delivered: another input is a new request under the old id, proved without blaming anyone.
+  const auto renewed = submit("porep-1000-7", "input b");
+  EXPECT_FALSE(renewed.joined);
+  EXPECT_TRUE(renewed.redo);
+  EXPECT_EQ(renewed.job.id, first.job.id);
+  EXPECT_TRUE(fleet_.strikes.empty());
+  leased = lease(7);
+  ASSERT_EQ(leased.size(), 1u);
+  EXPECT_TRUE(prove(7, leased[0]).applied);
+  EXPECT_EQ(await_now(first.job.id).proof, proof_of("input b"));
+}
+
+// --- proofs from untrusted hosts (jobs/proof_check.h, util/bls12_381.h; issue 25) -----------
+
+TEST(Bls12381, TheGeneratorsAreOnTheirCurvesAndDamagedPointsAreNot) {
+  const std::string g1 = test::from_hex(test::kG1GeneratorHex);
+  const std::string g2 = test::from_hex(test::kG2GeneratorHex);
+  EXPECT_EQ(util::g1_compressed_problem(g1), std::nullopt);
+  EXPECT_EQ(util::g2_compressed_problem(g2), std::nullopt);
+  std::string flags = g1;
+  flags[0] = static_cast<char>(flags[0] & 0x7f);
+  EXPECT_THAT(*util::g1_compressed_problem(flags), HasSubstr("not a compressed point"));
+  std::string infinity(48, '\0');
+  infinity[0] = static_cast<char>(0xc0);
+  EXPECT_THAT(*util::g1_compressed_problem(infinity), HasSubstr("infinity"));
+  std::string big(48, '\xff');
+  big[0] = static_cast<char>(0x9f);
+  EXPECT_THAT(*util::g1_compressed_problem(big), HasSubstr("modulus"));
+  EXPECT_THAT(*util::g1_compressed_problem(g1.substr(1)), HasSubstr("47 bytes"));
+  // Changing x moves it off the curve about half the time: over many single-byte changes both
+  // outcomes occur, and the generators' own x is accepted each time it comes back.
+  int off_g1 = 0, off_g2 = 0;
+  for (int i = 1; i < 48; ++i) {
+    std::string a = g1, b = g2;
+    a[static_cast<std::size_t>(i)] = static_cast<char>(a[static_cast<std::size_t>(i)] ^ 1);
+    b[static_cast<std::size_t>(i + 48)] =
+        static_cast<char>(b[static_cast<std::size_t>(i + 48)] ^ 1);
+    off_g1 += util::g1_compressed_problem(a).has_value();
+    off_g2 += util::g2_compressed_problem(b).has_value();
+  }
+  EXPECT_GT(off_g1, 10);
+  EXPECT_LT(off_g1, 37);
+  EXPECT_GT(off_g2, 10);
+  EXPECT_LT(off_g2, 37);
+}
+
+TEST(ProofCheck, Groth16ShapeSimEqualityAndNone) {
+  const auto no_input = [] { return std::optional<std::string>(); };
+  const std::string porep = test::groth16_stand_in_proof(10);
+  EXPECT_EQ(proof_problem(ProofCheck::Groth16, core::JobKind::PorepC2, porep, no_input),
+            std::nullopt);
+  EXPECT_EQ(proof_problem(ProofCheck::Groth16, core::JobKind::SnapUpdate,
+                          test::groth16_stand_in_proof(16), no_input),
+            std::nullopt);
+  EXPECT_THAT(*proof_problem(ProofCheck::Groth16, core::JobKind::SnapUpdate, porep, no_input),
+              HasSubstr("3072"));
+  EXPECT_THAT(*proof_problem(ProofCheck::Groth16, core::JobKind::PorepC2, std::string(1920, '\1'),
+                             no_input),
+              HasSubstr("partition 0 A"));
+  std::string bad_b = porep;
+  bad_b[192 * 3 + 48] = static_cast<char>(bad_b[192 * 3 + 48] & 0x7f);
+  EXPECT_THAT(*proof_problem(ProofCheck::Groth16, core::JobKind::PorepC2, bad_b, no_input),
+              HasSubstr("partition 3 B"));
+  const auto input = [] { return std::optional<std::string>("the input"); };
+  EXPECT_EQ(proof_problem(ProofCheck::Sim, core::JobKind::PorepC2, proof_of("the input"), input),
+            std::nullopt);
+  EXPECT_THAT(*proof_problem(ProofCheck::Sim, core::JobKind::PorepC2, proof_of("other"), input),
+              HasSubstr("not the sim prover's proof"));
+  EXPECT_EQ(proof_problem(ProofCheck::None, core::JobKind::PorepC2, "anything", no_input),
+            std::nullopt);
+  EXPECT_TRUE(proof_problem(ProofCheck::None, core::JobKind::PorepC2, "", no_input));
+  EXPECT_EQ(parse_proof_check("groth16"), ProofCheck::Groth16);
+  EXPECT_FALSE(parse_proof_check("Groth16"));
+}
+
+// A host returning a bad proof: the job runs again elsewhere, the host is struck at once with
+// the evidence, and the client only ever gets the good proof.
+TEST_P(JobQueueTest, AProofThatFailsItsCheckStrikesTheHostAndTheJobRunsElsewhere) {
+  config_.proof_check = ProofCheck::Groth16;
+  open();
+  fleet_.set_workers({7});
+  const auto s = submit("porep-1000-21", "input");
+  auto leased = lease(7);
+  ASSERT_EQ(leased.size(), 1u);
+  std::string bad = test::groth16_stand_in_proof(10);
+  bad[192] = static_cast<char>(bad[192] & 0x1f);
+  const auto ack = upload(7, leased[0], bad);
+  EXPECT_TRUE(ack.applied);
+  EXPECT_EQ(ack.reason, "requeued");
+  auto job = queue_->job(s.job.id);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->state, core::JobState::Queued);
+  EXPECT_THAT(job->error, HasSubstr("invalid proof: partition 1 A"));
+  EXPECT_EQ(job->avoid_instances, std::vector<std::int64_t>{7});
+  ASSERT_EQ(fleet_.strikes.size(), 1u);
+  EXPECT_EQ(fleet_.strikes[0].first, 7);
+  EXPECT_EQ(fleet_.strikes[0].second.kind, core::StrikeKind::InvalidProof);
+  EXPECT_THAT(fleet_.strikes[0].second.reason, HasSubstr(util::sha256_hex(bad)));
+  EXPECT_FALSE(store_->job_proof(s.job.id));  // the bad bytes were never stored
+  fleet_.set_workers({7, 8});
+  leased = lease(8);
+  ASSERT_EQ(leased.size(), 1u);
+  const std::string good = test::groth16_stand_in_proof(10);
+  EXPECT_TRUE(upload(8, leased[0], good).applied);
+  EXPECT_EQ(await_now(s.job.id).proof, good);
 }
 
 // Request ids are each client's idempotency key: two clients that happen to use one id get two

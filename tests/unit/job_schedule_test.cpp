@@ -248,6 +248,27 @@ TEST(JobSchedule, AFullFleetPlacesNothingAndEveryJobWaitsOnItsBestInstance) {
   EXPECT_EQ(plan.waits[1].instance_id, 1);
 }
 
+// Issue 25 item 5: a job goes only to an instance with its kind's parameters, however much
+// sooner another would finish; with none, it waits, saying which parameters are missing.
+TEST(JobSchedule, AJobGoesOnlyToAnInstanceWithItsKindsParameters) {
+  std::vector<WorkerView> workers = {worker(1, 50, 1, 0), worker(2, 500, 1, 0)};
+  workers[0].kinds = kind_bit(JobKind::PorepC2);  // fast, but PoRep only
+  JobToPlace snap = job(7);
+  snap.kind = JobKind::SnapUpdate;
+  auto plan = plan_jobs(kNow, {snap}, workers, {});
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].instance_id, 2);
+  workers[1].kinds = kind_bit(JobKind::PorepC2);
+  plan = plan_jobs(kNow, {snap}, workers, {});
+  EXPECT_TRUE(plan.placements.empty());
+  ASSERT_EQ(plan.waits.size(), 1u);
+  EXPECT_EQ(plan.waits[0].reason, "no instance has the parameters for snap-update");
+  // PoRep still goes to the fastest.
+  plan = plan_jobs(kNow, {job(8)}, workers, {});
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].instance_id, 1);
+}
+
 // --- the rule as first written (a scan of every instance for every job) ---------------------
 // plan_jobs finds the same candidates through a heap; this is the oracle it must match exactly.
 
@@ -308,7 +329,8 @@ JobPlan reference_plan(double now, const std::vector<JobToPlace>& queued,
     RefCandidate best_any, best_free;
     for (std::size_t i = 0; i < workers.size(); ++i) {
       const WorkerView& w = workers[i];
-      if (!(w.seconds_per_proof > 0)) continue;  // no measured rate: not placed on
+      if (!(w.seconds_per_proof > 0)) continue;     // no measured rate: not placed on
+      if (!has_kind(w.kinds, job->kind)) continue;  // lacks the kind's parameters
       const double start = std::max(now, *std::min_element(free_at[i].begin(), free_at[i].end()));
       RefCandidate c;
       c.worker = static_cast<int>(i);
@@ -319,7 +341,13 @@ JobPlan reference_plan(double now, const std::vector<JobToPlace>& queued,
       if (start <= now && (best_free.worker < 0 || c.key() < best_free.key())) best_free = c;
     }
     if (best_any.worker < 0) {
-      plan.waits.push_back({job->job_id, 0, 0, false, "no instance with a measured rate"});
+      const bool any_rated = std::any_of(workers.begin(), workers.end(), [](const WorkerView& w) {
+        return w.seconds_per_proof > 0;
+      });
+      plan.waits.push_back(
+          {job->job_id, 0, 0, false,
+           any_rated ? std::string("no instance has the parameters for ") + to_string(job->kind)
+                     : std::string("no instance with a measured rate")});
       return;
     }
     if (may_defer && best_any.late) {
@@ -414,6 +442,8 @@ TEST(JobSchedule, MatchesTheRuleAsFirstWrittenOnRandomQueuesAndFleets) {
       const int held = pick(0, slots + (pick(0, 9) == 0 ? 1 : 0));
       const double busy = pick(0, 2) == 0 ? 25.0 * pick(0, 4) : -1;
       workers.push_back(worker(100 + i, spp, slots, held, busy));
+      // Some instances lack the SnapDeals parameters (issue 25 item 5).
+      if (pick(0, 2) == 0) workers.back().kinds = kind_bit(JobKind::PorepC2);
     }
     std::vector<JobToPlace> jobs;
     const int n_jobs = pick(0, 30);
@@ -423,6 +453,7 @@ TEST(JobSchedule, MatchesTheRuleAsFirstWrittenOnRandomQueuesAndFleets) {
       for (int k = pick(0, 3); k > 0 && n_workers > 0; --k) {
         one.avoid_instances.push_back(100 + pick(0, n_workers - 1));
       }
+      if (pick(0, 3) == 0) one.kind = JobKind::SnapUpdate;
       jobs.push_back(one);
     }
     PlacementConfig config;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -101,7 +102,9 @@ LoadGeneratorOptions fast_load(const std::string& target, int max_pending) {
 TEST(LoadGenerator, SendsEveryArrivalAsItsOwnCurioShapedProveCall) {
   test::FakeCuzk cuzk;
   cuzk.delay_ms = 40;
-  LoadGenerator load(fast_load(cuzk.address(), 4));
+  auto o = fast_load(cuzk.address(), 4);
+  o.nodes = 2;
+  LoadGenerator load(o);
   load.start();
   ASSERT_TRUE(eventually([&] { return load.stats().proved >= 30; }))
       << "proved " << load.stats().proved;
@@ -110,7 +113,8 @@ TEST(LoadGenerator, SendsEveryArrivalAsItsOwnCurioShapedProveCall) {
   EXPECT_EQ(s.failed, 0);
   EXPECT_GE(s.arrived, s.proved);
   EXPECT_EQ(s.in_flight, 0);
-  EXPECT_LE(cuzk.max_concurrent.load(), 4);  // MaxPending
+  EXPECT_LE(s.max_open_per_node, 4);         // each node's MaxPending
+  EXPECT_LE(cuzk.max_concurrent.load(), 8);  // two nodes
 
   std::set<std::string> ids, inputs;
   for (const auto& r : cuzk.requests()) {
@@ -119,6 +123,7 @@ TEST(LoadGenerator, SendsEveryArrivalAsItsOwnCurioShapedProveCall) {
     EXPECT_EQ(r.proof_kind(), cuzk::v1::POREP_SEAL_COMMIT);
     EXPECT_EQ(r.sector_size(), 34359738368ULL);
     EXPECT_EQ(r.miner_id(), 1000u);
+    EXPECT_EQ(r.priority(), cuzk::v1::NORMAL);
     EXPECT_EQ(r.request_id(), "porep-1000-" + std::to_string(r.sector_number()));
     EXPECT_GE(r.sector_number(), 500u);
     EXPECT_NE(r.vanilla_proof().find("\"Phase1Out\""), std::string::npos);
@@ -128,20 +133,80 @@ TEST(LoadGenerator, SendsEveryArrivalAsItsOwnCurioShapedProveCall) {
   EXPECT_EQ(inputs.size(), calls) << "two jobs carried the same input";
 }
 
-TEST(LoadGenerator, ProofErrorsAreCountedNotRetried) {
+// Curio's task engine: a failed try (here FAILED proofs) is taken again, with the same request
+// and usually by another node, until the kind's tries are spent (PoRep: 10).
+TEST(LoadGenerator, AFailedTaskIsTriedAgainAsCurioDoesUntilItsTriesAreSpent) {
   test::FakeCuzk cuzk;
   cuzk.mode = test::FakeCuzk::Mode::Failed;
-  LoadGenerator load(fast_load(cuzk.address(), 2));
+  auto o = fast_load(cuzk.address(), 2);
+  o.nodes = 2;
+  LoadGenerator load(o);
   load.start();
-  ASSERT_TRUE(eventually([&] { return load.stats().failed >= 10; }));
+  ASSERT_TRUE(eventually([&] { return load.stats().failed >= 3; }));
   load.stop();
   const auto s = load.stats();
   EXPECT_EQ(s.proved, 0);
-  EXPECT_EQ(s.retries, 0);
-  EXPECT_EQ(static_cast<std::int64_t>(cuzk.requests().size()), s.failed);
+  EXPECT_GE(s.retries, 9 * s.failed);
+  EXPECT_GT(s.retries_elsewhere, 0);
+  std::map<std::string, std::set<std::string>> inputs_by_id;
+  for (const auto& r : cuzk.requests()) inputs_by_id[r.request_id()].insert(r.vanilla_proof());
+  int spent = 0;
+  for (const auto& [id, inputs] : inputs_by_id) {
+    EXPECT_EQ(inputs.size(), 1u) << id << ": every try sends the same request";
+  }
+  std::map<std::string, int> tries;
+  for (const auto& r : cuzk.requests()) ++tries[r.request_id()];
+  for (const auto& [id, n] : tries) {
+    EXPECT_LE(n, 10) << id;
+    if (n == 10) ++spent;
+  }
+  EXPECT_GE(spent, s.failed);
+  EXPECT_EQ(curio_retry(core::JobKind::PorepC2, 1).max_tries, 10);
+  EXPECT_DOUBLE_EQ(curio_retry(core::JobKind::PorepC2, 1).wait_s, 2);
+  EXPECT_DOUBLE_EQ(curio_retry(core::JobKind::PorepC2, 9).wait_s, 120);
+  EXPECT_EQ(curio_retry(core::JobKind::SnapUpdate, 1).max_tries, 3);
+  EXPECT_EQ(curio_retry(core::JobKind::WindowPost, 1).max_tries, 5);
+  EXPECT_EQ(curio_retry(core::JobKind::WinningPost, 0).max_tries, 1);
 }
 
-TEST(LoadGenerator, RetriesAnUnreachableGatewayAndStopsPromptly) {
+// Each kind as lib/ffi/cuzk_funcs.go builds it.
+TEST(LoadGenerator, EveryKindIsShapedAsCurioSendsIt) {
+  test::FakeCuzk cuzk;
+  auto o = fast_load(cuzk.address(), 4);
+  o.mix = {1, 1, 1, 1};
+  LoadGenerator load(o);
+  load.start();
+  ASSERT_TRUE(eventually([&] {
+    std::set<int> kinds;
+    for (const auto& r : cuzk.requests()) kinds.insert(r.proof_kind());
+    return kinds.size() == 4;
+  }));
+  load.stop();
+  for (const auto& r : cuzk.requests()) {
+    switch (r.proof_kind()) {
+      case cuzk::v1::SNAP_DEALS_UPDATE:
+        EXPECT_EQ(r.request_id(), "snap-1000-" + std::to_string(r.sector_number()));
+        EXPECT_EQ(r.vanilla_proofs_size(), 16);
+        EXPECT_EQ(r.comm_r_old().size(), 32u);
+        EXPECT_EQ(r.comm_d_new().size(), 32u);
+        break;
+      case cuzk::v1::WINDOW_POST_PARTITION:
+        EXPECT_EQ(r.request_id().rfind("wdpost-1000-0-[", 0), 0u) << r.request_id();
+        EXPECT_EQ(r.priority(), cuzk::v1::HIGH);
+        EXPECT_EQ(r.randomness().size(), 32u);
+        break;
+      case cuzk::v1::WINNING_POST:
+        EXPECT_EQ(r.request_id().rfind("winpost-1000-", 0), 0u) << r.request_id();
+        EXPECT_EQ(r.request_id().size(), std::string("winpost-1000-").size() + 16);
+        EXPECT_EQ(r.priority(), cuzk::v1::CRITICAL);
+        break;
+      default:
+        EXPECT_EQ(r.proof_kind(), cuzk::v1::POREP_SEAL_COMMIT);
+    }
+  }
+}
+
+TEST(LoadGenerator, AnUnreachableGatewaySpendsTriesAndStopIsPrompt) {
   std::string gone;
   {
     test::FakeCuzk cuzk;  // a port that was a gateway a moment ago
@@ -154,8 +219,7 @@ TEST(LoadGenerator, RetriesAnUnreachableGatewayAndStopsPromptly) {
   load.stop();
   EXPECT_LT(std::chrono::steady_clock::now() - before, 10s);
   const auto s = load.stats();
-  EXPECT_EQ(s.proved, 0);
-  EXPECT_EQ(s.failed, 0);  // UNAVAILABLE is retried, never a failure
+  EXPECT_EQ(s.proved, 0);  // UNAVAILABLE is a failed try, as in Curio: no client retry
 }
 
 }  // namespace

@@ -103,6 +103,39 @@ TEST_F(ManagerJobsTest, OnlyAcceptedInstancesTakeJobsAtTheirMeasuredRate) {
   EXPECT_TRUE(has_event(proving, "job", "leased"));
 }
 
+// Issue 25 item 5: the agent's plan names the kinds its prover has the parameters for; a plan
+// without them (an agent from before) proves PoRep only. A SnapDeals job goes only to an
+// instance with the SnapDeals parameters, PoRep to either.
+TEST_F(ManagerJobsTest, AJobGoesOnlyToAnInstanceWhosePlanNamesItsKind) {
+  const auto porep_only = accepted(101, 360, 1);  // faster, plan without proof_kinds
+  const auto both = accepted(102, 36, 1);
+  auto row = *store_->instance(both);
+  row.plan_json =
+      nlohmann::json{
+          {"partitions", 12}, {"proofs_in_flight", 1}, {"proof_kinds", {"porep-c2", "snap-update"}}}
+          .dump();
+  store_->update_instance(row);
+  manager_->instances_written();
+  const auto workers = manager_->job_workers();
+  ASSERT_EQ(workers.size(), 2u);
+  for (const auto& w : workers) {
+    EXPECT_EQ(w.kinds,
+              w.instance_id == both ? core::kFleetKinds : core::kind_bit(core::JobKind::PorepC2));
+  }
+  jobs::SubmitRequest snap;
+  snap.request_id = "snap-1000-3";
+  snap.kind = core::JobKind::SnapUpdate;
+  snap.input = "snap input";
+  ASSERT_TRUE(queue_->submit(snap));
+  auto none = queue_->lease(porep_only, 4, 0ms);
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+  auto leased = queue_->lease(both, 4, 0ms);
+  ASSERT_TRUE(leased);
+  ASSERT_EQ(leased->size(), 1u);
+  EXPECT_EQ((*leased)[0].job.kind, core::JobKind::SnapUpdate);
+}
+
 TEST_F(ManagerJobsTest, ASilentAgentTakesNoNewWork) {
   const auto proving = accepted(101, 90, 2);
   now_ += 29;  // within three heartbeats (10 s): still a worker
