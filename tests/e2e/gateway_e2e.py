@@ -31,9 +31,23 @@ and the manager killed on the way.
   5. With --second-run-without-local-cuzk: serve restarted with no local_cuzk; one WinningPoSt
      Prove must be refused at once (FAILED_PRECONDITION naming local_cuzk) and leave no job.
 
+With --replicas N (N >= 2): N `serve` replicas on the same database, configuration and
+VAST_API_KEY (working directory: the data directory, so they share the operator token and the
+job inputs), each on its own HTTP and gRPC port, with [replicas] lease_ttl_s = 5. Two TCP load
+balancers stand in front of them as an operator runs them (docs/operating.md, "A load balancer
+in front"): one over the replicas' HTTP ports (serve's --public-url: the agents' manager, and
+this script's operator API) and one over their gRPC ports (the Curio nodes' [Cuzk] Address).
+Each balancer is a child process of this script (--balancer): it hands each connection to the
+next replica in turn that accepts a TCP connection (a refused one is skipped: its health check)
+and pipes the bytes both ways. Instead of serve, the replica that leads is SIGKILLed
+(GET /healthz/leader on each replica's own port), kept down --serve-down-s and restarted with
+the same arguments; another replica must lead meanwhile. Curio must then lose no task at all:
+tries_exhausted + tries_exhausted_in_serve_outage must be 0 (and --figures-out's
+curio_tries_exhausted is that sum).
+
 Usage: gateway_e2e.py --binary build/proverfleet --source . [--jobs 200] [--time-scale 30]
        [--nodes 2] [--max-pending 10] [--mix porep=0.8,snap=0.1,wdpost=0.05,winpost=0.05]
-       [--second-run-without-local-cuzk]
+       [--second-run-without-local-cuzk] [--replicas 2]
        [--db sqlite | --db postgres://... | --db pg-fresh] [--keep] [--result out.json]
 --db: the store serve runs on: a SQLite file in the run directory (default), a PostgreSQL URL
 (an empty database; no password on the command line), or pg-fresh: a new database on the
@@ -53,6 +67,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -135,6 +150,145 @@ class Child:
             return f.read().decode(errors="replace")[-n:]
 
 
+class Balancer:
+    """A TCP load balancer over `backends` (HOST:PORT each), run in its own process
+    (`gateway_e2e.py --balancer ...`): each accepted connection goes to the next backend in turn
+    (round robin) that accepts a TCP connection, a refused one being skipped (its health check),
+    and bytes are piped both ways until either side closes. Counts go to `stats_path` on
+    SIGTERM."""
+
+    def __init__(self, name, listen, backends, stats_path=None):
+        self.name = name
+        self.backends = []
+        for b in backends:
+            host, port = b.rsplit(":", 1)
+            self.backends.append((host, int(port)))
+        self.stats_path = stats_path
+        host, port = listen.rsplit(":", 1)
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, int(port)))
+        self.sock.listen(512)
+        self.address = "%s:%d" % self.sock.getsockname()[:2]
+        self.lock = threading.Lock()
+        self.turn = 0
+        self.open = set()
+        self.stats = collections.OrderedDict([
+            ("accepted", 0), ("routed", collections.Counter()), ("refused", collections.Counter()),
+            ("unrouted", 0), ("max_open", 0)])
+
+    def serve_forever(self):
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.route, args=(client,), daemon=True).start()
+
+    def route(self, client):
+        with self.lock:
+            first = self.turn
+            self.turn = (self.turn + 1) % len(self.backends)
+            self.stats["accepted"] += 1
+        for i in range(len(self.backends)):
+            backend_addr = self.backends[(first + i) % len(self.backends)]
+            name = "%s:%d" % backend_addr
+            try:
+                backend = socket.create_connection(backend_addr, timeout=3)
+            except OSError as e:
+                with self.lock:
+                    self.stats["refused"][name] += 1
+                    n = self.stats["refused"][name]
+                if n <= 5 or n % 50 == 0:
+                    log("%s: backend %s refused (%s; %d so far), trying the next" %
+                        (self.name, name, e, n))
+                continue
+            backend.settimeout(None)
+            for s in (client, backend):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self.lock:
+                self.stats["routed"][name] += 1
+                self.open.add(client)
+                self.open.add(backend)
+                self.stats["max_open"] = max(self.stats["max_open"], len(self.open) // 2)
+            self.pipe(client, backend)
+            return
+        with self.lock:
+            self.stats["unrouted"] += 1
+        log("%s: no backend accepted a connection" % self.name)
+        client.close()
+
+    def pipe(self, client, backend):
+        def pump(src, dst, from_backend):
+            reset = False
+            try:
+                while True:
+                    data = src.recv(65536)
+                    if not data:
+                        break
+                    dst.sendall(data)
+            except OSError:
+                reset = True
+            # The backend closed (a server does not half-close) or either side was reset: end
+            # the connection both ways. The client closed its side: pass that on and let the
+            # backend answer and close.
+            ends = ((src, socket.SHUT_RDWR), (dst, socket.SHUT_RDWR)) if from_backend or reset \
+                else ((dst, socket.SHUT_WR),)
+            for sock, how in ends:
+                try:
+                    sock.shutdown(how)
+                except OSError:
+                    pass
+
+        up = threading.Thread(target=pump, args=(client, backend, False), daemon=True)
+        up.start()
+        pump(backend, client, True)
+        up.join()
+        with self.lock:
+            self.open.discard(client)
+            self.open.discard(backend)
+        client.close()
+        backend.close()
+
+    def write_stats(self):
+        if not self.stats_path:
+            return
+        with self.lock:
+            out = dict(self.stats, address=self.address,
+                       backends=["%s:%d" % b for b in self.backends])
+        with open(self.stats_path + ".tmp", "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(self.stats_path + ".tmp", self.stats_path)
+
+
+def run_balancer(o):
+    """`--balancer NAME --listen HOST:PORT --backends A,B --stats FILE`: the balancer process."""
+    b = Balancer(o.balancer, o.listen, [x for x in o.backends.split(",") if x], o.stats)
+
+    def on_term(signum, frame):
+        b.write_stats()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    print("balancer %s listening on %s for %s" % (o.balancer, b.address, o.backends), flush=True)
+    b.serve_forever()
+    return 0
+
+
+class Replica:
+    """One `serve` of the run: its ports, its process (None before its first start) and how
+    many times it was started (its log files: serve-r<index>-<generation>.log)."""
+
+    def __init__(self, index, http_port, grpc_port):
+        self.index = index
+        self.http_port = http_port
+        self.grpc_port = grpc_port
+        self.url = "http://127.0.0.1:%d" % http_port
+        self.child = None
+        self.generation = 0
+
+
 def fresh_pg_database():
     """A new empty database on the server named in $PF_TEST_PG_URL_FILE; its URL."""
     url_file = os.environ.get("PF_TEST_PG_URL_FILE")
@@ -172,11 +326,12 @@ def http_json(method, url, token=None, body=None, timeout=30):
         return status, text
 
 
-def config_text(scale, lease_s, local_cuzk, curio_nodes, curio_max_pending):
+def config_text(scale, lease_s, local_cuzk, curio_nodes, curio_max_pending, lease_ttl_s=None):
     """Manager settings for a scaled-time fleet, as `proverfleet demo` writes them (deadlines
     divided by the time scale, with floors for real process start-up), and the gateway's view of
     the Curio cluster: its nodes and their MaxPending, and the operator's own cuzk for PoSt
-    (local_cuzk "" = none: PoSt is refused)."""
+    (local_cuzk "" = none: PoSt is refused). lease_ttl_s: [replicas] lease_ttl_s (replicas only).
+    """
 
     def scaled(seconds, floor):
         return "%d" % max(floor, round(seconds / scale))
@@ -204,7 +359,8 @@ def config_text(scale, lease_s, local_cuzk, curio_nodes, curio_max_pending):
         "",
         "[gateway]", "local_cuzk = %s" % json.dumps(local_cuzk),
         "curio_nodes = %d" % curio_nodes, "curio_max_pending = %d" % curio_max_pending, "",
-    ]) + "\n"
+    ] + ([] if lease_ttl_s is None else
+         ["[replicas]", "lease_ttl_s = %d" % lease_ttl_s, ""])) + "\n"
 
 
 class Run:
@@ -218,7 +374,14 @@ class Run:
         self.http_port = free_port()
         self.grpc_port = free_port()
         self.sim = None
-        self.serve = None
+        # The run's `serve` processes: one (today's run), or --replicas on one database, each on
+        # its own ports, behind two balancers (HTTP and gRPC).
+        if o.replicas == 1:
+            self.replicas = [Replica(0, self.http_port, self.grpc_port)]
+        else:
+            self.replicas = [Replica(i, free_port(), free_port()) for i in range(o.replicas)]
+        self.balancers = {}  # "http" / "grpc": Child running a Balancer
+        self.grpc_target = "127.0.0.1:%d" % self.grpc_port  # the Curio nodes' [Cuzk] Address
         self.client = None
         self.local_cuzk = None
         self.local_cuzk_addr = None
@@ -230,6 +393,7 @@ class Run:
         self.failures = []
         self.facts = collections.OrderedDict()
         self.serve_generation = 0
+        self.public_url = None  # serve's --public-url (replicas: the HTTP balancer)
         self.db = None  # what serve's --db gets: chosen by run()
 
     # --- processes -------------------------------------------------------------------------
@@ -244,24 +408,92 @@ class Run:
         m = self.sim.wait_for(r"market-sim listening on (http://[0-9.]+:[0-9]+)", 60)
         self.market_url = m.group(1)
 
+    @property
+    def serve(self):
+        """The one serve of a run without replicas."""
+        return self.replicas[0].child
+
     def start_serve(self):
+        """Starts every replica (the first one alone until it leads, so that the leader is
+        known and the operator token is created once)."""
+        for r in self.replicas:
+            self.start_replica(r)
+            if len(self.replicas) > 1 and r.index == 0:
+                self.wait_leader(60)
+
+    def start_replica(self, r):
         self.serve_generation += 1
+        r.generation += 1
         o = self.o
-        self.serve = Child("serve", [
+        argv = [
             o.binary, "serve", "--config", os.path.join(self.dir, "proverfleet.toml"),
-            "--listen", "127.0.0.1:%d" % self.http_port,
-            "--grpc-listen", "127.0.0.1:%d" % self.grpc_port,
+            "--listen", "127.0.0.1:%d" % r.http_port,
+            "--grpc-listen", "127.0.0.1:%d" % r.grpc_port,
             "--db", self.db, "--vast-url", self.market_url,
             "--params-manifest", self.market_url + "/proverfleet-sim/params.json",
             "--autopilot", "true", "--reconcile-interval", "1", "--tick-interval", "0.5",
-        ], os.path.join(self.dir, "serve-%d.log" % self.serve_generation),
-            {"VAST_API_KEY": self.key, "PROVERFLEET_TOKEN": None, "PROVERFLEET_DB": None},
-            cwd=self.data)
-        self.serve.wait_for(r"proverfleet serve listening on", 60)
+        ]
+        if self.public_url:
+            # --replica-url / --replica-grpc: their defaults (the listen addresses) fit one host.
+            argv += ["--public-url", self.public_url]
+        log_name = ("serve-%d.log" % self.serve_generation if len(self.replicas) == 1 else
+                    "serve-r%d-%d.log" % (r.index, r.generation))
+        r.child = Child("serve" if len(self.replicas) == 1 else "serve replica %d" % r.index,
+                        argv, os.path.join(self.dir, log_name),
+                        {"VAST_API_KEY": self.key, "PROVERFLEET_TOKEN": None,
+                         "PROVERFLEET_DB": None},
+                        cwd=self.data)
+        r.child.wait_for(r"proverfleet serve listening on", 60)
+        # Every replica runs in the data directory: on SQLite the token file lies beside the
+        # database, so they all share it; on PostgreSQL the first creates it there and the
+        # others serve the recorded token.
         with open(os.path.join(self.data, "operator.token")) as f:
             self.token = f.readline().strip()
         if not self.token:
             raise RunError("serve wrote no operator token")
+
+    def start_balancers(self):
+        """The operator's TCP load balancers in front of the replicas (docs/operating.md, "A
+        load balancer in front"): HTTP (agents, operator API) and gRPC (Curio)."""
+        for kind in ("http", "grpc"):
+            ports = [r.http_port if kind == "http" else r.grpc_port for r in self.replicas]
+            b = Child("balancer-" + kind, [
+                sys.executable, os.path.abspath(__file__), "--balancer", kind,
+                "--listen", "127.0.0.1:0",
+                "--backends", ",".join("127.0.0.1:%d" % p for p in ports),
+                "--stats", os.path.join(self.dir, "balancer-%s.json" % kind),
+            ], os.path.join(self.dir, "balancer-%s.log" % kind), {})
+            m = b.wait_for(r"balancer %s listening on ([0-9.]+:[0-9]+)" % kind, 30)
+            self.balancers[kind] = (b, m.group(1))
+        self.public_url = "http://" + self.balancers["http"][1]
+        self.url = self.public_url
+        self.grpc_target = self.balancers["grpc"][1]
+
+    def leads(self, r):
+        """Whether replica r says it leads (GET /healthz/leader on its own port: 200 / 503)."""
+        if r.child is None or not r.child.running():
+            return False
+        status, _ = http_json("GET", r.url + "/healthz/leader", timeout=5)
+        return status == 200
+
+    def wait_leader(self, timeout):
+        """The one replica that leads, waiting up to `timeout` s for there to be exactly one."""
+        end = time.time() + timeout
+        while True:
+            leaders = [r for r in self.replicas if self.leads(r)]
+            if len(leaders) == 1:
+                return leaders[0]
+            if time.time() > end:
+                raise RunError("no single leader within %d s (leading: %s); replica logs:\n%s" % (
+                    timeout, [r.index for r in leaders],
+                    "\n".join(r.child.tail(1500) for r in self.replicas if r.child)))
+            time.sleep(0.2)
+
+    def replica_view(self, r):
+        status, body = http_json("GET", r.url + "/api/v1/fleet", self.token, timeout=5)
+        if status == 200 and isinstance(body, dict):
+            return body.get("replica")
+        return {"status": status, "body": str(body)[:200]}
 
     def cluster_script(self):
         return os.path.join(self.o.source, "tests/e2e/curio_cluster.py")
@@ -279,14 +511,15 @@ class Run:
     def write_config(self, local_cuzk):
         o = self.o
         with open(os.path.join(self.dir, "proverfleet.toml"), "w") as f:
-            f.write(config_text(o.time_scale, o.lease_s, local_cuzk, o.nodes, o.max_pending))
+            f.write(config_text(o.time_scale, o.lease_s, local_cuzk, o.nodes, o.max_pending,
+                                lease_ttl_s=o.lease_ttl_s if o.replicas > 1 else None))
 
     def start_client(self):
         o = self.o
         self.client_summary = os.path.join(self.dir, "client.json")
         self.client = Child("curio-cluster", [
             sys.executable, self.cluster_script(),
-            "--target", "127.0.0.1:%d" % self.grpc_port, "--nodes", str(o.nodes),
+            "--target", self.grpc_target, "--nodes", str(o.nodes),
             "--jobs", str(o.jobs), "--mix", o.mix,
             "--max-pending", str(o.max_pending), "--summary", self.client_summary,
             "--proto-dir", os.path.join(o.source, "proto"), "--give-up-s", str(o.give_up_s),
@@ -356,9 +589,16 @@ class Run:
             self.db = o.db
         self.facts["store"] = "sqlite" if self.db.startswith(self.data) else "postgres"
         self.start_sim()
+        if len(self.replicas) > 1:
+            self.start_balancers()
         self.start_serve()
-        log("market-sim %s, serve %s, gateway 127.0.0.1:%d, local cuzk %s, run dir %s" %
-            (self.market_url, self.url, self.grpc_port, self.local_cuzk_addr, self.dir))
+        log("market-sim %s, serve %s, gateway %s, local cuzk %s, run dir %s" %
+            (self.market_url, self.url, self.grpc_target, self.local_cuzk_addr, self.dir))
+        if len(self.replicas) > 1:
+            for r in self.replicas:
+                log("replica %d: http %s, grpc 127.0.0.1:%d, pid %d: %s" % (
+                    r.index, r.url, r.grpc_port, r.child.proc.pid,
+                    json.dumps(self.replica_view(r))))
         self.start_client()
         started = time.time()
         end = started + o.give_up_s + 60
@@ -386,7 +626,8 @@ class Run:
         self.client.log.close()
         self.facts["client_s"] = round(time.time() - started, 1)
         self.check(killed_job is not None, "no agent was killed mid-proof (no job seen proving)")
-        self.check(serve_killed, "the manager was never killed and restarted")
+        self.check(serve_killed, "the manager was never killed and restarted" +
+                   (" (its leading replica)" if len(self.replicas) > 1 else ""))
         self.verify(killed_job)
         if o.second_run_without_local_cuzk:
             self.check_without_local_cuzk()
@@ -395,9 +636,11 @@ class Run:
     def ensure_alive(self):
         if not self.sim.running():
             raise RunError("market-sim exited on its own:\n" + self.sim.tail())
-        if not self.serve.running():
-            self.check(False, "serve exited on its own:\n" + self.serve.tail())
-            self.start_serve()
+        for r in self.replicas:
+            if not r.child.running():
+                self.check(False, "%s exited on its own:\n%s" % (r.child.name, r.child.tail()))
+                r.child.log.close()
+                self.start_replica(r)
 
     def agent_pids(self, market_id):
         """Agent processes of market instance `market_id`: their environment names its state
@@ -444,6 +687,8 @@ class Run:
         return held
 
     def restart_serve(self):
+        if len(self.replicas) > 1:
+            return self.restart_leader()
         log("SIGKILL serve (pid %d)" % self.serve.proc.pid)
         killed_at = time.time()
         self.serve.kill()
@@ -453,6 +698,46 @@ class Run:
         self.outages.append((killed_at, time.time()))
         log("serve restarted on the same database and ports")
         self.facts["serve_restarts"] = self.facts.get("serve_restarts", 0) + 1
+
+    def restart_leader(self):
+        """Replicas: SIGKILL the one that leads, keep it down --serve-down-s while another
+        takes over, restart it with the same arguments."""
+        o = self.o
+        leader = self.wait_leader(30)
+        others = [r for r in self.replicas if r is not leader]
+        log("SIGKILL the leading replica %d (pid %d); replica %s" % (
+            leader.index, leader.child.proc.pid, json.dumps(self.replica_view(leader))))
+        killed_at = time.time()
+        leader.child.kill()
+        leader.child.log.close()
+        new_leader, took_over_s = None, None
+        while time.time() < killed_at + o.serve_down_s:
+            if new_leader is None:
+                leading = [r for r in others if self.leads(r)]
+                if leading:
+                    new_leader, took_over_s = leading[0], time.time() - killed_at
+                    log("replica %d leads %.1f s after the SIGKILL" %
+                        (new_leader.index, took_over_s))
+            time.sleep(0.1)
+        self.start_replica(leader)
+        self.outages.append((killed_at, time.time()))
+        log("replica %d restarted on the same database and ports" % leader.index)
+        if new_leader is None:  # not yet: the failover bound may exceed the time it was down
+            try:
+                new_leader = self.wait_leader(30)
+                took_over_s = time.time() - killed_at
+            except RunError as e:
+                log(str(e))
+        self.facts["serve_restarts"] = self.facts.get("serve_restarts", 0) + 1
+        self.facts["killed_leader"] = leader.index
+        self.facts["new_leader"] = None if new_leader is None else new_leader.index
+        self.facts["failover_s"] = None if took_over_s is None else round(took_over_s, 1)
+        self.check(new_leader is not None and new_leader is not leader,
+                   "no other replica took over from the SIGKILLed leader %d (leader after its "
+                   "restart: %s)" % (leader.index, None if new_leader is None
+                                     else new_leader.index))
+        for r in self.replicas:
+            log("replica %d after the failover: %s" % (r.index, json.dumps(self.replica_view(r))))
 
     def in_outage(self, t):
         return any(k <= t <= r + self.o.outage_grace_s for k, r in self.outages)
@@ -589,18 +874,27 @@ class Run:
         for k in ("jobs_lost", "duplicate_jobs", "wrong_proofs", "post_in_fleet_queue",
                   "tries_exhausted"):
             self.check(figures[k] == 0, "curio_e2e %s=%d, want 0" % (k, figures[k]))
+        if len(self.replicas) > 1:
+            # With replicas the leader's death is no outage for Curio: no task may run out of
+            # tries at all, in the failover or not.
+            self.check(figures["tries_exhausted_in_serve_outage"] == 0,
+                       "curio_e2e tries_exhausted_in_serve_outage=%d, want 0 with %d replicas: "
+                       "%s" % (figures["tries_exhausted_in_serve_outage"], len(self.replicas),
+                               json.dumps([{"request_id": t["request_id"], "kind": t["kind"],
+                                            "tries": t["tries"]} for t in in_outage[:5]])))
 
     def check_without_local_cuzk(self):
         """serve with no local_cuzk: a WinningPoSt Prove is refused at once, and no job appears."""
         o = self.o
         log("restarting serve without [gateway] local_cuzk")
-        self.serve.stop()
+        for r in self.replicas:
+            r.child.stop()
         self.write_config("")
         self.start_serve()
         summary = os.path.join(self.dir, "no-local-cuzk.json")
         started = time.time()
         done = subprocess.run([
-            sys.executable, self.cluster_script(), "--target", "127.0.0.1:%d" % self.grpc_port,
+            sys.executable, self.cluster_script(), "--target", self.grpc_target,
             "--nodes", "1", "--jobs", "1", "--mix", "winpost=1", "--seed", "9001",
             "--max-pending", str(o.max_pending), "--summary", summary, "--poll-s", "0.2",
             "--proto-dir", os.path.join(o.source, "proto"), "--give-up-s", "60",
@@ -656,7 +950,15 @@ class Run:
         self.check(all(r.get("state") == "destroyed" for r in rows),
                    "rows not destroyed: %s" % [(r.get("id"), r.get("state")) for r in rows
                                                if r.get("state") != "destroyed"])
-        self.serve.stop()
+        for r in self.replicas:
+            r.child.stop()
+        for kind, (b, _) in self.balancers.items():
+            b.stop()
+            try:
+                with open(os.path.join(self.dir, "balancer-%s.json" % kind)) as f:
+                    self.facts["balancer_" + kind] = json.load(f)
+            except (OSError, ValueError) as e:
+                self.facts["balancer_" + kind] = "no stats: %s" % e
         self.sim.stop()
         if self.local_cuzk is not None:
             self.local_cuzk.stop()
@@ -690,7 +992,9 @@ class Run:
         return out
 
     def cleanup(self):
-        for c in (self.client, self.serve, self.sim, self.local_cuzk):
+        children = [self.client] + [r.child for r in self.replicas] + \
+            [b for b, _ in self.balancers.values()] + [self.sim, self.local_cuzk]
+        for c in children:
             if c is not None and c.running():
                 c.kill()
         if self.o.keep or self.failures:
@@ -721,12 +1025,29 @@ def main():
     p.add_argument("--cleanup-timeout-s", type=float, default=120)
     p.add_argument("--db", default="sqlite",
                    help="sqlite (default), a postgres:// URL, or pg-fresh ($PF_TEST_PG_URL_FILE)")
+    p.add_argument("--replicas", type=int, default=1,
+                   help="serve replicas on the database, behind TCP balancers; with 2 or more "
+                        "the leader is SIGKILLed instead of serve, and no Curio task may run out "
+                        "of tries at all")
+    p.add_argument("--lease-ttl-s", type=int, default=5,
+                   help="with --replicas: [replicas] lease_ttl_s (2..20)")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--result", help="write the facts and failures as JSON here")
     p.add_argument("--figures-out",
                    help="write the figures as `make reliability` reads them (every figure but "
                         "requests_tried must be 0)")
+    if "--balancer" in sys.argv[1:]:
+        # The balancer process a --replicas run starts for itself (run_balancer), with its own
+        # arguments: --balancer NAME --listen HOST:PORT --backends HOST:PORT,... --stats FILE.
+        bp = argparse.ArgumentParser()
+        for a in ("--balancer", "--listen", "--backends", "--stats"):
+            bp.add_argument(a)
+        return run_balancer(bp.parse_args())
     o = p.parse_args()
+    if o.replicas < 1:
+        p.error("--replicas must be at least 1")
+    if not 2 <= o.lease_ttl_s <= 20:
+        p.error("--lease-ttl-s must be 2..20")
     o.binary = os.path.abspath(o.binary)
     o.source = os.path.abspath(o.source)
     run = Run(o)
@@ -753,8 +1074,17 @@ def main():
             # A run that could not measure a figure counts it as failed, never as 0.
             out["curio_" + name] = figures.get(name, 1)
         details = ["curio e2e: %s" % f for f in run.failures]
-        details.append("tasks whose every try fell in the serve outage (no replica): %d" %
-                       figures.get("tries_exhausted_in_serve_outage", 0))
+        if o.replicas > 1:
+            # With replicas a task lost in the leader's failover counts like any other.
+            if "tries_exhausted" in figures:
+                out["curio_tries_exhausted"] = (figures["tries_exhausted"] +
+                                                figures["tries_exhausted_in_serve_outage"])
+            details.append("%d serve replicas, the leader SIGKILLed: tasks whose every try fell "
+                           "in the failover: %d (counted in curio_tries_exhausted)" %
+                           (o.replicas, figures.get("tries_exhausted_in_serve_outage", 0)))
+        else:
+            details.append("tasks whose every try fell in the serve outage (no replica): %d" %
+                           figures.get("tries_exhausted_in_serve_outage", 0))
         out["details"] = details
         with open(o.figures_out, "w") as f:
             json.dump(out, f, indent=1)
