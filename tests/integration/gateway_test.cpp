@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <openssl/sha.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <chrono>
@@ -724,6 +725,40 @@ TEST_P(GatewayTest, ProveCommandWritesTheProofOfItsInput) {
   EXPECT_EQ(proof, proof_of(*sent));
   const auto job = queue_->job_by_request("cli-porep-1");
   ASSERT_TRUE(job);
+  EXPECT_EQ(job->state, core::JobState::Done);
+}
+
+// `prove --client-token-file` calls as the client the token names (gateway/client_tokens.h); a
+// token file other users may read is refused before anything is sent.
+TEST_P(GatewayTest, ProveCommandCallsAsTheClientItsTokenNames) {
+  auto c = config();
+  c.client_auth.tokens = {{"bench-rig", "0123456789abcdef0123"}};
+  start(c);
+  start_agent();
+  std::ofstream(dir_.file("c1.json"))
+      << R"({"SectorNum":6,"Phase1Out":"YWJjZA==","SectorSize":34359738368})";
+  std::ofstream(dir_.file("token")) << "0123456789abcdef0123\n";
+  ::chmod(dir_.file("token").c_str(), 0644);
+  const std::vector<std::string> args = {PF_BINARY,
+                                         "prove",
+                                         "--input",
+                                         dir_.file("c1.json"),
+                                         "--gateway",
+                                         "127.0.0.1:" + std::to_string(gateway_->port()),
+                                         "--request-id",
+                                         "cli-token-1",
+                                         "--client-token-file",
+                                         dir_.file("token")};
+  auto refused = test::Subprocess::spawn(args);
+  EXPECT_NE(refused.wait_exit(60s), 0);
+  EXPECT_THAT(refused.stderr_text(), HasSubstr("chmod 600"));
+  EXPECT_FALSE(queue_->job_by_request("cli-token-1"));
+  ::chmod(dir_.file("token").c_str(), 0600);
+  auto run = test::Subprocess::spawn(args);
+  ASSERT_EQ(run.wait_exit(120s), 0) << run.stderr_text();
+  const auto job = queue_->job_by_request("cli-token-1");
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->client, "bench-rig");
   EXPECT_EQ(job->state, core::JobState::Done);
 }
 
