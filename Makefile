@@ -31,7 +31,9 @@ demo: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS) --target proverfleet
 	$(BUILD)/proverfleet demo $(DEMO_FLAGS)
 
+# The benches are not part of `make test`'s build: their own target builds them here.
 bench: build
+	cmake --build $(BUILD) -j $(JOBS) --target benches
 	scripts/bench $(BUILD)
 
 format:

@@ -1,0 +1,89 @@
+# The C++ tests: a few executables, one per layer of what they exercise, each linking only the
+# libraries that layer needs (a core test does not link gRPC, PostgreSQL or the HTTP front).
+# Fewer executables means fewer links (98 before issue 28, each linking everything); test cases
+# are found when ctest runs (gtest discovery PRE_TEST), not during the build, and each still runs
+# as its own ctest test, by its gtest name.
+#
+# Adding a test file: put its name in the group whose libraries it needs. Configuring fails
+# naming any tests/unit or tests/integration *_test.cpp that is in no group, or in two.
+
+# Pure: decisions, scenarios, the simulator and bounded parsing.
+set(PF_TESTS_CORE
+  acceptance alerts blocklist bounded_json demand_estimate demand_forecast des_engine
+  des_targets des_v2_default economics host_stats job_money job_outcome job_schedule
+  leader_lease learned_predictor lifecycle offer_json offer_query oom_memory planner policy
+  predictor profit_bound query reconcile_plan reliability_checks scale_to_demand scenario
+  scenario_v2 scoring sprt_acceptance unconfirmed_create)
+# The manager's side without gRPC: store (SQLite, PostgreSQL), job queue, HTTP front, manager.
+set(PF_TESTS_SERVER
+  agent_logs_store autopilot client_jobs_store dashboard fleet_watch hearing hot_reads
+  http_api http_front job_dispatch_parity job_metrics job_queue_plan job_queue_restart
+  job_queue job_worker_roster jobs_api leader_lease_store leadership lifecycle_parity
+  manager_jobs manager_offers manager_ops manager ops_api pg_connection store_copy store
+  store_url vast_market webhooks written_copies)
+# What speaks gRPC or needs the whole program: agent, gateway, market-sim, CLI and config.
+set(PF_TESTS_FLEET
+  agent_cancel agent_cuzk agent_flow agent_outbox agent_param_manifest agent_params
+  agent_parts agent_probe agent_work benchmark_input config deploy_onstart gateway_config
+  gateway_validation http_api_benchmark_input load_generator market_sim operator_token
+  ops_config sim_settings truth_model)
+# tests/integration: they spawn the real binary.
+set(PF_TESTS_INTEGRATION
+  agent_cli agent_jobs demo failover gateway_relay gateway manager_e2e market_sim_http
+  migrate_cli replicas sim_cli spawned_agents_e2e vast_market_sim)
+
+# Every test file in exactly one group.
+file(GLOB pf_unit_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/unit/*_test.cpp)
+file(GLOB pf_integration_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/integration/*_test.cpp)
+function(pf_check_test_groups dir files)
+  set(grouped ${ARGN})
+  foreach(f IN LISTS files)
+    get_filename_component(n ${f} NAME_WE)
+    string(REGEX REPLACE "_test$" "" n ${n})
+    list(FIND grouped ${n} at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "tests/${dir}/${n}_test.cpp is in no test group: add it to a list in "
+                          "tests/tests.cmake")
+    endif()
+    list(REMOVE_AT grouped ${at})
+    list(FIND grouped ${n} again)
+    if(NOT again EQUAL -1)
+      message(FATAL_ERROR "tests/${dir}/${n}_test.cpp is in two test groups (tests/tests.cmake)")
+    endif()
+  endforeach()
+  if(grouped)
+    message(FATAL_ERROR "tests/tests.cmake names test files that do not exist in tests/${dir}: "
+                        "${grouped}")
+  endif()
+endfunction()
+pf_check_test_groups(unit "${pf_unit_files}" ${PF_TESTS_CORE} ${PF_TESTS_SERVER} ${PF_TESTS_FLEET})
+pf_check_test_groups(integration "${pf_integration_files}" ${PF_TESTS_INTEGRATION})
+
+function(pf_test_executable name dir)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "TESTS;LIBS")
+  set(srcs)
+  foreach(t IN LISTS arg_TESTS)
+    list(APPEND srcs ${CMAKE_SOURCE_DIR}/tests/${dir}/${t}_test.cpp)
+  endforeach()
+  add_executable(${name} ${srcs})
+  target_link_libraries(${name} PRIVATE ${arg_LIBS} pf_warnings GTest::gtest GTest::gtest_main
+                        GTest::gmock PkgConfig::HTTPLIB nlohmann_json::nlohmann_json tl::expected)
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests ${CMAKE_SOURCE_DIR}/src)
+  target_compile_definitions(${name} PRIVATE
+    PF_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+    PF_BINARY="$<TARGET_FILE:proverfleet>")
+  pf_use_test_pch(${name})
+  add_dependencies(${name} pf_test_pg_server)
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+    PROPERTIES TIMEOUT 300 FIXTURES_REQUIRED pg ENVIRONMENT "${PF_TEST_PG_ENV}")
+endfunction()
+
+pf_test_executable(unit_core_tests unit TESTS ${PF_TESTS_CORE}
+  LIBS pf_sim pf_scenario pf_vast_json pf_util pf_core)
+pf_test_executable(unit_server_tests unit TESTS ${PF_TESTS_SERVER}
+  LIBS pf_manager pf_jobs pf_store pf_net pf_market pf_sim pf_scenario pf_util pf_core)
+pf_test_executable(unit_fleet_tests unit TESTS ${PF_TESTS_FLEET} LIBS pf_cli)
+pf_test_executable(integration_tests integration TESTS ${PF_TESTS_INTEGRATION} LIBS pf_cli)
+# deploy_onstart runs the binary's onstart text; integration tests spawn it.
+add_dependencies(unit_fleet_tests proverfleet)
+add_dependencies(integration_tests proverfleet)
