@@ -41,7 +41,9 @@ set(PF_PCH_HEADERS
   <unordered_map> <utility> <vector>
   <nlohmann/json.hpp> <tl/expected.hpp>)
 if(PF_PCH)
-  file(WRITE ${CMAKE_BINARY_DIR}/gen/pch_anchor.cpp "// Owns the shared precompiled header.\n")
+  # CONFIGURE writes only when the text changes: a reconfigure must not recompile the anchors.
+  file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/gen/pch_anchor.cpp
+       CONTENT "// Owns the shared precompiled header.\n")
   add_library(pf_pch_anchor STATIC ${CMAKE_BINARY_DIR}/gen/pch_anchor.cpp)
   target_link_libraries(pf_pch_anchor PRIVATE pf_warnings nlohmann_json::nlohmann_json
                         tl::expected)

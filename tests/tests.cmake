@@ -60,7 +60,10 @@ pf_check_test_groups(unit "${pf_unit_files}" ${PF_TESTS_CORE} ${PF_TESTS_SERVER}
 pf_check_test_groups(integration "${pf_integration_files}" ${PF_TESTS_INTEGRATION})
 
 function(pf_test_executable name dir)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "TESTS;LIBS")
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "COST" "TESTS;LIBS")
+  if(NOT arg_COST)
+    set(arg_COST 0)
+  endif()
   set(srcs)
   foreach(t IN LISTS arg_TESTS)
     list(APPEND srcs ${CMAKE_SOURCE_DIR}/tests/${dir}/${t}_test.cpp)
@@ -75,7 +78,7 @@ function(pf_test_executable name dir)
   pf_use_test_pch(${name})
   add_dependencies(${name} pf_test_pg_server)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
-    PROPERTIES TIMEOUT 300 FIXTURES_REQUIRED pg ENVIRONMENT "${PF_TEST_PG_ENV}")
+    PROPERTIES TIMEOUT 300 COST ${arg_COST} FIXTURES_REQUIRED pg ENVIRONMENT "${PF_TEST_PG_ENV}")
 endfunction()
 
 pf_test_executable(unit_core_tests unit TESTS ${PF_TESTS_CORE}
@@ -83,7 +86,10 @@ pf_test_executable(unit_core_tests unit TESTS ${PF_TESTS_CORE}
 pf_test_executable(unit_server_tests unit TESTS ${PF_TESTS_SERVER}
   LIBS pf_manager pf_jobs pf_store pf_net pf_market pf_sim pf_scenario pf_util pf_core)
 pf_test_executable(unit_fleet_tests unit TESTS ${PF_TESTS_FLEET} LIBS pf_cli)
-pf_test_executable(integration_tests integration TESTS ${PF_TESTS_INTEGRATION} LIBS pf_cli)
+# Integration tests wait on spawned processes (seconds to a minute each): started before the
+# unit tests (COST) so that the run's tail is not one of them.
+pf_test_executable(integration_tests integration TESTS ${PF_TESTS_INTEGRATION} LIBS pf_cli
+  COST 100)
 # deploy_onstart runs the binary's onstart text; integration tests spawn it.
 add_dependencies(unit_fleet_tests proverfleet)
 add_dependencies(integration_tests proverfleet)

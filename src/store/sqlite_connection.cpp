@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +20,9 @@
 
 namespace pf::store {
 namespace {
+
+// How long a statement waits for another connection's lock before failing.
+constexpr int kSqliteBusyTimeoutMs = 5000;
 
 // --- RAII over the C API -----------------------------------------------------------------------
 
@@ -40,6 +45,29 @@ StmtHandle prepare_statement(sqlite3* db, std::string_view sql, const std::strin
   StmtHandle stmt(raw);
   if (rc != SQLITE_OK) fail(db, doing + " (preparing)");
   return stmt;
+}
+
+// Switches a connection to WAL and returns the journal mode SQLite reports. Two processes
+// opening a new database at once can each hold a shared lock while asking for the exclusive one
+// the switch needs; SQLite then answers SQLITE_BUSY at once, without its busy handler, to break
+// the deadlock (https://sqlite.org/c3ref/busy_handler.html: "the busy handler is not invoked"
+// when that could deadlock). The switch is tried again, within the connection's busy timeout.
+std::string switch_to_wal(sqlite3* db, const std::string& doing) {
+  using Clock = std::chrono::steady_clock;
+  const auto give_up = Clock::now() + std::chrono::milliseconds(kSqliteBusyTimeoutMs);
+  auto pause = std::chrono::milliseconds(2);
+  for (;;) {
+    StmtHandle stmt = prepare_statement(db, "PRAGMA journal_mode=WAL", doing);
+    const int rc = sqlite3_step(stmt.get());
+    if (rc == SQLITE_ROW) {
+      const auto* text = sqlite3_column_text(stmt.get(), 0);
+      return text != nullptr ? std::string(reinterpret_cast<const char*>(text)) : std::string();
+    }
+    if ((rc & 0xff) != SQLITE_BUSY || Clock::now() + pause > give_up) fail(db, doing);
+    stmt.reset();
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
 }
 
 struct StringHash {
@@ -261,6 +289,11 @@ class SqliteConnection::Checkpointer {
     if (rc != SQLITE_OK) {
       throw StoreError(doing + ": " + (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
     }
+    // Its first statement reads the schema, which waits like any other while a second process
+    // opening the same new database holds the lock (PASSIVE checkpoints never wait).
+    if (sqlite3_busy_timeout(db_.get(), kSqliteBusyTimeoutMs) != SQLITE_OK) {
+      fail(db_.get(), doing + ": setting busy_timeout");
+    }
     // NORMAL still syncs the WAL before copying it and the database after: what makes the
     // copy safe. The thread starts last, once everything it uses exists.
     exec_on(db_.get(), "PRAGMA synchronous=NORMAL", doing + ": setting synchronous");
@@ -353,15 +386,14 @@ SqliteConnection::SqliteConnection(const std::string& path)
   }
   sqlite3* db = db_.get();
   sqlite3_extended_result_codes(db, 1);
-  if (sqlite3_busy_timeout(db, 5000) != SQLITE_OK) fail(db, doing + ": setting busy_timeout");
+  if (sqlite3_busy_timeout(db, kSqliteBusyTimeoutMs) != SQLITE_OK) {
+    fail(db, doing + ": setting busy_timeout");
+  }
 
   // WAL lets CLI commands read while the manager writes; :memory: reports "memory".
-  {
-    auto s = prepare("PRAGMA journal_mode=WAL", doing + ": enabling WAL");
-    const std::string mode = s->next() ? std::string(s->text_view(0)) : std::string();
-    if (mode != "wal" && !(path == ":memory:" && mode == "memory")) {
-      throw StoreError(doing + ": cannot enable WAL journal mode (got '" + mode + "')");
-    }
+  const std::string mode = switch_to_wal(db, doing + ": enabling WAL");
+  if (mode != "wal" && !(path == ":memory:" && mode == "memory")) {
+    throw StoreError(doing + ": cannot enable WAL journal mode (got '" + mode + "')");
   }
   exec_on(db, "PRAGMA foreign_keys=ON", doing + ": enabling foreign keys");
   // Durability trade-off: in WAL mode, NORMAL syncs at checkpoints, not at every commit. A

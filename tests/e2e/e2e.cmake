@@ -28,7 +28,8 @@ add_test(NAME e2e_gateway
          COMMAND ${PF_E2E_PYTHON} ${CMAKE_SOURCE_DIR}/tests/e2e/gateway_e2e.py
                  --binary $<TARGET_FILE:proverfleet> --source ${CMAKE_SOURCE_DIR} --jobs 200
                  --second-run-without-local-cuzk)
-set_tests_properties(e2e_gateway PROPERTIES LABELS e2e TIMEOUT 900 RUN_SERIAL TRUE)
+# Started early (COST) and beside the other tests: its own ports, its own run directory.
+set_tests_properties(e2e_gateway PROPERTIES LABELS e2e TIMEOUT 900 COST 900)
 
 # The same run on PostgreSQL (a fresh database on the ctest run's server, fixture pg), with
 # fewer jobs: the store is what differs, and the agent kill and the serve restart still happen.
@@ -37,5 +38,5 @@ add_test(NAME e2e_gateway_pg
          COMMAND ${PF_E2E_PYTHON} ${CMAKE_SOURCE_DIR}/tests/e2e/gateway_e2e.py
                  --binary $<TARGET_FILE:proverfleet> --source ${CMAKE_SOURCE_DIR} --jobs 40
                  --db pg-fresh)
-set_tests_properties(e2e_gateway_pg PROPERTIES LABELS e2e TIMEOUT 900 RUN_SERIAL TRUE
+set_tests_properties(e2e_gateway_pg PROPERTIES LABELS e2e TIMEOUT 900 COST 800
   FIXTURES_REQUIRED pg ENVIRONMENT "${PF_TEST_PG_ENV}")
