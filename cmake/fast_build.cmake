@@ -1,21 +1,36 @@
-# How the build is made fast on a 2-core machine (issue 28): compile less (precompiled headers
-# shared by every target), link less and faster (lld, split DWARF), cache what can be cached
-# (ccache, with the settings precompiled headers need). Included from the top-level
-# CMakeLists.txt before any target. Every switch has an option to turn it off, for a build that
-# must show what it costs.
+# How the build is made fast on a 2-core machine (issue 28). Included from the top-level
+# CMakeLists.txt before any target. What was measured, per translation unit, on one machine in
+# one session (seconds to compile; docs/architecture.md, "Build"):
+#
+#                                  -O2 -g   -O2 -g1   -O1 -g1   -O2 -g + precompiled header
+#   tests/unit/store_test.cpp        22.8      19.2      11.2      22.5
+#   tests/unit/economics_test.cpp     6.0       4.7       4.0       6.5
+#   src/manager/manager.cpp          14.4       9.4       7.5      14.7
+#   src/core/economics.cpp            1.3       1.8*      1.7*      2.3     (* with the header)
+#
+# Code generation and debug info are where the time goes, not parsing headers: a shared
+# precompiled header (std, json, expected, gtest/gmock, httplib) saved nothing on the large files
+# and cost a second on the small ones, so there is none. What is done instead:
+#   - debug info as line tables (-g1): backtraces, perf and valgrind still name file and line;
+#     -DPF_FULL_DEBUG_INFO=ON gives gdb its variables back;
+#   - test code (tests/, the fuzz corpus replays) at -O1: the code under test is the libraries',
+#     compiled as the product is;
+#   - lld and split DWARF: a test executable links in about a second;
+#   - ccache when present.
 
-option(PF_PCH "Precompile the standard library, json and expected (and gtest/gmock for tests)" ON)
 option(PF_FAST_LINK "Link with lld and keep debug info in .dwo files (split DWARF)" ON)
+option(PF_FULL_DEBUG_INFO "Full debug info (-g) instead of line tables (-g1)" OFF)
 
-# ccache: sloppiness for precompiled headers (else every PCH user is compiled uncached), and
-# depend mode (hash the compiler's own dependency list instead of running the preprocessor a
-# second time: a cold cache, as CI's fresh clone has, then costs almost nothing).
+# ccache in depend mode: it hashes the compiler's own dependency list instead of running the
+# preprocessor a second time, so a cold cache, as CI's fresh clone has, costs almost nothing.
 find_program(CCACHE_PROGRAM ccache)
 if(CCACHE_PROGRAM)
-  set(CMAKE_CXX_COMPILER_LAUNCHER
-      ${CMAKE_COMMAND} -E env
-      CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
-      CCACHE_DEPEND=1 ${CCACHE_PROGRAM})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${CMAKE_COMMAND} -E env CCACHE_DEPEND=1 ${CCACHE_PROGRAM})
+endif()
+
+# Options added here come after CMAKE_CXX_FLAGS_<CONFIG> on the command line: the last -g wins.
+if(NOT PF_FULL_DEBUG_INFO)
+  add_compile_options($<$<CONFIG:Debug,RelWithDebInfo>:-g1>)
 endif()
 
 if(PF_FAST_LINK)
@@ -30,69 +45,7 @@ if(PF_FAST_LINK)
   add_compile_options($<$<CONFIG:Debug,RelWithDebInfo>:-gsplit-dwarf>)
 endif()
 
-# pf_pch_anchor / pf_test_pch_anchor own the precompiled headers; every other target reuses them
-# (pf_use_pch / pf_use_test_pch), so each is compiled once. Reuse needs the same compile flags,
-# hence pf_warnings on both. -Winvalid-pch (an error under -Werror) catches a target whose flags
-# drifted: gcc would silently parse the headers again.
-set(PF_PCH_HEADERS
-  <algorithm> <array> <atomic> <chrono> <cmath> <condition_variable> <cstdint> <cstdio>
-  <cstring> <deque> <filesystem> <fstream> <functional> <limits> <map> <memory> <mutex>
-  <optional> <random> <set> <sstream> <stdexcept> <string> <string_view> <thread>
-  <unordered_map> <utility> <vector>
-  <nlohmann/json.hpp> <tl/expected.hpp>)
-if(PF_PCH)
-  # CONFIGURE writes only when the text changes: a reconfigure must not recompile the anchors.
-  file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/gen/pch_anchor.cpp
-       CONTENT "// Owns the shared precompiled header.\n")
-  add_library(pf_pch_anchor STATIC ${CMAKE_BINARY_DIR}/gen/pch_anchor.cpp)
-  target_link_libraries(pf_pch_anchor PRIVATE pf_warnings nlohmann_json::nlohmann_json
-                        tl::expected)
-  target_precompile_headers(pf_pch_anchor PRIVATE ${PF_PCH_HEADERS})
-  target_compile_options(pf_pch_anchor PRIVATE -Winvalid-pch)
-
-  add_library(pf_test_pch_anchor STATIC ${CMAKE_BINARY_DIR}/gen/pch_anchor.cpp)
-  target_link_libraries(pf_test_pch_anchor PRIVATE pf_warnings nlohmann_json::nlohmann_json
-                        tl::expected GTest::gtest GTest::gmock PkgConfig::HTTPLIB)
-  target_precompile_headers(pf_test_pch_anchor PRIVATE ${PF_PCH_HEADERS}
-                            <gtest/gtest.h> <gmock/gmock.h> <httplib.h>)
-  target_compile_options(pf_test_pch_anchor PRIVATE -Winvalid-pch)
-endif()
-
-function(pf_use_pch target)
-  if(PF_PCH)
-    target_precompile_headers(${target} REUSE_FROM pf_pch_anchor)
-    target_compile_options(${target} PRIVATE -Winvalid-pch)
-  endif()
+# Test code at -O1 where the product is optimised (the last -O on the command line wins).
+function(pf_test_code_flags target)
+  target_compile_options(${target} PRIVATE $<$<CONFIG:Release,RelWithDebInfo>:-O1>)
 endfunction()
-
-function(pf_use_test_pch target)
-  if(PF_PCH)
-    target_precompile_headers(${target} REUSE_FROM pf_test_pch_anchor)
-    target_compile_options(${target} PRIVATE -Winvalid-pch)
-  endif()
-endfunction()
-
-# GCC 12 with a precompiled header reports libstdc++'s own std::string code as out of bounds
-# (-Warray-bounds / -Wstringop-overflow, the false positives of GCC PR 105329 and 105651, which
-# the same file without the header does not show). Rather than switch those warnings off for
-# everything, the few files that hit it are compiled without the precompiled header. A new file
-# failing with "forming offset ... out of the bounds [0, 32] of object ... basic_string" in
-# char_traits.h belongs in this list.
-set(PF_PCH_SKIP
-  src/agent/param_manifest.cpp
-  src/agent/prover_sim.cpp
-  src/cli/manager_client.cpp
-  src/core/acceptance.cpp
-  src/core/planner.cpp
-  src/manager/leader_forward.cpp
-  tests/unit/agent_flow_test.cpp
-  tests/unit/des_targets_test.cpp
-  tests/unit/des_v2_default_test.cpp
-  tests/unit/ops_config_test.cpp
-  tests/unit/scenario_test.cpp
-  tests/unit/sim_settings_test.cpp)
-if(PF_PCH)
-  foreach(f IN LISTS PF_PCH_SKIP)
-    set_source_files_properties(${CMAKE_SOURCE_DIR}/${f} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
-  endforeach()
-endif()

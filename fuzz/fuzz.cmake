@@ -59,6 +59,7 @@ foreach(name IN LISTS PF_FUZZ_NAMES)
     target_compile_options(fuzz_${name}_corpus PRIVATE -fsanitize=undefined,float-cast-overflow
                            -fno-sanitize-recover=all)
     target_link_options(fuzz_${name}_corpus PRIVATE -fsanitize=undefined,float-cast-overflow)
+    pf_test_code_flags(fuzz_${name}_corpus)
     add_test(NAME fuzz_corpus_${name}
              COMMAND fuzz_${name}_corpus ${CMAKE_SOURCE_DIR}/fuzz/corpus/${name})
     set_tests_properties(fuzz_corpus_${name} PROPERTIES LABELS reliability TIMEOUT 300)

@@ -75,7 +75,7 @@ function(pf_test_executable name dir)
   target_compile_definitions(${name} PRIVATE
     PF_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
     PF_BINARY="$<TARGET_FILE:proverfleet>")
-  pf_use_test_pch(${name})
+  pf_test_code_flags(${name})
   add_dependencies(${name} pf_test_pg_server)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT 300 COST ${arg_COST} FIXTURES_REQUIRED pg ENVIRONMENT "${PF_TEST_PG_ENV}")

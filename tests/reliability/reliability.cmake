@@ -8,6 +8,7 @@ if(NOT PF_FUZZ)
   target_link_libraries(reliability_suite PRIVATE pf_warnings nlohmann_json::nlohmann_json
                         PkgConfig::HTTPLIB Threads::Threads)
   add_dependencies(reliability_suite proverfleet)
+  pf_test_code_flags(reliability_suite)
 
   add_test(NAME reliability_http_corpus
            COMMAND reliability_suite http-corpus --binary $<TARGET_FILE:proverfleet>
