@@ -51,7 +51,7 @@ double epoch_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string fixture(const std::string& name) {
+std::string probe_fixture(const std::string& name) {
   return std::string(PF_SOURCE_DIR) + "/tests/fixtures/probe/" + name;
 }
 
@@ -157,9 +157,9 @@ class AgentJobs : public ::testing::Test {
     agent.instance_id = rec ? rec->id : 0;
     agent.state_dir = (dir_ / name).string();
     agent.process.emplace(test::Subprocess::spawn(
-        {PF_BINARY, "agent", "--state-dir", agent.state_dir, "--probe-root", fixture("cgroup-v2"),
-         "--prover", "sim", "--sim-truth", truth.dump(), "--time-scale", "1", "--concurrency", "2",
-         "--no-progress", "--exit-on-failure"},
+        {PF_BINARY, "agent", "--state-dir", agent.state_dir, "--probe-root",
+         probe_fixture("cgroup-v2"), "--prover", "sim", "--sim-truth", truth.dump(), "--time-scale",
+         "1", "--concurrency", "2", "--no-progress", "--exit-on-failure"},
         spawn));
     return agent;
   }

@@ -138,7 +138,7 @@ class FakeAgent {
   std::thread thread_;
 };
 
-double epoch_now() {
+double gateway_epoch_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
@@ -155,7 +155,7 @@ class GatewayTest : public ::testing::TestWithParam<pf::testing::Backend> {
       if (fleet_up_) workers.push_back({kInstance, 1.0, 4, 0, -1});
       return workers;
     };
-    queue_ = std::make_unique<jobs::JobQueue>(*store_, config, hooks, epoch_now);
+    queue_ = std::make_unique<jobs::JobQueue>(*store_, config, hooks, gateway_epoch_now);
   }
   void TearDown() override {
     if (gateway_) gateway_->shutdown();
@@ -784,7 +784,7 @@ TEST(GatewayStart, RefusesAnExposedListenWithoutAllowListOrTls) {
   auto store = store::open_store(dir.file("pf.db"));
   jobs::JobQueueConfig config;
   config.data_dir = dir.path();
-  jobs::JobQueue queue(*store, config, {}, epoch_now);
+  jobs::JobQueue queue(*store, config, {}, gateway_epoch_now);
   GatewayConfig exposed;
   exposed.listen = "0.0.0.0:0";
   auto refused = start_gateway(queue, exposed);
@@ -803,7 +803,7 @@ TEST(GatewayStart, BadTlsFilesAreAClearStartupError) {
   auto store = store::open_store(dir.file("pf.db"));
   jobs::JobQueueConfig config;
   config.data_dir = dir.path();
-  jobs::JobQueue queue(*store, config, {}, epoch_now);
+  jobs::JobQueue queue(*store, config, {}, gateway_epoch_now);
   std::ofstream(dir.file("cert.pem")) << "not a certificate\n";
   std::ofstream(dir.file("key.pem")) << "not a key\n";
   GatewayConfig tls;
@@ -828,7 +828,7 @@ TEST(GatewayStart, TakenPortIsAClearStartupError) {
   auto store = store::open_store(dir.file("pf.db"));
   jobs::JobQueueConfig config;
   config.data_dir = dir.path();
-  jobs::JobQueue queue(*store, config, {}, epoch_now);
+  jobs::JobQueue queue(*store, config, {}, gateway_epoch_now);
   GatewayConfig first;
   first.listen = "127.0.0.1:0";
   auto one = start_gateway(queue, first);

@@ -30,7 +30,6 @@ using pf::test::Url;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-const std::string kBinary = PF_BINARY;
 const std::string kVastKey = "e2e-vast-key";
 
 class ManagerE2E : public ::testing::TestWithParam<pf::testing::Backend> {

@@ -12,7 +12,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fixture(const std::string& name) {
+std::string probe_fixture(const std::string& name) {
   return std::string(PF_SOURCE_DIR) + "/tests/fixtures/probe/" + name;
 }
 
@@ -38,7 +38,7 @@ class TempTree {
 };
 
 TEST(AgentProbe, CgroupV2LimitBelowHostMemoryIsTheUsableFigure) {
-  auto m = probe_memory(fixture("cgroup-v2"));
+  auto m = probe_memory(probe_fixture("cgroup-v2"));
   ASSERT_TRUE(m) << m.error();
   EXPECT_EQ(m->cgroup_version, "v2");
   ASSERT_TRUE(m->cgroup_limit_gib);
@@ -48,21 +48,21 @@ TEST(AgentProbe, CgroupV2LimitBelowHostMemoryIsTheUsableFigure) {
   EXPECT_DOUBLE_EQ(m->usable_gib, 256.0);
   EXPECT_NE(m->usable_source.find("memory.max"), std::string::npos) << m->usable_source;
 
-  const CpuInfo c = probe_cpu(fixture("cgroup-v2"));
+  const CpuInfo c = probe_cpu(probe_fixture("cgroup-v2"));
   EXPECT_EQ(c.affinity_cpus, 128);
   ASSERT_TRUE(c.quota_cpus);
   EXPECT_DOUBLE_EQ(*c.quota_cpus, 32.0);
   EXPECT_DOUBLE_EQ(c.usable, 32.0);
   EXPECT_EQ(c.usable_source, "cgroup cpu quota");
 
-  EXPECT_EQ(read_oom_kills(fixture("cgroup-v2")), 1);
-  auto peak = read_cgroup_peak_gib(fixture("cgroup-v2"));
+  EXPECT_EQ(read_oom_kills(probe_fixture("cgroup-v2")), 1);
+  auto peak = read_cgroup_peak_gib(probe_fixture("cgroup-v2"));
   ASSERT_TRUE(peak);
   EXPECT_DOUBLE_EQ(*peak, 160.0);
 }
 
 TEST(AgentProbe, CgroupV1FollowsTheProcessCgroupPathAndSkipsTheUnlimitedRoot) {
-  auto m = probe_memory(fixture("cgroup-v1"));
+  auto m = probe_memory(probe_fixture("cgroup-v1"));
   ASSERT_TRUE(m) << m.error();
   EXPECT_EQ(m->cgroup_version, "v1");
   EXPECT_NE(m->cgroup_dir.find("docker/3f2a"), std::string::npos) << m->cgroup_dir;
@@ -70,45 +70,45 @@ TEST(AgentProbe, CgroupV1FollowsTheProcessCgroupPathAndSkipsTheUnlimitedRoot) {
   EXPECT_DOUBLE_EQ(*m->cgroup_limit_gib, 128.0);
   EXPECT_DOUBLE_EQ(m->usable_gib, 128.0);
 
-  const CpuInfo c = probe_cpu(fixture("cgroup-v1"));
+  const CpuInfo c = probe_cpu(probe_fixture("cgroup-v1"));
   EXPECT_EQ(c.affinity_cpus, 64);  // 0-31,64-95
   ASSERT_TRUE(c.quota_cpus);
   EXPECT_DOUBLE_EQ(*c.quota_cpus, 16.0);
   EXPECT_DOUBLE_EQ(c.usable, 16.0);
 
-  EXPECT_EQ(read_oom_kills(fixture("cgroup-v1")), 2);
-  auto peak = read_cgroup_peak_gib(fixture("cgroup-v1"));
+  EXPECT_EQ(read_oom_kills(probe_fixture("cgroup-v1")), 2);
+  auto peak = read_cgroup_peak_gib(probe_fixture("cgroup-v1"));
   ASSERT_TRUE(peak);
   EXPECT_DOUBLE_EQ(*peak, 110.0);
 }
 
 TEST(AgentProbe, NoCgroupLimitFallsBackToMeminfo) {
-  auto m = probe_memory(fixture("unlimited"));
+  auto m = probe_memory(probe_fixture("unlimited"));
   ASSERT_TRUE(m) << m.error();
   EXPECT_EQ(m->cgroup_version, "v2");
   EXPECT_FALSE(m->cgroup_limit_gib);
   EXPECT_NEAR(m->usable_gib, 62.8, 0.1);
   EXPECT_NE(m->usable_source.find("/proc/meminfo"), std::string::npos);
 
-  const CpuInfo c = probe_cpu(fixture("unlimited"));
+  const CpuInfo c = probe_cpu(probe_fixture("unlimited"));
   EXPECT_FALSE(c.quota_cpus);  // "max 100000"
   EXPECT_DOUBLE_EQ(c.usable, 16.0);
   EXPECT_EQ(c.usable_source, "affinity mask");
-  EXPECT_FALSE(read_cgroup_peak_gib(fixture("unlimited")));
+  EXPECT_FALSE(read_cgroup_peak_gib(probe_fixture("unlimited")));
 }
 
 TEST(AgentProbe, LimitOnAnAncestorCgroupBelowMeminfoWins) {
   // The container's own memory.max is "max"; its pod's is 75 GiB, the host shows 376 GiB:
   // the field's "75 GB advertised vs 376 GB seen".
-  auto m = probe_memory(fixture("limit-below-meminfo"));
+  auto m = probe_memory(probe_fixture("limit-below-meminfo"));
   ASSERT_TRUE(m) << m.error();
   EXPECT_NE(m->cgroup_dir.find("kubepods/pod7/ctr"), std::string::npos) << m->cgroup_dir;
   ASSERT_TRUE(m->cgroup_limit_gib);
   EXPECT_DOUBLE_EQ(*m->cgroup_limit_gib, 75.0);
   EXPECT_NEAR(*m->meminfo_total_gib, 376.0, 0.1);
   EXPECT_DOUBLE_EQ(m->usable_gib, 75.0);
-  EXPECT_DOUBLE_EQ(probe_cpu(fixture("limit-below-meminfo")).usable, 14.0);
-  EXPECT_EQ(read_oom_kills(fixture("limit-below-meminfo")), 0);
+  EXPECT_DOUBLE_EQ(probe_cpu(probe_fixture("limit-below-meminfo")).usable, 14.0);
+  EXPECT_EQ(read_oom_kills(probe_fixture("limit-below-meminfo")), 0);
 }
 
 TEST(AgentProbe, CgroupLimitAboveHostMemoryIsNotTheUsableFigure) {
@@ -132,7 +132,7 @@ TEST(AgentProbe, NothingReadableIsAClearError) {
 
 TEST(AgentProbe, RecordedNvidiaSmiOutputParses) {
   ProbeOptions o;
-  o.root = fixture("cgroup-v1");
+  o.root = probe_fixture("cgroup-v1");
   auto gpus = query_gpus(o);
   ASSERT_TRUE(gpus) << gpus.error();
   ASSERT_EQ(gpus->size(), 2u);
@@ -162,7 +162,7 @@ TEST(AgentProbe, RecordedNvidiaSmiOutputParses) {
 
 TEST(AgentProbe, NotAvailableFieldsReadAsZero) {
   ProbeOptions o;
-  o.root = fixture("unlimited");
+  o.root = probe_fixture("unlimited");
   auto gpus = query_gpus(o);
   ASSERT_TRUE(gpus) << gpus.error();
   ASSERT_EQ(gpus->size(), 1u);

@@ -12,9 +12,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr double kStart = 1'750'000'000;
+constexpr double kForecastStart = 1'750'000'000;
 constexpr double kDay = 86400;
-constexpr double kHour = 3600;
+constexpr double kForecastHour = 3600;
 
 // `per_hour` evenly spaced arrivals in [from, to).
 void add_steady(std::vector<double>& out, double from, double to, double per_hour) {
@@ -26,10 +26,10 @@ void add_steady(std::vector<double>& out, double from, double to, double per_hou
 std::vector<double> business_days(int days) {
   std::vector<double> out;
   for (int d = 0; d < days; ++d) {
-    const double day = kStart + d * kDay;
-    add_steady(out, day, day + 9 * kHour, 100);
-    add_steady(out, day + 9 * kHour, day + 12 * kHour, 600);
-    add_steady(out, day + 12 * kHour, day + kDay, 100);
+    const double day = kForecastStart + d * kDay;
+    add_steady(out, day, day + 9 * kForecastHour, 100);
+    add_steady(out, day + 9 * kForecastHour, day + 12 * kForecastHour, 600);
+    add_steady(out, day + 12 * kForecastHour, day + kDay, 100);
   }
   return out;
 }
@@ -37,8 +37,8 @@ std::vector<double> business_days(int days) {
 TEST(DemandForecast, NothingBeforeADayOfHistory) {
   const auto arrivals = business_days(1);
   // 20 h watched: the same time yesterday was never watched.
-  EXPECT_FALSE(
-      forecast_demand(arrivals, kStart, kStart + 20 * kHour, kStart + 21 * kHour, 100, {}));
+  EXPECT_FALSE(forecast_demand(arrivals, kForecastStart, kForecastStart + 20 * kForecastHour,
+                               kForecastStart + 21 * kForecastHour, 100, {}));
 }
 
 TEST(DemandForecast, YesterdaysPeakIsForecastAnHourBeforeIt) {
@@ -46,8 +46,8 @@ TEST(DemandForecast, YesterdaysPeakIsForecastAnHourBeforeIt) {
   // Day 2, 08:00, trailing 100/hr: at 09:30 yesterday the rate was 600/hr. The last hours were
   // as flat today as yesterday: pattern and trailing rate predicted them equally well (no
   // error either), so each counts half.
-  const double now = kStart + kDay + 8 * kHour;
-  const auto f = forecast_demand(arrivals, kStart, now, now + 1.5 * kHour, 100, {});
+  const double now = kForecastStart + kDay + 8 * kForecastHour;
+  const auto f = forecast_demand(arrivals, kForecastStart, now, now + 1.5 * kForecastHour, 100, {});
   ASSERT_TRUE(f);
   EXPECT_EQ(f->days, 1);
   EXPECT_NEAR(f->pattern_rate, 600, 1);
@@ -61,8 +61,8 @@ TEST(DemandForecast, APatternThatPredictedTheLastHoursOutweighsTheTrailingRate) 
   // Day 3, 11:45: the trailing hour ran at 600/hr; at 12:45 the last two days ran at 100/hr.
   // Through this morning's rise the pattern foresaw every hour, the trailing rate lagged.
   const auto arrivals = business_days(3);
-  const double now = kStart + 2 * kDay + 11.75 * kHour;
-  const auto f = forecast_demand(arrivals, kStart, now, now + kHour, 600, {});
+  const double now = kForecastStart + 2 * kDay + 11.75 * kForecastHour;
+  const auto f = forecast_demand(arrivals, kForecastStart, now, now + kForecastHour, 600, {});
   ASSERT_TRUE(f);
   EXPECT_EQ(f->days, 2);
   EXPECT_EQ(f->checks, 6);
@@ -78,10 +78,10 @@ TEST(DemandForecast, APatternThatMissedLatelyHasNoWeight) {
   // Yesterday was quiet all day; today has run at 500/hr since midnight: the pattern missed
   // every recent hour by 450/hr, the trailing rate none.
   std::vector<double> arrivals;
-  add_steady(arrivals, kStart, kStart + kDay, 50);
-  const double now = kStart + kDay + 8 * kHour;
-  add_steady(arrivals, kStart + kDay, now, 500);
-  const auto f = forecast_demand(arrivals, kStart, now, now + kHour, 500, {});
+  add_steady(arrivals, kForecastStart, kForecastStart + kDay, 50);
+  const double now = kForecastStart + kDay + 8 * kForecastHour;
+  add_steady(arrivals, kForecastStart + kDay, now, 500);
+  const auto f = forecast_demand(arrivals, kForecastStart, now, now + kForecastHour, 500, {});
   ASSERT_TRUE(f);
   EXPECT_NEAR(f->pattern_rate, 50, 1);
   EXPECT_LT(f->weight, 0.01);
@@ -92,8 +92,8 @@ TEST(DemandForecast, AnUntestedPatternHasNoWeight) {
   // 24.5 h watched: yesterday's 01:30 is there to forecast from, but no past hour can yet be
   // checked against a forecast from a day before it.
   const auto arrivals = business_days(2);
-  const double now = kStart + 24.5 * kHour;
-  const auto f = forecast_demand(arrivals, kStart, now, now + 1.5 * kHour, 100, {});
+  const double now = kForecastStart + 24.5 * kForecastHour;
+  const auto f = forecast_demand(arrivals, kForecastStart, now, now + 1.5 * kForecastHour, 100, {});
   ASSERT_TRUE(f);
   EXPECT_EQ(f->checks, 0);
   EXPECT_DOUBLE_EQ(f->weight, 0);
@@ -106,8 +106,9 @@ TEST(DemandForecast, HistoryBeyondHistoryDaysIsIgnored) {
   const auto arrivals = business_days(10);
   DemandForecastConfig cfg;
   cfg.history_days = 2;
-  const double now = kStart + 9 * kDay + 8 * kHour;
-  const auto f = forecast_demand(arrivals, kStart, now, now + 1.5 * kHour, 100, cfg);
+  const double now = kForecastStart + 9 * kDay + 8 * kForecastHour;
+  const auto f =
+      forecast_demand(arrivals, kForecastStart, now, now + 1.5 * kForecastHour, 100, cfg);
   ASSERT_TRUE(f);
   EXPECT_EQ(f->days, 2);
 }
@@ -115,17 +116,17 @@ TEST(DemandForecast, HistoryBeyondHistoryDaysIsIgnored) {
 TEST(DemandForecast, ADayOnlyPartlyWatchedDoesNotCount) {
   const auto arrivals = business_days(2);
   // Watching began at 09:20 on day 1: the 09:00–10:00 window of day 1 was not fully watched.
-  const double now = kStart + kDay + 8 * kHour;
-  EXPECT_FALSE(
-      forecast_demand(arrivals, kStart + 9 * kHour + 20 * 60, now, now + 1.5 * kHour, 100, {}));
+  const double now = kForecastStart + kDay + 8 * kForecastHour;
+  EXPECT_FALSE(forecast_demand(arrivals, kForecastStart + 9 * kForecastHour + 20 * 60, now,
+                               now + 1.5 * kForecastHour, 100, {}));
 }
 
 TEST(DemandForecast, ArrivalsAfterNowAreNotSeen) {
   // The shell may hand over arrivals up to now only; the forecast must not need the future.
   auto arrivals = business_days(2);
-  const double now = kStart + kDay + 8 * kHour;
+  const double now = kForecastStart + kDay + 8 * kForecastHour;
   std::erase_if(arrivals, [&](double t) { return t > now; });
-  const auto f = forecast_demand(arrivals, kStart, now, now + 1.5 * kHour, 100, {});
+  const auto f = forecast_demand(arrivals, kForecastStart, now, now + 1.5 * kForecastHour, 100, {});
   ASSERT_TRUE(f);
   EXPECT_NEAR(f->pattern_rate, 600, 1);
 }

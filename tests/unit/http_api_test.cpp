@@ -34,7 +34,7 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr const char* kOperatorToken = "operator-token-3b9f0c27d1e4";
+constexpr const char* kHttpApiToken = "operator-token-3b9f0c27d1e4";
 constexpr std::size_t kMaxBody = 64 * 1024;
 constexpr std::size_t kMaxLogPush = 4096;
 
@@ -52,7 +52,7 @@ class HttpApiTest : public pf::test::ManagerFixture {
     start_manager(cfg);
 
     ApiOptions options;
-    options.operator_token_hash = hash_token(kOperatorToken);
+    options.operator_token_hash = hash_token(kHttpApiToken);
     options.clock = [this] { return now_.load(); };
     options.max_body_bytes = kMaxBody;
     options.max_log_push_bytes = kMaxLogPush;
@@ -67,7 +67,7 @@ class HttpApiTest : public pf::test::ManagerFixture {
   static httplib::Headers bearer(const std::string& token) {
     return {{"Authorization", "Bearer " + token}};
   }
-  static httplib::Headers op() { return bearer(kOperatorToken); }
+  static httplib::Headers op() { return bearer(kHttpApiToken); }
 
   httplib::Result get(const std::string& path, const httplib::Headers& headers = op()) {
     return client_->Get(path.c_str(), headers);
@@ -182,7 +182,7 @@ TEST_F(HttpApiTest, EveryOperatorRouteRejectsMissingWrongAndAgentTokens) {
       {"no header", {}},
       {"wrong token", bearer("not-the-operator-token")},
       {"empty bearer", {{"Authorization", "Bearer "}}},
-      {"basic scheme", {{"Authorization", std::string("Basic ") + kOperatorToken}}},
+      {"basic scheme", {{"Authorization", std::string("Basic ") + kHttpApiToken}}},
       {"agent token", bearer(agent.token)},
   };
   for (const auto& route : operator_routes()) {
@@ -321,7 +321,7 @@ std::string raw_exchange(int port, const std::string& head) {
 
 TEST_F(HttpApiTest, ChunkedAndUnsizedBodiesAreRefusedBeforeTheyAreRead) {
   const std::string before = snapshot();
-  const std::string auth = std::string("Authorization: Bearer ") + kOperatorToken + "\r\n";
+  const std::string auth = std::string("Authorization: Bearer ") + kHttpApiToken + "\r\n";
   for (const std::string& framing :
        {std::string("Transfer-Encoding: chunked\r\n"), std::string()}) {
     SCOPED_TRACE(framing.empty() ? "no Content-Length" : framing);

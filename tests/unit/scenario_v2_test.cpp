@@ -38,7 +38,7 @@ Scenario parsed(const json& doc) {
   return *s;
 }
 
-std::string error_of(const json& doc) {
+std::string v2_error_of(const json& doc) {
   auto s = parse_scenario(doc);
   return s ? std::string("(parsed)") : s.error();
 }
@@ -91,13 +91,13 @@ TEST(ScenarioV2Parse, AddedKeysAreOptionalWithTheV1Defaults) {
 TEST(ScenarioV2Parse, DemandIsRequiredInV2AndV2KeysAreUnknownInV1) {
   json doc = v2_doc(30);
   doc.erase("demand");
-  EXPECT_EQ(error_of(doc), "missing top-level key \"demand\"");
+  EXPECT_EQ(v2_error_of(doc), "missing top-level key \"demand\"");
 
   json v1 = one_offer_doc(good_truth());
   v1["offers"][0]["truth"]["warmup_proofs"] = 2;
   v1["offers"][0]["dph_changes"] = json::array();
   v1["demand"] = v2_doc(1)["demand"];
-  const std::string e = error_of(v1);
+  const std::string e = v2_error_of(v1);
   EXPECT_THAT(e, HasSubstr("unknown top-level key \"demand\""));
   EXPECT_THAT(e, HasSubstr("offers[0]: unknown key \"dph_changes\""));
   EXPECT_THAT(e, HasSubstr("offers[0].truth: unknown key \"warmup_proofs\""));
@@ -113,7 +113,7 @@ TEST(ScenarioV2Parse, EveryBadV2ValueIsNamed) {
                                      {{"at", 4}, {"dph_total", 0.5}}};
   doc["offers"][0]["truth"]["warmup_proofs"] = 1.5;
   doc["offers"][0]["truth"]["throttle"] = {{"after_h", 1}, {"factor", 0.5}, {"reported", "no"}};
-  const std::string e = error_of(doc);
+  const std::string e = v2_error_of(doc);
   EXPECT_THAT(e, HasSubstr("demand.deadline_min: must be in (0, 1e+06], got 0"));
   EXPECT_THAT(e, HasSubstr("demand.arrivals[1].from_h: must not be before the previous"));
   EXPECT_THAT(e, HasSubstr("demand.arrivals[2]: from_h (13) must be < to_h (13)"));
@@ -128,14 +128,15 @@ TEST(ScenarioV2Parse, TheJobsAreBoundedSoTheSimulationIs) {
   json doc = v2_doc(1e6);
   doc["hours"] = 8760;
   doc["demand"]["arrivals"][0]["to_h"] = 8760;
-  EXPECT_THAT(error_of(doc), HasSubstr("demand.arrivals: 8.76e+09 jobs expected over the horizon"));
+  EXPECT_THAT(v2_error_of(doc),
+              HasSubstr("demand.arrivals: 8.76e+09 jobs expected over the horizon"));
   json segments = v2_doc(1);
   segments["demand"]["arrivals"] = json::array();
   for (int i = 0; i < 100'001; ++i) {
     segments["demand"]["arrivals"].push_back(
         {{"from_h", i * 1e-5}, {"to_h", (i + 1) * 1e-5}, {"proofs_per_hour", 1}});
   }
-  EXPECT_THAT(error_of(segments), HasSubstr("demand.arrivals: 100001 entries, at most 100000"));
+  EXPECT_THAT(v2_error_of(segments), HasSubstr("demand.arrivals: 100001 entries, at most 100000"));
 }
 
 TEST(ScenarioV2Parse, FailuresBelongToTheMachine) {
@@ -144,11 +145,11 @@ TEST(ScenarioV2Parse, FailuresBelongToTheMachine) {
   second["id"] = 1002;
   second["truth"]["failure"] = {{"kind", "crash"}, {"after_h", 3}};
   doc["offers"].push_back(second);
-  EXPECT_EQ(error_of(doc),
+  EXPECT_EQ(v2_error_of(doc),
             "offers[1].truth.failure: must equal offers[0]'s (same machine_id 501): in /2 "
             "failures belong to the machine");
   doc["offers"][0]["truth"]["failure"] = {{"kind", "crash"}, {"after_h", 3}};
-  EXPECT_EQ(error_of(doc), "(parsed)");
+  EXPECT_EQ(v2_error_of(doc), "(parsed)");
 }
 
 // --- the simulator's /2 physics -----------------------------------------------------------------
