@@ -478,8 +478,15 @@ TEST_P(GatewayTest, ClientDeadlineDoesNotCancelTheJobAndTheRetryJoinsIt) {
   ASSERT_TRUE(job);
   EXPECT_EQ(job->state, core::JobState::Queued);
 
+  // The retry joins the queued job before the fleet comes back: brought up first, the fleet
+  // could prove and deliver the job before the retry arrived, and a retry after delivery is
+  // proved again (a loaded machine did exactly that).
+  grpc::Status retried;
+  std::thread retry([&] { retried = prove(request, reply); });
+  const bool joined = eventually([&] { return gateway_->metrics().joined() == 1; });
   fleet_up_ = true;
-  const auto retried = prove(request, reply);
+  retry.join();
+  ASSERT_TRUE(joined);
   ASSERT_TRUE(retried.ok()) << retried.error_message();
   EXPECT_EQ(reply.result().status(), cuzk::v1::AwaitProofResponse::COMPLETED);
   EXPECT_EQ(reply.result().proof(), proof_of(request));
