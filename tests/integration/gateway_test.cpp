@@ -197,6 +197,21 @@ class GatewayTest : public ::testing::TestWithParam<pf::testing::Backend> {
     EXPECT_TRUE(stub_->GetStatus(&ctx, {}, &reply).ok());
     return reply;
   }
+  // A client's retry of a job the fleet has not taken yet: made while the fleet is down, and the
+  // fleet brought back only once the retry has joined the job. Brought back first, the fleet
+  // could prove and deliver the job before the retry arrived, and a retry after delivery is
+  // proved again (a loaded machine did exactly that).
+  template <typename Call>
+  grpc::Status retry_then_bring_fleet_up(Call call) {
+    const auto joined_before = gateway_->metrics().joined();
+    grpc::Status status;
+    std::thread retry([&] { status = call(); });
+    const bool joined = eventually([&] { return gateway_->metrics().joined() > joined_before; });
+    fleet_up_ = true;
+    retry.join();
+    EXPECT_TRUE(joined) << "the retry never joined the queued job";
+    return status;
+  }
   // Polls `condition` for up to 30 s (a loaded machine is slow, never wrong).
   template <typename Condition>
   bool eventually(Condition condition) {
@@ -478,15 +493,7 @@ TEST_P(GatewayTest, ClientDeadlineDoesNotCancelTheJobAndTheRetryJoinsIt) {
   ASSERT_TRUE(job);
   EXPECT_EQ(job->state, core::JobState::Queued);
 
-  // The retry joins the queued job before the fleet comes back: brought up first, the fleet
-  // could prove and deliver the job before the retry arrived, and a retry after delivery is
-  // proved again (a loaded machine did exactly that).
-  grpc::Status retried;
-  std::thread retry([&] { retried = prove(request, reply); });
-  const bool joined = eventually([&] { return gateway_->metrics().joined() == 1; });
-  fleet_up_ = true;
-  retry.join();
-  ASSERT_TRUE(joined);
+  const auto retried = retry_then_bring_fleet_up([&] { return prove(request, reply); });
   ASSERT_TRUE(retried.ok()) << retried.error_message();
   EXPECT_EQ(reply.result().status(), cuzk::v1::AwaitProofResponse::COMPLETED);
   EXPECT_EQ(reply.result().proof(), proof_of(request));
@@ -589,8 +596,7 @@ TEST_P(GatewayTest, ARetryFromAnotherCurioNodeJoinsTheJob) {
   const auto request = porep("porep-1000-8", 8);
   cuzk::v1::ProveResponse reply;
   EXPECT_EQ(prove(request, reply, 1000ms).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  fleet_up_ = true;
-  const auto status = prove_on(*other, request, reply);
+  const auto status = retry_then_bring_fleet_up([&] { return prove_on(*other, request, reply); });
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(reply.result().proof(), proof_of(request));
   const auto jobs = queue_->list({}, 10);
