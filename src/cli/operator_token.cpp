@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "core/text.h"
 #include "manager/manager.h"
+#include "store/store.h"
 #include "store/store_url.h"
 
 namespace pf::cli {

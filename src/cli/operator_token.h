@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "store/store.h"
+#include "store/confirm.h"
 
 namespace pf::cli {
 

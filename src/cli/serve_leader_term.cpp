@@ -4,6 +4,7 @@
 
 #include "core/leader_lease.h"
 #include "gateway/listen_exposure.h"
+#include "store/store.h"
 
 namespace pf::cli {
 namespace {

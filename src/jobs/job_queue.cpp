@@ -10,6 +10,7 @@
 #include "core/job_lease.h"
 #include "core/job_outcome.h"
 #include "jobs/job_queue_impl.h"
+#include "store/store.h"
 #include "util/sha256.h"
 
 namespace pf::jobs {

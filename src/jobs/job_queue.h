@@ -36,7 +36,7 @@
 #include "core/job.h"
 #include "core/job_schedule.h"
 #include "jobs/proof_check.h"
-#include "store/store.h"
+#include "store/confirm.h"
 
 namespace pf::jobs {
 

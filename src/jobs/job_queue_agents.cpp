@@ -6,6 +6,7 @@
 #include "core/job_outcome.h"
 #include "jobs/job_queue.h"
 #include "jobs/job_queue_impl.h"
+#include "store/store.h"
 #include "util/sha256.h"
 
 namespace pf::jobs {

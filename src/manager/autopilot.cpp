@@ -5,6 +5,7 @@
 #include "core/blocklist.h"
 #include "core/learned_predictor.h"
 #include "manager/webhooks.h"
+#include "store/store.h"
 
 namespace pf::manager {
 namespace {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "manager/views.h"
+#include "store/store.h"
 
 namespace pf::manager {
 namespace {

@@ -8,6 +8,7 @@
 #include "core/learned_predictor.h"
 #include "core/scoring.h"
 #include "manager/webhooks.h"
+#include "store/store.h"
 
 namespace pf::manager {
 namespace {

@@ -21,6 +21,7 @@
 #include "manager/http_api_impl.h"
 #include "manager/views.h"
 #include "market/query.h"
+#include "store/store.h"
 #include "util/base64.h"
 #include "util/bounded_json.h"
 #include "util/exception_message.h"

@@ -4,6 +4,8 @@
 #include <iterator>
 #include <set>
 
+#include "store/store.h"
+
 namespace pf::manager {
 
 using core::JobState;

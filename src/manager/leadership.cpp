@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "manager/manager.h"
+#include "store/store.h"
 
 namespace pf::manager {
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/leader_lease.h"
-#include "store/store.h"
+#include "store/confirm.h"
 
 namespace pf::manager {
 

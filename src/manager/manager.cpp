@@ -19,6 +19,7 @@
 #include "core/text.h"
 #include "manager/instance_webhooks.h"
 #include "manager/memory_observations.h"
+#include "store/store.h"
 #include "util/bounded_json.h"
 #include "util/hex.h"
 

@@ -34,7 +34,7 @@
 #include "manager/deploy_defaults.h"
 #include "manager/job_worker_roster.h"
 #include "market/market.h"
-#include "store/store.h"
+#include "store/confirm.h"
 
 namespace pf::manager {
 

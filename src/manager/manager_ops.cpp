@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "manager/manager.h"
+#include "store/store.h"
 
 namespace pf::manager {
 namespace {

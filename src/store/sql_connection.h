@@ -19,7 +19,7 @@
 #include <string_view>
 #include <utility>
 
-#include "store/store.h"
+#include "store/confirm.h"
 
 namespace pf::store::sql {
 

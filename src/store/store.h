@@ -18,51 +18,12 @@
 #include "core/job.h"
 #include "core/leader_lease.h"
 #include "core/memory_model.h"
+#include "store/confirm.h"
 
 namespace pf::store {
 
 // Chunks (agent log pushes) kept per instance at most, whatever their size.
 inline constexpr std::size_t kMaxAgentLogChunks = 1024;
-
-struct StoreError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// The outcome of a Store::transaction_sent() transaction: known at once (applied), or once the
-// answer to its commit arrives.
-class Confirm {
- public:
-  // How a store learns the outcome later.
-  class Pending {
-   public:
-    virtual ~Pending() = default;
-    virtual void wait() = 0;
-    virtual void then(std::function<void(const std::string& error)> done) = 0;
-  };
-
-  Confirm() = default;  // applied already
-  explicit Confirm(std::shared_ptr<Pending> pending) : pending_(std::move(pending)) {}
-
-  // False when the outcome is known to be "applied" already.
-  bool pending() const { return pending_ != nullptr; }
-
-  // Waits until the outcome is known; throws StoreError when the transaction failed (nothing of
-  // it was written then).
-  void wait() const {
-    if (pending_) pending_->wait();
-  }
-  // Calls done(error) once the outcome is known, error empty when the transaction was applied:
-  // at once on this thread when it is known already, else on the thread that learns it (the
-  // store's own), which `done` must not hold up nor call back into the store from. Never
-  // blocks.
-  void then(std::function<void(const std::string& error)> done) const {
-    if (pending_) return pending_->then(std::move(done));
-    done("");
-  }
-
- private:
-  std::shared_ptr<Pending> pending_;
-};
 
 // The instances in one state, with what they spent and proved (Store::instance_totals).
 struct InstanceTotals {

@@ -15,6 +15,7 @@
 #include "jobs/job_queue.h"
 #include "manager/http_api.h"
 #include "manager/job_signal.h"
+#include "store/store.h"
 #include "support/fake_market.h"
 #include "support/front_serving.h"
 

@@ -9,6 +9,7 @@
 #include "jobs/job_queue.h"
 #include "manager/autopilot.h"
 #include "manager/webhooks.h"
+#include "store/store.h"
 #include "support/fake_market.h"
 #include "support/temp_dir.h"
 

@@ -7,6 +7,7 @@
 
 #include "core/lifecycle.h"
 #include "manager/manager.h"
+#include "store/store.h"
 #include "support/fake_market.h"
 
 namespace pf {

@@ -13,6 +13,7 @@
 #include "manager/manager.h"
 #include "sim/des_lifecycle.h"
 #include "sim/des_policies.h"
+#include "store/store.h"
 #include "support/fake_market.h"
 
 namespace pf {

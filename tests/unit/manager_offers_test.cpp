@@ -5,6 +5,7 @@
 
 #include "manager/manager.h"
 #include "manager/views.h"
+#include "store/store.h"
 #include "support/fake_market.h"
 
 namespace pf::manager {

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "store/store.h"
 #include "support/fake_market.h"
 
 namespace pf::manager {

@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "manager/manager.h"
+#include "store/store.h"
 #include "support/temp_dir.h"
 
 namespace pf::cli {
