@@ -28,6 +28,7 @@ const data = mkdtempSync(join(tmpdir(), 'proverfleet-browser-'));
 let step = 'starting the demo';
 let demo;
 let browser;
+let page;
 
 function fail(message) {
   console.error(`browser test failed: ${message}`);
@@ -83,7 +84,7 @@ async function main() {
     headless: true,
     args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
   });
-  const page = await browser.newPage({ viewport: { width: 1440, height: 960 } });
+  page = await browser.newPage({ viewport: { width: 1440, height: 960 } });
   const pageErrors = [];
   page.on('pageerror', (e) => pageErrors.push(String(e)));
   page.on('dialog', (d) => d.accept());  // native confirms, if any
@@ -146,16 +147,20 @@ async function main() {
   await page.click('[data-testid=nav-offers]');
   await page.waitForSelector('[data-testid=deploy-button]', { timeout: 60_000 });
   await page.screenshot({ path: join(artifacts, '05-offers.png'), fullPage: true });
-  const before = Object.keys(await states()).length;
   const offerId = await page.getAttribute('[data-testid=deploy-button] >> nth=0', 'data-offer-id');
   await page.click('[data-testid=deploy-button] >> nth=0');
   await page.waitForSelector('[data-testid=confirm-dialog]', { state: 'visible', timeout: 5_000 });
   await page.click('[data-testid=confirm-ok]');
-  step = `waiting for the deployed offer ${offerId} to show as an instance`;
+  // The dashboard opens the new instance's page once the manager has answered (app.js deploy):
+  // wait for it before going back to the list, or that navigation lands after the click and
+  // leaves the test on the instance page.
+  step = `waiting for the deployed offer ${offerId} to open as an instance`;
+  await page.waitForFunction(() => /^#\/instances\/\d+$/.test(location.hash), null, { timeout: 60_000 });
+  const deployedId = (await page.evaluate(() => location.hash)).split('/').pop();
+  step = `waiting for instance ${deployedId} (offer ${offerId}) in the list`;
   await page.click('[data-testid=nav-instances]');
-  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=instance-row]').length > n,
-    before, { timeout: 60_000 });
-  log(`deployed offer ${offerId}`);
+  await page.waitForSelector(`[data-testid=instance-row][data-id="${deployedId}"]`, { timeout: 60_000 });
+  log(`deployed offer ${offerId} as instance ${deployedId}`);
 
   step = 'resuming the autopilot';
   await page.click('[data-testid=autopilot-status][data-paused=true] [data-testid=autopilot-toggle]');
@@ -164,21 +169,30 @@ async function main() {
   step = 'destroying an instance';
   // Rows re-render as the fleet changes (and a booting one may be closed by its deadline right
   // then): pick a live row and click its button, picking again if it went away meanwhile.
+  // The search has a time budget (a loaded machine re-renders slowly) and remembers why each
+  // try failed, so that a failure says what the page showed.
   let victim = null;
-  for (let attempt = 0; attempt < 20 && !victim; attempt++) {
+  const tries = [];
+  const destroyBy = Date.now() + 60_000;
+  while (!victim && Date.now() < destroyBy) {
     const id = await page.$eval(
       '[data-testid=instance-row]:not([data-state=destroyed]):not([data-state=destroying]) [data-testid=destroy-button]',
       (b) => b.dataset.id).catch(() => null);
     if (!id) {
+      tries.push(`no button; rows ${JSON.stringify(await states().catch(() => ({})))}`);
       await page.waitForTimeout(500);
       continue;
     }
     try {
       await page.click(`[data-testid=destroy-button][data-id="${id}"]`, { timeout: 3_000 });
       victim = id;
-    } catch { /* gone or re-rendered: pick again */ }
+    } catch (e) {  // gone or re-rendered: pick again
+      tries.push(`instance ${id}: ${String(e.message ?? e).split('\n')[0]}`);
+    }
   }
-  if (!victim) throw new Error('no live instance with a destroy button');
+  if (!victim) {
+    throw new Error(`no live instance with a destroy button; tries:\n${tries.slice(-10).join('\n')}`);
+  }
   await page.waitForSelector('[data-testid=confirm-dialog]', { state: 'visible', timeout: 5_000 });
   await page.click('[data-testid=confirm-ok]');
   await page.waitForSelector(
@@ -212,6 +226,11 @@ try {
   log(`passed; screenshots in ${artifacts}`);
 } catch (e) {
   console.error(`browser test failed while ${step}: ${e.stack ?? e}`);
+  if (page) {
+    await page.screenshot({ path: join(artifacts, 'failure.png'), fullPage: true })
+      .then(() => console.error(`screenshot of the page: ${join(artifacts, 'failure.png')}`))
+      .catch(() => {});
+  }
   try {
     const serveLog = readFileSync(join(data, 'serve.log'), 'utf8');
     console.error(`--- serve.log (tail) ---\n${serveLog.split('\n').slice(-40).join('\n')}`);

@@ -29,6 +29,7 @@
 #include "manager/manager.h"
 #include "net/http_server.h"
 #include "store/store.h"
+#include "support/eventually.h"
 #include "support/fake_market.h"
 #include "support/front_serving.h"
 #include "support/param_server.h"
@@ -41,6 +42,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using pf::test::eventually;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -53,16 +55,6 @@ double epoch_now() {
 
 std::string probe_fixture(const std::string& name) {
   return std::string(PF_SOURCE_DIR) + "/tests/fixtures/probe/" + name;
-}
-
-template <typename Pred>
-bool wait_for(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return pred();
 }
 
 class AgentJobs : public ::testing::Test {
@@ -212,7 +204,7 @@ TEST_F(AgentJobs, JobsAreProvedWithTheirOwnInputsAndALostAgentsJobIsFinishedElse
   const std::string slow_a = (dir_ / "slow-a").string();
   RunningAgent& a = spawn_agent(101, "a", slow_a);
   ASSERT_TRUE(
-      wait_for([&] { return state_of(a.instance_id) == core::InstanceState::Proving; }, 120s))
+      eventually([&] { return state_of(a.instance_id) == core::InstanceState::Proving; }, 120s))
       << agent_logs(a);
 
   // Each job comes back with the proof of its own input (inputs > one 64 KiB reply).
@@ -231,7 +223,7 @@ TEST_F(AgentJobs, JobsAreProvedWithTheirOwnInputsAndALostAgentsJobIsFinishedElse
   std::ofstream(slow_a) << "1\n";
   const std::string input = test::ParamServer::random_bytes(90 * 1024, 7);
   const std::int64_t lost = submit("req-lost", input);
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(eventually(
       [&] {
         auto job = queue_->job(lost);
         return job && job->state == core::JobState::Proving && job->instance_id == a.instance_id;
@@ -246,7 +238,7 @@ TEST_F(AgentJobs, JobsAreProvedWithTheirOwnInputsAndALostAgentsJobIsFinishedElse
   const auto killed_at = Clock::now();
 
   // The lease nobody renews returns the job to the queue within lease_s (plus a tick).
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(eventually(
       [&] {
         auto job = queue_->job(lost);
         return job && (job->state == core::JobState::Queued || job->instance_id != a.instance_id);
@@ -342,11 +334,11 @@ TEST_F(AgentJobs, ACancelledJobIsStoppedInTheAgentsProverAndItsSlotTakesNewWork)
   const std::string slow = (dir_ / "slow").string();
   RunningAgent& a = spawn_agent(101, "a", slow, 0.001);
   ASSERT_TRUE(
-      wait_for([&] { return state_of(a.instance_id) == core::InstanceState::Proving; }, 120s))
+      eventually([&] { return state_of(a.instance_id) == core::InstanceState::Proving; }, 120s))
       << agent_logs(a);
   std::ofstream(slow) << "1\n";  // proofs from now take 1,000 s
   const std::int64_t doomed = submit("req-doomed", test::ParamServer::random_bytes(30 * 1024, 3));
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(eventually(
       [&] {
         auto job = queue_->job(doomed);
         return job && job->state == core::JobState::Proving;
@@ -357,7 +349,7 @@ TEST_F(AgentJobs, ACancelledJobIsStoppedInTheAgentsProverAndItsSlotTakesNewWork)
   const auto was_running = queue_->cancel(doomed);
   ASSERT_TRUE(was_running.has_value()) << was_running.error().message;
   EXPECT_TRUE(*was_running);
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(eventually(
       [&] {
         return agent_logs(a).find("cancelled the proof of job " + std::to_string(doomed)) !=
                std::string::npos;

@@ -20,10 +20,13 @@
 #include <thread>
 #include <vector>
 
+#include "support/eventually.h"
 #include "support/proverfleet_cli.h"
 #include "support/subprocess.h"
 
 namespace {
+
+using pf::test::eventually;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -177,11 +180,13 @@ TEST(Demo, FleetEvolvesAndSigtermLeavesNoProcessBehind) {
   ASSERT_TRUE(code) << "demo did not stop on SIGTERM";
   EXPECT_EQ(*code, 0) << demo.stderr_text();
 
-  std::vector<std::string> left = processes_mentioning(data.string());
-  for (int i = 0; i < 50 && !left.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    left = processes_mentioning(data.string());
-  }
+  std::vector<std::string> left;
+  eventually(
+      [&] {
+        left = processes_mentioning(data.string());
+        return left.empty();
+      },
+      std::chrono::seconds(5));
   std::string listing;
   for (const auto& p : left) listing += p + "\n";
   EXPECT_TRUE(left.empty()) << "processes left behind:\n" << listing;

@@ -29,10 +29,13 @@
 #include "cuzk/v1/proving.grpc.pb.h"
 #include "reliability/fleet.h"
 #include "reliability/fleet_checks.h"
+#include "support/eventually.h"
 #include "support/porep_request.h"
 #include "support/store_backends.h"
 
 namespace {
+
+using pf::test::eventually;
 
 using namespace pf::reliability;
 using nlohmann::json;
@@ -205,11 +208,7 @@ INSTANTIATE_TEST_SUITE_P(Db, Failover, pf::testing::kStoreBackends, pf::testing:
 
 TEST_P(Failover, LeaderKilledMidRunLosesNoJobAndRentsNothingTwice) {
   a_.emplace(start_replica(leader_port_, leader_grpc_port_));
-  const auto a_leads_by = std::chrono::steady_clock::now() + 30s;
-  while (!leads(a_->url) && std::chrono::steady_clock::now() < a_leads_by) {
-    std::this_thread::sleep_for(200ms);
-  }
-  ASSERT_TRUE(leads(a_->url)) << a_->process.stderr_text();
+  ASSERT_TRUE(eventually([&] { return leads(a_->url); })) << a_->process.stderr_text();
   b_.emplace(start_replica(follower_port_, follower_grpc_port_));
   api_.emplace(figures_, b_->url, read_operator_token(db_.dir().path()));
   EXPECT_FALSE(leads(b_->url));
@@ -245,9 +244,7 @@ TEST_P(Failover, LeaderKilledMidRunLosesNoJobAndRentsNothingTwice) {
   observe();
   ASSERT_EQ(::kill(a_->process.pid(), SIGKILL), 0);
   const auto killed_at = std::chrono::steady_clock::now();
-  while (!leads(b_->url) && std::chrono::steady_clock::now() - killed_at < 60s) {
-    std::this_thread::sleep_for(100ms);
-  }
+  eventually([&] { return leads(b_->url); }, 60s);
   const double failover_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
   ASSERT_TRUE(leads(b_->url)) << all_output(b_->process);

@@ -25,6 +25,7 @@
 #include "gateway/relay_identity.h"
 #include "jobs/job_queue.h"
 #include "store/store.h"
+#include "support/eventually.h"
 #include "support/other_host_forwarder.h"
 #include "support/porep_request.h"
 #include "support/store_backends.h"
@@ -33,6 +34,8 @@
 
 namespace pf::gateway {
 namespace {
+
+using pf::test::eventually;
 
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
@@ -300,11 +303,7 @@ TEST_P(GatewayRelay, AFollowerThatStartsLeadingAnswersFromItsQueueAndEndsRelayed
     cuzk::v1::ProveResponse reply;
     return stub_->Prove(&ctx, call, &reply);
   });
-  const auto by = std::chrono::steady_clock::now() + 30s;
-  while (queue_->list({core::JobState::Queued}, 100).empty() &&
-         std::chrono::steady_clock::now() < by) {
-    std::this_thread::sleep_for(20ms);
-  }
+  eventually([&] { return !queue_->list({core::JobState::Queued}, 100).empty(); });
   ASSERT_EQ(queue_->list({core::JobState::Queued}, 100).size(), 1u);
   follower_->serve_queue(*queue_);  // its term: the same store, so the same job
   ASSERT_EQ(waiting.wait_for(30s), std::future_status::ready);

@@ -27,6 +27,7 @@
 #include "gateway/gateway_server.h"
 #include "jobs/job_queue.h"
 #include "store/store.h"
+#include "support/eventually.h"
 #include "support/fake_cuzk.h"
 #include "support/other_host_forwarder.h"
 #include "support/proverfleet_cli.h"
@@ -36,6 +37,7 @@
 namespace pf::gateway {
 namespace {
 
+using pf::test::eventually;
 using pf::testing::TempDir;
 
 using ::testing::HasSubstr;
@@ -212,17 +214,6 @@ class GatewayTest : public ::testing::TestWithParam<pf::testing::Backend> {
     EXPECT_TRUE(joined) << "the retry never joined the queued job";
     return status;
   }
-  // Polls `condition` for up to 30 s (a loaded machine is slow, never wrong).
-  template <typename Condition>
-  bool eventually(Condition condition) {
-    const auto end = std::chrono::steady_clock::now() + 30s;
-    while (std::chrono::steady_clock::now() < end) {
-      if (condition()) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return condition();
-  }
-
   TempDir dir_;
   pf::testing::TestDatabase db_{GetParam()};
   std::atomic<bool> fleet_up_{true};

@@ -17,12 +17,15 @@
 
 #include "cuzk/v1/proving.grpc.pb.h"
 #include "market/http_client.h"
+#include "support/eventually.h"
 #include "support/porep_request.h"
 #include "support/proverfleet_cli.h"
 #include "support/serve_process.h"
 #include "support/subprocess.h"
 
 namespace {
+
+using pf::test::eventually;
 
 using nlohmann::json;
 using pf::test::Subprocess;
@@ -91,12 +94,7 @@ max_samples = 12
   }
 
   bool wait_state(std::int64_t id, const std::string& state, std::chrono::seconds limit) {
-    auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
-      if (state_of(id) == state) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
+    return eventually([&] { return state_of(id) == state; }, limit);
   }
 
   // The market-side record (what vast would show), including the env the create passed.

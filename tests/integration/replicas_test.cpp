@@ -22,12 +22,15 @@
 
 #include "cuzk/v1/proving.grpc.pb.h"
 #include "gateway/leader_proxy.h"
+#include "support/eventually.h"
 #include "support/porep_request.h"
 #include "support/proverfleet_cli.h"
 #include "support/serve_process.h"
 #include "support/subprocess.h"
 
 namespace {
+
+using pf::test::eventually;
 
 using nlohmann::json;
 using pf::test::Subprocess;
@@ -135,13 +138,8 @@ max_concurrent_benchmarks = 6
   // Waits until `r` leads; returns how long it took, or nullopt after `limit`.
   std::optional<double> wait_leading(const Replica& r, std::chrono::seconds limit) {
     const auto start = std::chrono::steady_clock::now();
-    while (std::chrono::steady_clock::now() - start < limit) {
-      if (leader_check(r) == 200) {
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      }
-      std::this_thread::sleep_for(100ms);
-    }
-    return std::nullopt;
+    if (!eventually([&] { return leader_check(r) == 200; }, limit)) return std::nullopt;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
   // Market mutations market-sim answered so far (its request log: creates are PUT /asks/ID,
@@ -189,10 +187,7 @@ TEST_P(Replicas, OneLeadsTheFollowerForwardsAndTakesOverWithinTheBoundAfterSigki
   const json deployed = api(b, "POST", "/api/v1/instances", {{"offer_id", offers.at(0)["id"]}});
   ASSERT_TRUE(deployed.contains("id") || deployed.contains("instance")) << deployed.dump();
   // market-sim logs a request after answering it.
-  const auto logged_by = std::chrono::steady_clock::now() + 20s;
-  while (market_mutations().first < 1 && std::chrono::steady_clock::now() < logged_by) {
-    std::this_thread::sleep_for(100ms);
-  }
+  eventually([&] { return market_mutations().first >= 1; });
   EXPECT_EQ(market_mutations().first, 1);
 
   // Curio may point at any replica: the follower's gateway relays to the leader's (its address
@@ -275,11 +270,7 @@ TEST_P(Replicas, APausedExLeaderRentsNothingOnceItWakes) {
     return stub(b)->Prove(relayed_ctx.get(), call, &reply);
   });
   std::this_thread::sleep_for(1s);  // inside the 3 s offer re-check
-  const auto submitted_by = std::chrono::steady_clock::now() + 20s;
-  while (jobs_with_request(b, "replicas-paused") == 0 &&
-         std::chrono::steady_clock::now() < submitted_by) {
-    std::this_thread::sleep_for(100ms);
-  }
+  eventually([&] { return jobs_with_request(b, "replicas-paused") != 0; });
   ASSERT_EQ(jobs_with_request(b, "replicas-paused"), 1);
   ASSERT_EQ(::kill(a.process->pid(), SIGSTOP), 0);
   const auto before = market_mutations();

@@ -28,6 +28,7 @@
 #include "agent/prover_sim.h"
 #include "market_sim/agent_spawner.h"
 #include "scenario/scenario.h"
+#include "support/eventually.h"
 #include "support/pg_server.h"
 #include "support/proverfleet_cli.h"
 #include "support/store_backends.h"
@@ -41,6 +42,7 @@ using pf::market_sim::InstanceLaunch;
 using pf::market_sim::SpawnedInstance;
 using pf::market_sim::SpawnState;
 using pf::test::CliRun;
+using pf::test::eventually;
 using pf::test::operator_api;
 using pf::test::parse_url;
 using pf::test::run_cli;
@@ -72,16 +74,6 @@ std::string read_text(const fs::path& path) {
 // True once no process is left in the group (the leader reaped, nothing else in it).
 bool group_gone(int pgid) {
   return ::kill(-pgid, 0) != 0 && errno == ESRCH;
-}
-
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
 }
 
 pf::scenario::Scenario tiny() {

@@ -14,10 +14,13 @@
 #include <vector>
 
 #include "market/vast_market.h"
+#include "support/eventually.h"
 #include "support/subprocess.h"
 
 namespace pf::market {
 namespace {
+
+using pf::test::eventually;
 
 using nlohmann::json;
 using namespace std::chrono_literals;
@@ -25,8 +28,8 @@ using namespace std::chrono_literals;
 constexpr const char* kKey = "sim-key-5d1c0e7a9b";
 
 std::string scenario_path() {
-  return std::filesystem::weakly_canonical(std::filesystem::path(PF_SOURCE_DIR) /
-                                           "scenarios" / "demo-small.json")
+  return std::filesystem::weakly_canonical(std::filesystem::path(PF_SOURCE_DIR) / "scenarios" /
+                                           "demo-small.json")
       .string();
 }
 
@@ -97,12 +100,8 @@ class VastMarketSimTest : public ::testing::Test {
   // The sim logs each request to stderr after answering it, so a line may still be in flight
   // when the client has its reply: wait (generously) until `needle` has appeared `n` times.
   std::size_t wait_for_log(const std::string& needle, std::size_t n) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
     std::size_t seen = 0;
-    while ((seen = count_lines(sim_->stderr_text(), needle)) < n &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(10ms);
-    }
+    eventually([&] { return (seen = count_lines(sim_->stderr_text(), needle)) >= n; }, 10s);
     return seen;
   }
 

@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/eventually.h"
+
 namespace pf::test {
 
 class ScriptedManager {
@@ -127,13 +129,8 @@ class ScriptedManager {
 
   // Polls `done` until it holds or `timeout` passes.
   bool wait_for(const std::function<bool()>& done,
-                std::chrono::milliseconds timeout = std::chrono::seconds(30)) const {
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < end) {
-      if (done()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return done();
+                std::chrono::milliseconds timeout = kEventuallyLimit) const {
+    return eventually(done, timeout);
   }
 
  private:

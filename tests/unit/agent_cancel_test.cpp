@@ -19,12 +19,14 @@
 #include "agent/prover_command.h"
 #include "agent/prover_cuzk.h"
 #include "agent/prover_sim.h"
+#include "support/eventually.h"
 #include "support/fake_cuzk.h"
 #include "support/temp_dir.h"
 
 namespace pf::agent {
 namespace {
 
+using pf::test::eventually;
 using namespace std::chrono_literals;
 
 ProofJob client_job(std::int64_t job_id, std::string input) {
@@ -163,14 +165,10 @@ TEST(AgentCancel, ADaemonThatSurvivesSigintIsEndedBySigtermAfterTheGrace) {
   };
   auto child = ChildProcess::spawn(options);
   ASSERT_TRUE(child) << child.error();
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  while (std::chrono::steady_clock::now() < until) {
-    {
-      std::lock_guard lock(mu);
-      if (!lines.empty()) break;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
+  eventually([&] {
+    std::lock_guard lock(mu);
+    return !lines.empty();
+  });
   const ExitStatus st = (*child)->terminate(300ms, SIGINT);
   EXPECT_EQ(st.code, 7) << st.describe();
   std::lock_guard lock(mu);

@@ -13,12 +13,14 @@
 #include <thread>
 
 #include "agent/prover_cuzk.h"
+#include "support/eventually.h"
 #include "support/fake_cuzk.h"
 
 namespace pf::agent {
 namespace {
 
 namespace fs = std::filesystem;
+using pf::test::eventually;
 using namespace std::chrono_literals;
 
 class CuzkTest : public ::testing::Test {
@@ -145,8 +147,10 @@ TEST_F(CuzkTest, TheDaemonGoingAwayMidProofIsATransportError) {
   fake_.delay_ms = 3000;
   CuzkProver prover(external());
   ASSERT_TRUE(prover.start(plan_, false));
+  const int proves_before = fake_.proves;
   std::thread crash([&] {
-    std::this_thread::sleep_for(300ms);
+    // The daemon dies while the proof is in its hands.
+    eventually([&] { return fake_.proves > proves_before; });
     fake_.shutdown();
   });
   const ProofOutcome out = prover.prove({1, false});
@@ -216,8 +220,9 @@ TEST_F(CuzkTest, StopEndsBlockedProofsAsStopped) {
   CuzkProver prover(external());
   ASSERT_TRUE(prover.start(plan_, false));
   ProofOutcome out;
+  const int proves_before = fake_.proves;
   std::thread t([&] { out = prover.prove({1, false}); });
-  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(eventually([&] { return fake_.proves > proves_before; }));  // the proof is blocked
   prover.stop();  // an external daemon is not ours to kill: its calls are cancelled
   t.join();
   EXPECT_EQ(out.kind, ProofOutcome::Kind::Stopped) << out.message;
@@ -245,11 +250,11 @@ TEST_F(CuzkTest, TheDefaultDaemonIsCuzkFromPath) {
   ASSERT_TRUE(started) << started.error();
   EXPECT_EQ(started->rfind("cuzk pid ", 0), 0u) << *started;
   std::string argv;
-  for (int i = 0; i < 100 && argv.empty(); ++i) {
+  eventually([&] {
     std::ifstream in(dir_ / "argv");
     std::getline(in, argv);
-    if (argv.empty()) std::this_thread::sleep_for(20ms);
-  }
+    return !argv.empty();
+  });
   EXPECT_EQ(argv, "-c " + o.config_path);
   prover.stop();
 }
@@ -284,11 +289,12 @@ TEST_F(CuzkTest, TheSpawnedDaemonGetsTheConfigAndAnOomKillIsRecognised) {
   EXPECT_NE(started->find("pid"), std::string::npos);
   // The script records its pid after copying the config.
   pid_t pid = 0;
-  for (int i = 0; i < 100 && pid == 0; ++i) {
+  const auto recorded_pid = [&] {
     std::ifstream in(dir_ / "pid");
     in >> pid;
-    if (pid == 0) std::this_thread::sleep_for(20ms);
-  }
+    return pid > 0;
+  };
+  eventually(recorded_pid);
   ASSERT_GT(pid, 0);
 
   const toml::table seen = toml::parse_file((dir_ / "seen.toml").string());
@@ -301,11 +307,10 @@ TEST_F(CuzkTest, TheSpawnedDaemonGetsTheConfigAndAnOomKillIsRecognised) {
   std::ofstream(root / "sys/fs/cgroup/memory.events") << "oom 1\noom_kill 1\n";
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   ProverHealth h;
-  for (int i = 0; i < 100; ++i) {
+  eventually([&] {
     h = prover.health();
-    if (!h.running) break;
-    std::this_thread::sleep_for(20ms);
-  }
+    return !h.running;
+  });
   EXPECT_FALSE(h.running);
   EXPECT_TRUE(h.oom) << h.message;
   EXPECT_NE(h.message.find("SIGKILL"), std::string::npos) << h.message;
@@ -321,21 +326,16 @@ TEST_F(CuzkTest, TheSpawnedDaemonGetsTheConfigAndAnOomKillIsRecognised) {
   fs::remove(dir_ / "pid");
   ASSERT_TRUE(prover.start(plan_, false));
   pid = 0;
-  for (int i = 0; i < 100 && pid == 0; ++i) {
-    std::ifstream in(dir_ / "pid");
-    in >> pid;
-    if (pid == 0) std::this_thread::sleep_for(20ms);
-  }
+  eventually(recorded_pid);
   ASSERT_GT(pid, 0);
   const toml::table full = toml::parse_file((dir_ / "seen.toml").string());
   EXPECT_EQ(full["memory"]["total_budget"].value<std::string>(),
             std::to_string(static_cast<int>(plan_.total_budget_gib)) + "GiB");
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  for (int i = 0; i < 100; ++i) {
+  eventually([&] {
     h = prover.health();
-    if (!h.running) break;
-    std::this_thread::sleep_for(20ms);
-  }
+    return !h.running;
+  });
   EXPECT_FALSE(h.running);
   EXPECT_FALSE(h.oom) << h.message;
 }
@@ -354,7 +354,7 @@ TEST_F(CuzkTest, StatusSummarisesTheHttpEndpointOrFallsBackToGetStatus) {
   });
   const int port = http.bind_to_any_port("127.0.0.1");
   std::thread serving([&] { http.listen_after_bind(); });
-  while (!http.is_running()) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(eventually([&] { return http.is_running(); }));
 
   CuzkOptions o = external();
   o.status_listen = "127.0.0.1:" + std::to_string(port);

@@ -11,11 +11,14 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "support/eventually.h"
 #include "support/param_server.h"
 #include "support/scripted_manager.h"
 
 namespace pf::agent {
 namespace {
+
+using pf::test::eventually;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -349,7 +352,7 @@ TEST_F(AgentFlow, UndeliveredEventsSurviveAnAgentRestart) {
 TEST_F(AgentFlow, RegistrationIsRetriedUntilTheManagerIsUp) {
   manager_.stop();
   auto run = start(options(fixture("cgroup-v2"), fast_truth(256)));
-  std::this_thread::sleep_for(1500ms);
+  ASSERT_TRUE(eventually([&] { return logged("cannot register yet"); })) << log_text();
   EXPECT_TRUE(manager_.registrations().empty());
   manager_.start();
   ASSERT_TRUE(manager_.wait_for([&] { return manager_.measured_proofs() >= 1; })) << log_text();

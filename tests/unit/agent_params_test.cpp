@@ -7,10 +7,13 @@
 #include <fstream>
 
 #include "agent/params.h"
+#include "support/eventually.h"
 #include "support/param_server.h"
 
 namespace pf::agent {
 namespace {
+
+using pf::test::eventually;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -248,7 +251,7 @@ TEST_F(ParamsTest, CancellationStopsTheFetch) {
   std::atomic<bool> cancel{false};
   options_.cancelled = [&] { return cancel.load(); };
   std::thread canceller([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    eventually([&] { return server_.served > 0; });  // cancelled while downloading
     cancel = true;
   });
   auto r = fetch_params(files_, options_, progress_);

@@ -24,6 +24,7 @@
 #include "agent/prover_sim.h"
 #include "agent/work_client.h"
 #include "agent/work_loop.h"
+#include "support/eventually.h"
 #include "support/loopback_server.h"
 #include "support/param_server.h"
 #include "util/base64.h"
@@ -34,6 +35,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using pf::test::eventually;
 using ::testing::HasSubstr;
 
 // The manager's job routes, scripted: one input per job id, leases handed out from a list.
@@ -431,9 +433,7 @@ TEST_F(AgentWork, TheWorkLoopFillsItsSlotsProvesAndReportsEachJobWithItsOwnProof
     if (out) ++proved;
   }
   ASSERT_EQ(proved, 5);
-  for (int i = 0; i < 200 && fake_.posts_of("result").size() < 5; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  eventually([&] { return fake_.posts_of("result").size() >= 5; });
   const auto results = fake_.posts_of("result");
   ASSERT_EQ(results.size(), 5u);
   for (const auto& [what, body] : results) {
@@ -445,9 +445,7 @@ TEST_F(AgentWork, TheWorkLoopFillsItsSlotsProvesAndReportsEachJobWithItsOwnProof
   // Every job was reported started before its result.
   EXPECT_EQ(fake_.posts_of("started").size(), 5u);
   for (int asked : fake_.max_jobs_asked) EXPECT_LE(asked, 2);
-  for (int i = 0; i < 200 && loop.held_count() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  eventually([&] { return loop.held_count() == 0; });
   EXPECT_EQ(loop.held_count(), 0);
   EXPECT_EQ(loop.phase_for("proving"), "idle");
   loop.stop(std::chrono::milliseconds(0));
@@ -496,9 +494,7 @@ TEST_F(AgentWork, DroppedJobsAreForgottenAndACutShortProofRunsAgain) {
   fake_.add_job(202, "second");
   loop.set_slots(2);
   loop.on_heartbeat(true, {});
-  for (int i = 0; i < 250 && loop.held_count() < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  eventually([&] { return loop.held_count() >= 2; });
   ASSERT_EQ(loop.held_count(), 2);
   json held = loop.held_json();
   ASSERT_EQ(held.size(), 2u);
@@ -524,9 +520,7 @@ TEST_F(AgentWork, DroppedJobsAreForgottenAndACutShortProofRunsAgain) {
   auto second = loop.prove_next(std::chrono::seconds(5), stopped_then_done, [] { return false; });
   ASSERT_TRUE(second);
   EXPECT_EQ(second->kind, ProofOutcome::Kind::Completed);
-  for (int i = 0; i < 200 && fake_.posts_of("result").empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  eventually([&] { return !fake_.posts_of("result").empty(); });
   const auto results = fake_.posts_of("result");
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].first, "result 202");
@@ -545,9 +539,7 @@ TEST_F(AgentWork, DroppedJobsAreForgottenAndACutShortProofRunsAgain) {
     third = loop.prove_next(std::chrono::milliseconds(200), oom, [] { return false; });
   }
   ASSERT_TRUE(third);
-  for (int i = 0; i < 200 && fake_.posts_of("result 203").empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  eventually([&] { return !fake_.posts_of("result 203").empty(); });
   const auto oom_report = fake_.posts_of("result 203");
   ASSERT_EQ(oom_report.size(), 1u);
   EXPECT_EQ(oom_report[0].second["ok"], false);
@@ -632,9 +624,7 @@ TEST_F(AgentWork, ADroppedJobsRunningProofIsCancelledInTheProverAndItsSlotTakesN
   }
   ASSERT_TRUE(next);
   EXPECT_EQ(next->kind, ProofOutcome::Kind::Completed);
-  for (int i = 0; i < 200 && fake_.posts_of("result 302").empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  eventually([&] { return !fake_.posts_of("result 302").empty(); });
   EXPECT_EQ(fake_.posts_of("result 302").size(), 1u);
   EXPECT_TRUE(fake_.posts_of("result 301").empty());
   loop.stop(std::chrono::milliseconds(0));

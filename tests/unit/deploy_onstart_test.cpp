@@ -17,12 +17,14 @@
 
 #include "cli/config.h"
 #include "manager/deploy_defaults.h"
+#include "support/eventually.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using pf::test::eventually;
 using namespace std::chrono_literals;
 
 std::string read_file(const fs::path& path) {
@@ -35,16 +37,6 @@ std::string read_file(const fs::path& path) {
 void write_executable(const fs::path& path, const std::string& text) {
   std::ofstream(path) << text;
   fs::permissions(path, fs::perms::owner_all);
-}
-
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return pred();
 }
 
 class DefaultOnstart : public ::testing::Test {

@@ -30,28 +30,20 @@
 #include "core/http_limits.h"
 #include "manager/http_api.h"
 #include "net/http_server.h"
+#include "support/eventually.h"
 #include "support/front_serving.h"
 #include "support/manager_fixture.h"
 
 namespace pf::net {
 namespace {
 
+using pf::test::eventually;
+using pf::test::holds_for;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-// Polls `condition` until it holds or `timeout` passes.
-template <typename Condition>
-bool eventually(Condition condition, std::chrono::milliseconds timeout = 10s) {
-  const auto end = Clock::now() + timeout;
-  while (Clock::now() < end) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return condition();
-}
 
 // One client connection over a raw socket.
 class RawConnection {
@@ -448,8 +440,8 @@ TEST_F(FrontTest, StreamRunsUntilItsClientLeaves) {
   // The stream's job holds its connection: no connection left means no producer left.
   EXPECT_TRUE(eventually([&] { return server_->open_connections() == 0; }));
   const int calls = provider_calls_;
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(provider_calls_, calls) << "the producer is still being called";
+  EXPECT_TRUE(holds_for([&] { return provider_calls_ == calls; }, 300ms))
+      << "the producer is still being called";
 }
 
 TEST_F(FrontTest, StopClosesOpenConnectionsAndStreamsAndJoins) {
@@ -470,8 +462,8 @@ TEST_F(FrontTest, StopClosesOpenConnectionsAndStreamsAndJoins) {
   EXPECT_LT(Clock::now() - before, 10s);
   EXPECT_EQ(server_->open_connections(), 0u);
   const int calls = provider_calls_;
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(provider_calls_, calls) << "the producer outlived stop()";
+  EXPECT_TRUE(holds_for([&] { return provider_calls_ == calls; }, 300ms))
+      << "the producer outlived stop()";
   EXPECT_TRUE(idle.wait_closed(5s));
   EXPECT_TRUE(half.wait_closed(5s));
   EXPECT_TRUE(stream.wait_closed(5s));

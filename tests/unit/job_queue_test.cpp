@@ -16,6 +16,7 @@
 #include "store/sql_migrations.h"
 #include "store/sql_store.h"
 #include "store/sqlite_connection.h"
+#include "support/eventually.h"
 #include "support/groth16_stand_in.h"
 #include "support/store_backends.h"
 #include "support/temp_dir.h"
@@ -25,6 +26,7 @@
 namespace pf::jobs {
 namespace {
 
+using pf::test::eventually;
 using pf::testing::TempDir;
 
 using ::testing::HasSubstr;
@@ -550,8 +552,7 @@ TEST_P(JobQueueTest, ClosingInsideAStoreTransactionNeverDeadlocks) {
     }
     closed_all = true;
   });
-  const auto until = std::chrono::steady_clock::now() + 120s;
-  while (!closed_all && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  eventually([&] { return closed_all.load(); }, 120s);
   stop = true;
   agent.join();
   ASSERT_TRUE(closed_all) << "deadlock: instance_closed waited for the queue's lock";
@@ -718,8 +719,7 @@ TEST_P(JobQueueTest, ALongPollWakesWhenAJobArrives) {
   });
   std::this_thread::sleep_for(100ms);
   submit("req-a", "input a");
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  while (!done && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  eventually([&] { return done.load(); });
   ASSERT_TRUE(done) << "the long-poll did not wake for the new job";
   agent.join();
   ASSERT_TRUE(got);

@@ -12,11 +12,14 @@
 
 #include "manager/fenced_market.h"
 #include "store/sql_store.h"
+#include "support/eventually.h"
 #include "support/fake_market.h"
 #include "support/temp_dir.h"
 
 namespace pf::manager {
 namespace {
+
+using pf::test::eventually;
 
 struct Replica {
   Replica(const std::string& path, const std::string& id, double* now)
@@ -176,10 +179,7 @@ TEST(Leadership, ALeaseOfAProcessGoneFromThisMachineIsTakenWithoutWaiting) {
   core::LeaseRow row;
   row.holder_process = prefix + std::to_string(child);
   // Exited but not yet reaped (a zombie keeps its pid): gone.
-  const auto zombie_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!holder_process_gone(row) && std::chrono::steady_clock::now() < zombie_by) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  eventually([&] { return holder_process_gone(row); });
   EXPECT_TRUE(holder_process_gone(row));
   ASSERT_EQ(::waitpid(child, nullptr, 0), child);
   EXPECT_TRUE(holder_process_gone(row));

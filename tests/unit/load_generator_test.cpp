@@ -10,11 +10,13 @@
 #include <set>
 #include <thread>
 
+#include "support/eventually.h"
 #include "support/fake_cuzk.h"
 
 namespace pf::cli {
 namespace {
 
+using pf::test::eventually;
 using namespace std::chrono_literals;
 
 scenario::Demand constant_demand(double per_hour, double hours) {
@@ -22,16 +24,6 @@ scenario::Demand constant_demand(double per_hour, double hours) {
   d.arrivals.push_back({0, hours, per_hour});
   d.deadline_min = 45;
   return d;
-}
-
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 30s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
 }
 
 TEST(WallArrivals, FollowTheDemandInScaledTime) {

@@ -25,12 +25,14 @@
 #include "store/sql_migrations.h"
 #include "store/sql_store.h"
 #include "store/store.h"
+#include "support/eventually.h"
 #include "support/store_backends.h"
 #include "support/temp_dir.h"
 
 namespace pf::store {
 namespace {
 
+using pf::test::eventually;
 using pf::testing::Backend;
 using pf::testing::TempDir;
 using pf::testing::TestDatabase;
@@ -1423,11 +1425,8 @@ TEST(SqliteStoreOpen, WalIsCheckpointedIntoTheDatabaseFile) {
   const std::string big(3000, 'x');
   for (int i = 0; i < 2500; ++i) store.append_event(event(id, i, big));
   // The copy is asynchronous: wait for it (generously; it normally takes milliseconds).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (fs::file_size(path) <= before + 2 * 1024 * 1024 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  eventually([&] { return fs::file_size(path) > before + 2 * 1024 * 1024; },
+             std::chrono::seconds(60));
   EXPECT_GT(fs::file_size(path), before + 2 * 1024 * 1024);
   EXPECT_EQ(store.events(id, 0).size(), 2500u);
 }

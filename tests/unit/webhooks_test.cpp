@@ -18,6 +18,7 @@
 #include "core/webhook_retry.h"
 #include "manager/instance_webhooks.h"
 #include "manager/manager.h"
+#include "support/eventually.h"
 #include "support/fake_market.h"
 #include "support/loopback_server.h"
 
@@ -25,6 +26,8 @@ namespace pf::manager {
 namespace {
 
 using nlohmann::json;
+using pf::test::eventually;
+using pf::test::holds_for;
 using ::testing::HasSubstr;
 
 struct Received {
@@ -68,16 +71,6 @@ class Receiver {
   std::size_t next_ = 0;
   std::vector<Received> got_;
 };
-
-// Polls until `done` or 20 s (a loaded machine is slow; the test never relies on timing).
-template <typename F>
-bool eventually(F done) {
-  for (int i = 0; i < 2000; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
 
 // What a receiver does: recompute the HMAC over "<t>.<body>" with the shared secret.
 bool signature_valid(const std::string& header, const std::string& secret,
@@ -169,8 +162,9 @@ TEST(Webhooks, GivesUpAfterMaxAttemptsAndNeverRetriesARefusal) {
   Webhooks refused(config_for(refusing.url()), [] { return 0.0; });
   ASSERT_TRUE(refused.notify(kWebhookAlertRaised, {{"instance_id", 1}}));
   ASSERT_TRUE(eventually([&] { return refused.stats().failed == 1; }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // no retry comes
-  EXPECT_EQ(refusing.got().size(), 1u);
+  EXPECT_TRUE(
+      holds_for([&] { return refusing.got().size() == 1u; }, std::chrono::milliseconds(300)))
+      << "a refused delivery was retried";
 }
 
 TEST(Webhooks, NotifyNeverWaitsForASlowReceiverAndTheQueueIsBounded) {
