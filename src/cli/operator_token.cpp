@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "core/text.h"
 #include "manager/manager.h"
-#include "store/store.h"
+#include "store/settings_store.h"
 #include "store/store_url.h"
 
 namespace pf::cli {
@@ -78,12 +78,12 @@ std::string load_or_create_operator_token(const std::filesystem::path& path) {
   return token;
 }
 
-std::string fleet_operator_token_hash(store::Store& store, const std::string& db) {
+std::string fleet_operator_token_hash(store::SettingsStore& store, const std::string& db) {
   return fleet_operator_token_hash(store, operator_token_path(db), store::is_postgres_url(db));
 }
 
-std::string fleet_operator_token_hash(store::Store& store, const std::filesystem::path& path,
-                                      bool shared_database) {
+std::string fleet_operator_token_hash(store::SettingsStore& store,
+                                      const std::filesystem::path& path, bool shared_database) {
   if (!shared_database) {
     const std::string hash = manager::hash_token(load_or_create_operator_token(path));
     store.put_setting(kOperatorTokenHashKey, hash);

@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <string>
 
-#include "store/confirm.h"
+namespace pf::store {
+class SettingsStore;  // store/settings_store.h
+}  // namespace pf::store
 
 namespace pf::cli {
 
@@ -27,9 +29,10 @@ std::string load_or_create_operator_token(const std::filesystem::path& path);
 // - a token file and nothing recorded yet: the file's token, recorded;
 // - no file, nothing recorded: a new token in a new file, recorded;
 // - a file whose token is not the recorded one: refused, saying which file to copy.
-std::string fleet_operator_token_hash(store::Store& store, const std::string& db);
+std::string fleet_operator_token_hash(store::SettingsStore& store, const std::string& db);
 // The same with the token file and the kind of database given (tests).
-std::string fleet_operator_token_hash(store::Store& store, const std::filesystem::path& token_file,
+std::string fleet_operator_token_hash(store::SettingsStore& store,
+                                      const std::filesystem::path& token_file,
                                       bool shared_database);
 
 }  // namespace pf::cli

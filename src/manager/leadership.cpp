@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "manager/manager.h"
-#include "store/store.h"
+#include "store/lease_store.h"
 
 namespace pf::manager {
 
@@ -119,7 +119,7 @@ std::string leader_prometheus(const LeaderView& v) {
   return out;
 }
 
-Leadership::Leadership(store::Store& store, LeadershipConfig config, Clock clock)
+Leadership::Leadership(store::LeaseStore& store, LeadershipConfig config, Clock clock)
     : store_(store), config_(std::move(config)), clock_(std::move(clock)) {}
 
 void Leadership::set_hooks(Hooks hooks) {

@@ -12,7 +12,10 @@
 #include <string>
 
 #include "core/leader_lease.h"
-#include "store/confirm.h"
+
+namespace pf::store {
+class LeaseStore;  // store/lease_store.h
+}  // namespace pf::store
 
 namespace pf::manager {
 
@@ -69,7 +72,7 @@ class Leadership {
     std::function<void(std::int64_t epoch)> elected;
     std::function<void(const std::string& reason)> stepped_down;
   };
-  Leadership(store::Store& store, LeadershipConfig config, Clock clock);
+  Leadership(store::LeaseStore& store, LeadershipConfig config, Clock clock);
   void set_hooks(Hooks hooks);
 
   // One try: read the row, decide, write (compare-and-set), run the hooks. A store failure is
@@ -85,8 +88,8 @@ class Leadership {
   // nullopt when an action under our term may go ahead now, else why not. Reads the row.
   std::optional<std::string> fence_refusal();
   // The same from inside a store transaction that then writes (the job queue's): the row is
-  // read so that no take commits before that transaction ends (Store::lock_leader_lease), and a
-  // session left idle in it for a whole ttl (a paused process) is ended by the database.
+  // read so that no take commits before that transaction ends (LeaseStore::lock_leader_lease), and
+  // a session left idle in it for a whole ttl (a paused process) is ended by the database.
   std::optional<std::string> fence_refusal_in_transaction();
   // Where this replica's gRPC gateway listens (HOST:PORT), written into the lease with every take
   // and renewal so followers' gateways relay Curio's calls here. Empty: none.
@@ -99,7 +102,7 @@ class Leadership {
  private:
   void end_term(const std::string& reason);
 
-  store::Store& store_;
+  store::LeaseStore& store_;
   const LeadershipConfig config_;
   const Clock clock_;
   std::mutex mu_;

@@ -1,0 +1,63 @@
+// The gateway's proof jobs (src/jobs): rows, proofs, leases and failure streaks. Part of the
+// Store (store.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/job.h"
+#include "store/transactions.h"
+
+namespace pf::store {
+
+class JobStore : public virtual Transactions {
+ public:
+  ~JobStore() override = default;
+
+  // --- proof jobs (the gateway's queue, src/jobs) ---------------------------------------------
+  // Inserts and returns the new id (job.id is ignored). (client, request_id) must be unique:
+  // a request_id is its client's idempotency key.
+  virtual std::int64_t insert_job(const core::Job& job) = 0;
+  // Replaces the row with job.id (its proof bytes stay). Throws StoreError if it does not exist.
+  virtual void update_job(const core::Job& job) = 0;
+  virtual std::optional<core::Job> job(std::int64_t id) = 0;
+  // The newest job with this request_id from any client (the operator's lookup).
+  virtual std::optional<core::Job> job_by_request(const std::string& request_id) = 0;
+  // The job `client` asked for with `request_id` (exactly that client; "" = rows recorded
+  // before clients were).
+  virtual std::optional<core::Job> client_job(const std::string& client,
+                                              const std::string& request_id) = 0;
+  // Queued, assigned and proving jobs, by id.
+  virtual std::vector<core::Job> open_jobs() = 0;
+  // Newest first (by id), at most `limit` (0 = all); `states` empty = every state. `before_id`
+  // > 0: only jobs with a smaller id (the next page after a page that ended at that id).
+  virtual std::vector<core::Job> jobs(const std::vector<core::JobState>& states, std::size_t limit,
+                                      std::int64_t before_id = 0) = 0;
+  // submitted_at of every job submitted at or after `since`.
+  virtual std::vector<double> job_arrivals_since(double since) = 0;
+  virtual std::map<core::JobState, std::int64_t> job_counts() = 0;
+  // The proof bytes of a done job (kept with its row, so "done" and its proof land together).
+  // nullopt: none stored, or removed by retention.
+  virtual void put_job_proof(std::int64_t id, const std::string& proof) = 0;
+  virtual std::optional<std::string> job_proof(std::int64_t id) = 0;
+  // Removes the proofs of jobs finished (and delivered, if they were) before `before`; returns
+  // how many.
+  virtual int drop_job_proofs(double before) = 0;
+  // Input digests some job still needs: open jobs, and finished ones whose last news (finish
+  // or delivery) is at or after `since`.
+  virtual std::vector<std::string> job_inputs_in_use(double since) = 0;
+  // A heartbeat's lease renewal: sets lease_expires_at of those jobs that `instance_id` holds
+  // (assigned or proving); returns how many rows changed.
+  virtual int renew_job_leases(std::int64_t instance_id, const std::vector<std::int64_t>& job_ids,
+                               double lease_expires_at) = 0;
+  // Failed proofs in a row per instance (the job queue's strike rule): instances with a
+  // running streak only. Putting 0 ends the streak (removes the row).
+  virtual std::map<std::int64_t, int> job_failure_streaks() = 0;
+  virtual void put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) = 0;
+};
+
+}  // namespace pf::store
