@@ -263,6 +263,17 @@ export function instancesTable(instances, now, { sortKey = 'state', sortDir = 1,
 
 // ---- one instance ---------------------------------------------------------------------------
 
+// An instance's spend with what vast billed besides compute: its disk (every second it exists,
+// loading and stopped included) and bandwidth (src/core/billing.h).
+export function spendParts(r) {
+  const storage = isNum(r.storage_spend_usd) ? r.storage_spend_usd : 0;
+  const bandwidth = isNum(r.bandwidth_spend_usd) ? r.bandwidth_spend_usd : 0;
+  if (storage <= 0 && bandwidth <= 0) return esc(usd(r.spend_usd));
+  const disk = isNum(r.disk_gb) && r.disk_gb > 0 ? ` (${r.disk_gb} GB)` : '';
+  return `${esc(usd(r.spend_usd))} <span class="muted">storage ${esc(usd(storage))}${esc(disk)}, ` +
+    `bandwidth ${esc(usd(bandwidth))}</span>`;
+}
+
 function fact(label, value) {
   return `<div class="fact"><dt>${esc(label)}</dt><dd>${value}</dd></div>`;
 }
@@ -347,7 +358,7 @@ export function instancePage(detail, now) {
     fact('created', esc(clock(r.created_at))) +
     fact('origin', esc(r.origin)) +
     fact('last heartbeat', r.last_heartbeat_at > 0 ? `${since(r.last_heartbeat_at, now)} ago` : '—') +
-    fact('spend', esc(usd(r.spend_usd))) +
+    fact('spend', spendParts(r)) +
     fact('proofs', `${esc(int(r.proofs_production))} production, ${esc(int(r.proofs_benchmark))} benchmark`) +
     fact('crashes / OOMs', `${esc(int(r.prover_crashes))} / ${esc(int(r.ooms))}`) +
     fact('GPU util', esc(pct(r.gpu_util))) +

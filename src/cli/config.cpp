@@ -743,6 +743,7 @@ Environment process_environment() {
 
 FleetSettings fleet_settings(const AppConfig& config) {
   FleetSettings s;
+  s.disk_gb = config.deploy.disk_gb;
   s.policy = config.autopilot.policy;  // scoring already follows [economics], [setup], [predictor]
   s.acceptance = config.acceptance;
   s.sprt = core::with_caps(config.sprt, config.acceptance);

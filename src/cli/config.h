@@ -12,6 +12,7 @@
 #include "agent/param_manifest.h"
 #include "core/acceptance.h"
 #include "core/alerts.h"
+#include "core/billing.h"
 #include "core/hearing.h"
 #include "core/http_limits.h"
 #include "core/job_economics.h"
@@ -31,7 +32,7 @@ struct MarketSettings {
 // What the manager puts into every rental and tells every agent.
 struct DeploySettings {
   std::string image = manager::kDefaultImage;
-  double disk_gb = 200;
+  double disk_gb = core::kDefaultDiskGb;
   std::string onstart = manager::kDefaultOnstart;
   double heartbeat_s = 10;
   // The parameter files agents fetch: "builtin:NAME" (params/NAME.json, compiled in), a URL or
@@ -162,6 +163,7 @@ struct AppConfig {
 // What the default fleet policy runs with, from the config: one mapping that `serve` (manager and
 // autopilot) and `sim` share, so the simulator measures what the manager would do.
 struct FleetSettings {
+  double disk_gb = core::kDefaultDiskGb;  // [deploy] disk_gb: what every rental pays storage for
   core::PolicyConfig policy;  // [autopilot] caps, scoring from [economics] / [setup] / [predictor]
   core::AcceptanceConfig acceptance;  // [acceptance] caps
   core::SprtConfig sprt;              // [acceptance] tuning with those caps applied

@@ -109,6 +109,7 @@ void run_offers(const OffersOptions& opt) {
   req.query = parsed->filters;
   req.type = opt.type;
   req.limit = opt.search_limit;
+  req.allocated_storage_gb = cfg->deploy.disk_gb;  // dph_total as a deploy would pay it
   auto found = vast.search_offers(req);
   if (!found) {
     throw CommandFailed("offer search at " + vast_cfg->base_url + " failed (" +

@@ -46,6 +46,7 @@ void run_sim(const SimCliOptions& o) {
   }
   sim::DesOptions options;
   options.details = o.details;
+  options.disk_gb = live->disk_gb;  // the disk serve would rent: storage is billed for it
   std::vector<sim::DesReport> reports;
   for (const auto& name : names) {
     std::unique_ptr<sim::DesPolicy> policy = sim::make_policy(name, *scenario, *live);

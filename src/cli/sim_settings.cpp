@@ -4,6 +4,7 @@ namespace pf::cli {
 
 sim::DefaultPolicyConfig sim_policy_config(const FleetSettings& settings) {
   sim::DefaultPolicyConfig c;
+  c.disk_gb = settings.disk_gb;
   c.policy = settings.policy;
   c.sprt = settings.sprt;
   c.lifecycle = settings.lifecycle;

@@ -100,9 +100,15 @@ struct InstanceRecord {
   double bench_since = 0;
   int production_windows = 0;
 
-  // Money: accrued up to `billed_until`.
+  // Money: accrued up to `billed_until` (core/billing.h). spend_usd is the total; the storage
+  // and bandwidth parts are also kept apart (compute is the rest).
   double spend_usd = 0;
   double billed_until = 0;
+  double storage_spend_usd = 0;
+  double bandwidth_spend_usd = 0;
+  // The disk rented at create, GB: storage is billed for it in every state but offline.
+  // 0 on rows from before it was recorded (storage then priced as search priced it).
+  double disk_gb = 0;
 
   std::optional<Verdict> verdict;
   std::string plan_json;  // the prover plan the agent reported (opaque here)

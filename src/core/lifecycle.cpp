@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/billing.h"
 #include "core/text.h"
 
 namespace pf::core {
@@ -92,7 +93,7 @@ std::optional<Closing> destroy_reason(const InstanceRecord& rec, double now,
   // A booted instance whose agent never registers: the grace counts from when the market
   // said running (slow image pulls are not billed and are judged by the loading deadline
   // alone), and from when the manager listened.
-  if (silence_judged && rec.state == S::Booting && market_status_billed(ms) &&
+  if (silence_judged && rec.state == S::Booting && compute_billed(ms) &&
       now - std::max(rec.market_status_since, hearing.listening_since) >=
           cfg.boot_register_grace_s) {
     return Closing{C::OtherLifecycle, "running for " +
@@ -114,30 +115,4 @@ bool deadline_reads_agent(InstanceState state) {
          state == S::WarmingUp || state == S::Benchmarking;
 }
 
-bool market_status_billed(const std::string& s) {
-  return !(s.empty() || s == "loading" || s == "offline" || s == "created" || s == "stopped");
-}
-
-double accrue_compute_spend(InstanceRecord& rec, double now) {
-  if (rec.billed_until <= 0) rec.billed_until = rec.created_at > 0 ? rec.created_at : now;
-  if (now <= rec.billed_until) return 0;
-  double inc = 0;
-  if (market_status_billed(rec.market_status) && rec.state != InstanceState::Destroyed) {
-    inc = (now - rec.billed_until) / 3600.0 * rec.offer.dph_total;
-  }
-  rec.spend_usd += inc;
-  rec.billed_until = now;
-  return inc;
-}
-
-}  // namespace pf::core
-
-namespace pf::core {
-double accrue_bandwidth_spend(InstanceRecord& rec, double done) {
-  double delta = std::max(0.0, done - rec.params_done_bytes);
-  double inc = delta / 1e9 * rec.offer.inet_down_cost_per_gb;
-  rec.params_done_bytes = std::max(rec.params_done_bytes, done);
-  rec.spend_usd += inc;
-  return inc;
-}
 }  // namespace pf::core

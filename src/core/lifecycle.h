@@ -75,17 +75,4 @@ std::optional<Closing> destroy_reason(const InstanceRecord& rec, double now,
 // not the market's alone.
 bool deadline_reads_agent(InstanceState state);
 
-// Market statuses during which vast bills compute (dph). loading/offline/provisioning are free.
-bool market_status_billed(const std::string& actual_status);
-
-// Accrues spend from rec.billed_until to now at dph_total while the market status is billed.
-// Returns the increment (USD) and advances rec.billed_until / rec.spend_usd.
-double accrue_compute_spend(InstanceRecord& rec, double now);
-
-}  // namespace pf::core
-
-namespace pf::core {
-// Parameter bandwidth billed at the offer's inet_down_cost for bytes newly downloaded.
-// Advances rec.params_done_bytes and rec.spend_usd; returns the increment (USD).
-double accrue_bandwidth_spend(InstanceRecord& rec, double params_done_bytes);
 }  // namespace pf::core

@@ -1,6 +1,8 @@
 #include "core/offer.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 
 namespace pf::core {
 namespace {
@@ -33,6 +35,17 @@ void derive_offer_fields(Offer& o) {
   if (o.num_gpus <= 0) flag(o, "num_gpus missing: assuming 1");
   if (o.gpu_name.empty()) flag(o, "gpu_name missing");
   if (o.dph_total <= 0) flag(o, "dph_total missing: price unknown");
+  // A price below zero would bill negative money (core/billing.h): read as unknown (0).
+  for (auto [field, name] :
+       {std::pair{&o.dph_base, "dph_base"}, std::pair{&o.storage_cost_gb_month, "storage_cost"},
+        std::pair{&o.storage_total_cost_per_hour, "storage_total_cost"},
+        std::pair{&o.inet_down_cost_per_gb, "inet_down_cost"},
+        std::pair{&o.inet_up_cost_per_gb, "inet_up_cost"}}) {
+    if (*field < 0) {
+      *field = 0;
+      flag(o, std::string(name) + " is negative: read as 0");
+    }
+  }
   if (o.inet_down_mbps <= 0) flag(o, "inet_down missing: download speed unknown");
   if (o.pcie_bw_gbs <= 0) flag(o, "pcie_bw missing");
 }

@@ -26,14 +26,19 @@ struct Offer {
   double inet_down_mbps = 0;  // advertised, shared by the machine
   double inet_up_mbps = 0;
   double inet_down_cost_per_gb = 0;  // $/GB
+  double inet_up_cost_per_gb = 0;    // $/GB
   double disk_space_gb = 0;
   double cuda_max_good = 0;
   int compute_cap = 0;
   double reliability = 0;  // reliability2, 0..1
   bool verified = false;
   std::string geolocation;
-  double dph_total = 0;                 // $/hour for the offer, bandwidth excluded
-  double storage_cost_gb_month = 0;     // $/GB/month
+  // $/hour for the offer: dph_base (compute) plus the storage of the allocated_storage
+  // searched, bandwidth excluded (core/billing.h).
+  double dph_total = 0;
+  double dph_base = 0;                    // compute $/hour; 0 when the market did not say
+  double storage_cost_gb_month = 0;       // $/GB/month
+  double storage_total_cost_per_hour = 0;  // search's price of the allocated_storage, $/hour
   double dlperf = 0;
 
   // Derived once at the boundary (see derive_offer_fields).

@@ -82,6 +82,7 @@ std::vector<AutopilotDecision> Autopilot::run_once() {
 
   market::SearchRequest request;
   request.query = config_.filters;
+  request.allocated_storage_gb = manager_.config().disk_gb;  // priced as the create rents
   auto found = market_.search_offers(request);
   if (!found) {
     // Without a complete view of the market nothing is rented or dropped this round.

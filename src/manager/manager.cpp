@@ -9,6 +9,7 @@
 
 #include "core/bench_run.h"
 #include "core/benchmark_step.h"
+#include "core/billing.h"
 #include "core/break_even.h"
 #include "core/close.h"
 #include "core/job_worker.h"
@@ -705,7 +706,7 @@ void Manager::execute(const core::ReconcileAction& a, double now,
       return;
     case K::RecordStatus:
       // Bill the old status up to now before switching.
-      core::accrue_compute_spend(rec, now);
+      core::accrue_rental_spend(rec, now);
       rec.market_status = a.listed->actual_status;
       rec.market_status_since = now;
       store_.transaction([&] {
@@ -718,7 +719,7 @@ void Manager::execute(const core::ReconcileAction& a, double now,
       transition(rec, S::Booting, a.reason);
       return;
     case K::Close:
-      core::accrue_compute_spend(rec, now);
+      core::accrue_rental_spend(rec, now);
       if (close(rec, *a.close)) transition(rec, S::Destroyed, a.reason);
       return;
     case K::RecordOrphan:
@@ -751,7 +752,7 @@ void Manager::tick() {
     }
     for (auto rec : live) {
       double before = rec.spend_usd;
-      core::accrue_compute_spend(rec, now);
+      core::accrue_rental_spend(rec, now);
       if (rec.spend_usd != before) store_.update_instance(rec);
       if (rec.state == S::Proving) record_production_windows(rec);
       if (auto closing = core::destroy_reason(rec, now, config_.lifecycle, hearing)) {
@@ -799,7 +800,7 @@ void Manager::tick() {
     if (!rec || rec->state != S::Destroying) continue;
     if (mid && !rec->market_id) rec->market_id = mid;
     if (confirmed) {
-      core::accrue_compute_spend(*rec, clock_());
+      core::accrue_rental_spend(*rec, clock_());
       transition(*rec, S::Destroyed, outcome);
       last_destroy_attempt_.erase(d.id);
       production_checked_.erase(d.id);

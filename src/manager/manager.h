@@ -19,6 +19,7 @@
 
 #include "core/acceptance.h"
 #include "core/alerts.h"
+#include "core/billing.h"
 #include "core/blocklist.h"
 #include "core/close_cause.h"
 #include "core/fleet.h"
@@ -83,7 +84,7 @@ struct ManagerConfig {
   bool profit_objective = true;
   std::string public_url = "http://127.0.0.1:8470";  // what agents are told to call
   std::string image = kDefaultImage;
-  double disk_gb = 200;
+  double disk_gb = core::kDefaultDiskGb;
   // Shell run by the instance at start; the manager's URL etc. come from the env the create sets.
   std::string onstart = kDefaultOnstart;
   double heartbeat_s = 10;

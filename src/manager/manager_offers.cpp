@@ -32,6 +32,7 @@ ApiResult<std::vector<core::RankedOffer>> Manager::rank_offers(const json& filte
                                                                core::RankOrder order) {
   market::SearchRequest req;
   req.query = filters;
+  req.allocated_storage_gb = config_.disk_gb;  // dph_total prices the disk a create rents
   auto found = market_.search_offers(req);
   if (!found) return tl::unexpected(market_failure("offer search failed", found.error()));
   // The autopilot's prediction (the machine's runs, its model's fleet data) and the verdicts'
@@ -68,6 +69,7 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
   market::SearchRequest check;
   check.query = json{{"id", {{"eq", offer_id}}}};
   check.limit = 1;
+  check.allocated_storage_gb = config_.disk_gb;
   auto found = market_.search_offers(check);
   if (!found) return tl::unexpected(market_failure("re-checking the offer failed", found.error()));
   auto it = std::find_if(found->offers.begin(), found->offers.end(),
@@ -89,6 +91,7 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
   InstanceRecord rec;
   rec.deployment_id = random_token().substr(0, 16);
   rec.offer = *it;
+  rec.disk_gb = config_.disk_gb;  // what the create below rents; billed for storage
   rec.created_at = now;
   rec.state = S::Renting;
   rec.state_since = now;

@@ -10,6 +10,7 @@
 #include <tl/expected.hpp>
 #include <vector>
 
+#include "core/billing.h"
 #include "core/offer.h"
 
 namespace pf::market {
@@ -46,7 +47,8 @@ struct SearchRequest {
   std::vector<std::pair<std::string, std::string>> order = {{"dph_total", "asc"}};
   std::string type = "on-demand";
   int limit = 1000;
-  double allocated_storage_gb = 200;
+  // The disk size search prices into dph_total: the disk a create then rents (CreateRequest).
+  double allocated_storage_gb = core::kDefaultDiskGb;
 };
 
 struct SearchResult {
@@ -58,7 +60,7 @@ struct SearchResult {
 struct CreateRequest {
   std::int64_t offer_id = 0;
   std::string image;
-  double disk_gb = 200;
+  double disk_gb = core::kDefaultDiskGb;
   std::string label;  // must be unique per create: reconciliation finds the instance by it
   std::map<std::string, std::string> env;
   std::string onstart;

@@ -82,6 +82,7 @@ tl::expected<core::Offer, std::string> offer_from_vast_json(const json& j) {
   o.inet_down_mbps = num(j, "inet_down", o);
   o.inet_up_mbps = num(j, "inet_up", o);
   o.inet_down_cost_per_gb = num(j, "inet_down_cost", o);
+  o.inet_up_cost_per_gb = num(j, "inet_up_cost", o);
   o.disk_space_gb = num(j, "disk_space", o);
   o.cuda_max_good = num(j, "cuda_max_good", o);
   o.compute_cap = static_cast<int>(whole(j, "compute_cap", o, 0, kMaxSmallCount));
@@ -93,7 +94,9 @@ tl::expected<core::Offer, std::string> offer_from_vast_json(const json& j) {
   if (!o.verified && str(j, "verification") == "verified") o.verified = true;
   o.geolocation = str(j, "geolocation");
   o.dph_total = num(j, "dph_total", o);
+  o.dph_base = num(j, "dph_base", o);
   o.storage_cost_gb_month = num(j, "storage_cost", o);
+  o.storage_total_cost_per_hour = num(j, "storage_total_cost", o);
   o.dlperf = num(j, "dlperf", o);
   core::derive_offer_fields(o);
   return o;
@@ -118,6 +121,7 @@ json offer_to_vast_json(const core::Offer& o) {
       {"inet_down", o.inet_down_mbps},
       {"inet_up", o.inet_up_mbps},
       {"inet_down_cost", o.inet_down_cost_per_gb},
+      {"inet_up_cost", o.inet_up_cost_per_gb},
       {"disk_space", o.disk_space_gb},
       {"cuda_max_good", o.cuda_max_good},
       {"compute_cap", o.compute_cap},
@@ -127,7 +131,9 @@ json offer_to_vast_json(const core::Offer& o) {
       {"verification", o.verified ? "verified" : "unverified"},
       {"geolocation", o.geolocation},
       {"dph_total", o.dph_total},
+      {"dph_base", o.dph_base},
       {"storage_cost", o.storage_cost_gb_month},
+      {"storage_total_cost", o.storage_total_cost_per_hour},
       {"dlperf", o.dlperf},
       {"rentable", true},
       {"rented", false},

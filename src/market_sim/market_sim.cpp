@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "core/billing.h"
 #include "market/query.h"
 #include "scenario/json_text.h"
 #include "scenario/offer_query.h"
@@ -450,10 +451,21 @@ double MarketSim::billed_hours(const SimInstance& inst, double now_h) const {
   return std::max(0.0, hours);
 }
 
+// As vast bills (core/billing.h): compute while running, storage of the rented disk from
+// creation until destroyed in every state but offline (loading and stopped included). The
+// listed dph_total prices the disk rented (search's allocated_storage), so compute is the rest.
+double MarketSim::storage_hours(const SimInstance& inst, double now_h) const {
+  const double end = std::min({now_h, inst.destroyed_h.value_or(kNever), offline_h(inst)});
+  return std::max(0.0, end - inst.created_h);
+}
+
 double MarketSim::spent_usd(double now_h) const {
   double total = 0;
   for (const auto& [id, inst] : instances_) {
-    total += billed_hours(inst, now_h) * inst.dph;
+    core::Offer priced = scenario_.offers[inst.offer_index].offer;
+    priced.dph_total = inst.dph;
+    total += billed_hours(inst, now_h) * core::compute_usd_per_hour(priced, inst.disk_gb) +
+             storage_hours(inst, now_h) * core::storage_usd_per_hour(priced, inst.disk_gb);
   }
   return total;
 }

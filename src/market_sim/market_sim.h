@@ -176,7 +176,8 @@ class MarketSim {
   double offline_h(const SimInstance& inst) const;
   bool stopped_at(const SimInstance& inst, double t) const;
   std::string actual_status(const SimInstance& inst, double now_h) const;
-  double billed_hours(const SimInstance& inst, double now_h) const;
+  double billed_hours(const SimInstance& inst, double now_h) const;  // compute: running
+  double storage_hours(const SimInstance& inst, double now_h) const;
   nlohmann::json instance_json(const SimInstance& inst, double now_h) const;
 
   Scenario scenario_;

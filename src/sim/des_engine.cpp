@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/bench_run.h"
+#include "core/billing.h"
 #include "core/job_worker.h"
 #include "core/memory_model.h"
 #include "core/oom_memory.h"
@@ -211,7 +212,7 @@ class Engine {
 
   void bill(Inst& in) {
     const double before = in.rec.spend_usd;
-    core::accrue_compute_spend(in.rec, epoch(now_));
+    core::accrue_rental_spend(in.rec, epoch(now_));
     if (in.rec.state == S::FetchingParams && in.params_speed_bps > 0) {
       const double done =
           std::min(in.rec.params_total_bytes, (now_ - in.params_start) * in.params_speed_bps);
@@ -269,6 +270,7 @@ class Engine {
     in.rec.deployment_id = "sim-" + std::to_string(in.rec.id);
     in.rec.market_id = 90'000'000 + in.rec.id;
     in.rec.offer = listed_offer(so);
+    in.rec.disk_gb = opt_.disk_gb;
     in.rec.origin = "autopilot";
     in.rec.created_at = epoch(now_);
     in.rec.state_since = epoch(now_);
@@ -776,10 +778,13 @@ class Engine {
     if (sc_.demand) settle_jobs();
     double spend = 0;
     double bench = 0;
+    double storage = 0;
     for (const auto& in : insts_) {
       spend += in.rec.spend_usd;
       bench += in.bench_spend;
+      storage += in.rec.storage_spend_usd;
     }
+    report_.storage_usd = storage;
     report_.spend_usd = spend;
     report_.benchmark_spend_usd = bench;
     report_.profit_usd = report_.revenue_usd - spend;

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "core/acceptance.h"
+#include "core/billing.h"
 #include "core/blocklist.h"
 #include "core/demand_estimate.h"
 #include "core/fleet.h"
@@ -118,6 +119,7 @@ struct DesOptions {
   double decide_every_s = 300;        // policy decisions
   double production_window_s = 3600;  // production measurement windows
   bool details = false;               // fill DesReport::instances
+  double disk_gb = core::kDefaultDiskGb;  // each rental's disk, billed for storage (serve's)
 };
 
 // Runs `policy` over `scenario` and reports. Deterministic: same scenario, policy and options

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/billing.h"
 #include "core/memory_model.h"
 #include "core/oom_memory.h"
 #include "core/planner.h"
@@ -31,6 +32,7 @@ struct FleetCaps {
 };
 
 struct DefaultPolicyConfig {
+  double disk_gb = core::kDefaultDiskGb;  // [deploy] disk_gb: rentals pay its storage
   core::PolicyConfig policy;
   core::SprtConfig sprt;  // tuning with the [acceptance] caps applied (core::with_caps)
   core::LifecycleConfig lifecycle;

@@ -58,6 +58,7 @@ nlohmann::json report_json(const DesReport& r, bool details) {
   j["seed"] = r.seed;
   j["proofs_unpaid"] = r.proofs_unpaid;
   j["bandwidth_usd"] = r.bandwidth_usd;
+  j["storage_usd"] = r.storage_usd;
   j["instances_rejected"] = r.instances_rejected;
   j["ooms_after_first_on_host"] = r.ooms_after_first_on_host;
   j["decisions"] = r.decisions;
@@ -109,7 +110,8 @@ std::string report_text(const DesReport& r) {
       << " h), policy " << r.policy << "\n"
       << "  profit        " << money(r.profit_usd) << "  (revenue " << money(r.revenue_usd)
       << ", spend " << money(r.spend_usd) << ", of which benchmarks "
-      << money(r.benchmark_spend_usd) << ", bandwidth " << money(r.bandwidth_usd) << ")\n"
+      << money(r.benchmark_spend_usd) << ", storage " << money(r.storage_usd) << ", bandwidth "
+      << money(r.bandwidth_usd) << ")\n"
       << "  proofs        " << r.proofs << " paid (" << fixed(r.mean_proofs_per_hour, 1) << "/hr), "
       << r.proofs_unpaid << " beyond demand; $/proof " << cost_text(r.cost_per_proof_usd) << "\n"
       << "  instances     " << r.instances_rented << " rented, " << r.instances_accepted

@@ -44,11 +44,12 @@ struct DesReport {
   long proofs = 0;         // production proofs that earned (within demand)
   long proofs_unpaid = 0;  // production proofs beyond demand
   double revenue_usd = 0;
-  double spend_usd = 0;  // compute + parameter bandwidth
+  double spend_usd = 0;  // compute + storage + parameter bandwidth (core/billing.h)
   double profit_usd = 0;
   std::optional<double> cost_per_proof_usd;  // spend ÷ proofs; nullopt without proofs
   double benchmark_spend_usd = 0;            // spend on instances before their verdict
   double bandwidth_usd = 0;
+  double storage_usd = 0;  // the rented disks, billed from creation in every state but offline
   int instances_rented = 0;
   int instances_accepted = 0;
   int instances_rejected = 0;  // destroyed before being accepted, for any reason

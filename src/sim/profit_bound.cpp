@@ -42,7 +42,7 @@ struct GridOffer {
   struct Candidate {
     double proofs = 0;     // fluid proofs of the age cell up to ℓ
     double billed_h = 0;   // hours billed at the rental's price
-    double bandwidth = 0;  // $ of the parameter download
+    double bandwidth = 0;  // $ of the parameter download and of the disk before boot
   };
   std::vector<Candidate> candidates;
   std::vector<std::size_t> cand_begin;
@@ -93,7 +93,8 @@ GridOffer grid_offer(const Scenario& sc, const ScenarioOffer& o, const RentalCur
     g.proofs.push_back(fluid(to_h) - fluid(from_h));
     g.cand_begin.push_back(g.candidates.size());
     const auto add = [&](double h) {
-      g.candidates.push_back({fluid(h) - fluid(from_h), curve.billed_h(h), curve.bandwidth_usd(h)});
+      g.candidates.push_back({fluid(h) - fluid(from_h), curve.billed_h(h),
+                              curve.bandwidth_usd(h) + curve.storage_before_boot_usd(h)});
     };
     add(from_h);
     for (double knot : curve.knots())
@@ -255,7 +256,7 @@ int best_partitions(const Truth& truth) {
 }
 
 RentalCurve::RentalCurve(const Scenario& scenario, const ScenarioOffer& offer,
-                         std::optional<double> dph) {
+                         std::optional<double> dph, double disk_gb) {
   const Truth& t = offer.truth;
   // Unless given: the cheapest price the offer is ever listed at (/2 dph_changes), a relaxation.
   dph_ = offer.offer.dph_total;
@@ -284,6 +285,7 @@ RentalCurve::RentalCurve(const Scenario& scenario, const ScenarioOffer& offer,
   if (t.failure.kind == FailureKind::Crash) stop_at_h_ = proving_from + t.failure.after_h;
   if (t.failure.kind == FailureKind::Offline) offline_at_h_ = boot_h_ + t.failure.after_h;
   bandwidth_usd_ = scenario.params_bytes / 1e9 * offer.offer.inet_down_cost_per_gb;
+  storage_usd_per_h_ = core::storage_usd_per_hour(offer.offer, disk_gb);
   renewal_slack_ = t.proof_time_cv * t.proof_time_cv;
   for (double k : {boot_h_, prover_h_, proving_from, throttle_at_h_, stop_at_h_, offline_at_h_}) {
     if (k >= 0) knots_.push_back(k);
@@ -328,8 +330,12 @@ double RentalCurve::bandwidth_usd(double hours) const {
   return download_started ? bandwidth_usd_ : 0;
 }
 
+double RentalCurve::storage_before_boot_usd(double hours) const {
+  return storage_usd_per_h_ * std::clamp(hours, 0.0, boot_h_);
+}
+
 double RentalCurve::cost_usd(double hours) const {
-  return dph_ * billed_h(hours) + bandwidth_usd(hours);
+  return dph_ * billed_h(hours) + bandwidth_usd(hours) + storage_before_boot_usd(hours);
 }
 
 RentalCurve::Best RentalCurve::best(double limit_h, double value_per_proof) const {

@@ -53,6 +53,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/billing.h"
 #include "sim/scenario_vocabulary.h"
 
 namespace pf::sim {
@@ -67,8 +68,10 @@ class RentalCurve {
  public:
   // `dph`: the price the rental pays (the price listed when it is created); by default the
   // cheapest the offer is ever listed at (/2 dph_changes), a relaxation for the bound.
+  // `disk_gb`: the disk it rents, whose storage vast bills from creation — before boot too,
+  // where the listed dph (compute + that storage) is not yet billed (core/billing.h).
   RentalCurve(const Scenario& scenario, const ScenarioOffer& offer,
-              std::optional<double> dph = std::nullopt);
+              std::optional<double> dph = std::nullopt, double disk_gb = core::kDefaultDiskGb);
 
   bool can_prove() const { return rate_ > 0; }
   double rate() const { return rate_; }  // unthrottled, alone, at best_partitions
@@ -80,9 +83,10 @@ class RentalCurve {
   double rate_at(double hours) const;
   // Expected proofs and cost (compute + bandwidth) of a rental kept ℓ hours.
   double proofs(double hours) const;
-  double cost_usd(double hours) const;  // dph · billed_h + bandwidth_usd
+  double cost_usd(double hours) const;  // dph · billed_h + bandwidth + storage before boot
   double billed_h(double hours) const;  // compute hours billed (from boot until offline)
   double bandwidth_usd(double hours) const;
+  double storage_before_boot_usd(double hours) const;  // the disk while the image loads
   double profit_usd(double hours, double value_per_proof) const {
     return value_per_proof * proofs(hours) - cost_usd(hours);
   }
@@ -107,7 +111,8 @@ class RentalCurve {
   double offline_at_h_ = -1;  // offline (billing stops) or -1
   double dph_ = 0;
   double bandwidth_usd_ = 0;
-  double renewal_slack_ = 0;  // cv²: Lorden's bound on expected completions beyond the fluid
+  double storage_usd_per_h_ = 0;  // the rented disk (core/billing.h)
+  double renewal_slack_ = 0;      // cv²: Lorden's bound on expected completions beyond the fluid
   std::vector<double> knots_;
 };
 

@@ -31,7 +31,8 @@ class InstanceStore : public virtual Transactions {
   virtual void update_instance(const core::InstanceRecord& record) = 0;
   // Writes only what agents report and what accrues with it: last_heartbeat_at, params_*,
   // prover_crashes, ooms, proofs_benchmark, proofs_production, gpu_util, peak_memory_gib,
-  // plan_json, spend_usd, billed_until, gpu_throttled and bench_since. State, offer snapshot,
+  // plan_json, spend_usd (and its storage and bandwidth parts), billed_until, gpu_throttled and
+  // bench_since. State, offer snapshot,
   // verdict and the rest of the row stay as stored. Agents report every few seconds; rewriting the
   // whole row (and its offer snapshot) each time was the manager's main cost. Throws StoreError if
   // the row does not exist.

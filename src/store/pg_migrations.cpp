@@ -306,6 +306,13 @@ ALTER TABLE instances ADD COLUMN machine_id BIGINT NOT NULL DEFAULT 0;
 UPDATE instances SET machine_id = COALESCE(CAST(offer_json::jsonb ->> 'machine_id' AS BIGINT), 0);
 CREATE INDEX instances_machine ON instances(machine_id);
 )sql"},
+    Migration{13, "instances' storage and bandwidth spend and rented disk", R"sql(
+ALTER TABLE instances ADD COLUMN storage_spend_usd DOUBLE PRECISION NOT NULL DEFAULT 0
+  CHECK (storage_spend_usd >= 0);
+ALTER TABLE instances ADD COLUMN bandwidth_spend_usd DOUBLE PRECISION NOT NULL DEFAULT 0
+  CHECK (bandwidth_spend_usd >= 0);
+ALTER TABLE instances ADD COLUMN disk_gb DOUBLE PRECISION NOT NULL DEFAULT 0 CHECK (disk_gb >= 0);
+)sql"},
 };
 
 static_assert(versions_are_consecutive(kMigrations),

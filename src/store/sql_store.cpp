@@ -113,7 +113,8 @@ constexpr const char* kInstanceColumns =
     "params_rate_bps, prover_crashes, ooms, proofs_benchmark, proofs_production, gpu_util, "
     "peak_memory_gib, spend_usd, billed_until, verdict_decision, verdict_rate, verdict_low, "
     "verdict_high, verdict_samples, verdict_break_even_rate, verdict_reason, plan_json, origin, "
-    "close_cause, bench_since, gpu_throttled, production_windows, oom_partitions, machine_id";
+    "close_cause, bench_since, gpu_throttled, production_windows, oom_partitions, machine_id, "
+    "storage_spend_usd, bandwidth_spend_usd, disk_gb";
 
 void bind_instance(Statement& s, const core::InstanceRecord& r) {
   s.bind_text(":deployment_id", r.deployment_id);
@@ -164,6 +165,9 @@ void bind_instance(Statement& s, const core::InstanceRecord& r) {
   s.bind_int(":gpu_throttled", r.gpu_throttled ? 1 : 0);
   s.bind_int(":production_windows", r.production_windows);
   s.bind_int(":oom_partitions", r.oom_partitions);
+  s.bind_real(":storage_spend_usd", r.storage_spend_usd);
+  s.bind_real(":bandwidth_spend_usd", r.bandwidth_spend_usd);
+  s.bind_real(":disk_gb", r.disk_gb);
 }
 
 core::InstanceRecord read_instance(const Statement& s, OfferCache& offers) {
@@ -225,6 +229,9 @@ core::InstanceRecord read_instance(const Statement& s, OfferCache& offers) {
   r.gpu_throttled = s.int32("gpu_throttled") != 0;
   r.production_windows = s.int32("production_windows");
   r.oom_partitions = s.int32("oom_partitions");
+  r.storage_spend_usd = s.real("storage_spend_usd");
+  r.bandwidth_spend_usd = s.real("bandwidth_spend_usd");
+  r.disk_gb = s.real("disk_gb");
   return r;
 }
 
@@ -310,7 +317,8 @@ std::int64_t SqlStore::insert_instance(const core::InstanceRecord& record) {
                   ":verdict_decision, :verdict_rate, :verdict_low, :verdict_high, "
                   ":verdict_samples, :verdict_break_even_rate, :verdict_reason, :plan_json, "
                   ":origin, :close_cause, :bench_since, :gpu_throttled, :production_windows, "
-                  ":oom_partitions, :machine_id) RETURNING id",
+                  ":oom_partitions, :machine_id, :storage_spend_usd, :bandwidth_spend_usd, "
+                  ":disk_gb) RETURNING id",
               "inserting instance with deployment_id '" + record.deployment_id + "'");
   bind_instance(s, record);
   return sql::inserted_id(s);
@@ -339,7 +347,9 @@ void SqlStore::update_instance(const core::InstanceRecord& record) {
               "verdict_reason = :verdict_reason, plan_json = :plan_json, origin = :origin, "
               "close_cause = :close_cause, bench_since = :bench_since, "
               "gpu_throttled = :gpu_throttled, production_windows = :production_windows, "
-              "oom_partitions = :oom_partitions, machine_id = :machine_id WHERE id = :id",
+              "oom_partitions = :oom_partitions, machine_id = :machine_id, "
+              "storage_spend_usd = :storage_spend_usd, bandwidth_spend_usd = :bandwidth_spend_usd, "
+              "disk_gb = :disk_gb WHERE id = :id",
               doing);
   bind_instance(s, record);
   s.bind_int(":id", record.id);
@@ -364,6 +374,8 @@ void copy_agent_progress(const core::InstanceRecord& from, core::InstanceRecord&
   to.peak_memory_gib = from.peak_memory_gib;
   to.plan_json = from.plan_json;
   to.spend_usd = from.spend_usd;
+  to.storage_spend_usd = from.storage_spend_usd;
+  to.bandwidth_spend_usd = from.bandwidth_spend_usd;
   to.billed_until = from.billed_until;
   to.gpu_throttled = from.gpu_throttled;
   to.bench_since = from.bench_since;
@@ -381,7 +393,8 @@ void SqlStore::update_agent_progress(const core::InstanceRecord& r) {
               "ooms = :ooms, proofs_benchmark = :proofs_benchmark, "
               "proofs_production = :proofs_production, gpu_util = :gpu_util, "
               "peak_memory_gib = :peak_memory_gib, plan_json = :plan_json, "
-              "spend_usd = :spend_usd, billed_until = :billed_until, "
+              "spend_usd = :spend_usd, storage_spend_usd = :storage_spend_usd, "
+              "bandwidth_spend_usd = :bandwidth_spend_usd, billed_until = :billed_until, "
               "gpu_throttled = :gpu_throttled, bench_since = :bench_since WHERE id = :id",
               doing);
   s.bind_real(":last_heartbeat_at", r.last_heartbeat_at);
@@ -396,6 +409,8 @@ void SqlStore::update_agent_progress(const core::InstanceRecord& r) {
   s.bind_real(":peak_memory_gib", r.peak_memory_gib);
   s.bind_text(":plan_json", r.plan_json);
   s.bind_real(":spend_usd", r.spend_usd);
+  s.bind_real(":storage_spend_usd", r.storage_spend_usd);
+  s.bind_real(":bandwidth_spend_usd", r.bandwidth_spend_usd);
   s.bind_real(":billed_until", r.billed_until);
   s.bind_int(":gpu_throttled", r.gpu_throttled ? 1 : 0);
   s.bind_real(":bench_since", r.bench_since);

@@ -359,6 +359,13 @@ UPDATE instances SET machine_id = COALESCE(json_extract(offer_json, '$.machine_i
   WHERE json_valid(offer_json);
 CREATE INDEX instances_machine ON instances(machine_id);
 )sql"},
+    Migration{13, "instances' storage and bandwidth spend and rented disk", R"sql(
+ALTER TABLE instances ADD COLUMN storage_spend_usd REAL NOT NULL DEFAULT 0.0
+  CHECK (storage_spend_usd >= 0);
+ALTER TABLE instances ADD COLUMN bandwidth_spend_usd REAL NOT NULL DEFAULT 0.0
+  CHECK (bandwidth_spend_usd >= 0);
+ALTER TABLE instances ADD COLUMN disk_gb REAL NOT NULL DEFAULT 0.0 CHECK (disk_gb >= 0);
+)sql"},
 };
 
 static_assert(versions_are_consecutive(kMigrations),

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/billing.h"
 #include "core/memory_model.h"
 #include "sim/des_policies.h"
 
@@ -86,7 +87,12 @@ TEST(DesEngine, MixedMarketEachPolicyMakesItsExpectedChoices) {
   const InstanceOutcome* dead = rental_of(def, 1003);
   ASSERT_TRUE(dead);
   EXPECT_THAT(dead->close_reason, HasSubstr("booting"));
-  EXPECT_DOUBLE_EQ(dead->spend_usd, 0);  // never booted: never billed
+  // Never booted: no compute, but vast bills the rented disk from creation until the boot
+  // deadline closes it (core/billing.h).
+  EXPECT_NEAR(dead->spend_usd,
+              core::storage_usd_per_hour(s.offers[2].offer, core::kDefaultDiskGb) *
+                  serve_defaults().lifecycle.boot_loading_max_s / 3600,
+              1e-9);
   const InstanceOutcome* small = rental_of(def, 1004);
   ASSERT_TRUE(small);
   EXPECT_EQ(small->partitions, planned_partitions(probe_of(s.offers[3])));

@@ -471,9 +471,12 @@ TEST_P(HotReadsBackendTest, MigrationElevenBackfillsTheHistory) {
     r.proofs_production = 3 * n;
     store_->insert_instance(r);
   }
-  // Migration 12 came after 11 (and this build's inserts write its column): undone now, so the
-  // file really is a schema-10 database.
+  // Migrations 12 and 13 came after 11 (and this build's inserts write their columns): undone
+  // now, so the file really is a schema-10 database.
   conn.begin();
+  for (const char* column : {"storage_spend_usd", "bandwidth_spend_usd", "disk_gb"}) {
+    conn.exec(std::string("ALTER TABLE instances DROP COLUMN ") + column, "undoing 13");
+  }
   conn.exec("DROP INDEX instances_machine", "undoing 12");
   conn.exec("ALTER TABLE instances DROP COLUMN machine_id", "undoing 12");
   if (pg) {

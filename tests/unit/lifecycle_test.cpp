@@ -200,23 +200,6 @@ TEST(Lifecycle, BootingAgentMustRegisterSoonAfterRunning) {
               HasSubstr("never registered"));
 }
 
-TEST(Spend, AccruesOnlyWhileBilled) {
-  auto r = rec(S::Booting, 0);
-  r.offer.dph_total = 0.36;
-  r.market_status = "loading";
-  EXPECT_EQ(accrue_compute_spend(r, 3600), 0);
-  r.market_status = "running";
-  EXPECT_NEAR(accrue_compute_spend(r, 7200), 0.36, 1e-12);
-  EXPECT_NEAR(accrue_compute_spend(r, 9000), 0.18, 1e-12);
-  r.market_status = "offline";
-  EXPECT_EQ(accrue_compute_spend(r, 12600), 0);
-  EXPECT_NEAR(r.spend_usd, 0.54, 1e-12);
-  EXPECT_EQ(accrue_compute_spend(r, 12000), 0);  // time never runs backwards
-  EXPECT_NEAR(accrue_bandwidth_spend(r, 10e9), 0.1, 1e-12);
-  EXPECT_NEAR(accrue_bandwidth_spend(r, 5e9), 0, 1e-12);  // stale report adds nothing
-  EXPECT_NEAR(r.spend_usd, 0.64, 1e-12);
-}
-
 TEST(States, NamesRoundTrip) {
   for (int s = 0; s <= static_cast<int>(S::Destroyed); ++s) {
     auto state = static_cast<S>(s);

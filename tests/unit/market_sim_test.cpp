@@ -309,25 +309,35 @@ TEST(MarketSimStatusTest, OfflineHostGoesOffline) {
   EXPECT_EQ(status_at(sim, id, 9), "offline");
 }
 
-TEST(MarketSimBillingTest, BilledFromBootUntilDestroy) {
+// vast's billing (core/billing.h): compute (the listed dph_total less the rented disk's
+// storage) while running; storage of the rented disk from creation until destroy in every
+// state but offline. kCreate rents 100 GB; tiny.json's storage_cost is $0.1/GB/month.
+constexpr double kStorage = 100 * 0.1 / 720;  // $/hour
+
+TEST(MarketSimBillingTest, ComputeFromBootStorageFromCreationUntilDestroy) {
   MarketSim sim(tiny());
-  auto id = create(sim, 1001, 0);  // $1/h from 0.1 h
-  EXPECT_DOUBLE_EQ(sim.spent_usd(0.1), 0.0);
-  EXPECT_NEAR(sim.spent_usd(2.1), 2.0, 1e-9);
+  auto id = create(sim, 1001, 0);  // $1/h listed, running from 0.1 h
+  EXPECT_NEAR(sim.spent_usd(0.1), 0.1 * kStorage, 1e-9);
+  EXPECT_NEAR(sim.spent_usd(2.1), 2.0 * (1 - kStorage) + 2.1 * kStorage, 1e-9);
   ASSERT_TRUE(sim.destroy_instance(id, 3.1));
-  EXPECT_NEAR(sim.spent_usd(3.1), 3.0, 1e-9);
-  EXPECT_NEAR(sim.spent_usd(8.0), 3.0, 1e-9);
-  EXPECT_NEAR(sim.balance_usd(8.0), 997.0, 1e-9);
+  const double spent = 3.0 * (1 - kStorage) + 3.1 * kStorage;
+  EXPECT_NEAR(sim.spent_usd(3.1), spent, 1e-9);
+  EXPECT_NEAR(sim.spent_usd(8.0), spent, 1e-9);  // destroy stops all billing
+  EXPECT_NEAR(sim.balance_usd(8.0), 1000 - spent, 1e-9);
 }
 
-TEST(MarketSimBillingTest, NotBilledWhileLoadingOrOfflineButBilledWhenExited) {
+TEST(MarketSimBillingTest, LoadingPaysStorageOnlyOfflinePaysNothingExitedPaysBoth) {
   MarketSim sim(tiny());
-  create(sim, 1003, 0);                 // never boots: never billed
-  create(sim, 1004, 0);                 // $0.25/h from 0.5 to 2.5 (offline)
-  auto crash = create(sim, 1002, 2.0);  // $0.5/h from 2.2, exited from 3.2 and still billed
-  EXPECT_NEAR(sim.spent_usd(9.0), 2.0 * 0.25 + 6.8 * 0.5, 1e-9);
+  create(sim, 1003, 0);                 // never boots: storage only, all the way
+  create(sim, 1004, 0);                 // $0.25/h running from 0.5 to 2.5, then offline
+  auto crash = create(sim, 1002, 2.0);  // $0.5/h running from 2.2, exited from 3.2: still billed
+  const double never_booted = 9.0 * kStorage;
+  const double went_offline = 2.0 * (0.25 - kStorage) + 2.5 * kStorage;
+  EXPECT_NEAR(sim.spent_usd(9.0),
+              never_booted + went_offline + 6.8 * (0.5 - kStorage) + 7.0 * kStorage, 1e-9);
   ASSERT_TRUE(sim.destroy_instance(crash, 4.2));
-  EXPECT_NEAR(sim.spent_usd(9.0), 2.0 * 0.25 + 2.0 * 0.5, 1e-9);
+  EXPECT_NEAR(sim.spent_usd(9.0),
+              never_booted + went_offline + 2.0 * (0.5 - kStorage) + 2.2 * kStorage, 1e-9);
 }
 
 TEST(MarketSimBillingTest, BalanceAndCreditReflectCharges) {
@@ -336,32 +346,33 @@ TEST(MarketSimBillingTest, BalanceAndCreditReflectCharges) {
   MarketSim sim(tiny(), options);
   create(sim, 1001, 0);
   json user = sim.current_user(5.1);
-  EXPECT_NEAR(user.at("balance").get<double>(), 45.0, 1e-9);
-  EXPECT_NEAR(user.at("credit").get<double>(), 45.0, 1e-9);
+  const double left = 50 - 5.0 * (1 - kStorage) - 5.1 * kStorage;
+  EXPECT_NEAR(user.at("balance").get<double>(), left, 1e-9);
+  EXPECT_NEAR(user.at("credit").get<double>(), left, 1e-9);
   EXPECT_EQ(user.at("id"), 1);
   EXPECT_TRUE(user.at("username").is_string());
   EXPECT_TRUE(user.at("email").is_string());
 }
 
-TEST(MarketSimBillingTest, StoppedInstanceIsNotBilled) {
+TEST(MarketSimBillingTest, AStoppedInstancePaysStorageOnly) {
   MarketSim sim(tiny());
   auto id = create(sim, 1001, 0);  // running from 0.1
   ASSERT_TRUE(sim.update_instance(id, {{"state", "stopped"}}, 1.1));
   EXPECT_EQ(status_at(sim, id, 1.5), "stopped");
   EXPECT_EQ(sim.show_instance(id, 1.5)["instances"]["intended_status"], "stopped");
-  EXPECT_NEAR(sim.spent_usd(2.1), 1.0, 1e-9);
+  EXPECT_NEAR(sim.spent_usd(2.1), 1.0 * (1 - kStorage) + 2.1 * kStorage, 1e-9);
   ASSERT_TRUE(sim.update_instance(id, {{"state", "running"}}, 2.1));
   EXPECT_EQ(status_at(sim, id, 2.2), "running");
-  EXPECT_NEAR(sim.spent_usd(3.1), 2.0, 1e-9);
+  EXPECT_NEAR(sim.spent_usd(3.1), 2.0 * (1 - kStorage) + 3.1 * kStorage, 1e-9);
 }
 
-TEST(MarketSimBillingTest, CreatedStoppedIsNotBilledUntilStarted) {
+TEST(MarketSimBillingTest, CreatedStoppedPaysStorageUntilStarted) {
   MarketSim sim(tiny());
   json body = kCreate;
   body["target_state"] = "stopped";
   auto id = create(sim, 1001, 0, body);
   EXPECT_EQ(status_at(sim, id, 1), "stopped");
-  EXPECT_DOUBLE_EQ(sim.spent_usd(1), 0.0);
+  EXPECT_NEAR(sim.spent_usd(1), 1 * kStorage, 1e-9);
 }
 
 TEST(MarketSimUpdateTest, LabelIsSetAndValidated) {

@@ -126,6 +126,9 @@ core::InstanceRecord full_record(const std::string& deployment_id) {
   r.peak_memory_gib = 201.3;
   r.spend_usd = 0.1 + 0.2;  // not representable exactly: must come back bit-identical
   r.billed_until = 1700000300.25;
+  r.storage_spend_usd = 0.07;
+  r.bandwidth_spend_usd = 0.03;
+  r.disk_gb = 250;
   r.verdict = core::Verdict{core::Verdict::Decision::Accept, 61.4, 55.1, 67.9, 12, 40.5,
                             "rate above break-even"};
   r.plan_json = R"({"partitions":3})";
@@ -370,8 +373,11 @@ TEST_P(StoreTest, AgentProgressUpdateWritesOnlyProgressColumns) {
   changed.peak_memory_gib = 222.25;
   changed.plan_json = R"({"partitions":5})";
   changed.spend_usd = 0.7 + 0.1;
+  changed.storage_spend_usd = 0.08;
+  changed.bandwidth_spend_usd = 0.04;
   changed.billed_until += 60;
   auto expected = changed;  // what the row must hold afterwards
+  changed.disk_gb = 999;    // set at create: not the agent's to change
   changed.deployment_id = "dep-other";
   changed.market_id = 1;
   changed.offer.gpu_name = "H100 SXM";
@@ -1163,6 +1169,9 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
            "ALTER TABLE instances DROP COLUMN gpu_throttled;"
            "ALTER TABLE instances DROP COLUMN production_windows;"
            "ALTER TABLE instances DROP COLUMN oom_partitions;"
+           "ALTER TABLE instances DROP COLUMN storage_spend_usd;"
+           "ALTER TABLE instances DROP COLUMN bandwidth_spend_usd;"
+           "ALTER TABLE instances DROP COLUMN disk_gb;"
            "PRAGMA user_version = 1;");
   auto store_opened = open_sql_store(path);
   SqlStore& store = *store_opened;
@@ -1175,6 +1184,9 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
   EXPECT_FALSE(proving.gpu_throttled);
   // Schema 12's machine_id, from the offer snapshots.
   EXPECT_EQ(store.instances_on_machine(full_offer().machine_id).size(), 2u);
+  // Schema 13: spend from before it has no storage or bandwidth part, the disk is unknown.
+  EXPECT_EQ(proving.storage_spend_usd, 0);
+  EXPECT_EQ(proving.disk_gb, 0);
 }
 
 TEST(SqliteStoreOpen, NewerSchemaVersionIsRefused) {

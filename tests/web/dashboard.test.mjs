@@ -8,7 +8,7 @@ import { duration, esc, usd } from '../../web/format.js';
 import { backoffDelay, SseParser } from '../../web/sse.js';
 import {
   autopilotBlock, badHostsTable, fleetHeader, hearingBlock, replicaBlock, hostsTable, instancePage, instancesTable,
-  jobsPanel, machineHistory, offersTable, sortInstances,
+  jobsPanel, machineHistory, offersTable, sortInstances, spendParts,
 } from '../../web/views.js';
 
 const NOW = 1_000_000;
@@ -170,6 +170,15 @@ test('fleet header shows the economics and the autopilot switch', () => {
   assert.match(autopilotBlock({ enabled: true, paused: true }), /data-paused="false"[^>]*>Resume/);
   assert.doesNotMatch(autopilotBlock({ enabled: false, paused: false }), /autopilot-toggle/);
   assert.equal(autopilotBlock(null), '');
+});
+
+test('spend shows the storage and bandwidth vast billed besides compute', () => {
+  assert.equal(spendParts({ spend_usd: 1.5 }), '$1.50');
+  const parts = spendParts({ spend_usd: 1.5, storage_spend_usd: 0.25, bandwidth_spend_usd: 0.05, disk_gb: 200 });
+  assert.match(parts, /^\$1\.50 /);
+  assert.match(parts, /storage \$0\.25 \(200 GB\)/);
+  assert.match(parts, /bandwidth \$0\.05/);
+  assert.doesNotMatch(spendParts({ spend_usd: 1, storage_spend_usd: '<b>' }), /<b>/);
 });
 
 test('instance page marks warm-up proofs and compares memory with the plan', () => {
