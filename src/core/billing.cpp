@@ -51,4 +51,12 @@ double accrue_bandwidth_spend(InstanceRecord& rec, double done) {
   return inc;
 }
 
+double accrue_transfer_spend(InstanceRecord& rec, double bytes_down, double bytes_up) {
+  const double inc = std::max(0.0, bytes_down) / 1e9 * rec.offer.inet_down_cost_per_gb +
+                     std::max(0.0, bytes_up) / 1e9 * rec.offer.inet_up_cost_per_gb;
+  rec.spend_usd += inc;
+  rec.bandwidth_spend_usd += inc;
+  return inc;
+}
+
 }  // namespace pf::core

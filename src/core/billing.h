@@ -51,4 +51,8 @@ Charges accrue_rental_spend(InstanceRecord& rec, double now);
 // spend_usd and bandwidth_spend_usd; returns the increment (USD).
 double accrue_bandwidth_spend(InstanceRecord& rec, double params_done_bytes);
 
+// Job and log bandwidth: bytes sent to the instance at inet_down_cost and from it at
+// inet_up_cost ($/GB). Advances spend_usd and bandwidth_spend_usd; returns the increment (USD).
+double accrue_transfer_spend(InstanceRecord& rec, double bytes_down, double bytes_up);
+
 }  // namespace pf::core

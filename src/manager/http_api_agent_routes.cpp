@@ -75,6 +75,8 @@ void HttpApi::Impl::add_agent_routes() {
       });
   add("POST", "/api/v1/agent/logs", Access::Agent,
       [this](const net::HttpRequest& req, std::int64_t instance) {
+        // vast bills the upload whatever becomes of it (core/billing.h).
+        manager.agent_transferred(instance, 0, static_cast<double>(req.body.size()));
         std::string text;
         if (req.get_header_value("Content-Type").rfind(kJson, 0) == 0) {
           const json body = parse_object_body(req);
@@ -94,13 +96,16 @@ void HttpApi::Impl::add_agent_routes() {
       });
   // The benchmark C1 file (manager/benchmark_input.h), by ranges, to agents only.
   add("GET", kBenchmarkInputRoute, Access::Agent,
-      [this](const net::HttpRequest& req, std::int64_t) {
+      [this](const net::HttpRequest& req, std::int64_t instance) {
         reject_unknown_params(req, {});
         const auto& input = manager.config().benchmark_input;
         if (!input) fail(404, "this manager serves no benchmark input (deploy.benchmark_input)");
         std::optional<std::pair<std::int64_t, std::optional<std::int64_t>>> range;
         if (const auto r = parse_range(req)) range = std::pair{r->first, r->last};
         BenchmarkInputReply out = benchmark_input_reply(*input, range);
+        if (out.status != 416) {
+          manager.agent_transferred(instance, static_cast<double>(out.body.size()), 0);
+        }
         Reply reply{out.status, std::move(out.body), "application/octet-stream",
                     std::move(out.headers)};
         if (out.status == 416) {
@@ -161,6 +166,7 @@ void HttpApi::Impl::add_job_routes() {
           return reply;
         }
         const auto size = static_cast<std::int64_t>(chunk.bytes.size());
+        manager.agent_transferred(instance, static_cast<double>(size), 0);
         // Without a Range the whole input comes back when it fits one reply (200); a longer
         // one comes a bounded chunk at a time (206), as do ranges.
         if (range || size < chunk.total) {
@@ -183,6 +189,7 @@ void HttpApi::Impl::add_job_routes() {
       });
   add("POST", "/api/v1/agent/jobs/{id}/result", Access::Agent,
       [this](const net::HttpRequest& req, std::int64_t instance) {
+        manager.agent_transferred(instance, 0, static_cast<double>(req.body.size()));
         const std::int64_t id = path_id(req, "job id");
         const json body = parse_object_body(req);
         Fields f(body, "");

@@ -410,6 +410,7 @@ ApiResult<EventsReply> Manager::agent_events(std::int64_t id, const std::vector<
 Committing<HeartbeatReply> Manager::agent_heartbeat_sent(std::int64_t id, const Heartbeat& hb) {
   std::lock_guard lock(mu_);
   ApiResult<HeartbeatReply> reply = HeartbeatReply{};
+  Transfer billed;
   // One transaction for the writes: one commit (each costs file-locking system calls, and every
   // agent heartbeats). The row is the one this leader last wrote (Store::instance_as_written):
   // on PostgreSQL the heartbeat is then one round trip, its writes and the commit together, and
@@ -431,6 +432,8 @@ Committing<HeartbeatReply> Manager::agent_heartbeat_sent(std::int64_t id, const 
     rec->last_heartbeat_at = clock_();
     if (hb.params_total > 0) rec->params_total_bytes = hb.params_total;
     core::accrue_bandwidth_spend(*rec, hb.params_done);
+    billed = transfers_.take(id);  // job inputs, proofs and logs since the last heartbeat
+    core::accrue_transfer_spend(*rec, billed.bytes_down, billed.bytes_up);
     rec->params_rate_bps = hb.params_rate_bps;
     rec->peak_memory_gib = std::max(rec->peak_memory_gib, hb.peak_memory_gib);
     rec->gpu_util = hb.gpu_util;
@@ -462,7 +465,17 @@ Committing<HeartbeatReply> Manager::agent_heartbeat_sent(std::int64_t id, const 
       event(id, "operator", "sent to the agent: " + sent);
     }
   });
+  if (billed.bytes_down > 0 || billed.bytes_up > 0) {
+    // Not written after all: the next heartbeat bills them.
+    committed.then([this, id, billed](const std::string& error) {
+      if (!error.empty()) transfers_.give_back(id, billed);
+    });
+  }
   return {std::move(reply), std::move(committed)};
+}
+
+void Manager::agent_transferred(std::int64_t id, double bytes_down, double bytes_up) {
+  transfers_.add(id, bytes_down, bytes_up);
 }
 
 Committing<EventsReply> Manager::agent_events_sent(std::int64_t id,

@@ -34,6 +34,7 @@
 #include "manager/benchmark_input.h"
 #include "manager/deploy_defaults.h"
 #include "manager/job_worker_roster.h"
+#include "manager/transfer_meter.h"
 #include "market/market.h"
 #include "store/confirm.h"
 
@@ -257,6 +258,10 @@ class Manager {
                                             const std::vector<AgentEvent>& events);
   ApiResult<void> agent_logs(std::int64_t instance_id, const std::string& text);
   std::string logs(std::int64_t instance_id);
+  // Bytes the instance moved through this manager (job inputs down; proofs and logs up): vast
+  // bills them as bandwidth; the instance's next heartbeat does (transfer_meter.h). Takes no
+  // lock but the meter's own.
+  void agent_transferred(std::int64_t instance_id, double bytes_down, double bytes_up);
 
   // --- loops ---------------------------------------------------------------------------------
   // Compares the store with the market's instance list: adopts/destroys our-labelled
@@ -372,6 +377,7 @@ class Manager {
   // Rows whose create call is running: reconcile must not close them for missing from a list.
   std::set<std::int64_t> creates_in_flight_;
   std::atomic<jobs::JobQueue*> jobs_{nullptr};  // attach_jobs; none: no gateway
+  TransferMeter transfers_;                     // bandwidth not billed yet
   // Hands-on state (manager_ops.cpp), all under mu_: live reports and SSH endpoints refill
   // within a heartbeat / reconcile after a restart; queued commands are in the event trail.
   std::map<std::int64_t, std::vector<std::string>> pending_commands_;

@@ -92,5 +92,13 @@ TEST(Billing, ParameterBandwidthIsBilledOnceForEachNewByte) {
   EXPECT_EQ(r.params_done_bytes, 12e9);
 }
 
+TEST(Billing, JobAndLogBytesAreBilledAtEachDirectionsPrice) {
+  InstanceRecord r = rental("running");
+  r.offer.inet_up_cost_per_gb = 0.02;
+  EXPECT_NEAR(accrue_transfer_spend(r, 51e6, 1920), 51e6 / 1e9 * 0.01 + 1920 / 1e9 * 0.02, 1e-15);
+  EXPECT_EQ(accrue_transfer_spend(r, -5, -5), 0);  // nothing moved back
+  EXPECT_NEAR(r.bandwidth_spend_usd, r.spend_usd, 1e-15);
+}
+
 }  // namespace
 }  // namespace pf::core

@@ -757,6 +757,14 @@ TEST_F(ManagerTest, SpendAccruesWhileRunningPlusBandwidth) {
   hb.params_total = 1e9;
   ASSERT_TRUE(manager_->agent_heartbeat(id, hb));
   EXPECT_NEAR(get(id).spend_usd, 0.20 + 0.001, 1e-9);
+  // Job inputs served to it (down) are billed by its next heartbeat, once (transfer_meter.h).
+  manager_->agent_transferred(id, 2e9, 0);
+  EXPECT_NEAR(get(id).spend_usd, 0.20 + 0.001, 1e-9);  // not before the heartbeat
+  ASSERT_TRUE(manager_->agent_heartbeat(id, hb));
+  EXPECT_NEAR(get(id).spend_usd, 0.20 + 0.003, 1e-9);
+  EXPECT_NEAR(get(id).bandwidth_spend_usd, 0.003, 1e-9);
+  ASSERT_TRUE(manager_->agent_heartbeat(id, hb));
+  EXPECT_NEAR(get(id).spend_usd, 0.20 + 0.003, 1e-9);
 }
 
 TEST_F(ManagerTest, ContendedBenchmarkIsMarked) {
