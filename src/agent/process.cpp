@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -288,6 +289,11 @@ void ChildProcess::read_loop(int out_fd, int err_fd) {
     if (fds[i] >= 0) close(fds[i]);
     if (!partial[i].empty()) emit(partial[i], i == 1);
   }
+  {
+    std::lock_guard lock(mutex_);
+    reader_done_ = true;
+  }
+  reader_cv_.notify_all();
 }
 
 std::optional<ExitStatus> ChildProcess::poll() {
@@ -320,7 +326,17 @@ std::optional<ExitStatus> ChildProcess::poll() {
 std::optional<ExitStatus> ChildProcess::wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    if (auto s = poll()) return s;
+    if (auto s = poll()) {
+      // What it wrote before it exited may still be in the pipes: let the reader hand it to
+      // on_line first. Bounded (a grandchild may hold the pipes open; a caller may hold what
+      // on_line needs): 200 ms at least, 500 ms at most.
+      const auto now = std::chrono::steady_clock::now();
+      const auto until = std::clamp(deadline, now + std::chrono::milliseconds(200),
+                                    now + std::chrono::milliseconds(500));
+      std::unique_lock lock(mutex_);
+      reader_cv_.wait_until(lock, until, [this] { return reader_done_; });
+      return s;
+    }
     if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

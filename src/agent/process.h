@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <functional>
 #include <map>
@@ -82,6 +83,10 @@ class ChildProcess {
   int watchdog_fd_ = -1;  // our end of the watchdog's socket
   std::mutex mutex_;
   std::optional<ExitStatus> status_;
+  // Set (under mutex_) once the reader has handed every line to on_line_: wait() returns the
+  // exit status only with the output read, as it promises.
+  bool reader_done_ = false;
+  std::condition_variable reader_cv_;
   std::function<void(const std::string&, bool)> on_line_;
   std::thread reader_;
 };
