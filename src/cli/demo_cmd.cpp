@@ -193,6 +193,7 @@ std::string demo_config(double scale, int curio_nodes, int max_pending,
   text += "bench_max_s = " + scaled(l.bench_max_s, 120) + "\n";
   text += "heartbeat_timeout_s = 30\n";
   text += "market_unknown_grace_s = " + scaled(l.market_unknown_grace_s, 30) + "\n";
+  text += "market_stopped_grace_s = " + scaled(l.market_stopped_grace_s, 30) + "\n";
   text += "destroy_retry_s = 5\n\n[acceptance]\n";
   text += "max_seconds = " + scaled(a.max_seconds, 120) + "\n";
   return text;

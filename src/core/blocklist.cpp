@@ -207,6 +207,7 @@ std::optional<Strike> strike_for_close(const InstanceRecord& rec, InstanceState 
         return make(StrikeKind::SlowDownload);
       }
       return make(StrikeKind::SlowBenchmark);
+    case CloseCause::MarketStopped:  // the market's doing (contract, bids, credit): no strike
     case CloseCause::Dropped:
     case CloseCause::Operator:
     case CloseCause::Horizon:

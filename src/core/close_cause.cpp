@@ -6,10 +6,11 @@
 namespace pf::core {
 namespace {
 
-constexpr std::array<std::pair<CloseCause, const char*>, 11> kNames{{
+constexpr std::array<std::pair<CloseCause, const char*>, 12> kNames{{
     {CloseCause::Rejected, "rejected"},
     {CloseCause::Deadline, "deadline"},
     {CloseCause::MarketExited, "market_exited"},
+    {CloseCause::MarketStopped, "market_stopped"},
     {CloseCause::HostOffline, "host_offline"},
     {CloseCause::OtherLifecycle, "lifecycle"},
     {CloseCause::Dropped, "dropped"},

@@ -10,9 +10,12 @@
 namespace pf::core {
 
 enum class CloseCause {
-  Rejected,        // the acceptance test said no
-  Deadline,        // lifecycle: a state deadline passed
-  MarketExited,    // lifecycle: market says exited (prover crash)
+  Rejected,      // the acceptance test said no
+  Deadline,      // lifecycle: a state deadline passed
+  MarketExited,  // lifecycle: market says exited (prover crash)
+  // lifecycle: the market stopped it (its contract ended, it was outbid, the account's credit ran
+  // out) and it did not resume: never the host's fault
+  MarketStopped,
   HostOffline,     // lifecycle: market offline / heartbeat lost
   OtherLifecycle,  // lifecycle: anything else (repeated prover crashes, never registered, ...)
   Dropped,         // the policy asked (its action carries its own strike, if any)

@@ -75,6 +75,15 @@ std::optional<Closing> destroy_reason(const InstanceRecord& rec, double now,
   const std::string& ms = rec.market_status;
   if (ms == "exited") return Closing{C::MarketExited, "market reports the instance exited"};
   if (ms == "offline") return Closing{C::HostOffline, "market reports the host offline"};
+  if (ms == "stopped") {
+    // Not the host: its silence and deadlines are not judged while the market holds it stopped.
+    const double stopped_s = now - rec.market_status_since;
+    if (stopped_s < cfg.market_stopped_grace_s) return std::nullopt;
+    return Closing{C::MarketStopped,
+                   "the market stopped the instance " + fixed(stopped_s / 60, 0) +
+                       " min ago (contract ended, outbid or credit run out) and it did not "
+                       "resume; stopped, it still pays for its disk"};
+  }
   if (ms == "unknown" && now - rec.market_status_since >= cfg.market_unknown_grace_s) {
     return Closing{C::OtherLifecycle, "market status unknown for " +
                                           fixed((now - rec.market_status_since) / 60, 0) + " min"};

@@ -41,6 +41,10 @@ struct LifecycleConfig {
   double heartbeat_timeout_s = 5 * 60;
   // Market status "unknown" is sometimes transient; persistent unknown is not.
   double market_unknown_grace_s = 10 * 60;
+  // The market stopped an instance we never asked to stop (contract end, outbid, credit run
+  // out): it may resume (credit topped up, priority regained). Wait this long, judging nothing
+  // of its silence, then close it without blaming the host: stopped, it still pays its disk.
+  double market_stopped_grace_s = 10 * 60;
   int max_prover_crashes = 3;
   // A destroying instance is re-sent the destroy at most this often.
   double destroy_retry_s = 30;

@@ -176,11 +176,42 @@ TEST(Lifecycle, CloseStoresTheCauseAndYieldsTheStrike) {
   EXPECT_EQ(op.close_cause, CloseCause::Operator);
 }
 
+// Issue 26: the market stopped it (contract end, outbid, credit run out). Its agent falls silent
+// and its deadlines pass, but that is not the host: nothing is judged while it may resume, then
+// it is closed without a strike (stopped, it still pays for its disk).
+TEST(Lifecycle, AMarketStopIsWaitedOutThenClosedWithoutBlamingTheHost) {
+  LifecycleConfig cfg;
+  auto r = rec(S::Proving);
+  r.offer.machine_id = 78;
+  r.last_heartbeat_at = 1000;
+  r.deadline_at = 1500;
+  r.market_status = "stopped";
+  r.market_status_since = 1000;
+  const double silent = 1000 + cfg.heartbeat_timeout_s + 60;  // heartbeat lost, deadline passed
+  ASSERT_LT(silent, 1000 + cfg.market_stopped_grace_s);
+  EXPECT_FALSE(destroy_reason(r, silent, cfg));
+  const auto closing = destroy_reason(r, 1000 + cfg.market_stopped_grace_s, cfg);
+  ASSERT_TRUE(closing);
+  EXPECT_EQ(closing->cause, CloseCause::MarketStopped);
+  EXPECT_THAT(closing->reason, HasSubstr("the market stopped the instance 10 min ago"));
+  auto step = close_instance(r, *closing, 1000 + cfg.market_stopped_grace_s, 0, std::nullopt, cfg);
+  ASSERT_TRUE(step);
+  EXPECT_FALSE(step->strike);
+  EXPECT_EQ(r.close_cause, CloseCause::MarketStopped);
+
+  auto resumed = r;  // running again within the grace: judged as any running instance
+  resumed.state = S::Proving;
+  resumed.close_cause.reset();
+  resumed.market_status = "running";
+  resumed.market_status_since = silent;
+  EXPECT_THAT(destroy_reason(resumed, silent + 1, cfg)->reason, HasSubstr("heartbeat lost"));
+}
+
 TEST(Lifecycle, CloseCauseNamesRoundTrip) {
   for (auto c : {CloseCause::Rejected, CloseCause::Deadline, CloseCause::MarketExited,
-                 CloseCause::HostOffline, CloseCause::OtherLifecycle, CloseCause::Dropped,
-                 CloseCause::Operator, CloseCause::Horizon, CloseCause::Vanished,
-                 CloseCause::NotRented, CloseCause::Orphan}) {
+                 CloseCause::MarketStopped, CloseCause::HostOffline, CloseCause::OtherLifecycle,
+                 CloseCause::Dropped, CloseCause::Operator, CloseCause::Horizon,
+                 CloseCause::Vanished, CloseCause::NotRented, CloseCause::Orphan}) {
     EXPECT_EQ(parse_close_cause(to_string(c)), c);
   }
   EXPECT_FALSE(parse_close_cause("operator request"));
