@@ -67,7 +67,8 @@ class FinishOrder {
   Candidate best(const JobToPlace& job, const std::vector<WorkerView>& workers,
                  const std::vector<std::uint64_t>& versions) {
     Candidate first_avoided;
-    std::vector<Entry> set_aside;  // current entries of avoided workers, put back after
+    std::vector<Entry>& set_aside = set_aside_;  // current entries looked at, put back after
+    set_aside.clear();
     Candidate out;
     while (!heap_.empty()) {
       std::pop_heap(heap_.begin(), heap_.end(), later);
@@ -91,18 +92,64 @@ class FinishOrder {
     return out.worker >= 0 ? out : first_avoided;
   }
 
+  // Whether any entry is current (stale ones on top are dropped on the way).
+  bool has_current(const std::vector<std::uint64_t>& versions) {
+    while (!heap_.empty() && heap_.front().version != versions[heap_.front().worker]) {
+      std::pop_heap(heap_.begin(), heap_.end(), later);
+      heap_.pop_back();
+    }
+    return !heap_.empty();
+  }
+
  private:
   // Heap order: the top is the smallest (finish, worker).
   static bool later(const Entry& a, const Entry& b) {
     return std::tie(a.finish, a.worker) > std::tie(b.finish, b.worker);
   }
   std::vector<Entry> heap_;
+  std::vector<Entry> set_aside_;  // best()'s scratch, kept to spare an allocation per job
 };
+
+// "expected to finish in 120 s on #3 (after its deadline: ...)": where a job goes and when.
+std::string expected_finish_text(double takes_s, std::int64_t instance_id, bool late,
+                                 bool avoided) {
+  std::string text =
+      "expected to finish in " + fixed(takes_s, 0) + " s on #" + std::to_string(instance_id);
+  if (late) text += " (after its deadline: no instance can meet it)";
+  if (avoided) text += " (an instance that failed it: no other can take it)";
+  return text;
+}
 
 }  // namespace
 
-JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
-                  const std::vector<WorkerView>& workers, const PlacementConfig& config) {
+std::string JobWait::reason() const {
+  switch (cause) {
+    case Cause::NoRatedInstance:
+      return "no instance with a measured rate";
+    case Cause::NoParameters:
+      return std::string("no instance has the parameters for ") + to_string(kind);
+    case Cause::NoFreeSlot:
+      return "waits: no free slot; " +
+             expected_finish_text(expected_finish_at - planned_at, instance_id, late, avoided);
+    case Cause::BusyIsBetter:
+      return "waits for busy #" + std::to_string(instance_id) + ": " +
+             expected_finish_text(expected_finish_at - planned_at, instance_id, late, avoided) +
+             ", the best free one #" + std::to_string(free_instance_id) + " would take " +
+             fixed(free_finish_at - planned_at, 0) + " s" +
+             (free_late && !late ? " and miss its deadline" : "");
+  }
+  return "waits";
+}
+
+namespace {
+
+// plan_jobs, or only its placements (`with_waits` false): once no slot is free anywhere no job
+// can be placed any more (placing only fills slots), so the rest of the queue is not looked at.
+// The simulator leases through place_jobs on every free slot of every instance, with queues of
+// hundreds of jobs in an overload.
+JobPlan make_plan(double now, const std::vector<JobToPlace>& queued,
+                  const std::vector<WorkerView>& workers, const PlacementConfig& config,
+                  bool with_waits) {
   std::vector<const JobToPlace*> order;
   order.reserve(queued.size());
   for (const auto& job : queued) order.push_back(&job);
@@ -143,10 +190,12 @@ JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
       const bool any_rated = std::any_of(workers.begin(), workers.end(), [](const WorkerView& w) {
         return w.seconds_per_proof > 0;
       });
-      plan.waits.push_back(
-          {job->job_id, 0, 0, false,
-           any_rated ? std::string("no instance has the parameters for ") + to_string(job->kind)
-                     : std::string("no instance with a measured rate")});
+      JobWait w;
+      w.job_id = job->job_id;
+      w.cause = any_rated ? JobWait::Cause::NoParameters : JobWait::Cause::NoRatedInstance;
+      w.kind = job->kind;
+      w.planned_at = now;
+      plan.waits.push_back(w);
       return;
     }
     if (may_defer && best_any.late) {
@@ -171,20 +220,22 @@ JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
     ++versions[wi];
     enter(wi);
 
-    std::string reason = "expected to finish in " + fixed(chosen.finish - now, 0) + " s on #" +
-                         std::to_string(instance);
-    if (chosen.late) reason += " (after its deadline: no instance can meet it)";
-    if (chosen.avoided) reason += " (an instance that failed it: no other can take it)";
     if (wait) {
-      reason = best_free.worker < 0
-                   ? "waits: no free slot; " + reason
-                   : "waits for busy #" + std::to_string(instance) + ": " + reason +
-                         ", the best free one #" +
-                         std::to_string(
-                             workers[static_cast<std::size_t>(best_free.worker)].instance_id) +
-                         " would take " + fixed(best_free.finish - now, 0) + " s" +
-                         (best_free.late && !chosen.late ? " and miss its deadline" : "");
-      plan.waits.push_back({job->job_id, instance, chosen.finish, chosen.late, std::move(reason)});
+      JobWait w;
+      w.job_id = job->job_id;
+      w.instance_id = instance;
+      w.expected_finish_at = chosen.finish;
+      w.late = chosen.late;
+      w.cause = best_free.worker < 0 ? JobWait::Cause::NoFreeSlot : JobWait::Cause::BusyIsBetter;
+      w.kind = job->kind;
+      w.planned_at = now;
+      w.avoided = chosen.avoided;
+      if (best_free.worker >= 0) {
+        w.free_instance_id = workers[static_cast<std::size_t>(best_free.worker)].instance_id;
+        w.free_finish_at = best_free.finish;
+        w.free_late = best_free.late;
+      }
+      plan.waits.push_back(w);
       return;
     }
     JobPlacement placement;
@@ -192,7 +243,8 @@ JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
     placement.instance_id = instance;
     placement.expected_finish_at = chosen.finish;
     placement.late = chosen.late;
-    placement.reason = std::move(reason);
+    placement.reason =
+        expected_finish_text(chosen.finish - now, instance, chosen.late, chosen.avoided);
     plan.placements.push_back(std::move(placement));
   };
   const auto place_deferred = [&] {
@@ -200,6 +252,7 @@ JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
     deferred.clear();
   };
   for (std::size_t k = 0; k < order.size(); ++k) {
+    if (!with_waits && !free.has_current(versions)) return plan;
     if (k > 0 && order[k]->priority != order[k - 1]->priority) place_deferred();
     place(order[k], true);
   }
@@ -207,10 +260,17 @@ JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
   return plan;
 }
 
+}  // namespace
+
+JobPlan plan_jobs(double now, const std::vector<JobToPlace>& queued,
+                  const std::vector<WorkerView>& workers, const PlacementConfig& config) {
+  return make_plan(now, queued, workers, config, true);
+}
+
 std::vector<JobPlacement> place_jobs(double now, const std::vector<JobToPlace>& queued,
                                      const std::vector<WorkerView>& workers,
                                      const PlacementConfig& config) {
-  return plan_jobs(now, queued, workers, config).placements;
+  return make_plan(now, queued, workers, config, false).placements;
 }
 
 }  // namespace pf::core

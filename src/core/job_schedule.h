@@ -73,13 +73,30 @@ struct JobPlacement {
   std::string reason;
 };
 
-// A job left in the queue on purpose: it is expected to finish first on a busy instance.
+// A job left in the queue on purpose: it is expected to finish first on a busy instance, or no
+// instance can take it. What the plan saw is kept as numbers and put into words only when asked
+// (reason()): a plan over a long queue has a wait per job and is remade on every change, while
+// the words are read only when someone looks.
 struct JobWait {
+  enum class Cause {
+    NoRatedInstance,  // no instance has a measured rate yet
+    NoParameters,     // none has the parameters for the job's kind
+    NoFreeSlot,       // every instance that can take it is busy
+    BusyIsBetter,     // a busy instance finishes it clearly before the best free one
+  };
   std::int64_t job_id = 0;
   std::int64_t instance_id = 0;   // the busy instance it waits for; 0: no instance can take it
   double expected_finish_at = 0;  // epoch s, on that instance (0 when none)
   bool late = false;
-  std::string reason;
+  Cause cause = Cause::NoRatedInstance;
+  JobKind kind = JobKind::PorepC2;
+  double planned_at = 0;              // the plan's `now`
+  bool avoided = false;               // the instance it waits for failed it (no other can take it)
+  std::int64_t free_instance_id = 0;  // BusyIsBetter: the best free instance
+  double free_finish_at = 0;          // ... when it would finish the job
+  bool free_late = false;             // ... after the job's deadline
+
+  std::string reason() const;
 };
 
 struct JobPlan {

@@ -613,7 +613,10 @@ void PgConnection::fail_in_flight(const std::string& error) noexcept {
   if (in_flight_.empty()) return;
   for (InFlight& f : in_flight_) {
     f.outcome->done = true;
-    f.outcome->error = f.doing.empty() ? error : f.doing.front() + ": " + error;
+    // A statement the server already refused aborted the transaction: that outcome is known.
+    f.outcome->error = !f.error.empty()  ? f.error
+                       : f.doing.empty() ? error
+                                         : f.doing.front() + ": " + error;
   }
   in_flight_.clear();
   if (on_sent_outcomes_) on_sent_outcomes_(true);
@@ -626,8 +629,14 @@ void PgConnection::read_in_flight(bool wait) noexcept {
     return;
   }
   PGconn* conn = session_->get();
+  // The session broke with commits unconfirmed: whether the server applied them is unknown,
+  // and their outcome says so whichever read noticed the break first (this one or the next
+  // statement's, through drop_session).
   auto broken = [&](const char* what) {
-    fail_in_flight(std::string(what) + ": " + scrub(trimmed(PQerrorMessage(conn))));
+    fail_in_flight(std::string(what) + ": " + scrub(trimmed(PQerrorMessage(conn))) +
+                   "; the connection to PostgreSQL (" + redacted_url_ +
+                   ") was lost before the commit was confirmed; it may or may not have been "
+                   "applied");
     drop_session();
   };
   if (!wait && PQconsumeInput(conn) != 1) return broken("reading");

@@ -22,12 +22,13 @@ set_tests_properties(e2e_curio_cluster_selftest PROPERTIES LABELS e2e TIMEOUT 12
 # fake local cuzk for PoSt, 200 Curio tasks (PoRep, snap, WindowPoSt, WinningPoSt) from 2 Curio
 # nodes, an agent SIGKILLed mid-proof and serve SIGKILLed and restarted; every task completed
 # with its own proof, none lost or duplicated in the store, no PoSt in the fleet's queue, nothing
-# leaked; then serve without local_cuzk refuses a WinningPoSt at once. About 2.5 minutes on a
-# loaded 2-core machine (measured with the former single-client stand-in).
+# leaked; then serve without local_cuzk refuses a WinningPoSt at once. Simulated time runs 60×
+# (a PoRep proof takes about 1.5 s): about 75 s alone, 2 minutes beside the other tests on a
+# 2-core machine (at 30× it was the run's longest test).
 add_test(NAME e2e_gateway
          COMMAND ${PF_E2E_PYTHON} ${CMAKE_SOURCE_DIR}/tests/e2e/gateway_e2e.py
                  --binary $<TARGET_FILE:proverfleet> --source ${CMAKE_SOURCE_DIR} --jobs 200
-                 --second-run-without-local-cuzk)
+                 --time-scale 60 --second-run-without-local-cuzk)
 # Started early (COST) and beside the other tests: its own ports, its own run directory.
 set_tests_properties(e2e_gateway PROPERTIES LABELS e2e TIMEOUT 900 COST 900)
 
@@ -37,6 +38,6 @@ set_tests_properties(e2e_gateway PROPERTIES LABELS e2e TIMEOUT 900 COST 900)
 add_test(NAME e2e_gateway_pg
          COMMAND ${PF_E2E_PYTHON} ${CMAKE_SOURCE_DIR}/tests/e2e/gateway_e2e.py
                  --binary $<TARGET_FILE:proverfleet> --source ${CMAKE_SOURCE_DIR} --jobs 40
-                 --db pg-fresh)
+                 --time-scale 60 --db pg-fresh)
 set_tests_properties(e2e_gateway_pg PROPERTIES LABELS e2e TIMEOUT 900 COST 800
   FIXTURES_REQUIRED pg ENVIRONMENT "${PF_TEST_PG_ENV}")

@@ -752,7 +752,7 @@ class Run:
             if not open_jobs or time.time() > end:
                 return jobs
             self.ensure_alive()
-            time.sleep(2)
+            time.sleep(0.5)
 
     def verify(self, killed_job):
         o = self.o
@@ -943,7 +943,7 @@ class Run:
             listed = self.market_instances()
             if not live and not listed:
                 break
-            time.sleep(2)
+            time.sleep(1)
         self.facts["rentals"] = len(rows)
         self.check(not listed, "leaked instances: market-sim still lists %s" %
                    [(i.get("id"), i.get("label"), i.get("actual_status")) for i in listed])
@@ -962,8 +962,12 @@ class Run:
         self.sim.stop()
         if self.local_cuzk is not None:
             self.local_cuzk.stop()
-        time.sleep(2)
+        # The agents market-sim spawned exit on their own once it is gone: give them a moment.
         left = self.processes_of_run()
+        deadline = time.time() + 5
+        while left and time.time() < deadline:
+            time.sleep(0.25)
+            left = self.processes_of_run()
         self.check(not left, "processes of the run still alive after teardown: %s" % left)
         for pid, _ in left:
             try:

@@ -75,7 +75,10 @@ std::string chaos_config(double scale, int heartbeat_timeout_s) {
 
 class ChaosRun {
  public:
-  explicit ChaosRun(const ChaosOptions& o) : o_(o), dir_("chaos") { dir_.keep = o.keep_dir; }
+  explicit ChaosRun(const ChaosOptions& o)
+      : o_(o), dir_("chaos"), began_(std::chrono::steady_clock::now()) {
+    dir_.keep = o.keep_dir;
+  }
 
   Figures run() {
     start();
@@ -114,7 +117,11 @@ class ChaosRun {
   }
 
  private:
-  void log(const std::string& line) { std::fprintf(stderr, "chaos: %s\n", line.c_str()); }
+  // Each line says when (seconds since the run began): where a slow run spent its time.
+  void log(const std::string& line) {
+    const std::chrono::duration<double> since = std::chrono::steady_clock::now() - began_;
+    std::fprintf(stderr, "chaos: [%6.1f s] %s\n", since.count(), line.c_str());
+  }
 
   void start() {
     std::mt19937_64 rng(std::random_device{}());
@@ -267,7 +274,10 @@ class ChaosRun {
       }
       check_market(rows, listed);
       const auto ours_listed = std::count_if(listed.begin(), listed.end(), ours);
-      if (live == 0 && ours_listed == 0) return;
+      if (live == 0 && ours_listed == 0) {
+        log("every instance destroyed and gone from the market");
+        return;
+      }
       std::this_thread::sleep_for(2s);
     }
   }
@@ -303,8 +313,17 @@ class ChaosRun {
     log(line);
   }
 
+  // Waits until no process mentions `needle` (a quarter-second poll: each look reads /proc).
+  static void gone_within(const std::string& needle, std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!processes_mentioning(needle).empty() && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(250ms);
+    }
+  }
+
   void kill_market_sim_with_agents_alive() {
     // Two fresh instances so agents are alive when market-sim dies.
+    log("deploying two instances to kill market-sim under their agents");
     const json offers = api_->get("/api/v1/offers?limit=20");
     int deployed = 0;
     for (const auto& offer : offers.is_array() ? offers : json::array()) {
@@ -320,6 +339,7 @@ class ChaosRun {
         std::this_thread::sleep_for(1s);
       }
     }
+    log(std::to_string(deployed) + " instances deployed; waiting for their agents");
     const std::string work = (dir_.path() / "market-sim").string();
     int agents = 0;
     for (int i = 0; i < 60 && agents == 0; ++i) {
@@ -332,10 +352,12 @@ class ChaosRun {
         " agent processes alive; SIGKILL market-sim");
     ::kill(sim_->process.pid(), SIGKILL);
     sim_->process.wait_exit(10s);
-    std::this_thread::sleep_for(5s);
+    // Its agents notice and exit on their own; whatever is still alive after the bounds below
+    // is an orphan.
+    gone_within(work, 10s);
     serve_->process.terminate();
     serve_logs_ += all_output(serve_->process);
-    std::this_thread::sleep_for(3s);
+    gone_within(dir_.path().string(), 5s);
     for (pid_t pid : processes_mentioning(dir_.path().string())) {
       figures_.finding(Figure::OrphanProcesses,
                        "pid " + std::to_string(pid) + " still alive: " + command_of(pid));
@@ -354,6 +376,7 @@ class ChaosRun {
 
   ChaosOptions o_;
   RunDir dir_;
+  std::chrono::steady_clock::time_point began_;
   Figures figures_;
   std::string market_key_;
   int port_ = 0;

@@ -56,7 +56,8 @@ TEST(JobSchedule, LeasesNeverExceedSlots) {
   EXPECT_EQ(plan.placements[0].job_id, 1);
   ASSERT_EQ(plan.waits.size(), 2u);
   EXPECT_EQ(plan.waits[0].instance_id, 10);
-  EXPECT_NE(plan.waits[0].reason.find("no free slot"), std::string::npos) << plan.waits[0].reason;
+  EXPECT_NE(plan.waits[0].reason().find("no free slot"), std::string::npos)
+      << plan.waits[0].reason();
 }
 
 TEST(JobSchedule, SlotsFillInFinishOrderAcrossInstances) {
@@ -78,8 +79,8 @@ TEST(JobSchedule, WaitsForAMuchFasterBusyInstanceInsteadOfASlowFreeOne) {
   ASSERT_EQ(plan.waits.size(), 1u);
   EXPECT_EQ(plan.waits[0].instance_id, 1);
   EXPECT_DOUBLE_EQ(plan.waits[0].expected_finish_at, kNow + 90);
-  EXPECT_NE(plan.waits[0].reason.find("waits for busy #1"), std::string::npos)
-      << plan.waits[0].reason;
+  EXPECT_NE(plan.waits[0].reason().find("waits for busy #1"), std::string::npos)
+      << plan.waits[0].reason();
 }
 
 TEST(JobSchedule, ASmallExpectedGainDoesNotLeaveAFreeInstanceIdle) {
@@ -138,8 +139,8 @@ TEST(JobSchedule, WaitsForTheOnlyInstanceThatMeetsTheDeadline) {
   ASSERT_EQ(plan.waits.size(), 1u);
   EXPECT_EQ(plan.waits[0].instance_id, 1);
   EXPECT_FALSE(plan.waits[0].late);
-  EXPECT_NE(plan.waits[0].reason.find("miss its deadline"), std::string::npos)
-      << plan.waits[0].reason;
+  EXPECT_NE(plan.waits[0].reason().find("miss its deadline"), std::string::npos)
+      << plan.waits[0].reason();
 }
 
 TEST(JobSchedule, AJobNobodyCanFinishInTimeGoesToTheEarliestFinisherMarkedLate) {
@@ -262,7 +263,7 @@ TEST(JobSchedule, AJobGoesOnlyToAnInstanceWithItsKindsParameters) {
   plan = plan_jobs(kNow, {snap}, workers, {});
   EXPECT_TRUE(plan.placements.empty());
   ASSERT_EQ(plan.waits.size(), 1u);
-  EXPECT_EQ(plan.waits[0].reason, "no instance has the parameters for snap-update");
+  EXPECT_EQ(plan.waits[0].reason(), "no instance has the parameters for snap-update");
   // PoRep still goes to the fastest.
   plan = plan_jobs(kNow, {job(8)}, workers, {});
   ASSERT_EQ(plan.placements.size(), 1u);
@@ -344,10 +345,12 @@ JobPlan reference_plan(double now, const std::vector<JobToPlace>& queued,
       const bool any_rated = std::any_of(workers.begin(), workers.end(), [](const WorkerView& w) {
         return w.seconds_per_proof > 0;
       });
-      plan.waits.push_back(
-          {job->job_id, 0, 0, false,
-           any_rated ? std::string("no instance has the parameters for ") + to_string(job->kind)
-                     : std::string("no instance with a measured rate")});
+      JobWait w;
+      w.job_id = job->job_id;
+      w.cause = any_rated ? JobWait::Cause::NoParameters : JobWait::Cause::NoRatedInstance;
+      w.kind = job->kind;
+      w.planned_at = now;
+      plan.waits.push_back(w);
       return;
     }
     if (may_defer && best_any.late) {
@@ -375,15 +378,30 @@ JobPlan reference_plan(double now, const std::vector<JobToPlace>& queued,
     if (chosen.late) reason += " (after its deadline: no instance can meet it)";
     if (chosen.avoided) reason += " (an instance that failed it: no other can take it)";
     if (wait) {
-      reason = best_free.worker < 0
-                   ? "waits: no free slot; " + reason
-                   : "waits for busy #" + std::to_string(instance) + ": " + reason +
-                         ", the best free one #" +
-                         std::to_string(
-                             workers[static_cast<std::size_t>(best_free.worker)].instance_id) +
-                         " would take " + fixed(best_free.finish - now, 0) + " s" +
-                         (best_free.late && !chosen.late ? " and miss its deadline" : "");
-      plan.waits.push_back({job->job_id, instance, chosen.finish, chosen.late, std::move(reason)});
+      JobWait w;
+      w.job_id = job->job_id;
+      w.instance_id = instance;
+      w.expected_finish_at = chosen.finish;
+      w.late = chosen.late;
+      w.cause = best_free.worker < 0 ? JobWait::Cause::NoFreeSlot : JobWait::Cause::BusyIsBetter;
+      w.kind = job->kind;
+      w.planned_at = now;
+      w.avoided = chosen.avoided;
+      if (best_free.worker >= 0) {
+        w.free_instance_id = workers[static_cast<std::size_t>(best_free.worker)].instance_id;
+        w.free_finish_at = best_free.finish;
+        w.free_late = best_free.late;
+      }
+      // The words as first written, against which JobWait::reason() is checked.
+      const std::string said =
+          best_free.worker < 0
+              ? "waits: no free slot; " + reason
+              : "waits for busy #" + std::to_string(instance) + ": " + reason +
+                    ", the best free one #" + std::to_string(w.free_instance_id) + " would take " +
+                    fixed(best_free.finish - now, 0) + " s" +
+                    (best_free.late && !chosen.late ? " and miss its deadline" : "");
+      EXPECT_EQ(w.reason(), said);
+      plan.waits.push_back(w);
       return;
     }
     JobPlacement placement;
@@ -421,8 +439,9 @@ bool same_plan(const JobPlan& a, const JobPlan& b, std::string& why) {
   for (std::size_t i = 0; i < a.waits.size(); ++i) {
     const auto &x = a.waits[i], &y = b.waits[i];
     if (x.job_id != y.job_id || x.instance_id != y.instance_id ||
-        x.expected_finish_at != y.expected_finish_at || x.late != y.late || x.reason != y.reason) {
-      why = "wait " + std::to_string(i) + ": " + x.reason + " | " + y.reason;
+        x.expected_finish_at != y.expected_finish_at || x.late != y.late ||
+        x.reason() != y.reason()) {
+      why = "wait " + std::to_string(i) + ": " + x.reason() + " | " + y.reason();
       return false;
     }
   }
@@ -459,9 +478,14 @@ TEST(JobSchedule, MatchesTheRuleAsFirstWrittenOnRandomQueuesAndFleets) {
     PlacementConfig config;
     config.hold_margin = pick(0, 1) == 0 ? 0.2 : 0;
     std::string why;
-    EXPECT_TRUE(same_plan(plan_jobs(kNow, jobs, workers, config),
-                          reference_plan(kNow, jobs, workers, config), why))
+    const JobPlan plan = plan_jobs(kNow, jobs, workers, config);
+    EXPECT_TRUE(same_plan(plan, reference_plan(kNow, jobs, workers, config), why))
         << "round " << round << ": " << why;
+    // place_jobs stops looking once no slot is free: the same placements, without the waits.
+    JobPlan placed_only;
+    placed_only.placements = place_jobs(kNow, jobs, workers, config);
+    placed_only.waits = plan.waits;
+    EXPECT_TRUE(same_plan(plan, placed_only, why)) << "round " << round << ": " << why;
   }
 }
 

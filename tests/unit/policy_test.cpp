@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <set>
+
+#include "core/production.h"
 
 namespace pf::core {
 namespace {
@@ -370,6 +373,41 @@ TEST(ProductionWindows, OnlyWindowsClosedByALaterProofAreComplete) {
   EXPECT_EQ(complete_production_windows(samples, 3600).size(), 2u);
   EXPECT_TRUE(complete_production_windows(samples, 1e9).empty());
   EXPECT_TRUE(complete_production_windows({}, 3600).empty());
+}
+
+// new_production_windows skips the sort and the binning when no window has closed since the last
+// recorded one (it runs on every production proof); it must find exactly the windows the full
+// computation finds, ties on the earliest proof and out-of-order samples included.
+TEST(ProductionWindows, NewWindowsAreTheCompleteOnesNotYetRecorded) {
+  std::mt19937 rng(20261206);
+  std::uniform_real_distribution<double> gap(0, 400), secs(30, 300);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<ProofSample> samples;
+    double at = 1000;
+    const int n = static_cast<int>(rng() % 40);
+    for (int i = 0; i < n; ++i) {
+      ProofSample s;
+      s.seq = i + 1;
+      if (rng() % 5 != 0) at += gap(rng);  // a fifth end together with the one before
+      s.at = at;
+      s.seconds = secs(rng);
+      s.phase = rng() % 6 == 0 ? ProofPhase::Benchmark : ProofPhase::Production;
+      samples.push_back(s);
+    }
+    if (trial % 2 == 1) std::shuffle(samples.begin(), samples.end(), rng);
+    const double window_s = 600 + static_cast<double>(rng() % 3000);
+    const auto complete = complete_production_windows(samples, window_s);
+    for (int recorded = 0; recorded <= static_cast<int>(complete.size()) + 1; ++recorded) {
+      InstanceRecord rec;
+      rec.production_windows = recorded;
+      const auto fresh = new_production_windows(rec, samples, window_s, 1.96);
+      const std::size_t want =
+          complete.size() > static_cast<std::size_t>(recorded) ? complete.size() - recorded : 0;
+      ASSERT_EQ(fresh.size(), want) << "trial " << trial << " recorded " << recorded;
+      for (std::size_t i = 0; i < fresh.size(); ++i)
+        EXPECT_DOUBLE_EQ(fresh[i].start, complete[recorded + i].start);
+    }
+  }
 }
 
 }  // namespace
