@@ -16,6 +16,8 @@ bool heard_for_jobs(double last_heard_at, double now, double heard_within_s) {
 
 std::optional<WorkerView> job_worker_if_heard(const InstanceRecord& rec, int plan_slots) {
   if (rec.state != InstanceState::Proving) return std::nullopt;
+  // The market stopped it (core/market_stop.h): its agent proves nothing until it resumes.
+  if (rec.market_status == "stopped") return std::nullopt;
   if (!rec.verdict || !(rec.verdict->rate > 0)) return std::nullopt;
   WorkerView w;
   w.instance_id = rec.id;

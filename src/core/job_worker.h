@@ -10,6 +10,7 @@
 
 namespace pf::core {
 
+// The market holding it stopped (market_status "stopped") takes it out too.
 // `plan_slots`: the proofs its prover plan keeps in flight (< 1 counts as 1). seconds_per_proof
 // is one proof's wall time: slots × 3600 / the measured proofs per hour. nullopt: the instance
 // takes no jobs (not proving, no measured rate to place work by, or its agent not heard within

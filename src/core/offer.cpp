@@ -13,6 +13,11 @@ void flag(Offer& o, std::string note) {
 }
 }  // namespace
 
+double within_contract_h(const Offer& offer, double lifetime_h, double now) {
+  if (!(offer.end_date > 0) || !(now > 0)) return lifetime_h;
+  return std::min(lifetime_h, std::max(0.0, (offer.end_date - now) / 3600));
+}
+
 void derive_offer_fields(Offer& o) {
   // Vast allocates RAM in proportion to the offer's GPU share and advertises that share in
   // cpu_ram; the container's real limit may still be lower (the agent measures it).
@@ -35,6 +40,10 @@ void derive_offer_fields(Offer& o) {
   if (o.num_gpus <= 0) flag(o, "num_gpus missing: assuming 1");
   if (o.gpu_name.empty()) flag(o, "gpu_name missing");
   if (o.dph_total <= 0) flag(o, "dph_total missing: price unknown");
+  if (o.end_date < 0) {
+    flag(o, "end_date negative: contract end unknown");
+    o.end_date = 0;
+  }
   // A price below zero would bill negative money (core/billing.h): read as unknown (0).
   for (auto [field, name] :
        {std::pair{&o.dph_base, "dph_base"}, std::pair{&o.storage_cost_gb_month, "storage_cost"},

@@ -36,10 +36,14 @@ struct Offer {
   // $/hour for the offer: dph_base (compute) plus the storage of the allocated_storage
   // searched, bandwidth excluded (core/billing.h).
   double dph_total = 0;
-  double dph_base = 0;                    // compute $/hour; 0 when the market did not say
-  double storage_cost_gb_month = 0;       // $/GB/month
+  double dph_base = 0;                     // compute $/hour; 0 when the market did not say
+  double storage_cost_gb_month = 0;        // $/GB/month
   double storage_total_cost_per_hour = 0;  // search's price of the allocated_storage, $/hour
   double dlperf = 0;
+  // When the host's contract for this machine ends (vast `end_date`, epoch s; 0: not said). At
+  // end_date vast stops the instance and it cannot restart (docs.vast.ai, "Instances": contract
+  // end), so a rental is worth only the hours before it.
+  double end_date = 0;
 
   // Derived once at the boundary (see derive_offer_fields).
   double usable_ram_gib = 0;  // memory we plan with: the offer's advertised share
@@ -51,6 +55,10 @@ struct Offer {
 
   bool operator==(const Offer&) const = default;
 };
+
+// `lifetime_h` cut to the hours left before the offer's contract ends (end_date), at `now`
+// (epoch s); unchanged when the offer does not say or `now` is unknown (0).
+double within_contract_h(const Offer& offer, double lifetime_h, double now);
 
 // Fills usable_ram_gib / usable_cores and appends data_flags for missing or odd fields.
 // Idempotent.

@@ -186,7 +186,7 @@ std::optional<DownloadJudgement> judge_download(const InstanceRecord& rec, const
   const double left_h =
       std::max(0.0, rec.params_total_bytes - rec.params_done_bytes) / rec.params_rate_bps / 3600;
   ScoreContext ctx;
-  ctx.lifetime_h = lifetime_hours(now, cfg);
+  ctx.lifetime_h = within_contract_h(rec.offer, lifetime_hours(now, cfg), now);
   ctx.failure_strikes = failure_strikes;
   const double bench_h = pred.rate > 0 ? cfg.scoring.setup.benchmark_proofs / pred.rate : 0;
   ctx.setup_hours_left = left_h + cfg.scoring.setup.warmup_h + bench_h;
@@ -312,8 +312,19 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     }
   }
 
-  // Capacity and spend committed so far.
-  double committed = proving_rate;
+  // Capacity and spend committed so far. A proving instance whose contract ends before a rental
+  // made now would be proving is not capacity to plan with: its replacement is.
+  double ending_rate = 0;
+  for (const auto& [id, rate] : measured) {
+    if (dropped.count(id)) continue;
+    const auto rec = std::find_if(alive.begin(), alive.end(),
+                                  [id = id](const InstanceRecord* r) { return r->id == id; });
+    if (rec != alive.end() && within_contract_h((*rec)->offer, cfg.replace_before_contract_end_h,
+                                                now) < cfg.replace_before_contract_end_h) {
+      ending_rate += rate;
+    }
+  }
+  double committed = proving_rate - ending_rate;
   double dph = 0;
   int n_live = 0;
   int n_setup = 0;
@@ -329,7 +340,7 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     const Prediction pred = predict_offer(rec->offer, knowledge, cfg.predictor,
                                           others_on(rec->offer.machine_id, rec->id));
     ScoreContext ctx;
-    ctx.lifetime_h = lifetime;
+    ctx.lifetime_h = within_contract_h(rec->offer, lifetime, now);
     const Score sc = score_offer(rec->offer, pred, cfg.scoring, ctx);
     committed += sc.p_pays * sc.rate_if_accepted;
     if (sc.exploratory()) pending_exploration += sc.exploration_cost_usd;
@@ -364,7 +375,9 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     Candidate c;
     c.offer = offer;
     c.prediction = predict_offer(offer, knowledge, cfg.predictor, others);
-    c.context.lifetime_h = lifetime;
+    // A contract that ends before the rental pays back its setup leaves it worth less than
+    // nothing: valued over the hours it may run, it is not rented.
+    c.context.lifetime_h = within_contract_h(offer, lifetime, now);
     c.context.failure_strikes = auto_strikes(bad_hosts, offer.machine_id);
     if (auto it = downloads.find(offer.machine_id); it != downloads.end())
       c.context.measured_download_mbps = it->second;

@@ -68,6 +68,11 @@ struct PolicyConfig {
   // small instance filling the last few proofs/hour was rented and dropped again up to six
   // times in 72 h as measured rates moved, each rental paying its setup again).
   double surplus_keep_share = 0.5;
+  // A proving instance whose host's contract ends (offer end_date) within this many hours is
+  // not counted as capacity when new rentals are valued: vast stops it at end_date for good, and
+  // a replacement rented now proves only after its setup (boot, parameters, warm-up, benchmark:
+  // about an hour), so it is rented while the old one still proves (make before break).
+  double replace_before_contract_end_h = 1.5;
   // Swap: when demand is covered, a candidate may still be rented to replace the proving
   // instances that cost the most per proof (make before break: they keep proving until the
   // candidate is accepted, then the surplus step drops them). Only instances whose measured

@@ -47,7 +47,18 @@ std::vector<RankedOffer> rank_offers(std::vector<Offer> offers, const RankConfig
       r.measured_download_mbps = it->second;
       as_measured.inet_down_mbps = it->second / setup.download_speed_fraction;
     }
-    r.valuation = value_offer(as_measured, r.prediction, economics, setup);
+    // Setup is amortised over the hours the host's contract leaves, when they are fewer.
+    SetupConfig offer_setup = setup;
+    offer_setup.expected_lifetime_h =
+        within_contract_h(offer, setup.expected_lifetime_h, history.now);
+    r.valuation = value_offer(as_measured, r.prediction, economics, offer_setup);
+    if (offer_setup.expected_lifetime_h < setup.expected_lifetime_h) {
+      r.valuation.reasons.insert(r.valuation.reasons.begin(),
+                                 "the host's contract ends in " +
+                                     fixed(offer_setup.expected_lifetime_h, 1) +
+                                     " h: setup is paid back over that, not " +
+                                     fixed(setup.expected_lifetime_h, 0) + " h");
+    }
     if (download.machines > 0 && !r.measured_download_mbps) {
       r.valuation.reasons.insert(
           r.valuation.reasons.begin(),

@@ -13,6 +13,11 @@ std::string status_name(const std::string& status) {
 
 }  // namespace
 
+MarketStatus market_status_of(const ListedInstance& l) {
+  return MarketStatus{l.actual_status, l.intended_status, l.cur_state, l.next_state,
+                      l.status_msg,    l.end_date,        l.is_bid};
+}
+
 const char* to_string(ReconcileAction::Kind kind) {
   using K = ReconcileAction::Kind;
   switch (kind) {
@@ -96,10 +101,24 @@ std::vector<ReconcileAction> plan_reconcile(const std::vector<InstanceRecord>& r
       action(K::Adopt, rec.id, inst,
              "adopted market instance " + std::to_string(inst.id) + " found by label");
     }
+    // A stop the instance cannot come back from (its contract ended) closes it now, blaming
+    // nobody; any other stop is recorded with its cause and judged by the lifecycle
+    // (market_stopped_grace_s).
+    const auto stop = explain_market_stop(market_status_of(inst), now);
+    if (stop && !stop->may_resume && rec.state != S::Destroying) {
+      ReconcileAction a;
+      a.kind = K::Close;
+      a.instance_id = rec.id;
+      a.listed = inst;
+      a.close = Closing{CloseCause::MarketStopped, "the market stopped it: " + stop->reason};
+      a.reason = "the market stopped it for good (" + std::string(to_string(stop->cause)) + ")";
+      plan.push_back(std::move(a));
+      continue;
+    }
     if (inst.actual_status != rec.market_status || rec.market_status_since == 0) {
       action(K::RecordStatus, rec.id, inst,
              "market status " + status_name(rec.market_status) + " → " +
-                 status_name(inst.actual_status));
+                 status_name(inst.actual_status) + (stop ? ": " + stop->reason : ""));
     }
     if (rec.state == S::Renting)
       action(K::ConfirmCreate, rec.id, inst, "market instance confirmed");

@@ -21,6 +21,7 @@
 
 #include "core/close_cause.h"
 #include "core/fleet.h"
+#include "core/market_stop.h"
 
 namespace pf::core {
 
@@ -34,6 +35,12 @@ struct ListedInstance {
   std::string gpu_name;
   int num_gpus = 0;
   double dph_total = 0;
+  // Why a stopped instance is stopped (core/market_stop.h).
+  std::string intended_status;
+  std::string cur_state;
+  std::string next_state;
+  double end_date = 0;  // the host's contract end, epoch s; 0: not said
+  bool is_bid = false;
 };
 
 struct ReconcileConfig {
@@ -51,6 +58,9 @@ struct ReconcileAction {
   std::string reason;                    // for the audit trail
 };
 const char* to_string(ReconcileAction::Kind kind);
+
+// A listed instance's status fields, as core::explain_market_stop reads them.
+MarketStatus market_status_of(const ListedInstance& listed);
 
 // `rows`: every live row plus the rows of listed deployments (destroyed ones included).
 // `creates_in_flight`: rows whose create call has not returned.

@@ -517,9 +517,9 @@ void JobQueue::Impl::drain_closed(Effects& effects) {
     }
     std::string ids;
     for (const auto& job : returned) ids += (ids.empty() ? "" : ", ") + std::to_string(job.id);
-    effects.events.emplace_back(instance_id, std::to_string(returned.size()) +
-                                                 " job(s) returned to the queue (" + ids +
-                                                 "): the instance closed: " + why);
+    effects.events.emplace_back(
+        instance_id,
+        std::to_string(returned.size()) + " job(s) returned to the queue (" + ids + "): " + why);
     wake_workers();
   }
 }
@@ -532,7 +532,7 @@ void JobQueue::Impl::enter(Effects* effects) {
   deferred = Effects{};
 }
 
-void JobQueue::instance_closed(std::int64_t instance_id, const std::string& why) {
+void JobQueue::return_jobs_of(std::int64_t instance_id, const std::string& why) {
   Impl& q = *impl_;
   {
     std::lock_guard guard(q.closed_mu);

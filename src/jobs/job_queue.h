@@ -204,8 +204,9 @@ class JobQueue {
                                   const std::vector<std::pair<std::int64_t, int>>& held);
 
   // --- manager ------------------------------------------------------------------------------
-  // The instance is closing or gone: its jobs return to the queue now.
-  void instance_closed(std::int64_t instance_id, const std::string& why);
+  // The instance will not finish its jobs (it is closing or gone, or the market stopped it):
+  // they return to the queue now, with no strike; `why` ends the event that lists them.
+  void return_jobs_of(std::int64_t instance_id, const std::string& why);
   // Expired leases back to the queue, retention sweep, placement of queued jobs.
   void tick();
   // Wakes every waiter (await, lease) with Unavailable; later calls fail the same way.

@@ -69,7 +69,7 @@ struct JobQueue::Impl {
   double alive_written_at = 0;  // when tick() last recorded the queue alive
   double observed_since = 0;
 
-  // Instances closed, whose jobs are not yet back in the queue. instance_closed() is called by
+  // Instances closed, whose jobs are not yet back in the queue. return_jobs_of() is called by
   // the Manager under its own lock and at times inside a store transaction (holding the
   // store's lock): it must never wait for `mu`, whose holders wait for the store. So it only
   // records the close here (closed_mu is never held while taking another lock) and applies it

@@ -176,7 +176,8 @@ bool Manager::close(InstanceRecord& rec, const core::Closing& closing,
   if (step->strike) record_strike(rec.id, *step->strike);
   if (auto notice = close_notice(rec, closing)) notify(notice->event, std::move(notice->data));
   // Its jobs go back to the queue now rather than when their leases run out.
-  if (auto* queue = jobs_.load()) queue->instance_closed(rec.id, closing.reason);
+  if (auto* queue = jobs_.load())
+    queue->return_jobs_of(rec.id, "the instance closed: " + closing.reason);
   return true;
 }
 
@@ -655,7 +656,9 @@ void Manager::reconcile() {
     std::vector<core::ListedInstance> market_list;
     for (const auto& inst : *listed) {
       market_list.push_back({inst.id, inst.machine_id, inst.label, inst.actual_status,
-                             inst.status_msg, inst.gpu_name, inst.num_gpus, inst.dph_total});
+                             inst.status_msg, inst.gpu_name, inst.num_gpus, inst.dph_total,
+                             inst.intended_status, inst.cur_state, inst.next_state, inst.end_date,
+                             inst.is_bid});
       const auto dep = core::deployment_of_label(inst.label);
       if (!dep) continue;
       auto row = store_.instance_by_deployment(*dep);
@@ -727,6 +730,12 @@ void Manager::execute(const core::ReconcileAction& a, double now,
         event(rec.id, "market", a.reason,
               {{"status", a.listed->actual_status}, {"status_msg", a.listed->status_msg}});
       });
+      job_worker_roster_.changed();  // a stopped instance takes no jobs (core::job_worker)
+      // Stopped, its agent proves nothing: its jobs go back to the queue now, not when the
+      // lifecycle gives up on it.
+      if (rec.market_status == "stopped") {
+        if (auto* queue = jobs_.load()) queue->return_jobs_of(rec.id, a.reason);
+      }
       return;
     case K::ConfirmCreate:
       transition(rec, S::Booting, a.reason);

@@ -84,11 +84,14 @@ struct Instance {
   std::string actual_status;  // "" while null (provisioning)
   std::string intended_status;
   std::string cur_state;
+  std::string next_state;
   std::string status_msg;
   std::string gpu_name;
   int num_gpus = 0;
   double dph_total = 0;
   double start_date = 0;  // epoch seconds
+  double end_date = 0;    // the host's contract end, epoch seconds; 0: not said
+  bool is_bid = false;    // an interruptible (bid) rental
   // How to reach the machine by SSH (vast: proxy `ssh_host`/`ssh_port`; direct: `public_ipaddr`
   // and the host port mapped to 22/tcp). Empty / 0 when the market does not say.
   std::string ssh_host;

@@ -98,12 +98,13 @@ tl::expected<core::Offer, std::string> offer_from_vast_json(const json& j) {
   o.storage_cost_gb_month = num(j, "storage_cost", o);
   o.storage_total_cost_per_hour = num(j, "storage_total_cost", o);
   o.dlperf = num(j, "dlperf", o);
+  o.end_date = num(j, "end_date", o);
   core::derive_offer_fields(o);
   return o;
 }
 
 json offer_to_vast_json(const core::Offer& o) {
-  return json{
+  json out{
       {"id", o.id},
       {"ask_contract_id", o.id},
       {"machine_id", o.machine_id},
@@ -139,6 +140,8 @@ json offer_to_vast_json(const core::Offer& o) {
       {"rented", false},
       {"external", false},
   };
+  if (o.end_date > 0) out["end_date"] = o.end_date;
+  return out;
 }
 
 }  // namespace pf::market

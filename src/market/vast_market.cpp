@@ -290,12 +290,16 @@ tl::expected<Instance, std::string> instance_from_vast_json(const json& record) 
   instance.actual_status = string_field(record, "actual_status");
   instance.intended_status = string_field(record, "intended_status");
   instance.cur_state = string_field(record, "cur_state");
+  instance.next_state = string_field(record, "next_state");
   instance.status_msg = string_field(record, "status_msg");
   instance.gpu_name = string_field(record, "gpu_name");
   const std::int64_t gpus = integer_field(record, "num_gpus").value_or(0);
   instance.num_gpus = gpus >= 0 && gpus <= 1'000'000 ? static_cast<int>(gpus) : 0;
   instance.dph_total = number_field(record, "dph_total");
   instance.start_date = number_field(record, "start_date");
+  instance.end_date = std::max(0.0, number_field(record, "end_date"));
+  if (const auto bid = record.find("is_bid"); bid != record.end() && bid->is_boolean())
+    instance.is_bid = bid->get<bool>();
   auto port = [](std::optional<std::int64_t> p) {
     return p && *p > 0 && *p <= 65535 ? static_cast<int>(*p) : 0;
   };

@@ -49,6 +49,12 @@ class FakeMarket : public market::Market {
     std::lock_guard lock(mu_);
     instances.at(instance_id).actual_status = status;
   }
+  // Any other field of an instance as the market reports it (a stop's intended_status, ...).
+  template <typename Change>
+  void edit_instance(std::int64_t instance_id, Change&& change) {
+    std::lock_guard lock(mu_);
+    change(instances.at(instance_id));
+  }
 
   market::Result<market::SearchResult> search_offers(const market::SearchRequest& req) override {
     std::lock_guard lock(mu_);

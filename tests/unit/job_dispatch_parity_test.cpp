@@ -105,7 +105,7 @@ class Parity {
 
   // The instance is lost: its jobs return to the queue on both sides.
   void lose(std::int64_t instance) {
-    queue_->instance_closed(instance, "lost in the script");
+    queue_->return_jobs_of(instance, "lost in the script");
     held_[instance].clear();
     sim_.release(instance);
   }

@@ -519,7 +519,7 @@ TEST_P(JobQueueTest, AClosedInstanceReturnsItsJobsAtOnce) {
   submit("req-a", "input a");
   submit("req-b", "input b");
   ASSERT_EQ(lease(7).size(), 2u);
-  queue_->instance_closed(7, "destroyed by the operator");
+  queue_->return_jobs_of(7, "destroyed by the operator");
   for (const auto& job : queue_->list({}, 0)) {
     EXPECT_EQ(job.state, core::JobState::Queued);
     EXPECT_EQ(job.failures, 0);
@@ -548,7 +548,7 @@ TEST_P(JobQueueTest, ClosingInsideAStoreTransactionNeverDeadlocks) {
   std::atomic<bool> closed_all{false};
   std::thread manager([&] {
     for (int i = 0; i < 200; ++i) {
-      store_->transaction([&] { queue_->instance_closed(7, "test close"); });
+      store_->transaction([&] { queue_->return_jobs_of(7, "test close"); });
     }
     closed_all = true;
   });
@@ -557,7 +557,7 @@ TEST_P(JobQueueTest, ClosingInsideAStoreTransactionNeverDeadlocks) {
   agent.join();
   ASSERT_TRUE(closed_all) << "deadlock: instance_closed waited for the queue's lock";
   manager.join();
-  queue_->instance_closed(7, "final close");
+  queue_->return_jobs_of(7, "final close");
   queue_->tick();
   for (const auto& job : queue_->list({}, 0)) EXPECT_EQ(job.state, core::JobState::Queued);
 }

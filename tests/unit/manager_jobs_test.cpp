@@ -204,6 +204,56 @@ TEST_F(ManagerJobsTest, AClosedInstancesJobsReturnToTheQueueAtOnce) {
   EXPECT_FALSE(queue_->report(a, late)->applied);
 }
 
+// The market stopping an instance (credit run out, outbid, its host holding it) is not the end
+// of it, but its agent proves nothing meanwhile: its jobs go back to the queue at the reconcile
+// that sees the stop, not minutes later when the lifecycle gives up on it, and nothing is
+// placed on it until it runs again.
+TEST_F(ManagerJobsTest, AMarketStoppedInstancesJobsReturnToTheQueueAtOnce) {
+  const auto a = accepted(101, 90, 2);
+  const auto j1 = submit("j1");
+  ASSERT_EQ(queue_->lease(a, 4, 0ms)->size(), 1u);
+  const std::int64_t mid = *store_->instance(a)->market_id;
+  market_.edit_instance(mid, [](market::Instance& i) {
+    i.actual_status = "stopped";
+    i.intended_status = "stopped";
+  });
+  manager_->reconcile();
+  EXPECT_EQ(queue_->job(j1)->state, core::JobState::Queued);
+  EXPECT_TRUE(has_event(a, "job", "returned to the queue"));
+  EXPECT_TRUE(has_event(a, "market", "the account stopped it"));
+  EXPECT_TRUE(manager_->job_workers().empty());
+  EXPECT_EQ(store_->instance(a)->state, S::Proving);  // not closed: it may resume
+  EXPECT_TRUE(store_->bad_hosts().empty());
+
+  market_.edit_instance(mid, [](market::Instance& i) {
+    i.actual_status = "running";
+    i.intended_status = "running";
+  });
+  manager_->reconcile();
+  EXPECT_EQ(manager_->job_workers().size(), 1u);
+}
+
+// A stop it cannot come back from (the host's contract ended: vast stops the instance and it
+// cannot restart) closes it at once, striking nobody.
+TEST_F(ManagerJobsTest, AnEndedContractClosesTheInstanceAtOnceWithoutAStrike) {
+  const auto a = accepted(101, 90, 2);
+  const auto j1 = submit("j1");
+  ASSERT_EQ(queue_->lease(a, 4, 0ms)->size(), 1u);
+  const std::int64_t mid = *store_->instance(a)->market_id;
+  market_.edit_instance(mid, [&](market::Instance& i) {
+    i.actual_status = "stopped";
+    i.intended_status = "running";
+    i.end_date = now_ - 60;
+  });
+  manager_->reconcile();
+  const auto row = store_->instance(a);
+  EXPECT_TRUE(row->state == S::Destroying || row->state == S::Destroyed) << to_string(row->state);
+  EXPECT_EQ(row->close_cause, core::CloseCause::MarketStopped);
+  EXPECT_NE(row->destroy_reason.find("contract ended"), std::string::npos) << row->destroy_reason;
+  EXPECT_EQ(queue_->job(j1)->state, core::JobState::Queued);
+  EXPECT_TRUE(store_->bad_hosts().empty());
+}
+
 TEST_F(ManagerJobsTest, TheManagersTickReturnsLostLeases) {
   const auto a = accepted(101, 90, 1);
   const auto j = submit("j");

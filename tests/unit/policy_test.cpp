@@ -92,6 +92,23 @@ TEST(Policy, RentsGoodOffersWithAReasonAndAPlan) {
   }
 }
 
+// vast stops an instance at its host's contract end (offer end_date) and it cannot restart: a
+// rental is worth only the hours before it. One whose contract ends before it pays back its
+// setup is not rented; the same machine with days left is.
+TEST(Policy, NeverRentsABoxWhoseContractEndsBeforeItPaysBack) {
+  Offer ending = good_offer(100, 1000);
+  ending.end_date = kNow + 1800;  // half an hour: less than its setup
+  Offer lasting = good_offer(101, 1001);
+  lasting.end_date = kNow + 7 * 86400;
+  const auto rents = of_kind(decide({}, {ending, lasting}, {}, {}, kNow, config()), Kind::Rent);
+  ASSERT_EQ(rents.size(), 1u);
+  EXPECT_EQ(rents[0].offer.id, 101);
+  EXPECT_DOUBLE_EQ(within_contract_h(ending, 72, kNow), 0.5);
+  EXPECT_DOUBLE_EQ(within_contract_h(lasting, 72, kNow), 72);
+  EXPECT_DOUBLE_EQ(within_contract_h(good_offer(102, 1002), 72, kNow), 72);  // not said
+  EXPECT_DOUBLE_EQ(within_contract_h(ending, 72, kNow + 3600), 0);           // already ended
+}
+
 TEST(Policy, RespectsMaxInstances) {
   PolicyConfig c = config();
   c.max_instances = 3;
@@ -124,6 +141,19 @@ TEST(Policy, StopsRentingOnceDemandIsCovered) {
   InstanceRecord busy = instance(1, good_offer(1, 1), InstanceState::Proving, kNow - 7200);
   busy.verdict = Verdict{Verdict::Decision::Accept, 120, 110, 130, 10, 25, "ok"};
   EXPECT_TRUE(of_kind(decide({busy}, many_good_offers(10), {}, {}, kNow, c), Kind::Rent).empty());
+}
+
+// A proving instance whose host's contract ends before a rental made now would prove is no
+// capacity to plan with: its replacement is rented while it still proves.
+TEST(Policy, ReplacesAnInstanceWhoseContractEndsBeforeAReplacementCouldProve) {
+  PolicyConfig c = config();
+  c.demand_proofs_per_hour = 100;
+  InstanceRecord busy = instance(1, good_offer(1, 1), InstanceState::Proving, kNow - 7200);
+  busy.verdict = Verdict{Verdict::Decision::Accept, 120, 110, 130, 10, 25, "ok"};
+  busy.offer.end_date = kNow + 10 * 3600;  // ten hours left: it covers demand
+  EXPECT_TRUE(of_kind(decide({busy}, many_good_offers(10), {}, {}, kNow, c), Kind::Rent).empty());
+  busy.offer.end_date = kNow + 1800;  // half an hour: a replacement needs longer to prove
+  EXPECT_FALSE(of_kind(decide({busy}, many_good_offers(10), {}, {}, kNow, c), Kind::Rent).empty());
 }
 
 TEST(Policy, NeverBenchmarksTwoOfOursOnOneMachineAtOnce) {

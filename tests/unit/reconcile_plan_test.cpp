@@ -87,6 +87,32 @@ TEST(ReconcilePlan, EveryCase) {
   }
 }
 
+// A stop is recorded with its cause; one the instance cannot come back from (its host's
+// contract ended) closes it now as market_stopped, which strikes nobody. A row already being
+// destroyed is left to the tick that confirms it.
+TEST(ReconcilePlan, AMarketStopIsRecordedWithItsCauseAndAnEndedContractCloses) {
+  const std::vector<InstanceRecord> rows{row(1, "outbid", S::Proving, 501),
+                                         row(2, "ended", S::Proving, 502),
+                                         row(3, "leaving", S::Destroying, 503)};
+  ListedInstance outbid = listed(501, "proverfleet:outbid", "stopped");
+  outbid.is_bid = true;
+  outbid.intended_status = outbid.cur_state = outbid.next_state = "stopped";
+  ListedInstance ended = listed(502, "proverfleet:ended", "stopped");
+  ended.intended_status = "running";
+  ended.end_date = kNow - 120;
+  ListedInstance leaving = ended;
+  leaving.id = 503;
+  leaving.label = "proverfleet:leaving";
+  const auto plan = plan_reconcile(rows, {outbid, ended, leaving}, kNow, {}, {120, 600});
+  ASSERT_EQ(kinds(plan), (std::vector<std::pair<K, std::int64_t>>{
+                             {K::RecordStatus, 1}, {K::Close, 2}, {K::RecordStatus, 3}}));
+  EXPECT_NE(plan[0].reason.find("outbid"), std::string::npos) << plan[0].reason;
+  ASSERT_TRUE(plan[1].close);
+  EXPECT_EQ(plan[1].close->cause, CloseCause::MarketStopped);
+  EXPECT_NE(plan[1].close->reason.find("contract ended 2 min ago"), std::string::npos)
+      << plan[1].close->reason;
+}
+
 TEST(ReconcilePlan, ACreateInFlightIsNotClosed) {
   const std::vector<InstanceRecord> rows{row(6, "never", S::Renting, std::nullopt, kNow - 300)};
   EXPECT_EQ(plan_reconcile(rows, {}, kNow, {}, {120, 600}).size(), 1u);

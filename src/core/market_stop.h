@@ -1,0 +1,47 @@
+// Why the market stopped an instance the manager never asked to stop (the manager stops nothing:
+// it destroys), read from what vast reports of the instance. None of these is the host's fault;
+// they differ in whether the instance can come back:
+//  - its host's contract ended (`end_date` passed; vast-cli 5567983 vast.py:1855 reads an
+//    instance's end_date as its contract's end): vast stops it and it cannot restart; it may be
+//    deleted 48 h later (docs.vast.ai, Instances / contract end);
+//  - an interruptible (bid) rental was outbid: stopped, it resumes when its bid is top again;
+//    all three of `cur_state`, `intended_status` and `next_state` read "stopped" (how dstack's
+//    vastai backend detects it: github.com/dstackai/dstack/pull/4037, issue #4026; vast docs,
+//    "Interruptible instances");
+//  - the account stopped it: `intended_status` "stopped" on an on-demand rental, when the credit
+//    ran out (vast stops every instance at a zero balance: docs.vast.ai/billing-help) or someone
+//    stopped it from the console; it resumes if started again;
+//  - held: stopped while the market still intends it to run (the host is restarting it, or is
+//    waiting for its GPUs, "Scheduling").
+// Pure; the reconcile plan (core/reconcile.h) and the lifecycle (core/lifecycle.h) act on it.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace pf::core {
+
+// What the market says of one instance (vast's instance fields of the same names).
+struct MarketStatus {
+  std::string actual_status;  // "stopped", "running", ... ("" while null)
+  std::string intended_status;
+  std::string cur_state;
+  std::string next_state;
+  std::string status_msg;
+  double end_date = 0;  // the host's contract end, epoch s; 0: not said
+  bool is_bid = false;  // an interruptible rental
+};
+
+enum class StopCause { ContractEnded, Outbid, StoppedByAccount, Held };
+const char* to_string(StopCause cause);
+
+struct MarketStop {
+  StopCause cause = StopCause::Held;
+  bool may_resume = true;  // false: it will never run again (destroy it now)
+  std::string reason;
+};
+
+// nullopt unless actual_status is "stopped". `now`: epoch s.
+std::optional<MarketStop> explain_market_stop(const MarketStatus& status, double now);
+
+}  // namespace pf::core

@@ -1,0 +1,73 @@
+// Why the market stopped an instance (core/market_stop.h): the cause read from vast's status
+// fields, and whether it can come back.
+#include "core/market_stop.h"
+
+#include <gtest/gtest.h>
+
+namespace pf::core {
+namespace {
+
+constexpr double kStoppedAt = 1'750'000'000;
+
+MarketStatus stopped(const std::string& intended, bool bid = false, double end_date = 0) {
+  MarketStatus s;
+  s.actual_status = "stopped";
+  s.intended_status = intended;
+  s.cur_state = "stopped";
+  s.next_state = intended;
+  s.end_date = end_date;
+  s.is_bid = bid;
+  return s;
+}
+
+TEST(MarketStop, OnlyAStoppedInstanceHasAStopToExplain) {
+  MarketStatus running = stopped("running");
+  running.actual_status = "running";
+  EXPECT_FALSE(explain_market_stop(running, kStoppedAt));
+  MarketStatus exited = stopped("running");
+  exited.actual_status = "exited";  // the container died: not a stop (the lifecycle's MarketExited)
+  EXPECT_FALSE(explain_market_stop(exited, kStoppedAt));
+}
+
+TEST(MarketStop, AnEndedContractCannotComeBack) {
+  const auto stop = explain_market_stop(stopped("running", false, kStoppedAt - 600), kStoppedAt);
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(stop->cause, StopCause::ContractEnded);
+  EXPECT_FALSE(stop->may_resume);
+  EXPECT_NE(stop->reason.find("contract ended 10 min ago"), std::string::npos) << stop->reason;
+  // Whatever else the fields say: a bid past its contract's end cannot resume either.
+  EXPECT_EQ(explain_market_stop(stopped("stopped", true, kStoppedAt), kStoppedAt)->cause,
+            StopCause::ContractEnded);
+  // A contract that ends later is not the cause.
+  EXPECT_NE(explain_market_stop(stopped("running", false, kStoppedAt + 60), kStoppedAt)->cause,
+            StopCause::ContractEnded);
+}
+
+TEST(MarketStop, AnOutbidInterruptibleMayResume) {
+  const auto stop = explain_market_stop(stopped("stopped", true), kStoppedAt);
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(stop->cause, StopCause::Outbid);
+  EXPECT_TRUE(stop->may_resume);
+  EXPECT_STREQ(to_string(stop->cause), "outbid");
+}
+
+TEST(MarketStop, AnOnDemandRentalStoppedOnPurposeWasStoppedByTheAccount) {
+  MarketStatus s = stopped("stopped");
+  s.status_msg = "insufficient credit";
+  const auto stop = explain_market_stop(s, kStoppedAt);
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(stop->cause, StopCause::StoppedByAccount);
+  EXPECT_TRUE(stop->may_resume);
+  EXPECT_NE(stop->reason.find("credit"), std::string::npos) << stop->reason;
+  EXPECT_NE(stop->reason.find("\"insufficient credit\""), std::string::npos) << stop->reason;
+}
+
+TEST(MarketStop, StoppedWhileMeantToRunIsHeld) {
+  const auto stop = explain_market_stop(stopped("running"), kStoppedAt);
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(stop->cause, StopCause::Held);
+  EXPECT_TRUE(stop->may_resume);
+}
+
+}  // namespace
+}  // namespace pf::core
