@@ -53,6 +53,7 @@
 #include "market/http_client.h"
 #include "market/query.h"
 #include "market/vast_market.h"
+#include "net/listen_fds.h"
 #include "store/store.h"
 #include "store/store_url.h"
 #include "util/bounded_json.h"
@@ -232,7 +233,16 @@ manager::BenchmarkInput load_benchmark_input(const std::string& path) {
 
 void run_serve(const ServeOptions& o) {
   install_stderr_logger();
-  const auto listen = parse_listen(o.listen);
+  // Sockets a supervisor bound and keeps across restarts (systemd socket activation,
+  // net/listen_fds.h, deploy/systemd/): served instead of binding --listen / --grpc-listen.
+  const auto handed = net::take_listen_fds();
+  if (!handed) throw CommandFailed("socket activation: " + handed.error());
+  const auto handed_fd = [&](const char* name) -> std::optional<int> {
+    if (!*handed) return std::nullopt;
+    const auto it = (*handed)->find(name);
+    return it == (*handed)->end() ? std::nullopt : std::optional<int>(it->second);
+  };
+  auto listen = parse_listen(o.listen);
   if (!listen) {
     throw CommandFailed(
         "--listen: expected HOST:PORT (e.g. 127.0.0.1:8470, port 0 = any free), "
@@ -265,14 +275,23 @@ void run_serve(const ServeOptions& o) {
   // TLS files and the port are checked before anything is created on disk.
   auto server = manager::ApiServer::create(tls);
   if (!server) throw CommandFailed(server.error());
-  auto port = (*server)->bind(listen->host, listen->port);
+  tl::expected<int, std::string> port = 0;
+  if (const auto fd = handed_fd("http")) {
+    const auto where = net::socket_address(*fd);
+    if (!where) throw CommandFailed("the \"http\" socket handed over: " + where.error());
+    listen->host = where->host;
+    port = (*server)->adopt(*fd);
+    if (port) spdlog::info("http: serving the socket handed over (fd {}, {})", *fd, where->text());
+  } else {
+    port = (*server)->bind(listen->host, listen->port);
+  }
   if (!port) throw CommandFailed(port.error());
 
   auto cfg = load_config(o.config_path);
   if (!cfg) throw CommandFailed(cfg.error());
   spdlog::info("config: {}", cfg->source);
   // Checked here, before anything is created on disk; started with the replica's LeaderTerm.
-  const auto gateway_cfg = gateway_config(*cfg, o.grpc_listen, o.grpc_allow_any);
+  const auto gateway_cfg = gateway_config(*cfg, o.grpc_listen, o.grpc_allow_any, handed_fd("grpc"));
 
   auto vast_cfg =
       market::vast_config_from_env(o.vast_url ? o.vast_url : cfg->market.vast_url,

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cli/commands.h"
+#include "net/listen_fds.h"
 #include "util/bounded_json.h"
 
 namespace pf::cli {
@@ -45,8 +46,15 @@ gateway::ClientAuth client_auth(const GatewaySettings& settings) {
 
 std::optional<gateway::GatewayConfig> gateway_config(const AppConfig& config,
                                                      const std::optional<std::string>& listen_flag,
-                                                     bool allow_any) {
-  const std::string listen = listen_flag.value_or(config.gateway.listen);
+                                                     bool allow_any, std::optional<int> handed_fd) {
+  std::string listen = listen_flag.value_or(config.gateway.listen);
+  if (handed_fd) {
+    // A supervisor handed over the gRPC socket (net/listen_fds.h): it is the gateway's address,
+    // whatever [gateway] listen says; the exposure checks apply to where it really listens.
+    auto where = net::socket_address(*handed_fd);
+    if (!where) throw CommandFailed("the \"grpc\" socket handed over: " + where.error());
+    listen = where->text();
+  }
   if (listen.empty() || listen == "off") return std::nullopt;
   if (!gateway::listen_host(listen)) {
     throw CommandFailed(
@@ -55,6 +63,7 @@ std::optional<gateway::GatewayConfig> gateway_config(const AppConfig& config,
   }
   gateway::GatewayConfig out;
   out.listen = listen;
+  out.listening_fd = handed_fd.value_or(-1);
   out.tls_cert = config.gateway.tls_cert;
   out.tls_key = config.gateway.tls_key;
   out.tls_ca = config.gateway.tls_ca;

@@ -1,15 +1,23 @@
 #include "gateway/gateway_server.h"
 
+#include <arpa/inet.h>
 #include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
+#include <netinet/in.h>
 #include <openssl/bio.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <thread>
 
 #include "gateway/client_allow.h"
 #include "gateway/gateway_front.h"
@@ -77,6 +85,57 @@ tl::expected<std::string, std::string> load_ca(const std::string& path) {
 
 }  // namespace
 
+// Accepts on a listening socket handed over by a supervisor and passes each connection to the
+// gRPC server (ServerBuilder::experimental().AddExternalConnectionAcceptor,
+// grpcpp/server_builder.h): gRPC itself binds only addresses it is given, not descriptors. Polls so
+// that stop() needs nothing from the socket: the supervisor keeps it, shared, for the next process.
+class HandedSocketLoop {
+ public:
+  HandedSocketLoop(int fd, std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor)
+      : fd_(fd), acceptor_(std::move(acceptor)) {}
+  ~HandedSocketLoop() { stop(); }
+  HandedSocketLoop(const HandedSocketLoop&) = delete;
+  HandedSocketLoop& operator=(const HandedSocketLoop&) = delete;
+
+  void start() {
+    thread_ = std::thread([this] { run(); });
+  }
+  // Stops accepting (connections still in the backlog wait there for the next process) and
+  // closes this process's descriptor of the socket. Idempotent.
+  void stop() {
+    stopping_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  void run() {
+    while (!stopping_) {
+      pollfd ready{fd_, POLLIN, 0};
+      if (::poll(&ready, 1, 200) <= 0) continue;  // a timeout or EINTR: look at stopping_
+      const int connection = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (connection < 0) {
+        // EAGAIN: another process took it; ECONNABORTED: the client left. Out of descriptors
+        // (EMFILE, ENFILE): the connection waits in the backlog; do not spin on it.
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        continue;
+      }
+      grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters params;
+      params.listener_fd = fd_;
+      params.fd = connection;
+      acceptor_->HandleNewConnection(&params);  // the server owns the connection from here
+    }
+  }
+
+  int fd_;
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
 GatewayServer::~GatewayServer() {
   shutdown();
 }
@@ -101,6 +160,7 @@ std::uint64_t GatewayServer::relayed() const {
 
 void GatewayServer::shutdown() {
   if (!server_) return;
+  if (handed_) handed_->stop();  // new connections wait in the socket's backlog
   front_->stop();
   server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   server_->Wait();
@@ -238,7 +298,20 @@ tl::expected<std::unique_ptr<GatewayServer>, std::string> start_replica_gateway(
       std::move(*allow), std::move(proxy), std::move(replica.replica_token), std::move(rules));
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.listen, credentials, &gateway->port_);
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> handed_acceptor;
+  if (config.listening_fd >= 0) {
+    handed_acceptor = builder.experimental().AddExternalConnectionAcceptor(
+        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
+    sockaddr_storage address{};
+    socklen_t size = sizeof address;
+    if (::getsockname(config.listening_fd, reinterpret_cast<sockaddr*>(&address), &size) == 0) {
+      gateway->port_ = address.ss_family == AF_INET6
+                           ? ntohs(reinterpret_cast<const sockaddr_in6*>(&address)->sin6_port)
+                           : ntohs(reinterpret_cast<const sockaddr_in*>(&address)->sin_port);
+    }
+  } else {
+    builder.AddListeningPort(config.listen, credentials, &gateway->port_);
+  }
   // Two managers on one port would split Curio's calls between them.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Curio holds Prove calls open for up to 30 minutes; let its keepalive pings through.
@@ -250,6 +323,11 @@ tl::expected<std::unique_ptr<GatewayServer>, std::string> start_replica_gateway(
   builder.SetResourceQuota(quota);
   builder.RegisterService(gateway->front_.get());
   gateway->server_ = builder.BuildAndStart();
+  if (gateway->server_ && handed_acceptor) {
+    gateway->handed_ =
+        std::make_unique<HandedSocketLoop>(config.listening_fd, std::move(handed_acceptor));
+    gateway->handed_->start();
+  }
   if (!gateway->server_ || gateway->port_ == 0) {
     gateway->server_.reset();
     return tl::unexpected("gateway: cannot listen on " + config.listen +

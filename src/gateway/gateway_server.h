@@ -40,10 +40,14 @@ namespace pf::gateway {
 
 class GatewayFront;
 class GatewayMetrics;
+class HandedSocketLoop;
 
 struct GatewayConfig {
   std::string listen = "127.0.0.1:9820";  // HOST:PORT or [IPv6]:PORT; port 0 picks a free one
-  std::string tls_cert;                   // PEM files; both or neither
+  // >= 0: a socket already listening, handed over by a supervisor (net/listen_fds.h): served
+  // instead of binding `listen`, which then names its address (for the exposure checks).
+  int listening_fd = -1;
+  std::string tls_cert;  // PEM files; both or neither
   std::string tls_key;
   // Replicas: PEM certificates a follower trusts for the leader's gateway ("": the replica's own
   // tls_cert, for replicas that share one certificate). Only with tls_cert.
@@ -113,6 +117,7 @@ class GatewayServer {
   std::int64_t max_input_bytes_ = 0;
   std::unique_ptr<GatewayFront> front_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HandedSocketLoop> handed_;  // serving a socket handed over (listening_fd)
   int port_ = 0;
 };
 

@@ -351,6 +351,10 @@ tl::expected<int, std::string> ApiServer::bind(const std::string& host, int port
   return impl_->server->bind(host, port);
 }
 
+tl::expected<int, std::string> ApiServer::adopt(int listening_fd) {
+  return impl_->server->adopt(listening_fd);
+}
+
 bool ApiServer::serve() {
   return impl_->server->serve();
 }

@@ -141,6 +141,8 @@ class ApiServer {
 
   // Binds host:port; port 0 picks a free one. Returns the bound port.
   tl::expected<int, std::string> bind(const std::string& host, int port);
+  // Instead of bind(): serves a socket already listening (net/listen_fds.h). Returns its port.
+  tl::expected<int, std::string> adopt(int listening_fd);
   // Installs `api` (see HttpApi::mount); before serve().
   void mount(HttpApi& api);
   // Serves until stop(); bind() and mount() first. Returns false if serving failed.

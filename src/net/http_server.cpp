@@ -5,6 +5,7 @@
 #include "net/http_server.h"
 
 #include <openssl/ssl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
@@ -909,6 +910,23 @@ tl::expected<int, std::string> HttpServer::bind(const std::string& host, int por
     return tl::unexpected("cannot listen on " + where + " (" + ec.message() + ")");
   }
   return static_cast<int>(acceptor.local_endpoint().port());
+}
+
+tl::expected<int, std::string> HttpServer::adopt(int listening_fd) {
+  sockaddr_storage address{};
+  socklen_t size = sizeof address;
+  if (::getsockname(listening_fd, reinterpret_cast<sockaddr*>(&address), &size) != 0 ||
+      (address.ss_family != AF_INET && address.ss_family != AF_INET6)) {
+    return tl::unexpected("the socket handed over (fd " + std::to_string(listening_fd) +
+                          ") is not a TCP socket");
+  }
+  beast::error_code ec;
+  auto& acceptor = impl_->acceptor;
+  acceptor.assign(address.ss_family == AF_INET ? tcp::v4() : tcp::v6(), listening_fd, ec);
+  if (ec) return tl::unexpected("cannot serve on the socket handed over: " + ec.message());
+  const auto endpoint = acceptor.local_endpoint(ec);
+  if (ec) return tl::unexpected("cannot serve on the socket handed over: " + ec.message());
+  return static_cast<int>(endpoint.port());
 }
 
 void HttpServer::start() {

@@ -111,6 +111,9 @@ class HttpServer {
 
   // Binds host:port (port 0 picks a free one) and listens. Returns the bound port.
   tl::expected<int, std::string> bind(const std::string& host, int port);
+  // Instead of bind(): serves on a socket already listening (socket activation,
+  // net/listen_fds.h); the server owns the descriptor from here on. Returns its port.
+  tl::expected<int, std::string> adopt(int listening_fd);
   // Serves on background threads; bind() first. Returns at once.
   void start();
   // start(), then waits until stop(). Returns false if serving could not start.

@@ -614,7 +614,7 @@ void PgConnection::fail_in_flight(const std::string& error) noexcept {
   for (InFlight& f : in_flight_) {
     f.outcome->done = true;
     // A statement the server already refused aborted the transaction: that outcome is known.
-    f.outcome->error = !f.error.empty()  ? f.error
+    f.outcome->error = f.refused         ? f.error
                        : f.doing.empty() ? error
                                          : f.doing.front() + ": " + error;
   }
@@ -659,6 +659,10 @@ void PgConnection::read_in_flight(bool wait) noexcept {
         const Failure failure = failure_of(r.get());
         f.error = f.doing[f.read] + ": " + scrub(trimmed(failure.message)) +
                   (failure.sqlstate.empty() ? "" : " (SQLSTATE " + failure.sqlstate + ")");
+        // libpq's own errors for a lost connection carry no SQLSTATE; class 08 is a connection
+        // exception and 57P0x the server shutting the session down: none is a refusal.
+        f.refused = !failure.sqlstate.empty() && failure.sqlstate.rfind("08", 0) != 0 &&
+                    failure.sqlstate.rfind("57P0", 0) != 0;
       }
       f.ending = true;
       continue;

@@ -157,6 +157,9 @@ class PgConnection final : public sql::Connection {
     std::size_t read = 0;  // statements whose result was read
     bool ending = false;   // the current statement's result was read; its closing null is next
     std::string error;     // the first failure among them
+    // That failure was the server refusing a statement (a SQLSTATE outside connection loss and
+    // shutdown): the transaction was rolled back, whatever happens to the session next.
+    bool refused = false;
   };
   std::deque<InFlight> in_flight_;
   std::function<void(bool failed)> on_sent_outcomes_;
