@@ -90,6 +90,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def held_listening_socket():
+    """A listening socket on 127.0.0.1 that this script keeps open across serve's restarts."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen(1024)
+    s.set_inheritable(True)
+    return s
+
+
 def die_with_parent():
     # The child gets SIGKILL when this script dies, whatever kills it.
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -98,7 +107,7 @@ def die_with_parent():
 class Child:
     """A child process in its own process group, its output in a log file."""
 
-    def __init__(self, name, argv, log_path, env_changes, cwd=None):
+    def __init__(self, name, argv, log_path, env_changes, cwd=None, pass_fds=()):
         self.name = name
         self.log_path = log_path
         env = dict(os.environ)
@@ -110,7 +119,7 @@ class Child:
         self.log = open(log_path, "ab")
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                     preexec_fn=die_with_parent, cwd=cwd)
+                                     preexec_fn=die_with_parent, cwd=cwd, pass_fds=pass_fds)
 
     def wait_for(self, pattern, timeout):
         end = time.time() + timeout
@@ -371,8 +380,16 @@ class Run:
         self.work = os.path.join(self.dir, "market-sim")
         os.makedirs(self.data, mode=0o700)
         self.key = "mkt-" + os.urandom(12).hex()
-        self.http_port = free_port()
-        self.grpc_port = free_port()
+        # --supervised: this script holds serve's listening sockets as systemd would
+        # (deploy/systemd/, socket activation) and hands them to every serve it starts; while
+        # serve is down the kernel accepts calls into their backlogs.
+        self.held_sockets = None
+        if o.supervised:
+            self.held_sockets = [held_listening_socket() for _ in ("http", "grpc")]
+            self.http_port, self.grpc_port = (s.getsockname()[1] for s in self.held_sockets)
+        else:
+            self.http_port = free_port()
+            self.grpc_port = free_port()
         self.sim = None
         # The run's `serve` processes: one (today's run), or --replicas on one database, each on
         # its own ports, behind two balancers (HTTP and gRPC).
@@ -436,13 +453,22 @@ class Run:
         if self.public_url:
             # --replica-url / --replica-grpc: their defaults (the listen addresses) fit one host.
             argv += ["--public-url", self.public_url]
+        pass_fds = ()
+        if self.held_sockets:
+            # As systemd starts it: the sockets as fds 3 and 4, named, LISTEN_PID its own pid
+            # (set by the process itself before exec); --listen and --grpc-listen give way.
+            fds = [s.fileno() for s in self.held_sockets]
+            argv = ["/bin/sh", "-c",
+                    "exec 3<&%d 4<&%d; export LISTEN_PID=$$ LISTEN_FDS=2 "
+                    "LISTEN_FDNAMES=http:grpc; exec \"$@\"" % tuple(fds), "sh"] + argv
+            pass_fds = tuple(fds)
         log_name = ("serve-%d.log" % self.serve_generation if len(self.replicas) == 1 else
                     "serve-r%d-%d.log" % (r.index, r.generation))
         r.child = Child("serve" if len(self.replicas) == 1 else "serve replica %d" % r.index,
                         argv, os.path.join(self.dir, log_name),
                         {"VAST_API_KEY": self.key, "PROVERFLEET_TOKEN": None,
                          "PROVERFLEET_DB": None},
-                        cwd=self.data)
+                        cwd=self.data, pass_fds=pass_fds)
         r.child.wait_for(r"proverfleet serve listening on", 60)
         # Every replica runs in the data directory: on SQLite the token file lies beside the
         # database, so they all share it; on PostgreSQL the first creates it there and the
@@ -874,12 +900,23 @@ class Run:
         for k in ("jobs_lost", "duplicate_jobs", "wrong_proofs", "post_in_fleet_queue",
                   "tries_exhausted"):
             self.check(figures[k] == 0, "curio_e2e %s=%d, want 0" % (k, figures[k]))
-        if len(self.replicas) > 1:
-            # With replicas the leader's death is no outage for Curio: no task may run out of
-            # tries at all, in the failover or not.
+        if self.o.supervised:
+            # Only the calls open on the killed process can fail (each costs its task one try);
+            # calls made while serve is down wait in the socket's backlog. At most that many
+            # retries: the nodes' open-call window.
+            window = self.o.nodes * self.o.max_pending
+            self.check((s.get("retries") or 0) <= window,
+                       "curio_e2e: %s Curio retries with the sockets held, more than the %d calls "
+                       "that can be open at the SIGKILL: calls made during the restart failed" %
+                       (s.get("retries"), window))
+        if len(self.replicas) > 1 or self.o.supervised:
+            # With replicas the leader's death is no outage for Curio, and with the sockets held
+            # across the restart (--supervised) calls made meanwhile wait: no task may run out of
+            # tries at all, in the outage or not.
             self.check(figures["tries_exhausted_in_serve_outage"] == 0,
-                       "curio_e2e tries_exhausted_in_serve_outage=%d, want 0 with %d replicas: "
+                       "curio_e2e tries_exhausted_in_serve_outage=%d, want 0 with %d replicas%s: "
                        "%s" % (figures["tries_exhausted_in_serve_outage"], len(self.replicas),
+                               " and the sockets held" if self.o.supervised else "",
                                json.dumps([{"request_id": t["request_id"], "kind": t["kind"],
                                             "tries": t["tries"]} for t in in_outage[:5]])))
 
@@ -1035,6 +1072,10 @@ def main():
                         "of tries at all")
     p.add_argument("--lease-ttl-s", type=int, default=5,
                    help="with --replicas: [replicas] lease_ttl_s (2..20)")
+    p.add_argument("--supervised", action="store_true",
+                   help="hold serve's listening sockets here and hand them to it (socket "
+                        "activation, as deploy/systemd/ does): the SIGKILL and restart of serve "
+                        "must then cost no Curio task its tries")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--result", help="write the facts and failures as JSON here")
     p.add_argument("--figures-out",
@@ -1050,6 +1091,8 @@ def main():
     o = p.parse_args()
     if o.replicas < 1:
         p.error("--replicas must be at least 1")
+    if o.supervised and o.replicas > 1:
+        p.error("--supervised holds one serve's sockets: not with --replicas")
     if not 2 <= o.lease_ttl_s <= 20:
         p.error("--lease-ttl-s must be 2..20")
     o.binary = os.path.abspath(o.binary)
@@ -1078,14 +1121,25 @@ def main():
             # A run that could not measure a figure counts it as failed, never as 0.
             out["curio_" + name] = figures.get(name, 1)
         details = ["curio e2e: %s" % f for f in run.failures]
-        if o.replicas > 1:
-            # With replicas a task lost in the leader's failover counts like any other.
+        if o.replicas > 1 or o.supervised:
+            # With replicas, or one serve whose sockets a supervisor holds, a task lost in the
+            # restart counts like any other: one figure, no carve-out.
             if "tries_exhausted" in figures:
                 out["curio_tries_exhausted"] = (figures["tries_exhausted"] +
                                                 figures["tries_exhausted_in_serve_outage"])
-            details.append("%d serve replicas, the leader SIGKILLed: tasks whose every try fell "
-                           "in the failover: %d (counted in curio_tries_exhausted)" %
-                           (o.replicas, figures.get("tries_exhausted_in_serve_outage", 0)))
+            if o.supervised:
+                details.append(
+                    "one serve on %s, its sockets held across its SIGKILL and restart (socket "
+                    "activation): tasks whose every try fell in the outage: %d (counted in "
+                    "curio_tries_exhausted); Curio tries spent: %s retries (at most one per call "
+                    "open at the SIGKILL: <= %d); outages %s s" %
+                    (run.facts.get("store", "?"), figures.get("tries_exhausted_in_serve_outage", 0),
+                     run.facts.get("cluster_retries"), o.nodes * o.max_pending,
+                     run.facts.get("serve_outages_s")))
+            else:
+                details.append("%d serve replicas, the leader SIGKILLed: tasks whose every try "
+                               "fell in the failover: %d (counted in curio_tries_exhausted)" %
+                               (o.replicas, figures.get("tries_exhausted_in_serve_outage", 0)))
         else:
             details.append("tasks whose every try fell in the serve outage (no replica): %d" %
                            figures.get("tries_exhausted_in_serve_outage", 0))
