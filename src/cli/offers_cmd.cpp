@@ -1,6 +1,7 @@
 // `proverfleet offers`: offers ranked by expected $/proof, with the break-even verdicts use and,
 // through a running manager (--manager), each machine's history.
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -118,9 +119,13 @@ void run_offers(const OffersOptions& opt) {
   for (const auto& w : found->warnings) std::cerr << "warning: " << w << "\n";
 
   std::size_t total = found->offers.size();
-  auto ranked =
-      core::rank_offers(std::move(found->offers), rank,
-                        opt.sort == "profit" ? core::RankOrder::Profit : core::RankOrder::Cost);
+  // No fleet here, but the time: an offer's contract end (end_date) bounds what it is worth.
+  core::RankHistory history;
+  history.now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto ranked = core::rank_offers(
+      std::move(found->offers), rank,
+      opt.sort == "profit" ? core::RankOrder::Profit : core::RankOrder::Cost, history);
   if (opt.limit > 0 && ranked.size() > static_cast<std::size_t>(opt.limit)) {
     ranked.resize(static_cast<std::size_t>(opt.limit));
   }

@@ -112,6 +112,31 @@ TEST(Ranking, CostOrderPutsCheapestProofFirstAndNonProversLast) {
   EXPECT_FALSE(ranked[3].valuation.expected_cost_per_proof.has_value());
 }
 
+// A host's contract that ends soon (offer end_date) leaves its setup fewer hours to be paid back
+// over: the same machine costs more per proof and says why. Without `now` nothing is assumed.
+TEST(Ranking, AContractEndingSoonAmortisesSetupOverWhatIsLeft) {
+  RankConfig cfg;
+  cfg.predictor = default_predictor_config();
+  const double now = 1'750'000'000;
+  Offer ending = offer(1, 0.3);
+  ending.end_date = now + 3 * 3600;
+  RankHistory history;
+  history.now = now;
+  const auto ranked = rank_offers({ending, offer(2, 0.3)}, cfg, RankOrder::Cost, history);
+  ASSERT_EQ(ranked.size(), 2u);
+  EXPECT_EQ(ranked[0].offer.id, 2);
+  ASSERT_TRUE(ranked[0].valuation.expected_cost_per_proof &&
+              ranked[1].valuation.expected_cost_per_proof);
+  EXPECT_GT(*ranked[1].valuation.expected_cost_per_proof,
+            *ranked[0].valuation.expected_cost_per_proof);
+  ASSERT_FALSE(ranked[1].valuation.reasons.empty());
+  EXPECT_NE(ranked[1].valuation.reasons[0].find("contract ends in 3.0 h"), std::string::npos)
+      << ranked[1].valuation.reasons[0];
+  const auto undated = rank_offers({ending}, cfg, RankOrder::Cost);  // now unknown
+  EXPECT_EQ(undated[0].valuation.expected_cost_per_proof,
+            ranked[0].valuation.expected_cost_per_proof);
+}
+
 TEST(Ranking, ProfitOrderIsDescendingAndStable) {
   RankConfig cfg;
   cfg.predictor = default_predictor_config();
