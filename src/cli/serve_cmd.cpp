@@ -621,7 +621,11 @@ void register_serve(CLI::App& app) {
       "0600) and reused afterwards; every /api/v1 operator route needs it as a bearer token.\n"
       "Vast key: $VAST_API_KEY or --vast-key-file, never logged.\n"
       "Prints 'proverfleet serve listening on http://HOST:PORT' once ready; SIGINT/SIGTERM "
-      "stop it.");
+      "stop it.\n"
+      "Socket activation: started by systemd (or any supervisor) with LISTEN_PID, LISTEN_FDS\n"
+      "and LISTEN_FDNAMES, serve takes the sockets named http and grpc instead of binding\n"
+      "--listen and --grpc-listen, so calls made while it restarts wait instead of failing\n"
+      "(units in deploy/systemd/; docs/operating.md, \"Restarts and upgrades\").");
   cmd->add_option("--config", o->config_path, "Config file (default: ./proverfleet.toml)")
       ->envname("PROVERFLEET_CONFIG");
   cmd->add_option("--listen", o->listen, "Address to serve on, HOST:PORT; port 0 picks one")
