@@ -315,14 +315,11 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
   // Capacity and spend committed so far. A proving instance whose contract ends before a rental
   // made now would be proving is not capacity to plan with: its replacement is.
   double ending_rate = 0;
-  for (const auto& [id, rate] : measured) {
-    if (dropped.count(id)) continue;
-    const auto rec = std::find_if(alive.begin(), alive.end(),
-                                  [id = id](const InstanceRecord* r) { return r->id == id; });
-    if (rec != alive.end() && within_contract_h((*rec)->offer, cfg.replace_before_contract_end_h,
-                                                now) < cfg.replace_before_contract_end_h) {
-      ending_rate += rate;
-    }
+  for (const auto* rec : alive) {
+    const auto rate = measured.find(rec->id);
+    if (rate == measured.end() || dropped.count(rec->id)) continue;
+    const double lead_h = cfg.replace_before_contract_end_h;
+    if (within_contract_h(rec->offer, lead_h, now) < lead_h) ending_rate += rate->second;
   }
   double committed = proving_rate - ending_rate;
   double dph = 0;

@@ -1,10 +1,8 @@
 #include "gateway/gateway_server.h"
 
-#include <arpa/inet.h>
 #include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
-#include <netinet/in.h>
 #include <openssl/bio.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -23,6 +21,7 @@
 #include "gateway/gateway_front.h"
 #include "gateway/proving_service.h"
 #include "gateway/request_check.h"
+#include "net/listen_fds.h"
 #include "util/bounded_json.h"
 
 namespace pf::gateway {
@@ -302,13 +301,7 @@ tl::expected<std::unique_ptr<GatewayServer>, std::string> start_replica_gateway(
   if (config.listening_fd >= 0) {
     handed_acceptor = builder.experimental().AddExternalConnectionAcceptor(
         grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
-    sockaddr_storage address{};
-    socklen_t size = sizeof address;
-    if (::getsockname(config.listening_fd, reinterpret_cast<sockaddr*>(&address), &size) == 0) {
-      gateway->port_ = address.ss_family == AF_INET6
-                           ? ntohs(reinterpret_cast<const sockaddr_in6*>(&address)->sin6_port)
-                           : ntohs(reinterpret_cast<const sockaddr_in*>(&address)->sin_port);
-    }
+    if (const auto where = net::socket_address(config.listening_fd)) gateway->port_ = where->port;
   } else {
     builder.AddListeningPort(config.listen, credentials, &gateway->port_);
   }
