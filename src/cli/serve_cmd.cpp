@@ -8,6 +8,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,8 +40,11 @@
 #include "cli/serve_gateway.h"
 #include "cli/serve_leader_term.h"
 #include "cli/serve_ops.h"
+#include "cli/serve_takeover.h"
+#include "cli/service_notify.h"
 #include "cli/serving.h"
 #include "core/http_limits.h"
+#include "gateway/gateway_server.h"
 #include "gateway/listen_exposure.h"
 #include "jobs/job_queue.h"
 #include "manager/autopilot.h"
@@ -54,6 +58,7 @@
 #include "market/query.h"
 #include "market/vast_market.h"
 #include "net/listen_fds.h"
+#include "net/socket_handover.h"
 #include "store/store.h"
 #include "store/store_url.h"
 #include "util/bounded_json.h"
@@ -77,6 +82,9 @@ struct ServeOptions {
   std::optional<std::size_t> max_connections_per_address;  // overrides http.*
   std::optional<std::string> grpc_listen;                  // overrides gateway.listen
   bool grpc_allow_any = false;
+  bool takeover = false;
+  std::optional<std::string> takeover_socket;
+  double drain_limit_s = 3600;
   double reconcile_interval_s = 30;
   double tick_interval_s = 5;
 };
@@ -231,17 +239,150 @@ manager::BenchmarkInput load_benchmark_input(const std::string& path) {
   return input;
 }
 
+// sd_notify(3) (cli/service_notify.h); a failure is worth a line, never a stop.
+void tell_service_manager(const std::string& state) {
+  if (auto told = notify_service_manager(state); !told) spdlog::warn("{}", told.error());
+}
+
+void log_line(bool warning, const std::string& line) {
+  if (warning) {
+    spdlog::warn("{}", line);
+  } else {
+    spdlog::info("{}", line);
+  }
+}
+
+// The successor's side once it serves the sockets as a follower: the predecessor resigns, this
+// serve takes the lease at once and says so. A predecessor that does not resign leaves this one
+// a follower (it leads if the other stops); one that resigned and hears nothing leads again.
+void take_over(TakeoverRequest& takeover, manager::Leadership& leadership,
+               PeriodicTask& leadership_loop) {
+  if (auto resigned = takeover.listening(); !resigned) {
+    spdlog::warn("takeover: {}; this serve follows the one that leads", resigned.error());
+    return;
+  }
+  leadership_loop.wake();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!leadership.leading() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    leadership_loop.wake();
+  }
+  if (!leadership.leading()) {
+    spdlog::warn("takeover: this serve did not take the lease within 30 s: {}",
+                 leadership.view().reason);
+    return;
+  }
+  if (auto told = takeover.leading(); !told) spdlog::warn("takeover: {}", told.error());
+  spdlog::info("takeover: this serve leads; the one before it drains its calls and exits");
+  // Under systemd (a reload started this process): the unit's main process is this one now.
+  tell_service_manager("MAINPID=" + std::to_string(::getpid()) + "\nREADY=1");
+}
+
+// SIGHUP (`systemctl reload`): starts the successor unless one is starting already. Its pid.
+int start_successor(const tl::expected<OwnCommand, std::string>& own, const TakeoverOffer* offer,
+                    int running) {
+  if (running > 0) {
+    spdlog::warn("reload: the successor started before (pid {}) has not taken over yet", running);
+    return running;
+  }
+  if (!own) {
+    spdlog::error("reload: cannot start a successor: {}", own.error());
+    return 0;
+  }
+  if (offer == nullptr) {
+    spdlog::error("reload: this serve offers no takeover socket (see above); not reloading");
+    return 0;
+  }
+  auto pid = spawn_successor(*own);
+  if (!pid) {
+    spdlog::error("reload: {}", pid.error());
+    return 0;
+  }
+  spdlog::info("reload: started pid {} ({} --takeover); it takes over once it serves", *pid,
+               own->path);
+  return *pid;
+}
+
+// A successor that exited before it took over (its own log says why).
+int reap_successor(int pid) {
+  if (pid <= 0) return 0;
+  int status = 0;
+  if (::waitpid(pid, &status, WNOHANG) != pid) return pid;
+  spdlog::warn(
+      "reload: the successor (pid {}) exited with {} {} before it took over; this serve "
+      "goes on",
+      pid, WIFEXITED(status) ? "code" : "signal",
+      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+  return 0;
+}
+
+// Listens for a successor at `path`. The predecessor it replaced may still hold the path for a
+// moment after it said it leads; another serve that answers there (a replica on this host with
+// the same data directory) keeps it, and this one offers none.
+std::unique_ptr<TakeoverOffer> offer_takeover(const std::string& path, TakeoverHooks hooks) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (true) {
+    auto listener = net::HandoverListener::listen(path);
+    if (listener) {
+      spdlog::info("takeover: a successor may take over at {} (serve --takeover)", path);
+      return std::make_unique<TakeoverOffer>(std::move(*listener), std::move(hooks));
+    }
+    if (std::chrono::steady_clock::now() >= give_up) {
+      spdlog::warn("takeover: none offered ({}); set --takeover-socket to offer one",
+                   listener.error());
+      return nullptr;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// A predecessor that handed over answers the calls it still holds (their jobs are answered by
+// the successor: gateway_front.h) and stays until every client connection it has was told to go
+// (gateway::kConnectionMaxAge: the clients' next calls go to the successor), or the limit
+// passes. Stopping the gRPC server any earlier could cancel a call that reaches it in that
+// instant. The signal that cut it short, or 0.
+int drain_after_handover(LeaderTerm& term, BlockedStopSignals& stop_signals, double limit_s,
+                         const std::string& successor) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto limit = std::chrono::duration<double>(limit_s);
+  spdlog::info(
+      "handed over to pid {}: {} calls still open here; answering them, and telling every "
+      "client to reconnect (at least {} s, at most {:.0f} s)",
+      successor, term.open_calls(),
+      std::chrono::duration_cast<std::chrono::seconds>(gateway::kAllConnectionsToldToGo).count(),
+      limit_s);
+  int signal_received = 0;
+  while (signal_received == 0) {
+    const auto waited = std::chrono::steady_clock::now() - started;
+    if (waited >= limit) break;
+    if (term.open_calls() == 0 && waited >= gateway::kAllConnectionsToldToGo) break;
+    const int received = stop_signals.wait(std::chrono::milliseconds(200));
+    if (received != SIGHUP) signal_received = received;  // handed over already: no reload
+  }
+  const int left = term.open_calls();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (left == 0) {
+    spdlog::info("drained in {:.1f} s", took);
+  } else {
+    spdlog::warn("{} calls still open after {:.0f} s{}: they end UNAVAILABLE (their jobs are kept)",
+                 left, took, signal_received != 0 ? " and a signal" : "");
+    term.end_held_calls();
+  }
+  return signal_received;
+}
+
 void run_serve(const ServeOptions& o) {
   install_stderr_logger();
+  // Read now: a reload starts the binary then installed at this path with these arguments.
+  const auto own_command = read_own_command();
   // Sockets a supervisor bound and keeps across restarts (systemd socket activation,
   // net/listen_fds.h, deploy/systemd/): served instead of binding --listen / --grpc-listen.
-  const auto handed = net::take_listen_fds();
-  if (!handed) throw CommandFailed("socket activation: " + handed.error());
-  const auto handed_fd = [&](const char* name) -> std::optional<int> {
-    if (!*handed) return std::nullopt;
-    const auto it = (*handed)->find(name);
-    return it == (*handed)->end() ? std::nullopt : std::optional<int>(it->second);
-  };
+  const auto activated = net::take_listen_fds();
+  if (!activated) throw CommandFailed("socket activation: " + activated.error());
+  if (!std::isfinite(o.drain_limit_s) || o.drain_limit_s < 0 || o.drain_limit_s > 86400) {
+    throw CommandFailed("--drain-limit must be between 0 and 86400 seconds");
+  }
   auto listen = parse_listen(o.listen);
   if (!listen) {
     throw CommandFailed(
@@ -272,6 +413,36 @@ void run_serve(const ServeOptions& o) {
                         *o.replica_grpc + "\"");
   }
 
+  auto cfg = load_config(o.config_path);
+  if (!cfg) throw CommandFailed(cfg.error());
+  spdlog::info("config: {}", cfg->source);
+  // The gateway's job queue: its rows in the same store, inputs beside the database.
+  const jobs::JobQueueConfig jobs_config = job_queue_config(cfg->jobs, o.db);
+  // Planned restarts (cli/serve_takeover.h): this serve offers its sockets to a successor here,
+  // and --takeover asks the running serve here for them.
+  const std::string takeover_path =
+      o.takeover_socket.value_or(jobs_config.data_dir + "/serve-takeover.sock");
+  std::optional<TakeoverRequest> takeover;
+  if (o.takeover) {
+    if (*activated) {
+      throw CommandFailed(
+          "--takeover: this serve was also handed sockets by a supervisor (LISTEN_FDS); it takes "
+          "its sockets from one place");
+    }
+    auto asked = TakeoverRequest::start(takeover_path);
+    if (!asked) throw CommandFailed("--takeover: " + asked.error());
+    takeover = std::move(*asked);
+    spdlog::info("takeover: the serve at {} handed over its sockets; starting beside it",
+                 takeover_path);
+  }
+  const std::optional<net::ListenFds> handed =
+      takeover ? std::optional<net::ListenFds>(takeover->sockets()) : *activated;
+  const auto handed_fd = [&](const char* name) -> std::optional<int> {
+    if (!handed) return std::nullopt;
+    const auto it = handed->find(name);
+    return it == handed->end() ? std::nullopt : std::optional<int>(it->second);
+  };
+
   // TLS files and the port are checked before anything is created on disk.
   auto server = manager::ApiServer::create(tls);
   if (!server) throw CommandFailed(server.error());
@@ -287,9 +458,6 @@ void run_serve(const ServeOptions& o) {
   }
   if (!port) throw CommandFailed(port.error());
 
-  auto cfg = load_config(o.config_path);
-  if (!cfg) throw CommandFailed(cfg.error());
-  spdlog::info("config: {}", cfg->source);
   // Checked here, before anything is created on disk; started with the replica's LeaderTerm.
   const auto gateway_cfg = gateway_config(*cfg, o.grpc_listen, o.grpc_allow_any, handed_fd("grpc"));
 
@@ -326,7 +494,7 @@ void run_serve(const ServeOptions& o) {
   const std::string operator_token_hash = fleet_operator_token_hash(*store, o.db);
 
   // Blocked before any thread starts, so the server's pool and the loops inherit the mask.
-  BlockedStopSignals stop_signals;
+  BlockedStopSignals stop_signals(/*with_reload=*/true);
   ::signal(SIGPIPE, SIG_IGN);  // a client hanging up must not kill the server
 
   const std::string scheme = tls ? "https" : "http";
@@ -342,13 +510,7 @@ void run_serve(const ServeOptions& o) {
   leadership_config.url = o.replica_url.value_or(own_url);
   leadership_config.timing.ttl_s = cfg->replicas.lease_ttl_s;
   leadership_config.timing.guard_s = std::min(2.0, cfg->replicas.lease_ttl_s / 5);
-  leadership_config.log = [](bool warning, const std::string& line) {
-    if (warning) {
-      spdlog::warn("{}", line);
-    } else {
-      spdlog::info("{}", line);
-    }
-  };
+  leadership_config.log = log_line;
   manager::Leadership leadership(*store, leadership_config, epoch_now);
   manager::FencedMarket market(vast, leadership,
                                [](const std::string& line) { spdlog::warn("{}", line); });
@@ -413,10 +575,8 @@ void run_serve(const ServeOptions& o) {
   spdlog::info("agents call {}", manager_config.public_url);
   manager_config.still_leading = [&leadership] { return leadership.leading(); };
   manager::Manager fleet(*store, market, manager_config, epoch_now);
-  // The gateway's job queue: its rows in the same store, inputs beside the database. Loaded
-  // from the store for each term this replica leads; the gateway listens on every replica and
-  // relays to the leader's while this one does not lead.
-  const jobs::JobQueueConfig jobs_config = job_queue_config(cfg->jobs, o.db);
+  // The job queue is loaded from the store for each term this replica leads; the gateway
+  // listens on every replica and relays to the leader's while this one does not lead.
   LeaderTerm term(fleet, *store, jobs_config, gateway_cfg, leadership, epoch_now, o.replica_grpc);
   // Webhooks and the fleet watch (alerts for every instance, whoever rented it).
   ServeOps ops = make_serve_ops(fleet, *cfg, fleet_cfg, epoch_now);
@@ -584,11 +744,54 @@ void run_serve(const ServeOptions& o) {
                                  term.start_gateway_if_missing();
                                });
 
+  if (takeover) take_over(*takeover, leadership, leadership_loop);
+  // Offered from now on: a successor (`serve --takeover`) takes these sockets and the fleet.
+  std::unique_ptr<TakeoverOffer> offer = offer_takeover(
+      takeover_path, {.sockets =
+                          [&] {
+                            std::vector<std::pair<std::string, util::UniqueFd>> sockets;
+                            if (auto http = (*server)->duplicate_listening_socket()) {
+                              sockets.emplace_back("http", std::move(*http));
+                            }
+                            if (auto grpc = term.duplicate_gateway_socket()) {
+                              sockets.emplace_back("grpc", std::move(*grpc));
+                            }
+                            return sockets;
+                          },
+                      .retire = [&leadership] { leadership.retire(); },
+                      .rejoin =
+                          [&leadership, &leadership_loop] {
+                            leadership.rejoin();
+                            leadership_loop.wake();
+                          },
+                      .stop_accepting =
+                          [&] {
+                            (*server)->stop_accepting();
+                            term.stop_accepting();
+                          },
+                      .log = log_line});
+
+  if (!takeover) tell_service_manager("READY=1");
+
   int signal_received = 0;
-  while (!finished && signal_received == 0) {
-    signal_received = stop_signals.wait(std::chrono::milliseconds(200));
+  int successor = 0;  // started by a reload, not taken over yet
+  while (!finished && signal_received == 0 && !(offer && offer->handed_over())) {
+    const int received = stop_signals.wait(std::chrono::milliseconds(200));
+    if (received == SIGHUP) {
+      successor = start_successor(own_command, offer.get(), successor);
+    } else {
+      signal_received = received;
+    }
+    successor = reap_successor(successor);
   }
-  if (signal_received != 0) spdlog::info("signal {}: stopping", signal_received);
+  if (signal_received != 0) {
+    spdlog::info("signal {}: stopping", signal_received);
+    tell_service_manager("STOPPING=1");
+  }
+  if (offer && offer->handed_over() && signal_received == 0) {
+    signal_received = drain_after_handover(term, stop_signals, o.drain_limit_s, offer->successor());
+  }
+  if (offer) offer->stop();
   // First: the gateway's waiting calls end (their jobs stay queued for the clients' retries),
   // then long-polls and awaits wake, so the server's workers are free to stop.
   term.shutdown();
@@ -625,7 +828,11 @@ void register_serve(CLI::App& app) {
       "Socket activation: started by systemd (or any supervisor) with LISTEN_PID, LISTEN_FDS\n"
       "and LISTEN_FDNAMES, serve takes the sockets named http and grpc instead of binding\n"
       "--listen and --grpc-listen, so calls made while it restarts wait instead of failing\n"
-      "(units in deploy/systemd/; docs/operating.md, \"Restarts and upgrades\").");
+      "(units in deploy/systemd/; docs/operating.md, \"Restarts and upgrades\").\n"
+      "Planned restart or upgrade: start the new binary with --takeover (same config and\n"
+      "--db), or send the running serve SIGHUP (systemctl reload) to have it start that itself;\n"
+      "the new one receives the running serve's sockets and leads, and the old one answers the\n"
+      "calls it holds, then exits: no call fails.");
   cmd->add_option("--config", o->config_path, "Config file (default: ./proverfleet.toml)")
       ->envname("PROVERFLEET_CONFIG");
   cmd->add_option("--listen", o->listen, "Address to serve on, HOST:PORT; port 0 picks one")
@@ -674,6 +881,21 @@ void register_serve(CLI::App& app) {
                 "Serve the gateway on a non-loopback address without an allow-list or TLS (the "
                 "cuzk protocol has no credentials: only behind a firewall)")
       ->envname("PROVERFLEET_GRPC_ALLOW_ANY");
+  cmd->add_flag("--takeover", o->takeover,
+                "Take over from the serve running on this fleet: receive its listening sockets "
+                "(no port is bound here), lead once it resigns; it answers the calls it holds, "
+                "then exits. A planned restart or upgrade that fails no call")
+      ->envname("PROVERFLEET_TAKEOVER");
+  cmd->add_option("--takeover-socket", o->takeover_socket,
+                  "Unix socket where this serve offers its sockets to a successor and where "
+                  "--takeover asks for them (default: DATA_DIR/serve-takeover.sock, DATA_DIR "
+                  "being [jobs] data_dir or the database's directory)")
+      ->envname("PROVERFLEET_TAKEOVER_SOCKET");
+  cmd->add_option("--drain-limit", o->drain_limit_s,
+                  "Seconds a serve that handed over waits for the calls it still holds to be "
+                  "answered before it exits (they then end UNAVAILABLE; their jobs are kept)")
+      ->envname("PROVERFLEET_DRAIN_LIMIT")
+      ->capture_default_str();
   cmd->add_option("--reconcile-interval", o->reconcile_interval_s,
                   "Seconds between reconciliations with the market's instance list")
       ->envname("PROVERFLEET_RECONCILE_INTERVAL")

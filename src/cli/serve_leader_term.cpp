@@ -151,4 +151,28 @@ void LeaderTerm::shutdown() {
   if (gateway) gateway->shutdown();
 }
 
+std::optional<util::UniqueFd> LeaderTerm::duplicate_gateway_socket() {
+  std::lock_guard lock(mu_);
+  if (!gateway_) return std::nullopt;
+  auto copy = gateway_->duplicate_listening_socket();
+  if (!copy) return std::nullopt;
+  return std::move(*copy);
+}
+
+void LeaderTerm::stop_accepting() {
+  std::lock_guard lock(mu_);
+  closed_ = true;  // no gateway is started here again
+  if (gateway_) gateway_->stop_accepting();
+}
+
+void LeaderTerm::end_held_calls() {
+  std::lock_guard lock(mu_);
+  if (gateway_) gateway_->end_held_calls();
+}
+
+int LeaderTerm::open_calls() {
+  std::lock_guard lock(mu_);
+  return gateway_ ? gateway_->open_calls() : 0;
+}
+
 }  // namespace pf::cli

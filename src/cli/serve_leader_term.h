@@ -3,9 +3,10 @@
 // by the replica's gRPC gateway. The gateway itself listens for the replica's whole life: while
 // no term runs here it relays every call to the leader's gateway (the address the lease row
 // carries: this replica advertises its own with Leadership::advertise_grpc), so Curio may point at
-// any replica. A term's end stops the queue (waiting calls answer UNAVAILABLE, jobs stay in the
-// store for the next leader); the Manager is told to hear agents afresh and re-read its rows
-// when a term begins, so a follower that becomes leader needs nothing but the store.
+// any replica. A term's end stops the queue (jobs stay in the store for the next leader, and the
+// calls waiting on them wait there: gateway_front.h); the Manager is told to hear agents afresh and
+// re-read its rows when a term begins, so a follower that becomes leader needs nothing but the
+// store.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,14 @@ class LeaderTerm {
   void start_gateway_if_missing();
   // Ends the term (if any) for good: serve is stopping.
   void shutdown();
+  // For a successor process (cli/serve_takeover.h): a second descriptor of the gateway's
+  // listening socket (nullopt: no gateway runs), stopping accepting on ours, and the calls
+  // this replica's gateway still holds.
+  std::optional<util::UniqueFd> duplicate_gateway_socket();
+  void stop_accepting();
+  int open_calls();
+  // Ends the calls the gateway still holds (GatewayServer::end_held_calls).
+  void end_held_calls();
 
  private:
   manager::Manager& fleet_;

@@ -35,14 +35,16 @@ inline std::optional<ListenAddress> parse_listen(const std::string& text) {
   return address;
 }
 
-// SIGINT/SIGTERM are blocked in every thread (the server's pool inherits the mask) and taken
-// synchronously by the main thread, so no handler runs in a signal context.
+// SIGINT/SIGTERM (and SIGHUP, `with_reload`: serve's reload) are blocked in every thread (the
+// server's pool inherits the mask) and taken synchronously by the main thread, so no handler
+// runs in a signal context.
 class BlockedStopSignals {
  public:
-  BlockedStopSignals() {
+  explicit BlockedStopSignals(bool with_reload = false) {
     sigemptyset(&set_);
     sigaddset(&set_, SIGINT);
     sigaddset(&set_, SIGTERM);
+    if (with_reload) sigaddset(&set_, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set_, &previous_);
   }
   ~BlockedStopSignals() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }

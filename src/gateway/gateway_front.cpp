@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <type_traits>
 #include <utility>
 
 namespace pf::gateway {
@@ -12,6 +14,18 @@ namespace {
 constexpr std::size_t kMaxDeniedAddressesTracked = 1024;
 constexpr std::chrono::milliseconds kFirstHoldPause{250};
 constexpr std::chrono::milliseconds kMaxHoldPause{2000};
+
+// Counts a call as open for as long as its handler runs (GatewayFront::open_calls).
+class OpenCall {
+ public:
+  explicit OpenCall(std::atomic<int>& count) : count_(count) { ++count_; }
+  ~OpenCall() { --count_; }
+  OpenCall(const OpenCall&) = delete;
+  OpenCall& operator=(const OpenCall&) = delete;
+
+ private:
+  std::atomic<int>& count_;
+};
 
 // Logging a refused client at its 1st, 10th, 100th... call keeps a scanner from filling the log.
 bool worth_logging(std::uint64_t nth) {
@@ -64,6 +78,7 @@ tl::expected<Caller, grpc::Status> GatewayFront::admitted(grpc::ServerContext* c
 
 template <typename Call>
 grpc::Status GatewayFront::dispatch(const char* method, grpc::ServerContext* ctx, Call&& call) {
+  const OpenCall open(open_calls_);
   grpc::Status status;
   auto caller = admitted(ctx, method);
   if (!caller) {
@@ -111,9 +126,12 @@ grpc::Status GatewayFront::dispatch(const char* method, grpc::ServerContext* ctx
 bool GatewayFront::held_through_failover(grpc::ServerContext* ctx, const grpc::Status& status,
                                          std::chrono::steady_clock::time_point held_since,
                                          std::chrono::milliseconds pause) {
-  // Only a replica's gateway has a failover to wait out; a lone one's UNAVAILABLE is final.
+  // Only a replica's gateway has a failover to wait out; a lone one's UNAVAILABLE is final. A
+  // call another replica relayed here is held by that replica, which tries again where it should
+  // (holding it here too would keep its answer, say a relay loop's, from it for the whole hold).
   if (status.error_code() != grpc::StatusCode::UNAVAILABLE || !proxy_ ||
-      rules_.failover_hold_s <= 0 || stopping_ || ctx->IsCancelled()) {
+      rules_.failover_hold_s <= 0 || stopping_ || ctx->IsCancelled() ||
+      ctx->client_metadata().count(kRelayedByMetadata) != 0) {
     return false;
   }
   const auto now = std::chrono::steady_clock::now();
@@ -132,6 +150,7 @@ bool GatewayFront::held_through_failover(grpc::ServerContext* ctx, const grpc::S
 template <typename Call>
 grpc::Status GatewayFront::dispatch_local(const char* method, grpc::ServerContext* ctx,
                                           cuzk::v1::ProofKind kind, Call&& call) {
+  const OpenCall open(open_calls_);
   grpc::Status status;
   auto caller = admitted(ctx, method);
   if (!caller) {
@@ -184,7 +203,19 @@ grpc::Status GatewayFront::AwaitProof(grpc::ServerContext* ctx,
                                       cuzk::v1::AwaitProofResponse* reply) {
   const grpc::Status status =
       dispatch("AwaitProof", ctx, [&](auto& target, const std::string& client) {
-        return target.AwaitProof(ctx, client, request, reply);
+        if constexpr (std::is_same_v<std::decay_t<decltype(target)>, ProvingService>) {
+          std::string kept;
+          const grpc::Status ended = target.AwaitProof(ctx, client, request, reply, &kept);
+          if (kept.empty()) return ended;
+          std::optional<std::chrono::milliseconds> timeout;
+          if (request->timeout_ms() != 0) {
+            timeout = std::chrono::milliseconds(static_cast<std::int64_t>(
+                std::min<std::uint64_t>(request->timeout_ms(), 365ULL * 24 * 3600 * 1000)));
+          }
+          return follow_kept_job(ctx, client, kept, timeout, reply, ended);
+        } else {
+          return target.AwaitProof(ctx, client, request, reply);
+        }
       });
   // A job id the fleet does not know may be one SubmitProof relayed to the local daemon.
   if (status.error_code() == grpc::StatusCode::NOT_FOUND && rules_.local_cuzk) {
@@ -200,8 +231,60 @@ grpc::Status GatewayFront::Prove(grpc::ServerContext* ctx, const cuzk::v1::Prove
                           [&](LocalCuzk& local) { return local.Prove(ctx, request, reply); });
   }
   return dispatch("Prove", ctx, [&](auto& target, const std::string& client) {
-    return target.Prove(ctx, client, request, reply);
+    if constexpr (std::is_same_v<std::decay_t<decltype(target)>, ProvingService>) {
+      std::string kept;
+      const grpc::Status ended = target.Prove(ctx, client, request, reply, &kept);
+      if (kept.empty()) return ended;
+      return follow_kept_job(ctx, client, kept, std::nullopt, reply->mutable_result(), ended);
+    } else {
+      return target.Prove(ctx, client, request, reply);
+    }
   });
+}
+
+grpc::Status GatewayFront::follow_kept_job(grpc::ServerContext* ctx, const std::string& client,
+                                           const std::string& job_id,
+                                           std::optional<std::chrono::milliseconds> timeout,
+                                           cuzk::v1::AwaitProofResponse* reply,
+                                           grpc::Status ended) {
+  const auto held_since = std::chrono::steady_clock::now();
+  auto pause = kFirstHoldPause;
+  cuzk::v1::AwaitProofRequest await;
+  await.set_job_id(job_id);
+  grpc::Status status = ended;
+  while (held_through_failover(ctx, status, held_since, pause)) {
+    if (timeout) {
+      const auto left = *timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::steady_clock::now() - held_since);
+      if (left <= std::chrono::milliseconds::zero()) {
+        reply->Clear();
+        reply->set_job_id(job_id);
+        reply->set_status(cuzk::v1::AwaitProofResponse::TIMEOUT);
+        reply->set_error_message("not finished within timeout_ms; the job goes on");
+        return grpc::Status::OK;
+      }
+      await.set_timeout_ms(static_cast<std::uint64_t>(left.count()));
+    }
+    std::shared_ptr<ProvingService> local;
+    {
+      std::lock_guard lock(mu_);
+      local = local_;
+    }
+    reply->Clear();
+    std::string kept_again;
+    // The next term may be this replica's own (a successor that did not take over after all).
+    status = local ? local->AwaitProof(ctx, client, &await, reply, &kept_again)
+                   : proxy_->AwaitProof(ctx, client, &await, reply);
+    pause = std::min(pause * 2, kMaxHoldPause);
+  }
+  if (status.ok()) {
+    metrics_.count_held();
+    spdlog::info(
+        "gateway: job {} of {} answered by the next leader (this replica's term ended under its "
+        "call)",
+        job_id, client);
+  }
+  return status;
 }
 
 grpc::Status GatewayFront::CancelProof(grpc::ServerContext* ctx,

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,9 +45,10 @@ struct FrontRules {
   // leader known, the leader unreachable or replaced) and tries it again, at the leader or from
   // its own queue once it leads, until another answer, the client's deadline or this many
   // seconds: Curio fails a task on any error and has few tries (SnapDeals 3, WinningPoSt 1, no
-  // wait between them), a failover takes seconds. A call this replica's own queue answered
-  // UNAVAILABLE (its term ending mid-call) is not held: the job is recorded and Curio's retry
-  // joins it. 0: answer UNAVAILABLE at once.
+  // wait between them), a failover takes seconds. A Prove or AwaitProof waiting on this replica's
+  // own queue when its term ends (a takeover by a successor, a lost lease) is held the same way and
+  // waits for its job (kept in the store) at the next leader with AwaitProof, as Curio's retry
+  // would, so that Curio spends no try on the handover. 0: answer UNAVAILABLE at once.
   double failover_hold_s = 0;
 };
 
@@ -76,12 +78,15 @@ class GatewayFront final : public cuzk::v1::ProvingEngine::Service {
 
   // Answers from `local` from now on (a term began here); calls still relayed to the former
   // leader are cancelled (UNAVAILABLE: retry here). nullptr: stop answering locally (the term
-  // ended): the current service is stopped, its waiting calls end UNAVAILABLE.
+  // ended): the current service is stopped, and its waiting Prove and AwaitProof calls wait for
+  // their jobs at the next leader (FrontRules::failover_hold_s; UNAVAILABLE without one).
   void serve(std::shared_ptr<ProvingService> local);
   // Refuses every new call (UNAVAILABLE) and stops the local service: the server is stopping.
   void stop();
   GatewayMetrics& metrics() { return metrics_; }
   LeaderProxy* proxy() { return proxy_.get(); }
+  // Calls whose handlers run now (a process that handed over waits for them to end).
+  int open_calls() const { return open_calls_.load(); }
 
  private:
   // `call(target, client)` on the local service or the proxy, once the caller is admitted.
@@ -96,6 +101,13 @@ class GatewayFront final : public cuzk::v1::ProvingEngine::Service {
   bool held_through_failover(grpc::ServerContext* ctx, const grpc::Status& status,
                              std::chrono::steady_clock::time_point held_since,
                              std::chrono::milliseconds pause);
+  // A call whose job this replica's queue kept when its term ended under it (`ended`, with the
+  // job's id): waits for the job at the next leader (or this replica's next term) while
+  // failover_hold_s allows, and answers what that leader answers.
+  grpc::Status follow_kept_job(grpc::ServerContext* ctx, const std::string& client,
+                               const std::string& job_id,
+                               std::optional<std::chrono::milliseconds> timeout,
+                               cuzk::v1::AwaitProofResponse* reply, grpc::Status ended);
   // Who the call is for, or the refusal (PERMISSION_DENIED) to answer.
   tl::expected<Caller, grpc::Status> admitted(grpc::ServerContext* ctx, const char* method);
   void count_refusal(const std::string& peer, const char* method, const std::string& why);
@@ -106,6 +118,7 @@ class GatewayFront final : public cuzk::v1::ProvingEngine::Service {
   const FrontRules rules_;
   GatewayMetrics metrics_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> open_calls_{0};
   std::mutex mu_;  // guards local_
   std::shared_ptr<ProvingService> local_;
   std::condition_variable hold_cv_;  // held calls wait on it (with mu_); stop() wakes them

@@ -1,5 +1,6 @@
 #include "gateway/gateway_server.h"
 
+#include <fcntl.h>
 #include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
@@ -14,7 +15,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "gateway/client_allow.h"
@@ -23,6 +26,7 @@
 #include "gateway/request_check.h"
 #include "net/listen_fds.h"
 #include "util/bounded_json.h"
+#include "util/unique_fd.h"
 
 namespace pf::gateway {
 namespace {
@@ -84,10 +88,12 @@ tl::expected<std::string, std::string> load_ca(const std::string& path) {
 
 }  // namespace
 
-// Accepts on a listening socket handed over by a supervisor and passes each connection to the
-// gRPC server (ServerBuilder::experimental().AddExternalConnectionAcceptor,
-// grpcpp/server_builder.h): gRPC itself binds only addresses it is given, not descriptors. Polls so
-// that stop() needs nothing from the socket: the supervisor keeps it, shared, for the next process.
+// Accepts on the gateway's listening socket and passes each connection to the gRPC server
+// (ServerBuilder::experimental().AddExternalConnectionAcceptor, grpcpp/server_builder.h): gRPC
+// itself binds only addresses it is given, not descriptors, and a socket it bound could not be
+// handed to a successor. The socket is one a supervisor handed over or one the gateway bound
+// itself (net::listen_tcp). Polls so that stop() needs nothing from the socket: the supervisor
+// or a successor keeps it, shared, for the next process.
 class HandedSocketLoop {
  public:
   HandedSocketLoop(int fd, std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor)
@@ -100,12 +106,18 @@ class HandedSocketLoop {
     thread_ = std::thread([this] { run(); });
   }
   // Stops accepting (connections still in the backlog wait there for the next process) and
-  // closes this process's descriptor of the socket. Idempotent.
+  // closes this process's descriptor of the socket. Idempotent; not from the loop's thread.
   void stop() {
     stopping_ = true;
     if (thread_.joinable()) thread_.join();
+    std::lock_guard lock(fd_mu_);
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
+  }
+  // A second descriptor of the socket (close-on-exec), for a successor; -1 once stopped.
+  util::UniqueFd duplicate() {
+    std::lock_guard lock(fd_mu_);
+    return util::UniqueFd(fd_ >= 0 ? ::fcntl(fd_, F_DUPFD_CLOEXEC, 0) : -1);
   }
 
  private:
@@ -129,6 +141,7 @@ class HandedSocketLoop {
     }
   }
 
+  std::mutex fd_mu_;  // guards fd_ against stop() while a successor's copy is made
   int fd_;
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::atomic<bool> stopping_{false};
@@ -155,6 +168,28 @@ void GatewayServer::stop_serving_queue() {
 
 std::uint64_t GatewayServer::relayed() const {
   return front_->proxy() ? front_->proxy()->relayed() : 0;
+}
+
+int GatewayServer::open_calls() const {
+  return front_->open_calls();
+}
+
+tl::expected<util::UniqueFd, std::string> GatewayServer::duplicate_listening_socket() {
+  util::UniqueFd copy = handed_ ? handed_->duplicate() : util::UniqueFd();
+  if (copy.get() < 0) {
+    return tl::unexpected(std::string("the gateway no longer accepts on its socket"));
+  }
+  return copy;
+}
+
+void GatewayServer::stop_accepting() {
+  if (handed_) handed_->stop();
+  if (front_->proxy()) front_->proxy()->reconnect();
+}
+
+void GatewayServer::end_held_calls() {
+  front_->stop();
+  if (front_->proxy()) front_->proxy()->cancel_relayed("this replica is stopping");
 }
 
 void GatewayServer::shutdown() {
@@ -296,36 +331,48 @@ tl::expected<std::unique_ptr<GatewayServer>, std::string> start_replica_gateway(
   gateway->front_ = std::make_unique<GatewayFront>(
       std::move(*allow), std::move(proxy), std::move(replica.replica_token), std::move(rules));
 
-  grpc::ServerBuilder builder;
-  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> handed_acceptor;
-  if (config.listening_fd >= 0) {
-    handed_acceptor = builder.experimental().AddExternalConnectionAcceptor(
-        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
-    if (const auto where = net::socket_address(config.listening_fd)) gateway->port_ = where->port;
-  } else {
-    builder.AddListeningPort(config.listen, credentials, &gateway->port_);
+  // The listening socket: handed over (a supervisor, a predecessor), or bound here.
+  util::UniqueFd listening(config.listening_fd);
+  if (listening.get() < 0) {
+    const auto colon = config.listen.rfind(':');
+    int port = -1;
+    const std::string port_text = config.listen.substr(colon + 1);
+    const auto [end, ec] =
+        std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 0 ||
+        port > 65535) {
+      return tl::unexpected("gateway listen address: the port of \"" + config.listen +
+                            "\" is not a number from 0 to 65535");
+    }
+    auto bound = net::listen_tcp(host, port);
+    if (!bound) {
+      return tl::unexpected("gateway: " + bound.error() +
+                            " (address in use, or not an address of this machine)");
+    }
+    listening = std::move(*bound);
   }
-  // Two managers on one port would split Curio's calls between them.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  const auto where = net::socket_address(listening.get());
+  if (!where) return tl::unexpected("gateway: the listening socket: " + where.error());
+  gateway->port_ = where->port;
+  grpc::ServerBuilder builder;
+  auto acceptor = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
   // Curio holds Prove calls open for up to 30 minutes; let its keepalive pings through.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONNECTION_AGE_MS,
+      static_cast<int>(std::chrono::milliseconds(kConnectionMaxAge).count()));
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message));
   grpc::ResourceQuota quota("proverfleet-gateway");
   quota.SetMaxThreads(max_gateway_threads(config));
   builder.SetResourceQuota(quota);
   builder.RegisterService(gateway->front_.get());
   gateway->server_ = builder.BuildAndStart();
-  if (gateway->server_ && handed_acceptor) {
-    gateway->handed_ =
-        std::make_unique<HandedSocketLoop>(config.listening_fd, std::move(handed_acceptor));
-    gateway->handed_->start();
-  }
-  if (!gateway->server_ || gateway->port_ == 0) {
-    gateway->server_.reset();
-    return tl::unexpected("gateway: cannot listen on " + config.listen +
-                          " (address in use, or not an address of this machine)");
-  }
+  if (!gateway->server_)
+    return tl::unexpected(std::string("gateway: the gRPC server did not start"));
+  gateway->handed_ = std::make_unique<HandedSocketLoop>(listening.release(), std::move(acceptor));
+  gateway->handed_->start();
   spdlog::info(
       "gateway: cuzk.v1.ProvingEngine on {}:{}{} ({}; sized for {} open Prove calls, threads for "
       "{}; inputs up to {} MiB; PoSt{} {}). Point every Curio node's [Cuzk] Address here.",

@@ -19,6 +19,7 @@
 //    (serve_queue) and relays to the leader otherwise (gateway_front.h, leader_proxy.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -31,6 +32,7 @@
 #include "gateway/client_tokens.h"
 #include "gateway/listen_exposure.h"
 #include "jobs/job_queue.h"
+#include "util/unique_fd.h"
 
 namespace grpc {
 class Server;
@@ -44,8 +46,9 @@ class HandedSocketLoop;
 
 struct GatewayConfig {
   std::string listen = "127.0.0.1:9820";  // HOST:PORT or [IPv6]:PORT; port 0 picks a free one
-  // >= 0: a socket already listening, handed over by a supervisor (net/listen_fds.h): served
-  // instead of binding `listen`, which then names its address (for the exposure checks).
+  // >= 0: a socket already listening, handed over by a supervisor (net/listen_fds.h) or a
+  // predecessor (net/socket_handover.h): served instead of binding `listen`, which then names
+  // its address (for the exposure checks). The gateway owns it from start_replica_gateway on.
   int listening_fd = -1;
   std::string tls_cert;  // PEM files; both or neither
   std::string tls_key;
@@ -68,6 +71,16 @@ struct GatewayConfig {
   double failover_hold_s = 120;
 };
 
+// Every client connection is told to go (an HTTP/2 GOAWAY; gRPC's max connection age, gRFC A9)
+// after about this long (gRPC adds ±10 %), and its client opens a new one for its next call while
+// the calls on the old one run to their end (no grace limit). That is how a process that handed
+// its socket to a successor sheds its clients without failing a call: a GOAWAY is race-free
+// (RFC 9113 §6.8: a stream the server never processed is retried by the client), whereas
+// stopping a gRPC server cancels a call that reaches it in that instant.
+inline constexpr std::chrono::seconds kConnectionMaxAge{30};
+// After this long without accepting, every connection a process holds has been told to go.
+inline constexpr std::chrono::milliseconds kAllConnectionsToldToGo{kConnectionMaxAge * 11 / 10 +
+                                                                   std::chrono::seconds(2)};
 inline constexpr int kThreadHeadroom = 32;  // status, metrics and retries beside the window
 // The most Prove calls Curio holds open here: max_pending_window when set, else
 // curio_nodes × curio_max_pending.
@@ -99,12 +112,22 @@ class GatewayServer {
   // Answers from `queue` from now on (this replica's term began); calls a replica's gateway is
   // still relaying to the former leader end UNAVAILABLE (retry here).
   void serve_queue(jobs::JobQueue& queue);
-  // Stops answering from the queue (the term ended): waiting calls end UNAVAILABLE (their jobs
-  // stay queued for the next leader); new calls are relayed to the leader (a replica's gateway)
-  // or refused UNAVAILABLE.
+  // Stops answering from the queue (the term ended): waiting calls wait for their jobs (kept in
+  // the store) at the next leader, within failover_hold_s, or end UNAVAILABLE; new calls are
+  // relayed to the leader (a replica's gateway) or refused UNAVAILABLE.
   void stop_serving_queue();
   // Calls relayed to the leader so far (a replica's gateway; 0 otherwise).
   std::uint64_t relayed() const;
+  // Handlers running now (Prove calls waiting for their jobs included).
+  int open_calls() const;
+  // A second descriptor of the listening socket, for a successor (net/socket_handover.h).
+  tl::expected<util::UniqueFd, std::string> duplicate_listening_socket();
+  // Stops accepting connections and closes this process's descriptor of the listening socket;
+  // the calls and connections it has go on (a successor accepts from now on).
+  void stop_accepting();
+  // Ends the calls this gateway holds now (UNAVAILABLE; their jobs are kept): relayed ones, and
+  // ones waiting for a leader. A drain() in progress then returns. Thread-safe.
+  void end_held_calls();
   // Ends waiting calls (they answer UNAVAILABLE; their jobs stay queued), stops accepting and
   // waits for every handler to return. Call before the JobQueue goes away. Idempotent.
   void shutdown();

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
 
 #include "gateway/relay_identity.h"
@@ -48,6 +49,9 @@ std::shared_ptr<Stub> LeaderProxy::stub_for(const std::string& address) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a Prove may wait 30 minutes
+  // Its own connection, not one from gRPC's process-wide pool: reconnect() must really
+  // reconnect.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (!options_.tls_root_pem.empty()) {
     grpc::SslCredentialsOptions tls;
@@ -59,11 +63,27 @@ std::shared_ptr<Stub> LeaderProxy::stub_for(const std::string& address) {
   return stub_;
 }
 
+void LeaderProxy::reconnect() {
+  std::lock_guard lock(mu_);
+  stub_.reset();  // calls in flight keep the old channel until they end
+  address_.clear();
+}
+
 template <typename Request, typename Reply, typename Call>
 grpc::Status LeaderProxy::relay(grpc::ServerContext* ctx, const std::string& client,
                                 const Request& request, Reply* reply, Call call) {
   const auto& metadata = ctx->client_metadata();
   if (const auto by = metadata.find(kRelayedByMetadata); by != metadata.end()) {
+    const std::string_view relayed_by(by->second.data(), by->second.size());
+    if (relayed_by == options_.replica_id) {
+      // Our own relay came back here: this process shares its listening socket with a successor
+      // (a takeover) and a relay connection it opened was accepted by itself. The next try goes
+      // over a new connection, which only the successor accepts once this process stops.
+      reconnect();
+      return unavailable(ctx,
+                         "this replica's relay reached itself (its socket is shared with a "
+                         "successor taking over): retry");
+    }
     return unavailable(
         ctx, "this replica (" + options_.replica_id +
                  ") does not lead, and the call was relayed here already by " +

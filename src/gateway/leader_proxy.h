@@ -93,6 +93,11 @@ class LeaderProxy final {
 
   // Cancels every call being relayed now; they answer UNAVAILABLE (retry). For a new term here.
   void cancel_relayed(const std::string& why);
+  // Relays from now on go over a new connection. A process that handed its listening socket to
+  // a successor shares the leader's address with it, so a connection this process opened while
+  // it still accepted there may lead back to itself; once it stops accepting, only the
+  // successor answers a new one.
+  void reconnect();
   // Calls relayed so far (tests, logs).
   std::uint64_t relayed() const;
 

@@ -153,7 +153,7 @@ grpc::Status ProvingService::SubmitProof(grpc::ServerContext* ctx, const std::st
 
 grpc::Status ProvingService::Prove(grpc::ServerContext* ctx, const std::string& client,
                                    const cuzk::v1::ProveRequest* request,
-                                   cuzk::v1::ProveResponse* reply) {
+                                   cuzk::v1::ProveResponse* reply, std::string* kept_job_id) {
   return handle([&]() -> grpc::Status {
     if (!request->has_submit()) {
       return {grpc::StatusCode::INVALID_ARGUMENT, "submit: missing"};
@@ -177,6 +177,7 @@ grpc::Status ProvingService::Prove(grpc::ServerContext* ctx, const std::string& 
         return {grpc::StatusCode::DEADLINE_EXCEEDED,
                 "deadline passed; job " + job_id + " goes on (Prove it again to join it)"};
       case WaitEnd::Stopping:
+        if (kept_job_id != nullptr) *kept_job_id = job_id;
         return {grpc::StatusCode::UNAVAILABLE,
                 "this replica's job queue stopped; job " + job_id + " is kept: Prove it again"};
       case WaitEnd::TimedOut:
@@ -191,7 +192,8 @@ grpc::Status ProvingService::Prove(grpc::ServerContext* ctx, const std::string& 
 
 grpc::Status ProvingService::AwaitProof(grpc::ServerContext* ctx, const std::string& client,
                                         const cuzk::v1::AwaitProofRequest* request,
-                                        cuzk::v1::AwaitProofResponse* reply) {
+                                        cuzk::v1::AwaitProofResponse* reply,
+                                        std::string* kept_job_id) {
   return handle([&]() -> grpc::Status {
     if (auto ok = check_request_id(request->job_id(), "job_id"); !ok) {
       return from_error(ok.error());
@@ -219,6 +221,7 @@ grpc::Status ProvingService::AwaitProof(grpc::ServerContext* ctx, const std::str
       case WaitEnd::DeadlineExceeded:
         return {grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed; the job goes on"};
       case WaitEnd::Stopping:
+        if (kept_job_id != nullptr) *kept_job_id = request->job_id();
         return {grpc::StatusCode::UNAVAILABLE,
                 "this replica's job queue stopped; the job is kept: retry"};
       case WaitEnd::Error:

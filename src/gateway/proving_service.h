@@ -52,11 +52,15 @@ class ProvingService final {
   grpc::Status SubmitProof(grpc::ServerContext* ctx, const std::string& client,
                            const cuzk::v1::SubmitProofRequest* request,
                            cuzk::v1::SubmitProofResponse* reply);
+  // Prove and AwaitProof: when this queue stops while the call waits (the term ended: a
+  // takeover, a lost lease), the call ends UNAVAILABLE and `kept_job_id` (when given) names the
+  // job the store keeps, so the front can wait for it at the next leader (gateway_front.h).
   grpc::Status AwaitProof(grpc::ServerContext* ctx, const std::string& client,
                           const cuzk::v1::AwaitProofRequest* request,
-                          cuzk::v1::AwaitProofResponse* reply);
+                          cuzk::v1::AwaitProofResponse* reply, std::string* kept_job_id = nullptr);
   grpc::Status Prove(grpc::ServerContext* ctx, const std::string& client,
-                     const cuzk::v1::ProveRequest* request, cuzk::v1::ProveResponse* reply);
+                     const cuzk::v1::ProveRequest* request, cuzk::v1::ProveResponse* reply,
+                     std::string* kept_job_id = nullptr);
   grpc::Status CancelProof(grpc::ServerContext* ctx, const std::string& client,
                            const cuzk::v1::CancelProofRequest* request,
                            cuzk::v1::CancelProofResponse* reply);

@@ -363,4 +363,12 @@ void ApiServer::stop() {
   impl_->server->stop();
 }
 
+tl::expected<util::UniqueFd, std::string> ApiServer::duplicate_listening_socket() {
+  return impl_->server->duplicate_listening_socket();
+}
+
+void ApiServer::stop_accepting() {
+  impl_->server->stop_accepting();
+}
+
 }  // namespace pf::manager

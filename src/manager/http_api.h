@@ -149,6 +149,10 @@ class ApiServer {
   bool serve();
   // Thread-safe; makes serve() return.
   void stop();
+  // For a successor (net/socket_handover.h): a second descriptor of the listening socket, and
+  // stopping accepting on ours while the open connections are served on.
+  tl::expected<util::UniqueFd, std::string> duplicate_listening_socket();
+  void stop_accepting();
 
  private:
   ApiServer();

@@ -145,6 +145,17 @@ void Leadership::end_term(const std::string& reason) {
 }
 
 void Leadership::step() {
+  if (retired_) {
+    // A successor leads: read the row (who leads, for relaying), compete for nothing.
+    try {
+      auto row = store_.leader_lease(config_.lease_name);
+      std::lock_guard lock(mu_);
+      last_row_ = std::move(row);
+    } catch (const std::exception&) {
+      // The next read tries again; view() reads afresh anyway.
+    }
+    return;
+  }
   double now = clock_();
   {
     std::unique_lock lock(mu_);
@@ -225,6 +236,19 @@ void Leadership::step() {
   if (hooks.elected) hooks.elected(decision.row.epoch);
 }
 
+void Leadership::retire() {
+  retired_ = true;
+  {
+    std::lock_guard lock(mu_);
+    reason_ = "retired: a successor process takes over";
+  }
+  resign();
+}
+
+void Leadership::rejoin() {
+  retired_ = false;
+}
+
 void Leadership::resign() {
   std::optional<std::int64_t> held = term();
   if (!held) return;
@@ -240,7 +264,7 @@ void Leadership::resign() {
   } catch (const std::exception& e) {
     if (config_.log) config_.log(true, std::string("leadership: resigning: ") + e.what());
   }
-  end_term("resigned (stopping)");
+  end_term(retired_ ? "resigned: a successor process takes over" : "resigned (stopping)");
 }
 
 bool Leadership::leading() {

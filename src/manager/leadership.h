@@ -4,6 +4,7 @@
 // every renew interval (ttl/3) from a thread of its own; the leader-only loops ask leading().
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -81,6 +82,11 @@ class Leadership {
   void step();
   // Ends our term now (expiry = now) so a follower takes over at its next try: a planned stop.
   void resign();
+  // resign(), and take no term again until rejoin(): a successor process takes over (serve
+  // --takeover). step() then only reads the row, so that relaying finds the new leader.
+  void retire();
+  // Competes for the lease again (the successor did not take over after all).
+  void rejoin();
 
   // True while this replica holds a term whose expiry (as it wrote it) is still ahead.
   bool leading();
@@ -113,6 +119,7 @@ class Leadership {
   std::string grpc_address_;
   std::string reason_;
   int terms_taken_ = 0;
+  std::atomic<bool> retired_{false};
 };
 
 }  // namespace pf::manager

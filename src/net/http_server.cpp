@@ -4,6 +4,7 @@
 // net/http_message.cpp, the wire format in net/http_wire.cpp, the lanes in net/lane.cpp.
 #include "net/http_server.h"
 
+#include <fcntl.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <deque>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <mutex>
 #include <regex>
@@ -927,6 +929,43 @@ tl::expected<int, std::string> HttpServer::adopt(int listening_fd) {
   const auto endpoint = acceptor.local_endpoint(ec);
   if (ec) return tl::unexpected("cannot serve on the socket handed over: " + ec.message());
   return static_cast<int>(endpoint.port());
+}
+
+namespace {
+// Runs `fn` on the acceptor's executor (where accept() and stop() touch the acceptor) and waits
+// for it; false when it did not run within two seconds (the server is not running).
+template <typename Fn>
+bool on_acceptor(detail::ServerCore& s, Fn fn) {
+  auto ran = std::make_shared<std::promise<void>>();
+  auto done = ran->get_future();
+  asio::post(s.acceptor.get_executor(), [fn = std::move(fn), ran]() mutable {
+    fn();
+    ran->set_value();
+  });
+  return done.wait_for(std::chrono::seconds(2)) == std::future_status::ready;
+}
+}  // namespace
+
+tl::expected<util::UniqueFd, std::string> HttpServer::duplicate_listening_socket() {
+  Impl& s = *impl_;
+  auto copy = std::make_shared<int>(-1);
+  const bool ran = on_acceptor(s, [&s, copy] {
+    if (s.acceptor.is_open() && !s.stopping.load()) {
+      *copy = ::fcntl(s.acceptor.native_handle(), F_DUPFD_CLOEXEC, 0);
+    }
+  });
+  util::UniqueFd fd(ran ? *copy : -1);
+  if (fd.get() < 0) return tl::unexpected(std::string("the HTTP front no longer accepts"));
+  return fd;
+}
+
+void HttpServer::stop_accepting() {
+  Impl& s = *impl_;
+  on_acceptor(s, [&s] {
+    beast::error_code ignored;
+    s.acceptor.close(ignored);  // close(2) only: a successor's descriptor keeps listening
+    s.accept_retry.cancel();
+  });
 }
 
 void HttpServer::start() {

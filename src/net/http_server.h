@@ -37,6 +37,7 @@
 
 #include "core/http_limits.h"
 #include "net/http_message.h"
+#include "util/unique_fd.h"
 
 namespace pf::net {
 
@@ -122,6 +123,13 @@ class HttpServer {
   // (open streams' sinks fail), joins every thread. A serve() not yet started then returns
   // at once.
   void stop();
+
+  // A second descriptor of the listening socket (close-on-exec), for a successor process
+  // (net/socket_handover.h); an error once it stopped accepting.
+  tl::expected<util::UniqueFd, std::string> duplicate_listening_socket();
+  // Stops accepting and closes this process's descriptor of the listening socket; the
+  // connections it has are served on (a successor accepts from now on). Thread-safe.
+  void stop_accepting();
 
   // Connections open now (for tests and metrics).
   std::size_t open_connections() const;

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -139,6 +140,39 @@ tl::expected<std::optional<ListenFds>, std::string> take_listen_fds() {
     }
   }
   return parsed;
+}
+
+tl::expected<util::UniqueFd, std::string> listen_tcp(const std::string& host, int port) {
+  const std::string where =
+      (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  if (port < 0 || port > 65535) return tl::unexpected("cannot listen on " + where + ": bad port");
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    return tl::unexpected("cannot listen on " + where + ": " + ::gai_strerror(rc));
+  }
+  std::string error = "no address";
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    util::UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (fd.get() < 0) {
+      error = std::strerror(errno);
+      continue;
+    }
+    const int on = 1;
+    if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+        ::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), 1024) != 0) {
+      error = std::strerror(errno);
+      continue;
+    }
+    ::freeaddrinfo(found);
+    return fd;
+  }
+  ::freeaddrinfo(found);
+  return tl::unexpected("cannot listen on " + where + " (" + error + ")");
 }
 
 }  // namespace pf::net

@@ -16,6 +16,8 @@
 #include <string>
 #include <tl/expected.hpp>
 
+#include "util/unique_fd.h"
+
 namespace pf::net {
 
 inline constexpr int kListenFdsStart = 3;  // SD_LISTEN_FDS_START
@@ -38,6 +40,12 @@ struct SocketAddress {
   std::string text() const;  // HOST:PORT, [IPv6]:PORT
 };
 tl::expected<SocketAddress, std::string> socket_address(int fd);
+
+// Binds HOST:PORT (a name or an address; IPv6 without brackets; port 0 picks a free one) and
+// listens, as a supervisor would: SO_REUSEADDR, never SO_REUSEPORT (a second manager on the port
+// must fail to bind, not share the fleet), close-on-exec. A process that binds its own sockets
+// this way can hand them to a successor (net/socket_handover.h).
+tl::expected<util::UniqueFd, std::string> listen_tcp(const std::string& host, int port);
 
 // Reads the environment, then unsets the three variables (so that children, e.g. spawned agents
 // in a demo, do not see them) and marks the sockets close-on-exec. Checks that each is a

@@ -776,6 +776,54 @@ def serve_local_cuzk(args, pb, pb_grpc):
     return 0
 
 
+def probe(args, pb, pb_grpc):
+    """--probe: GetStatus every --probe-every-s until SIGTERM, alternately on one channel kept
+    open (a connection the serve had before a restart) and on a new channel (a new connection:
+    whoever accepts now). Prints one JSON line: calls, failures by code, the longest call."""
+    done = threading.Event()
+
+    def on_signal(signum, frame):
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    kept = grpc.insecure_channel(args.probe)
+    stats = {"calls": 0, "failures": 0, "failures_by_code": collections.Counter(),
+             "longest_s": 0.0, "longest_at": None, "longest_on": None,
+             "failure_samples": []}
+    print("probe of %s running" % args.probe, flush=True)
+    fresh_turn = False
+    while not done.is_set():
+        channel = grpc.insecure_channel(args.probe) if fresh_turn else kept
+        start = time.time()
+        details = ""
+        try:
+            pb_grpc.ProvingEngineStub(channel).GetStatus(pb.GetStatusRequest(), timeout=120)
+            code = None
+        except grpc.RpcError as e:
+            code, details = e.code().name, e.details() or ""
+        took = time.time() - start
+        if fresh_turn:
+            channel.close()
+        stats["calls"] += 1
+        if code is not None:
+            stats["failures"] += 1
+            stats["failures_by_code"][code] += 1
+            if len(stats["failure_samples"]) < 10:
+                stats["failure_samples"].append({
+                    "at": round(start, 3), "took_s": round(took, 3), "code": code,
+                    "details": details[:200], "on": "new channel" if fresh_turn else "kept channel"})
+        if took > stats["longest_s"]:
+            stats["longest_s"], stats["longest_at"] = round(took, 3), round(start, 3)
+            stats["longest_on"] = "new channel" if fresh_turn else "kept channel"
+        fresh_turn = not fresh_turn
+        done.wait(args.probe_every_s)
+    kept.close()
+    stats["failures_by_code"] = dict(stats["failures_by_code"])
+    print(json.dumps(stats, sort_keys=True), flush=True)
+    return 0
+
+
 # --- command line ----------------------------------------------------------------------------
 def parse_args(argv):
     here = os.path.dirname(os.path.abspath(__file__))
@@ -823,8 +871,13 @@ def parse_args(argv):
     p.add_argument("--local-cuzk-stats", help="with --serve-local-cuzk: keep its counts here")
     p.add_argument("--local-prove-s", type=float, default=0.2,
                    help="with --serve-local-cuzk: seconds each Prove takes")
+    p.add_argument("--probe", metavar="HOST:PORT",
+                   help="instead: call GetStatus there until SIGTERM and print the longest call "
+                        "and the failures (a restart's stall)")
+    p.add_argument("--probe-every-s", type=float, default=0.1,
+                   help="with --probe: the pause between calls")
     args = p.parse_args(argv)
-    if args.serve_local_cuzk:
+    if args.serve_local_cuzk or args.probe:
         return args
     if not args.target:
         p.error("--target is required (or --serve-local-cuzk)")
@@ -846,6 +899,8 @@ def run(argv, pb, pb_grpc):
     args = parse_args(argv)
     if args.serve_local_cuzk:
         return serve_local_cuzk(args, pb, pb_grpc), None
+    if args.probe:
+        return probe(args, pb, pb_grpc), None
     summary = Cluster(args, pb, pb_grpc).run()
     text = json.dumps(summary, indent=1, sort_keys=True)
     if args.summary:

@@ -45,6 +45,13 @@ the same arguments; another replica must lead meanwhile. Curio must then lose no
 tries_exhausted + tries_exhausted_in_serve_outage must be 0 (and --figures-out's
 curio_tries_exhausted is that sum).
 
+With --upgrade: instead of the SIGKILL, a planned upgrade mid-run (docs/operating.md, "Restarts
+and upgrades"): a second `serve --takeover` with the same arguments receives the running serve's
+sockets and leads; the old one answers the calls it holds and must exit 0. Meanwhile a probe
+(curio_cluster.py --probe) calls GetStatus every 0.1 s, on a channel kept open and on new ones.
+No Curio call may fail: Curio retries 0, probe failures 0 (--figures-out's
+curio_upgrade_failed_calls is their sum); the probe's longest call is the upgrade's stall.
+
 Usage: gateway_e2e.py --binary build/proverfleet --source . [--jobs 200] [--time-scale 30]
        [--nodes 2] [--max-pending 10] [--mix porep=0.8,snap=0.1,wdpost=0.05,winpost=0.05]
        [--second-run-without-local-cuzk] [--replicas 2]
@@ -438,7 +445,7 @@ class Run:
             if len(self.replicas) > 1 and r.index == 0:
                 self.wait_leader(60)
 
-    def start_replica(self, r):
+    def start_replica(self, r, extra=()):
         self.serve_generation += 1
         r.generation += 1
         o = self.o
@@ -453,6 +460,7 @@ class Run:
         if self.public_url:
             # --replica-url / --replica-grpc: their defaults (the listen addresses) fit one host.
             argv += ["--public-url", self.public_url]
+        argv += list(extra)
         pass_fds = ()
         if self.held_sockets:
             # As systemd starts it: the sockets as fds 3 and 4, named, LISTEN_PID its own pid
@@ -715,6 +723,8 @@ class Run:
     def restart_serve(self):
         if len(self.replicas) > 1:
             return self.restart_leader()
+        if self.o.upgrade:
+            return self.upgrade_serve()
         log("SIGKILL serve (pid %d)" % self.serve.proc.pid)
         killed_at = time.time()
         self.serve.kill()
@@ -724,6 +734,56 @@ class Run:
         self.outages.append((killed_at, time.time()))
         log("serve restarted on the same database and ports")
         self.facts["serve_restarts"] = self.facts.get("serve_restarts", 0) + 1
+
+    def upgrade_serve(self):
+        """--upgrade: `serve --takeover` beside the running serve, with the same arguments; the
+        old one answers the calls it holds, then exits. A probe times every call meanwhile."""
+        r = self.replicas[0]
+        old = r.child
+        probe = Child("probe", [
+            sys.executable, self.cluster_script(), "--probe", self.grpc_target,
+            "--proto-dir", os.path.join(self.o.source, "proto"),
+        ], os.path.join(self.dir, "probe.log"), {})
+        probe.wait_for(r"probe of .* running", 60)
+        time.sleep(1)
+        log("planned upgrade: serve --takeover beside pid %d" % old.proc.pid)
+        started_at = time.time()
+        self.start_replica(r, ["--takeover"])
+        log("the new serve (pid %d) listens; the old one answers its calls" % r.child.proc.pid)
+        end = time.time() + 600
+        while old.running() and time.time() < end:
+            time.sleep(0.1)
+        exited_at = time.time()
+        old_rc = old.proc.poll()
+        if old_rc is None:
+            old.kill()
+        old.log.close()
+        time.sleep(2)
+        probe.stop()
+        stats = {}
+        for line in reversed(probe.tail(20000).splitlines()):
+            if line.startswith("{"):
+                try:
+                    stats = json.loads(line)
+                except ValueError:
+                    pass
+                break
+        self.outages.append((started_at, exited_at))
+        self.facts["serve_restarts"] = self.facts.get("serve_restarts", 0) + 1
+        self.facts["upgrade"] = {
+            "old_serve_exit": old_rc, "old_serve_exited_after_s": round(exited_at - started_at, 1),
+            "probe_calls": stats.get("calls"), "probe_failures": stats.get("failures"),
+            "probe_failures_by_code": stats.get("failures_by_code"),
+            "longest_call_stall_s": stats.get("longest_s"),
+            "longest_call_on": stats.get("longest_on"),
+            "handover_started_at": round(started_at, 3), "old_serve_exited_at": round(exited_at, 3),
+            "probe_failure_samples": stats.get("failure_samples"),
+        }
+        log("upgrade: %s" % json.dumps(self.facts["upgrade"]))
+        self.check(old_rc == 0, "the old serve exited %s after the takeover, want 0:\n%s" %
+                   (old_rc, old.tail()))
+        self.check(stats.get("calls", 0) > 0 and stats.get("failures") == 0,
+                   "the probe's calls failed during the upgrade: %s" % stats)
 
     def restart_leader(self):
         """Replicas: SIGKILL the one that leads, keep it down --serve-down-s while another
@@ -909,7 +969,12 @@ class Run:
                        "curio_e2e: %s Curio retries with the sockets held, more than the %d calls "
                        "that can be open at the SIGKILL: calls made during the restart failed" %
                        (s.get("retries"), window))
-        if len(self.replicas) > 1 or self.o.supervised:
+        if self.o.upgrade:
+            # A planned upgrade fails no call: Curio spends no try on it.
+            self.check((s.get("retries") or 0) == 0,
+                       "curio_e2e: %s Curio retries across a planned upgrade, want 0: %s" %
+                       (s.get("retries"), json.dumps(s.get("errors", [])[:5])))
+        if len(self.replicas) > 1 or self.o.supervised or self.o.upgrade:
             # With replicas the leader's death is no outage for Curio, and with the sockets held
             # across the restart (--supervised) calls made meanwhile wait: no task may run out of
             # tries at all, in the outage or not.
@@ -1076,6 +1141,9 @@ def main():
                    help="hold serve's listening sockets here and hand them to it (socket "
                         "activation, as deploy/systemd/ does): the SIGKILL and restart of serve "
                         "must then cost no Curio task its tries")
+    p.add_argument("--upgrade", action="store_true",
+                   help="instead of SIGKILLing serve, upgrade it mid-run (serve --takeover beside "
+                        "it): no Curio call may fail, and the old serve must exit 0")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--result", help="write the facts and failures as JSON here")
     p.add_argument("--figures-out",
@@ -1093,6 +1161,9 @@ def main():
         p.error("--replicas must be at least 1")
     if o.supervised and o.replicas > 1:
         p.error("--supervised holds one serve's sockets: not with --replicas")
+    if o.upgrade and (o.supervised or o.replicas > 1):
+        p.error("--upgrade takes over from one serve that binds its own sockets: not with "
+                "--supervised or --replicas")
     if not 2 <= o.lease_ttl_s <= 20:
         p.error("--lease-ttl-s must be 2..20")
     o.binary = os.path.abspath(o.binary)
@@ -1121,9 +1192,23 @@ def main():
             # A run that could not measure a figure counts it as failed, never as 0.
             out["curio_" + name] = figures.get(name, 1)
         details = ["curio e2e: %s" % f for f in run.failures]
-        if o.replicas > 1 or o.supervised:
-            # With replicas, or one serve whose sockets a supervisor holds, a task lost in the
-            # restart counts like any other: one figure, no carve-out.
+        if o.upgrade:
+            upgrade = run.facts.get("upgrade") or {}
+            # A run that could not measure them counts them as failed, never as 0.
+            retries = run.facts.get("cluster_retries")
+            failures = upgrade.get("probe_failures")
+            out["curio_upgrade_failed_calls"] = ((retries if retries is not None else 1) +
+                                                 (failures if failures is not None else 1))
+            details.append(
+                "one serve on %s upgraded mid-run (serve --takeover): Curio retries %s, probe "
+                "calls %s of which failed %s, longest call stall %s s (%s), the old serve exited "
+                "%s after %s s" %
+                (run.facts.get("store", "?"), retries, upgrade.get("probe_calls"), failures,
+                 upgrade.get("longest_call_stall_s"), upgrade.get("longest_call_on"),
+                 upgrade.get("old_serve_exit"), upgrade.get("old_serve_exited_after_s")))
+        if o.replicas > 1 or o.supervised or o.upgrade:
+            # With replicas, or one serve whose sockets a supervisor holds or that is upgraded,
+            # a task lost in the restart counts like any other: one figure, no carve-out.
             if "tries_exhausted" in figures:
                 out["curio_tries_exhausted"] = (figures["tries_exhausted"] +
                                                 figures["tries_exhausted_in_serve_outage"])
@@ -1136,7 +1221,7 @@ def main():
                     (run.facts.get("store", "?"), figures.get("tries_exhausted_in_serve_outage", 0),
                      run.facts.get("cluster_retries"), o.nodes * o.max_pending,
                      run.facts.get("serve_outages_s")))
-            else:
+            elif o.replicas > 1:
                 details.append("%d serve replicas, the leader SIGKILLed: tasks whose every try "
                                "fell in the failover: %d (counted in curio_tries_exhausted)" %
                                (o.replicas, figures.get("tries_exhausted_in_serve_outage", 0)))

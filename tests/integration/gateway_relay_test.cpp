@@ -278,6 +278,26 @@ TEST_P(GatewayRelay, ACallIsNeverRelayedTwice) {
   (*second)->shutdown();
 }
 
+// A process that shares its listening socket with a successor (a takeover) may relay to that
+// address and be accepted by itself: the relay is recognised, not answered as someone else's,
+// and the next try goes over a new connection.
+TEST_P(GatewayRelay, ARelayThatReachesItsOwnReplicaIsToldApart) {
+  start_follower();
+  set_leader(address_of(*follower_));  // the leader's address is this replica's own socket
+  grpc::ClientContext ctx;
+  cuzk::v1::SubmitProofResponse reply;
+  const grpc::Status status = submit("relay-self", reply, ctx);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(status.error_message(), HasSubstr("relay reached itself"));
+  EXPECT_EQ(follower_->relayed(), 1u);
+  EXPECT_TRUE(queue_->list({core::JobState::Queued}, 100).empty());
+  // Once the address is the leader's alone, the same follower relays there.
+  set_leader(address_of(*leader_));
+  grpc::ClientContext again;
+  ASSERT_TRUE(submit("relay-self", reply, again).ok());
+  EXPECT_EQ(queue_->list({core::JobState::Queued}, 100).size(), 1u);
+}
+
 TEST_P(GatewayRelay, TheFollowersAllowListRefusesBeforeRelaying) {
   set_leader(address_of(*leader_));
   start_follower(loopback({"10.0.0.0/8"}));
@@ -316,6 +336,47 @@ TEST_P(GatewayRelay, AFollowerThatStartsLeadingAnswersFromItsQueueAndEndsRelayed
   ASSERT_TRUE(submit("relay-6", reply, ctx).ok());
   EXPECT_EQ(follower_->relayed(), 1u);
   EXPECT_EQ(queue_->list({core::JobState::Queued}, 100).size(), 1u);
+}
+
+// A takeover or a lost lease ends a term while Curio's Prove waits on that replica's queue: the
+// call is not failed (it would cost Curio a try) but waits for its job at the next leader, and
+// answers what that leader answers, for the client that made it.
+TEST_P(GatewayRelay, AProveWhoseTermEndsUnderItIsAnsweredByTheNextLeader) {
+  auto config = loopback();
+  config.failover_hold_s = 60;
+  start_follower(config);  // the leader (term ending) in this test
+  follower_->serve_queue(*queue_);
+  set_leader(tl::unexpected(std::string("no replica leads at the moment")));
+  pf::test::OtherHostForwarder to_old(follower_->port());
+  const Stub rig = stub_to(to_old.address());
+  auto waiting = std::async(std::launch::async, [&] {
+    grpc::ClientContext ctx;
+    as_rig(ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+    cuzk::v1::ProveRequest call;
+    *call.mutable_submit() = pf::test::porep_request("handed-1", 3);
+    cuzk::v1::ProveResponse reply;
+    const grpc::Status status = rig->Prove(&ctx, call, &reply);
+    return std::make_pair(status, reply);
+  });
+  eventually([&] { return !queue_->list({core::JobState::Queued}, 100).empty(); });
+  follower_->stop_serving_queue();  // its term ends: the call is held, not failed
+  EXPECT_EQ(waiting.wait_for(1500ms), std::future_status::timeout);
+  set_leader(address_of(*leader_));  // the next leader, over the same store
+  const auto jobs = all_jobs();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].client, "rig");
+  // The job ends at the new leader (cancelled there, as no agent proves in this test); the call
+  // made to the old one gets that answer.
+  ASSERT_TRUE(queue_->cancel(jobs[0].id));
+  ASSERT_EQ(waiting.wait_for(30s), std::future_status::ready);
+  const auto [status, reply] = waiting.get();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(reply.result().job_id(), "handed-1");
+  EXPECT_EQ(reply.result().status(), cuzk::v1::AwaitProofResponse::CANCELLED);
+  EXPECT_EQ(follower_->metrics().held(), 1u);
+  EXPECT_EQ(leader_->metrics().calls("AwaitProof", grpc::StatusCode::OK), 1u);
+  EXPECT_EQ(all_jobs().size(), 1u);
 }
 
 // The job a follower relays is the client's: the leader records the client the follower names

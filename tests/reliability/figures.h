@@ -33,8 +33,10 @@ enum class Figure {
   CurioWrongProofs,
   CurioPostInFleetQueue,
   CurioTriesExhausted,
+  // A planned upgrade (serve --takeover): Curio's retries plus the probe's failed calls.
+  CurioUpgradeFailedCalls,
 };
-inline constexpr std::size_t kFigureCount = 16;
+inline constexpr std::size_t kFigureCount = 17;
 
 struct FigureInfo {
   const char* key;    // JSON key
@@ -57,6 +59,7 @@ inline constexpr std::array<FigureInfo, kFigureCount> kFigureInfo = {{
     {"curio_wrong_proofs", "Curio: wrong proofs"},
     {"curio_post_in_fleet_queue", "Curio: PoSt in the fleet's queue"},
     {"curio_tries_exhausted", "Curio: tasks out of tries"},
+    {"curio_upgrade_failed_calls", "Curio: calls failed by a planned upgrade"},
 }};
 
 // 503 with Retry-After whose body names the market as busy or unreachable: the manager's honest

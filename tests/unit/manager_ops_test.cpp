@@ -6,6 +6,7 @@
 
 #include "manager/manager.h"
 #include "manager/webhooks.h"
+#include "store/store.h"
 #include "support/fake_market.h"
 
 namespace pf::manager {

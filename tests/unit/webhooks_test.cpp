@@ -18,6 +18,7 @@
 #include "core/webhook_retry.h"
 #include "manager/instance_webhooks.h"
 #include "manager/manager.h"
+#include "store/store.h"
 #include "support/eventually.h"
 #include "support/fake_market.h"
 #include "support/loopback_server.h"
