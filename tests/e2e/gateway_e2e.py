@@ -720,11 +720,35 @@ class Run:
         self.facts["killed_agent_jobs"] = held
         return held
 
+    def start_probe(self):
+        """curio_cluster.py --probe: GetStatus every 0.1 s through the gateway; its longest call
+        is a restart's stall."""
+        probe = Child("probe", [
+            sys.executable, self.cluster_script(), "--probe", self.grpc_target,
+            "--proto-dir", os.path.join(self.o.source, "proto"),
+        ], os.path.join(self.dir, "probe.log"), {})
+        probe.wait_for(r"probe of .* running", 60)
+        time.sleep(1)
+        return probe
+
+    @staticmethod
+    def stop_probe(probe):
+        time.sleep(2)
+        probe.stop()
+        for line in reversed(probe.tail(20000).splitlines()):
+            if line.startswith("{"):
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    return {}
+        return {}
+
     def restart_serve(self):
         if len(self.replicas) > 1:
             return self.restart_leader()
         if self.o.upgrade:
             return self.upgrade_serve()
+        probe = self.start_probe() if self.o.supervised else None
         log("SIGKILL serve (pid %d)" % self.serve.proc.pid)
         killed_at = time.time()
         self.serve.kill()
@@ -734,18 +758,24 @@ class Run:
         self.outages.append((killed_at, time.time()))
         log("serve restarted on the same database and ports")
         self.facts["serve_restarts"] = self.facts.get("serve_restarts", 0) + 1
+        if probe is not None:
+            stats = self.stop_probe(probe)
+            # Calls open at the SIGKILL may fail (each costs a retry); calls made while serve is
+            # down wait in the socket's backlog: the longest is about the outage.
+            self.facts["crash"] = {
+                "down_s": round(time.time() - killed_at, 1), "probe_calls": stats.get("calls"),
+                "probe_failures": stats.get("failures"),
+                "probe_failures_by_code": stats.get("failures_by_code"),
+                "longest_call_stall_s": stats.get("longest_s"),
+                "longest_call_on": stats.get("longest_on")}
+            log("crash: %s" % json.dumps(self.facts["crash"]))
 
     def upgrade_serve(self):
         """--upgrade: `serve --takeover` beside the running serve, with the same arguments; the
         old one answers the calls it holds, then exits. A probe times every call meanwhile."""
         r = self.replicas[0]
         old = r.child
-        probe = Child("probe", [
-            sys.executable, self.cluster_script(), "--probe", self.grpc_target,
-            "--proto-dir", os.path.join(self.o.source, "proto"),
-        ], os.path.join(self.dir, "probe.log"), {})
-        probe.wait_for(r"probe of .* running", 60)
-        time.sleep(1)
+        probe = self.start_probe()
         log("planned upgrade: serve --takeover beside pid %d" % old.proc.pid)
         started_at = time.time()
         self.start_replica(r, ["--takeover"])
@@ -758,16 +788,7 @@ class Run:
         if old_rc is None:
             old.kill()
         old.log.close()
-        time.sleep(2)
-        probe.stop()
-        stats = {}
-        for line in reversed(probe.tail(20000).splitlines()):
-            if line.startswith("{"):
-                try:
-                    stats = json.loads(line)
-                except ValueError:
-                    pass
-                break
+        stats = self.stop_probe(probe)
         self.outages.append((started_at, exited_at))
         self.facts["serve_restarts"] = self.facts.get("serve_restarts", 0) + 1
         self.facts["upgrade"] = {
@@ -918,6 +939,14 @@ class Run:
         self.check(not no_digest, "done jobs without a proof digest: %s" % no_digest[:20])
         attempts = collections.Counter(int(v[0].get("attempts", 0)) for v in by_request.values())
         self.facts["attempts_histogram"] = dict(sorted(attempts.items()))
+        # Jobs leased more than once, other than those of the agent killed on purpose: a restart
+        # of the manager must requeue none (leases are restored from the store, and a handover
+        # passes them on).
+        requeued = sorted(r for r, v in by_request.items()
+                          if int(v[0].get("attempts") or 0) >= 2 and r not in (killed_job or []))
+        self.facts["jobs_requeued_besides_the_killed_agents"] = requeued[:20]
+        if o.upgrade or o.supervised:
+            self.check(not requeued, "the manager's restart requeued jobs: %s" % requeued[:20])
         undelivered = [r for r, v in by_request.items()
                        if not v[0].get("delivered_at") and r not in exhausted_ids]
         self.check(not undelivered, "jobs done but never delivered: %s" % undelivered[:20])
@@ -1217,10 +1246,14 @@ def main():
                     "one serve on %s, its sockets held across its SIGKILL and restart (socket "
                     "activation): tasks whose every try fell in the outage: %d (counted in "
                     "curio_tries_exhausted); Curio tries spent: %s retries (at most one per call "
-                    "open at the SIGKILL: <= %d); outages %s s" %
+                    "open at the SIGKILL: <= %d); outages %s s; a GetStatus probe: longest call "
+                    "%s s, %s of %s calls failed (open at the SIGKILL)" %
                     (run.facts.get("store", "?"), figures.get("tries_exhausted_in_serve_outage", 0),
                      run.facts.get("cluster_retries"), o.nodes * o.max_pending,
-                     run.facts.get("serve_outages_s")))
+                     run.facts.get("serve_outages_s"),
+                     (run.facts.get("crash") or {}).get("longest_call_stall_s"),
+                     (run.facts.get("crash") or {}).get("probe_failures"),
+                     (run.facts.get("crash") or {}).get("probe_calls")))
             elif o.replicas > 1:
                 details.append("%d serve replicas, the leader SIGKILLed: tasks whose every try "
                                "fell in the failover: %d (counted in curio_tries_exhausted)" %
