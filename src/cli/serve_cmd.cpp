@@ -767,6 +767,7 @@ void run_serve(const ServeOptions& o) {
                       .stop_accepting =
                           [&] {
                             (*server)->stop_accepting();
+                            forward.stopped_accepting();
                             term.stop_accepting();
                           },
                       .log = log_line});

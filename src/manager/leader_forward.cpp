@@ -41,6 +41,12 @@ std::optional<ForwardedReply> LeaderForward::operator()(const net::HttpRequest& 
                        nullptr);
   }
   const nlohmann::json leader = {{"replica_id", row->holder}, {"url", row->holder_url}};
+  if (row->holder_url == leadership_.config().url && !stopped_accepting_) {
+    return unavailable("the leader's address " + row->holder_url +
+                           " is this replica's own (its socket outlived a restart, or is being "
+                           "handed to a successor): retry",
+                       leader);
+  }
   if (request.has_header(kForwardedByHeader)) {
     return unavailable("this replica (" + view.replica_id +
                            ") does not lead and the request was "

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "manager/fenced_market.h"
+#include "manager/leader_forward.h"
 #include "store/sql_store.h"
 #include "support/eventually.h"
 #include "support/fake_market.h"
@@ -211,6 +212,71 @@ TEST(Leadership, ALeaseOfAProcessGoneFromThisMachineIsTakenWithoutWaiting) {
   restarted.step();
   EXPECT_TRUE(restarted.leading());
   EXPECT_EQ(restarted.term(), 2);
+}
+
+// A takeover (serve --takeover): the retiring replica resigns and takes no term again, however
+// long the lease lies free, until it rejoins (its successor failed).
+TEST(Leadership, ARetiredReplicaTakesNoTermUntilItRejoins) {
+  pf::testing::TempDir dir("pf_leadership_retire");
+  double now = 1000;
+  Replica a(dir.file("fleet.db"), "a", &now);
+  Replica b(dir.file("fleet.db"), "b", &now);
+  a.leadership.step();
+  ASSERT_TRUE(a.leadership.leading());
+  a.leadership.retire();
+  EXPECT_FALSE(a.leadership.leading());
+  EXPECT_EQ(a.stepped_down, 1);
+  now += 1;
+  a.leadership.step();
+  EXPECT_FALSE(a.leadership.leading());               // the lease is free, and not for it
+  EXPECT_EQ(a.leadership.view().lease->holder, "a");  // it still reads the row
+  b.leadership.step();
+  ASSERT_TRUE(b.leadership.leading());
+  EXPECT_EQ(b.leadership.term(), 2);
+  a.leadership.step();
+  EXPECT_EQ(a.leadership.view().lease->holder, "b");
+  now += 60;  // b's term lapses
+  a.leadership.step();
+  EXPECT_FALSE(a.leadership.leading());
+  a.leadership.rejoin();
+  a.leadership.step();
+  EXPECT_TRUE(a.leadership.leading());
+}
+
+// A serve restarted on sockets systemd held, or one handing its socket to a successor, shares its
+// URL with the lease's holder: forwarding there while it still accepts would reach itself, and
+// the forwarded request would wait for a thread its forwarder holds. It answers 503 at once;
+// once it stopped accepting, that URL is the successor's and it forwards there.
+TEST(Leadership, AFollowerDoesNotForwardToItsOwnUrlWhileItAcceptsThere) {
+  auto opened = store::open_sql_store(":memory:");
+  core::LeaseRow other;
+  other.name = kManagerLeaseName;
+  other.holder = "successor";
+  other.holder_url = "http://127.0.0.1:1";  // nothing listens: a forward fails to connect
+  other.epoch = 2;
+  other.expires_at = 2000;
+  ASSERT_TRUE(opened->write_leader_lease(other, core::LeaseRow{}));
+  double now = 1000;
+  Leadership retiring(*opened,
+                      LeadershipConfig{.replica_id = "predecessor",
+                                       .url = "http://127.0.0.1:1",
+                                       .timing = {},
+                                       .lease_name = kManagerLeaseName,
+                                       .process = process_identity()},
+                      [&now] { return now; });
+  LeaderForward forward(retiring, 5);
+  net::HttpRequest heartbeat;
+  heartbeat.method = "POST";
+  heartbeat.target = heartbeat.path = "/api/v1/agent/heartbeat";
+  const auto refused = forward(heartbeat, "/api/v1/agent/heartbeat");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_NE(refused->body.find("is this replica's own"), std::string::npos) << refused->body;
+  forward.stopped_accepting();
+  const auto tried = forward(heartbeat, "/api/v1/agent/heartbeat");
+  ASSERT_TRUE(tried);
+  EXPECT_EQ(tried->status, 503);  // it tried the successor, which does not answer here
+  EXPECT_NE(tried->body.find("did not answer"), std::string::npos) << tried->body;
 }
 
 }  // namespace
