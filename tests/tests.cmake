@@ -17,7 +17,7 @@ set(PF_TESTS_CORE
 # The manager's side without gRPC: store (SQLite, PostgreSQL), job queue, HTTP front, manager.
 set(PF_TESTS_SERVER
   agent_logs_store autopilot client_jobs_store dashboard fleet_watch hearing hot_reads
-  http_api http_front http_wire job_dispatch_parity listen_fds socket_handover job_metrics job_queue_plan job_queue_restart
+  hands_on http_api http_front http_wire job_dispatch_parity listen_fds socket_handover job_metrics job_queue_plan job_queue_restart
   job_queue job_worker_roster jobs_api leader_lease_store leadership lifecycle_parity
   manager_jobs manager_offers manager_ops manager ops_api pg_connection store_copy store
   store_url vast_market webhooks written_copies)

@@ -148,7 +148,7 @@ void Manager::transition(InstanceRecord& rec, S to, const std::string& reason) {
   if (auto notice = transition_notice(rec, to, reason)) {
     notify(notice->event, std::move(notice->data));
   }
-  if (to == S::Destroyed) forget_hands_on(rec.id);
+  if (to == S::Destroyed) hands_on_.forget(rec.id);
   job_worker_roster_.changed();
 }
 
@@ -440,7 +440,7 @@ Committing<HeartbeatReply> Manager::agent_heartbeat_sent(std::int64_t id, const 
     rec->gpu_util = hb.gpu_util;
     if (hb.gpu_throttled) rec->gpu_throttled = true;
     store_.update_agent_progress(*rec);
-    live_[id] = live_status_from_heartbeat(hb.raw, rec->last_heartbeat_at);
+    hands_on_.heard(id, live_status_from_heartbeat(hb.raw, rec->last_heartbeat_at));
     job_worker_roster_.heard(id, rec->last_heartbeat_at);
     if (rec->state == S::Benchmarking) {
       // The test's time rules (the cap, a host gone silent) must fire without a new proof.
@@ -458,9 +458,8 @@ Committing<HeartbeatReply> Manager::agent_heartbeat_sent(std::int64_t id, const 
     }
     reply->work = rec->state == S::Proving;
     // The operator's tuning (Manager::tune) rides on this reply, once.
-    if (auto queued = pending_commands_.find(id); queued != pending_commands_.end()) {
-      reply->commands = std::move(queued->second);
-      pending_commands_.erase(queued);
+    if (auto queued = hands_on_.take_commands(id); !queued.empty()) {
+      reply->commands = std::move(queued);
       std::string sent;
       for (const auto& c : reply->commands) sent += (sent.empty() ? "" : ", ") + c;
       event(id, "operator", "sent to the agent: " + sent);
@@ -663,7 +662,8 @@ void Manager::reconcile() {
       if (!dep) continue;
       auto row = store_.instance_by_deployment(*dep);
       if (row && row->state != S::Destroyed) {
-        ssh_[row->id] = {inst.ssh_host, inst.ssh_port, inst.public_ip, inst.direct_ssh_port};
+        hands_on_.listed(row->id,
+                         {inst.ssh_host, inst.ssh_port, inst.public_ip, inst.direct_ssh_port});
       }
       if (row && have.insert(row->id).second) rows.push_back(std::move(*row));
     }

@@ -33,6 +33,7 @@
 #include "jobs/job_queue.h"
 #include "manager/benchmark_input.h"
 #include "manager/deploy_defaults.h"
+#include "manager/hands_on.h"
 #include "manager/job_worker_roster.h"
 #include "manager/transfer_meter.h"
 #include "market/market.h"
@@ -186,18 +187,6 @@ struct TuneRequest {
 };
 inline constexpr int kMaxTuneConcurrency = 256;  // what the agent accepts for set_concurrency
 inline constexpr int kMaxTunePartitions = 640;   // 64 GPUs (the planner's cap) × 10 partitions
-
-// What the agent's last heartbeat said about its prover and GPUs, kept for the instance page
-// (bounded copies of the heartbeat's "prover" object, its cuzk "status" and the "gpus" list).
-struct LiveStatus {
-  double at = 0;
-  nlohmann::json prover = nlohmann::json::object();
-  nlohmann::json gpus = nlohmann::json::array();
-};
-// The bounded copy: scalars only (strings cut to 200 bytes), at most 32 keys per object and
-// kMaxLiveGpus GPUs, so an agent cannot make the manager keep or serve more than a few kB.
-inline constexpr std::size_t kMaxLiveGpus = 64;
-LiveStatus live_status_from_heartbeat(const nlohmann::json& body, double at);
 
 class Manager {
  public:
@@ -378,15 +367,13 @@ class Manager {
   std::set<std::int64_t> creates_in_flight_;
   std::atomic<jobs::JobQueue*> jobs_{nullptr};  // attach_jobs; none: no gateway
   TransferMeter transfers_;                     // bandwidth not billed yet
-  // Hands-on state (manager_ops.cpp), all under mu_: live reports and SSH endpoints refill
-  // within a heartbeat / reconcile after a restart; queued commands are in the event trail.
-  std::map<std::int64_t, std::vector<std::string>> pending_commands_;
-  std::map<std::int64_t, LiveStatus> live_;
-  std::map<std::int64_t, core::SshEndpoints> ssh_;
+  // Live reports, SSH endpoints and queued tune commands (manager/hands_on.h): its own lock.
+  HandsOn hands_on_;
+  // The fleet watch's alerts and the webhook sink: their own lock, not mu_, so that a read of
+  // them never waits behind a reconcile or a tick.
+  std::mutex signals_mu_;
   core::AlertsView alerts_;
   Notify notify_;
-  // Forgets the hands-on state of a destroyed instance.
-  void forget_hands_on(std::int64_t id);
   // job_workers()'s rows; told of every change of a state, verdict or plan, and of heartbeats.
   JobWorkerRoster job_worker_roster_;
 };
