@@ -630,6 +630,7 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   gateway.string("client_tokens_file", g.client_tokens_file);
   gateway.boolean("require_client_token", g.require_client_token);
   gateway.number("failover_hold_s", g.failover_hold_s, Range{0, 3600});
+  gateway.number("max_connection_age_s", g.max_connection_age_s, Range{1, 3600});
   gateway.finish();
   if (!g.local_cuzk.empty()) {
     if (auto ok = gateway::check_local_cuzk_address(g.local_cuzk); !ok) {

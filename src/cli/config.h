@@ -93,6 +93,9 @@ struct GatewaySettings {
   bool require_client_token = false;
   // Replicas: a call a failover would fail is held this long, tried again, before UNAVAILABLE.
   double failover_hold_s = 120;
+  // Every client connection is told to reconnect (HTTP/2 GOAWAY) after about this long: how
+  // long a serve that handed over to a successor stays to shed its clients (gateway_server.h).
+  double max_connection_age_s = 30;
 };
 
 // [jobs]: the gateway's job queue (jobs::JobQueueConfig, design §11).

@@ -338,24 +338,23 @@ std::unique_ptr<TakeoverOffer> offer_takeover(const std::string& path, TakeoverH
 
 // A predecessor that handed over answers the calls it still holds (their jobs are answered by
 // the successor: gateway_front.h) and stays until every client connection it has was told to go
-// (gateway::kConnectionMaxAge: the clients' next calls go to the successor), or the limit
+// ([gateway] max_connection_age_s: the clients' next calls go to the successor), or the limit
 // passes. Stopping the gRPC server any earlier could cancel a call that reaches it in that
 // instant. The signal that cut it short, or 0.
 int drain_after_handover(LeaderTerm& term, BlockedStopSignals& stop_signals, double limit_s,
-                         const std::string& successor) {
+                         std::chrono::milliseconds told_to_go, const std::string& successor) {
   const auto started = std::chrono::steady_clock::now();
   const auto limit = std::chrono::duration<double>(limit_s);
   spdlog::info(
       "handed over to pid {}: {} calls still open here; answering them, and telling every "
       "client to reconnect (at least {} s, at most {:.0f} s)",
       successor, term.open_calls(),
-      std::chrono::duration_cast<std::chrono::seconds>(gateway::kAllConnectionsToldToGo).count(),
-      limit_s);
+      std::chrono::duration_cast<std::chrono::seconds>(told_to_go).count(), limit_s);
   int signal_received = 0;
   while (signal_received == 0) {
     const auto waited = std::chrono::steady_clock::now() - started;
     if (waited >= limit) break;
-    if (term.open_calls() == 0 && waited >= gateway::kAllConnectionsToldToGo) break;
+    if (term.open_calls() == 0 && waited >= told_to_go) break;
     const int received = stop_signals.wait(std::chrono::milliseconds(200));
     if (received != SIGHUP) signal_received = received;  // handed over already: no reload
   }
@@ -790,7 +789,11 @@ void run_serve(const ServeOptions& o) {
     tell_service_manager("STOPPING=1");
   }
   if (offer && offer->handed_over() && signal_received == 0) {
-    signal_received = drain_after_handover(term, stop_signals, o.drain_limit_s, offer->successor());
+    signal_received =
+        drain_after_handover(term, stop_signals, o.drain_limit_s,
+                             gateway_cfg ? gateway::all_connections_told_to_go(*gateway_cfg)
+                                         : std::chrono::milliseconds::zero(),
+                             offer->successor());
   }
   if (offer) offer->stop();
   // First: the gateway's waiting calls end (their jobs stay queued for the clients' retries),

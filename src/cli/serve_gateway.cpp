@@ -81,6 +81,7 @@ std::optional<gateway::GatewayConfig> gateway_config(const AppConfig& config,
   }
   out.client_auth = client_auth(config.gateway);
   out.failover_hold_s = config.gateway.failover_hold_s;
+  out.max_connection_age_s = config.gateway.max_connection_age_s;
   if (auto problem = gateway::check_gateway_config(out); !problem) {
     throw CommandFailed(problem.error());
   }

@@ -208,6 +208,11 @@ int open_call_window(const GatewayConfig& config) {
   return static_cast<int>(std::min<std::int64_t>(product, kMaxWindow));
 }
 
+std::chrono::milliseconds all_connections_told_to_go(const GatewayConfig& config) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(config.max_connection_age_s * 1100)) +
+         std::chrono::seconds(2);
+}
+
 int max_gateway_threads(const GatewayConfig& config) {
   return 2 * open_call_window(config) + kThreadHeadroom;
 }
@@ -231,6 +236,9 @@ tl::expected<void, std::string> check_gateway_config(const GatewayConfig& config
   }
   if (!(config.failover_hold_s >= 0 && config.failover_hold_s <= 3600)) {
     return tl::unexpected(std::string("gateway failover_hold_s must be 0 to 3600 seconds"));
+  }
+  if (!(config.max_connection_age_s >= 1 && config.max_connection_age_s <= 3600)) {
+    return tl::unexpected(std::string("gateway max_connection_age_s must be 1 to 3600 seconds"));
   }
   if (config.curio_nodes < 1 || config.curio_max_pending < 1) {
     return tl::unexpected(
@@ -360,9 +368,8 @@ tl::expected<std::unique_ptr<GatewayServer>, std::string> start_replica_gateway(
   // Curio holds Prove calls open for up to 30 minutes; let its keepalive pings through.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(
-      GRPC_ARG_MAX_CONNECTION_AGE_MS,
-      static_cast<int>(std::chrono::milliseconds(kConnectionMaxAge).count()));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                             static_cast<int>(config.max_connection_age_s * 1000));
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message));
   grpc::ResourceQuota quota("proverfleet-gateway");
   quota.SetMaxThreads(max_gateway_threads(config));

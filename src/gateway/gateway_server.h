@@ -69,18 +69,18 @@ struct GatewayConfig {
   ClientAuth client_auth;
   // Replicas: how long a call a failover would fail is held and tried again (gateway_front.h).
   double failover_hold_s = 120;
+  // How long a client connection lives before it is told to reconnect (all_connections_told_to_go).
+  double max_connection_age_s = 30;
 };
 
 // Every client connection is told to go (an HTTP/2 GOAWAY; gRPC's max connection age, gRFC A9)
-// after about this long (gRPC adds ±10 %), and its client opens a new one for its next call while
-// the calls on the old one run to their end (no grace limit). That is how a process that handed
-// its socket to a successor sheds its clients without failing a call: a GOAWAY is race-free
-// (RFC 9113 §6.8: a stream the server never processed is retried by the client), whereas
-// stopping a gRPC server cancels a call that reaches it in that instant.
-inline constexpr std::chrono::seconds kConnectionMaxAge{30};
-// After this long without accepting, every connection a process holds has been told to go.
-inline constexpr std::chrono::milliseconds kAllConnectionsToldToGo{kConnectionMaxAge * 11 / 10 +
-                                                                   std::chrono::seconds(2)};
+// after about max_connection_age_s (gRPC adds ±10 %), and its client opens a new one for its next
+// call while the calls on the old one run to their end (no grace limit). That is how a process
+// that handed its socket to a successor sheds its clients without failing a call: a GOAWAY is
+// race-free (RFC 9113 §6.8: a stream the server never processed is retried by the client),
+// whereas stopping a gRPC server cancels a call that reaches it in that instant. This is how
+// long after it stopped accepting every connection a process holds has been told to go.
+std::chrono::milliseconds all_connections_told_to_go(const GatewayConfig& config);
 inline constexpr int kThreadHeadroom = 32;  // status, metrics and retries beside the window
 // The most Prove calls Curio holds open here: max_pending_window when set, else
 // curio_nodes × curio_max_pending.

@@ -115,6 +115,9 @@ struct ServerCore {
   EventHook event_hook;
 
   std::atomic<bool> stopping{false};
+  // stop_accepting(): a successor accepts now; every reply from here on closes its connection so
+  // that the client's next request reaches the successor.
+  std::atomic<bool> handed_over{false};
   std::atomic<std::size_t> streams_open{0};
 
   // Connection registry: guards the four below.
@@ -562,6 +565,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void write_reply(HttpResponse res) {
     if (closed_) return;
     const bool close_after = !keep_alive_ || body_unread_ || server_.stopping.load() ||
+                             server_.handed_over.load() ||
                              beast::iequals(res.get_header_value("Connection"), "close");
     auto text = std::make_shared<const std::string>(serialize_reply(res, close_after));
     arm(Phase::Write, SteadyClock::now() +
@@ -961,6 +965,7 @@ tl::expected<util::UniqueFd, std::string> HttpServer::duplicate_listening_socket
 
 void HttpServer::stop_accepting() {
   Impl& s = *impl_;
+  s.handed_over = true;
   on_acceptor(s, [&s] {
     beast::error_code ignored;
     s.acceptor.close(ignored);  // close(2) only: a successor's descriptor keeps listening

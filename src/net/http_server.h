@@ -128,7 +128,8 @@ class HttpServer {
   // (net/socket_handover.h); an error once it stopped accepting.
   tl::expected<util::UniqueFd, std::string> duplicate_listening_socket();
   // Stops accepting and closes this process's descriptor of the listening socket; the
-  // connections it has are served on (a successor accepts from now on). Thread-safe.
+  // connections it has are served on, each closed after its next reply (Connection: close), so
+  // that the client's next request reaches the successor. Thread-safe.
   void stop_accepting();
 
   // Connections open now (for tests and metrics).

@@ -133,7 +133,7 @@ class Figures {
     out << "== reliability: " << title << " ==\n";
     for (std::size_t i = 0; i < kFigureCount; ++i) {
       char line[96];
-      std::snprintf(line, sizeof line, "  %-38s %10lld%s\n", kFigureInfo[i].label,
+      std::snprintf(line, sizeof line, "  %-42s %10lld%s\n", kFigureInfo[i].label,
                     static_cast<long long>(counts_[i]),
                     i > 0 && counts_[i] != 0 ? "  <-- must be 0" : "");
       out << line;

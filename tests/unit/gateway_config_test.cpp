@@ -10,6 +10,7 @@
 #include "cli/config.h"
 #include "cli/jobs_settings.h"
 #include "cli/serve_gateway.h"
+#include "gateway/gateway_server.h"
 #include "support/temp_dir.h"
 
 namespace pf::cli {
@@ -37,6 +38,7 @@ TEST(GatewayConfig, SectionsAreRead) {
 listen = "[::]:9900"
 allow = ["10.0.0.0/8", "fd00::1"]
 max_pending_window = 200
+max_connection_age_s = 5
 [jobs]
 max_input_mib = 128
 )",
@@ -45,6 +47,11 @@ max_input_mib = 128
   EXPECT_EQ(cfg->gateway.listen, "[::]:9900");
   EXPECT_EQ(cfg->gateway.allow, (std::vector<std::string>{"10.0.0.0/8", "fd00::1"}));
   EXPECT_EQ(cfg->gateway.max_pending_window, 200);
+  // A serve that hands over stays until every connection was told to go: 5 s × 1.1 + 2 s.
+  const auto gateway = gateway_config(*cfg, std::string("127.0.0.1:0"), false);
+  ASSERT_TRUE(gateway);
+  EXPECT_EQ(gateway->max_connection_age_s, 5);
+  EXPECT_EQ(gateway::all_connections_told_to_go(*gateway), std::chrono::milliseconds(7500));
   // The gateway and the queue refuse inputs at the same size.
   EXPECT_EQ(job_queue_config(cfg->jobs, "/var/lib/pf/pf.db").max_input_bytes,
             gateway_config(*cfg, std::string("127.0.0.1:0"), false)->max_input_bytes);
@@ -65,6 +72,8 @@ TEST(GatewayConfig, BadValuesAreNamed) {
   EXPECT_THAT(error("[gateway]\nmax_pending_window = -1\n"),
               HasSubstr("gateway.max_pending_window"));
   EXPECT_THAT(error("[gateway]\ncurio_nodes = 0\n"), HasSubstr("gateway.curio_nodes"));
+  EXPECT_THAT(error("[gateway]\nmax_connection_age_s = 0.5\n"),
+              HasSubstr("gateway.max_connection_age_s"));
   EXPECT_THAT(error("[gateway]\nlocal_cuzk = \"cuzk\"\n"), HasSubstr("gateway.local_cuzk"));
   EXPECT_THAT(error("[gateway]\nlocal_cuzk = \"unix:relative.sock\"\n"),
               HasSubstr("unix:///absolute/path"));

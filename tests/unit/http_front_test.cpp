@@ -276,6 +276,26 @@ TEST_F(FrontTest, IdleKeptAliveConnectionIsClosedWithoutCountingATimeout) {
   EXPECT_FALSE(saw(FrontEvent::HeadTimeout));  // idling between requests is no timeout
 }
 
+// A process that handed its socket to a successor (serve --takeover) answers the requests on
+// the connections it has, and closes each after its reply so that the client reconnects to the
+// successor; it accepts no new connection.
+TEST_F(FrontTest, AfterHandingOverEachKeptConnectionClosesAfterItsNextReply) {
+  start(small());
+  RawConnection kept(port_);
+  ASSERT_TRUE(kept.send(get_request("/ok?n=1")));
+  const std::string first = kept.reply();
+  EXPECT_THAT(first, StartsWith("HTTP/1.1 200"));
+  EXPECT_EQ(first.find("Connection: close"), std::string::npos) << first;
+  server_->stop_accepting();
+  ASSERT_TRUE(kept.send(get_request("/ok?n=2")));
+  const std::string second = kept.reply();
+  EXPECT_THAT(second, StartsWith("HTTP/1.1 200"));
+  EXPECT_NE(second.find("Connection: close"), std::string::npos) << second;
+  EXPECT_TRUE(kept.wait_closed(10s));
+  RawConnection late(port_);
+  EXPECT_FALSE(late.connected());  // nobody listens there now
+}
+
 TEST_F(FrontTest, PerAddressCapRefusesTheNextConnectionWhileOthersAreServed) {
   ServerOptions options = small();
   options.limits.head_timeout = 30s;
