@@ -327,34 +327,45 @@ std::int64_t SqlStore::insert_instance(const core::InstanceRecord& record) {
 void SqlStore::update_instance(const core::InstanceRecord& record) {
   std::lock_guard lock(mutex_);
   const std::string doing = "updating instance " + std::to_string(record.id);
-  Statement s(*conn_,
-              "UPDATE instances SET deployment_id = :deployment_id, market_id = :market_id, "
-              "offer_json = :offer_json, offer_extra_json = :offer_extra_json, state = :state, "
-              "created_at = :created_at, state_since = :state_since, "
-              "deadline_at = :deadline_at, destroy_reason = :destroy_reason, "
-              "destroyed_at = :destroyed_at, secret_hash = :secret_hash, "
-              "token_hash = :token_hash, last_heartbeat_at = :last_heartbeat_at, "
-              "market_status = :market_status, market_status_since = :market_status_since, "
-              "params_done_bytes = :params_done_bytes, params_total_bytes = :params_total_bytes, "
-              "params_rate_bps = :params_rate_bps, prover_crashes = :prover_crashes, "
-              "ooms = :ooms, proofs_benchmark = :proofs_benchmark, "
-              "proofs_production = :proofs_production, gpu_util = :gpu_util, "
-              "peak_memory_gib = :peak_memory_gib, spend_usd = :spend_usd, "
-              "billed_until = :billed_until, verdict_decision = :verdict_decision, "
-              "verdict_rate = :verdict_rate, verdict_low = :verdict_low, "
-              "verdict_high = :verdict_high, verdict_samples = :verdict_samples, "
-              "verdict_break_even_rate = :verdict_break_even_rate, "
-              "verdict_reason = :verdict_reason, plan_json = :plan_json, origin = :origin, "
-              "close_cause = :close_cause, bench_since = :bench_since, "
-              "gpu_throttled = :gpu_throttled, production_windows = :production_windows, "
-              "oom_partitions = :oom_partitions, machine_id = :machine_id, "
-              "storage_spend_usd = :storage_spend_usd, bandwidth_spend_usd = :bandwidth_spend_usd, "
-              "disk_gb = :disk_gb WHERE id = :id",
-              doing);
+  Statement s(
+      *conn_,
+      "UPDATE instances SET deployment_id = :deployment_id, market_id = :market_id, "
+      "offer_json = :offer_json, offer_extra_json = :offer_extra_json, state = :state, "
+      "created_at = :created_at, state_since = :state_since, "
+      "deadline_at = :deadline_at, destroy_reason = :destroy_reason, "
+      "destroyed_at = :destroyed_at, secret_hash = :secret_hash, "
+      "token_hash = :token_hash, last_heartbeat_at = :last_heartbeat_at, "
+      "market_status = :market_status, market_status_since = :market_status_since, "
+      "params_done_bytes = :params_done_bytes, params_total_bytes = :params_total_bytes, "
+      "params_rate_bps = :params_rate_bps, prover_crashes = :prover_crashes, "
+      "ooms = :ooms, proofs_benchmark = :proofs_benchmark, "
+      "proofs_production = :proofs_production, gpu_util = :gpu_util, "
+      "peak_memory_gib = :peak_memory_gib, spend_usd = :spend_usd, "
+      "billed_until = :billed_until, verdict_decision = :verdict_decision, "
+      "verdict_rate = :verdict_rate, verdict_low = :verdict_low, "
+      "verdict_high = :verdict_high, verdict_samples = :verdict_samples, "
+      "verdict_break_even_rate = :verdict_break_even_rate, "
+      "verdict_reason = :verdict_reason, plan_json = :plan_json, origin = :origin, "
+      "close_cause = :close_cause, bench_since = :bench_since, "
+      "gpu_throttled = :gpu_throttled, production_windows = :production_windows, "
+      "oom_partitions = :oom_partitions, machine_id = :machine_id, "
+      "storage_spend_usd = :storage_spend_usd, bandwidth_spend_usd = :bandwidth_spend_usd, "
+      "disk_gb = :disk_gb WHERE id = :id" +
+          // Destroyed is final: a copy read before another process closed the row (the
+          // leader's tick accruing spend while a paused ex-leader closes a create its
+          // fence refused) must not bring it back.
+          std::string(record.state == core::InstanceState::Destroyed ? ""
+                                                                     : " AND state <> 'destroyed'"),
+      doing);
   bind_instance(s, record);
   s.bind_int(":id", record.id);
   s.run();
-  if (s.changes() == 0) throw StoreError(doing + ": no such instance");
+  if (s.changes() == 0) {
+    written_.forget(record.id);
+    const auto stored = instance(record.id);
+    if (!stored) throw StoreError(doing + ": no such instance");
+    return;  // destroyed meanwhile: the stale copy changes nothing
+  }
   written_.keep_row(record);
 }
 

@@ -352,6 +352,28 @@ TEST_P(StoreTest, UpdatingUnknownInstanceThrows) {
   }
 }
 
+// Destroyed is final: a whole-row write of a copy read before another process closed the row
+// (the leader's tick accruing spend while a paused ex-leader closes a create its fence refused:
+// seen in Replicas.APausedExLeaderRentsNothingOnceItWakes) changes nothing.
+TEST_P(StoreTest, AStaleCopyNeverBringsADestroyedRowBack) {
+  auto record = full_record("dep-final");
+  record.state = core::InstanceState::Renting;
+  record.id = store_->insert_instance(record);
+  const core::InstanceRecord stale = *store_->instance(record.id);
+  auto closed = stale;
+  closed.state = core::InstanceState::Destroyed;
+  closed.destroyed_at = 100;
+  store_->update_instance(closed);
+  auto accrued = stale;
+  accrued.spend_usd += 1;
+  store_->update_instance(accrued);  // no throw: the stale writer loses
+  EXPECT_EQ(store_->instance(record.id)->state, core::InstanceState::Destroyed);
+  EXPECT_EQ(store_->instance(record.id)->spend_usd, closed.spend_usd);
+  closed.spend_usd += 2;  // a destroyed row's own later writes still land
+  store_->update_instance(closed);
+  EXPECT_EQ(store_->instance(record.id)->spend_usd, closed.spend_usd);
+}
+
 TEST_P(StoreTest, AgentProgressUpdateWritesOnlyProgressColumns) {
   const auto stored = [&] {
     auto r = full_record("dep-progress");
