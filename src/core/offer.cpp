@@ -45,11 +45,11 @@ void derive_offer_fields(Offer& o) {
     o.end_date = 0;
   }
   // A price below zero would bill negative money (core/billing.h): read as unknown (0).
-  for (auto [field, name] :
-       {std::pair{&o.dph_base, "dph_base"}, std::pair{&o.storage_cost_gb_month, "storage_cost"},
-        std::pair{&o.storage_total_cost_per_hour, "storage_total_cost"},
-        std::pair{&o.inet_down_cost_per_gb, "inet_down_cost"},
-        std::pair{&o.inet_up_cost_per_gb, "inet_up_cost"}}) {
+  for (auto [field, name] : {std::pair{&o.dph_base, "dph_base"}, std::pair{&o.min_bid, "min_bid"},
+                             std::pair{&o.storage_cost_gb_month, "storage_cost"},
+                             std::pair{&o.storage_total_cost_per_hour, "storage_total_cost"},
+                             std::pair{&o.inet_down_cost_per_gb, "inet_down_cost"},
+                             std::pair{&o.inet_up_cost_per_gb, "inet_up_cost"}}) {
     if (*field < 0) {
       *field = 0;
       flag(o, std::string(name) + " is negative: read as 0");

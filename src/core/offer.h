@@ -44,6 +44,10 @@ struct Offer {
   // end_date vast stops the instance and it cannot restart (docs.vast.ai, "Instances": contract
   // end), so a rental is worth only the hours before it.
   double end_date = 0;
+  // The lowest interruptible (bid) price the market takes now, $/hour for the whole offer (vast
+  // `min_bid`; 0: not said). A bid below it gets a stopped instance (vast creates it anyway:
+  // market/vast_market.h), and a higher bid may outbid a running one.
+  double min_bid = 0;
 
   // Derived once at the boundary (see derive_offer_fields).
   double usable_ram_gib = 0;  // memory we plan with: the offer's advertised share

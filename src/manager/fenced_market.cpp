@@ -41,4 +41,11 @@ market::Result<void> FencedMarket::set_label(std::int64_t id, const std::string&
   return inner_.set_label(id, label);
 }
 
+market::Result<void> FencedMarket::change_bid(std::int64_t id, double price) {
+  if (auto error = refuse("bid change of market instance " + std::to_string(id))) {
+    return tl::unexpected(*error);
+  }
+  return inner_.change_bid(id, price);
+}
+
 }  // namespace pf::manager

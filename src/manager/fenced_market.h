@@ -41,6 +41,7 @@ class FencedMarket final : public market::Market {
   }
   market::Result<void> destroy_instance(std::int64_t id) override;
   market::Result<void> set_label(std::int64_t id, const std::string& label) override;
+  market::Result<void> change_bid(std::int64_t id, double price) override;
 
   // Mutations refused so far (for tests and the log).
   int refused() const { return refused_.load(); }

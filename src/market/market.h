@@ -65,7 +65,13 @@ struct CreateRequest {
   std::map<std::string, std::string> env;
   std::string onstart;
   std::string runtype = "args";
+  // An interruptible rental at this bid, $/hour for the whole offer (vast `price`: its presence
+  // alone makes the instance interruptible; without it the rental is on-demand at dph_total).
+  // kMinBidPrice..kMaxBidPrice.
+  std::optional<double> bid_price;
 };
+inline constexpr double kMinBidPrice = 0.001;  // vast's create_instance `price` range
+inline constexpr double kMaxBidPrice = 128;
 
 struct CreateResult {
   std::int64_t instance_id = 0;
@@ -115,6 +121,8 @@ class Market {
   // Success also when the instance is already gone (no_such_instance).
   virtual Result<void> destroy_instance(std::int64_t id) = 0;
   virtual Result<void> set_label(std::int64_t id, const std::string& label) = 0;
+  // An interruptible instance's new bid, $/hour (kMinBidPrice..kMaxBidPrice).
+  virtual Result<void> change_bid(std::int64_t id, double price) = 0;
 };
 
 }  // namespace pf::market

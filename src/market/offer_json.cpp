@@ -99,6 +99,7 @@ tl::expected<core::Offer, std::string> offer_from_vast_json(const json& j) {
   o.storage_total_cost_per_hour = num(j, "storage_total_cost", o);
   o.dlperf = num(j, "dlperf", o);
   o.end_date = num(j, "end_date", o);
+  o.min_bid = num(j, "min_bid", o);
   core::derive_offer_fields(o);
   return o;
 }
@@ -141,6 +142,7 @@ json offer_to_vast_json(const core::Offer& o) {
       {"external", false},
   };
   if (o.end_date > 0) out["end_date"] = o.end_date;
+  if (o.min_bid > 0) out["min_bid"] = o.min_bid;
   return out;
 }
 

@@ -646,6 +646,22 @@ Result<void> VastMarket::set_label(std::int64_t id, const std::string& label) {
   return {};
 }
 
+Result<void> VastMarket::change_bid(std::int64_t id, double price) {
+  // vast-cli vast.py `change bid` (change__bid) and vastai/api/instances.py change_bid.
+  Call call{"PUT",
+            "/api/v0/instances/bid_price/" + path_segment(id),
+            {},
+            json{{"client_id", "me"}, {"price", price}}};
+  if (!(price >= kMinBidPrice && price <= kMaxBidPrice)) {
+    return tl::unexpected(
+        error(ErrorKind::InvalidArgument, 0, "", "change bid: price must be 0.001 to 128 $/hour"));
+  }
+  if (auto ok = require_key(call); !ok) return ok;
+  auto reply = send(call, /*retry=*/true);  // the same bid twice is harmless
+  if (!reply) return tl::unexpected(reply.error());
+  return {};
+}
+
 // ---- create -------------------------------------------------------------------------------
 
 Result<CreateResult> VastMarket::reconcile_create(const CreateRequest& request,
@@ -709,6 +725,10 @@ Result<CreateResult> VastMarket::create_instance(const CreateRequest& request) {
   if (!(request.disk_gb > 0) || !std::isfinite(request.disk_gb)) {
     return invalid("disk_gb must be a positive number");
   }
+  if (request.bid_price &&
+      !(*request.bid_price >= kMinBidPrice && *request.bid_price <= kMaxBidPrice)) {
+    return invalid("bid price must be 0.001 to 128 $/hour");
+  }
   if (auto ok = require_key(call); !ok) return tl::unexpected(ok.error());
   if (config_problem_) return tl::unexpected(*config_problem_);
 
@@ -721,6 +741,9 @@ Result<CreateResult> VastMarket::create_instance(const CreateRequest& request) {
                {"env", std::move(env_object)}};
   if (!request.onstart.empty()) body["onstart"] = request.onstart;
   if (!request.runtype.empty()) body["runtype"] = request.runtype;
+  // Its presence alone makes the rental interruptible (vast-cli vast.py `create instance
+  // --bid_price` → "price"; omitted, the rental is on-demand: vast-cli PR #403).
+  if (request.bid_price) body["price"] = *request.bid_price;
   call.body = std::move(body);
 
   const int max_sends = std::max(1, config_.max_attempts);

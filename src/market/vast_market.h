@@ -98,6 +98,9 @@ class VastMarket final : public Market {
   // PUT /api/v0/instances/{id}/ {"label": ...}.
   Result<void> set_label(std::int64_t id, const std::string& label) override;
 
+  // PUT /api/v0/instances/bid_price/{id}/ {"client_id": "me", "price": X}.
+  Result<void> change_bid(std::int64_t id, double price) override;
+
   const VastConfig& config() const { return config_; }
 
   static constexpr int kMaxListPages = 1000;

@@ -350,6 +350,7 @@ ApiResult<json> MarketSim::create_instance(std::int64_t ask_id, const json& body
                                          describe_json(*price)});
     }
     inst.is_bid = true;  // presence alone makes the instance interruptible, as on vast
+    inst.bids.emplace_back(now_h, price->get<double>());
   }
 
   bool start_stopped = false;
@@ -464,8 +465,18 @@ double MarketSim::spent_usd(double now_h) const {
   for (const auto& [id, inst] : instances_) {
     core::Offer priced = scenario_.offers[inst.offer_index].offer;
     priced.dph_total = inst.dph;
-    total += billed_hours(inst, now_h) * core::compute_usd_per_hour(priced, inst.disk_gb) +
-             storage_hours(inst, now_h) * core::storage_usd_per_hour(priced, inst.disk_gb);
+    total += storage_hours(inst, now_h) * core::storage_usd_per_hour(priced, inst.disk_gb);
+    if (inst.bids.empty()) {
+      total += billed_hours(inst, now_h) * core::compute_usd_per_hour(priced, inst.disk_gb);
+      continue;
+    }
+    // Each bid for the compute hours billed while it stood.
+    for (std::size_t i = 0; i < inst.bids.size(); ++i) {
+      const double from = std::min(inst.bids[i].first, now_h);
+      const double until =
+          i + 1 < inst.bids.size() ? std::min(inst.bids[i + 1].first, now_h) : now_h;
+      total += (billed_hours(inst, until) - billed_hours(inst, from)) * inst.bids[i].second;
+    }
   }
   return total;
 }
@@ -697,6 +708,25 @@ json MarketSim::show_instance(std::int64_t id, double now_h) const {
   const SimInstance* inst = find_live(id);
   if (inst == nullptr) return json{{"instances", nullptr}};
   return json{{"instances", instance_json(*inst, now_h)}};
+}
+
+ApiResult<json> MarketSim::change_bid(std::int64_t id, const json& body, double now_h) {
+  SimInstance* inst = find_live(id);
+  if (inst == nullptr) return tl::unexpected(no_such_instance(id));
+  const json* price = body.is_object() ? optional_field(body, "price") : nullptr;
+  if (price == nullptr || !price->is_number() ||
+      !(price->get<double>() >= 0.001 && price->get<double>() <= 128)) {
+    return tl::unexpected(
+        ApiError{400, "invalid_price",
+                 "Invalid args: price: must be a number in [0.001, 128] $/hr, got " +
+                     (price == nullptr ? std::string("nothing") : describe_json(*price))});
+  }
+  if (!inst->is_bid) {
+    return tl::unexpected(invalid_args(
+        "price", "instance " + std::to_string(id) + " is on-demand: there is no bid to change"));
+  }
+  inst->bids.emplace_back(now_h, price->get<double>());
+  return json{{"success", true}};
 }
 
 ApiResult<json> MarketSim::update_instance(std::int64_t id, const json& body, double now_h) {

@@ -122,6 +122,10 @@ class MarketSim {
 
   // PUT /api/v0/instances/{id}/ with {"label": "..."} and/or {"state": "stopped"|"running"}
   // -> {"success": true}. 404 no_such_instance; 400 label_too_long / invalid_args.
+  // PUT /api/v0/instances/bid_price/{id}/ {"client_id": "me", "price": X}: an interruptible
+  // instance's new bid, billed for compute from now (vast-cli `change bid`). 400 invalid_price
+  // for a price outside [0.001, 128], invalid_args for an on-demand instance.
+  ApiResult<nlohmann::json> change_bid(std::int64_t id, const nlohmann::json& body, double now_h);
   ApiResult<nlohmann::json> update_instance(std::int64_t id, const nlohmann::json& body,
                                             double now_h);
 
@@ -160,6 +164,9 @@ class MarketSim {
     std::string runtype;
     nlohmann::json args;  // list of strings or null
     bool is_bid = false;
+    // The bid, $/hour for compute (vast bills an interruptible instance at its bid, storage
+    // apart): [from_h, price) in order, the first from creation; empty for on-demand.
+    std::vector<std::pair<double, double>> bids;
     std::string api_key;
     // Periods the client stopped the instance: [from, until); until = +inf while stopped.
     std::vector<std::pair<double, double>> stopped;

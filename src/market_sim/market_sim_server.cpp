@@ -236,6 +236,16 @@ struct MarketSimServer::Impl {
         }));
 
     server.Put(
+        R"(/api/v0/instances/bid_price/(\d{1,18})/?)",
+        endpoint(Access::KeyRequired, [this](const httplib::Request& req, httplib::Response& res) {
+          auto body = parse_body(req, res);
+          if (!body) return;
+          auto id = path_id(req).value_or(-1);
+          send_result(res,
+                      locked([&](MarketSim& s, double t) { return s.change_bid(id, *body, t); }));
+        }));
+
+    server.Put(
         R"(/api/v0/instances/(\d{1,18})/?)",
         endpoint(Access::KeyRequired, [this](const httplib::Request& req, httplib::Response& res) {
           auto body = parse_body(req, res);

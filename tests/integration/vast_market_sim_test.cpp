@@ -243,6 +243,31 @@ TEST_F(VastMarketSimTest, DestroyTwiceBothSucceed) {
   EXPECT_FALSE(gone->has_value());
 }
 
+// The client's interruptible rental and bid change against the double: a create with a bid is
+// an is_bid instance, its bid can be changed, an on-demand instance's cannot.
+TEST_F(VastMarketSimTest, ABidRentsAnInterruptibleInstanceWhoseBidCanBeChanged) {
+  ASSERT_NO_FATAL_FAILURE(start_sim());
+  VastMarket market(config());
+  auto found = market.search_offers({});
+  ASSERT_TRUE(found) << found.error().message;
+  ASSERT_GE(found->offers.size(), 2u);
+  auto request = create_request(found->offers[0].id, "pf-bid");
+  request.bid_price = 0.3;
+  auto bid = market.create_instance(request);
+  ASSERT_TRUE(bid) << bid.error().message;
+  auto shown = market.show_instance(bid->instance_id);
+  ASSERT_TRUE(shown && shown->has_value());
+  EXPECT_TRUE((*shown)->is_bid);
+  auto changed = market.change_bid(bid->instance_id, 0.35);
+  EXPECT_TRUE(changed) << changed.error().message;
+
+  auto on_demand = market.create_instance(create_request(found->offers[1].id, "pf-on-demand"));
+  ASSERT_TRUE(on_demand) << on_demand.error().message;
+  auto refused = market.change_bid(on_demand->instance_id, 0.35);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().http_status, 400);
+}
+
 TEST_F(VastMarketSimTest, ListPagesOverMoreThan25Instances) {
   ASSERT_NO_FATAL_FAILURE(start_sim());
   VastMarket market(config());

@@ -27,6 +27,7 @@ class FakeMarket : public market::Market {
   int creates = 0, destroys = 0, lists = 0;
   std::vector<std::int64_t> destroyed;
   std::vector<market::CreateRequest> create_requests;
+  std::map<std::int64_t, double> bids;  // change_bid's last price per instance
 
   void add_offer(std::int64_t id, std::int64_t machine, double dph, double ram_gib = 512,
                  const std::string& gpu = "RTX 4090") {
@@ -129,6 +130,16 @@ class FakeMarket : public market::Market {
     return {};
   }
 
+  market::Result<void> change_bid(std::int64_t id, double price) override {
+    std::lock_guard lock(mu_);
+    auto it = instances.find(id);
+    if (it == instances.end())
+      return tl::unexpected(
+          market::MarketError{market::ErrorKind::NotFound, 404, "no_such_instance", "gone"});
+    bids[id] = price;
+    return {};
+  }
+
   // Adds an instance directly (e.g. an orphan with our label).
   std::int64_t inject(const std::string& label, std::int64_t machine = 1) {
     std::lock_guard lock(mu_);
@@ -156,6 +167,13 @@ class FakeMarket : public market::Market {
         inst.gpu_name = o.gpu_name;
         inst.num_gpus = o.num_gpus;
         inst.dph_total = o.dph_total;
+        // As vast: a create with a price is an interruptible rental whose dph_total is the bid
+        // plus the storage (dph_total - dph_base).
+        if (req.bid_price) {
+          inst.is_bid = true;
+          inst.dph_total = *req.bid_price + (o.dph_base > 0 ? o.dph_total - o.dph_base : 0);
+          bids[inst.id] = *req.bid_price;
+        }
       }
     }
     inst.raw = {{"offer", req.offer_id}};

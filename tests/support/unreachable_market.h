@@ -33,6 +33,7 @@ class UnreachableMarket final : public market::Market {
   market::Result<void> set_label(std::int64_t, const std::string&) override {
     return tl::unexpected(err());
   }
+  market::Result<void> change_bid(std::int64_t, double) override { return tl::unexpected(err()); }
 };
 
 }  // namespace pf::testing

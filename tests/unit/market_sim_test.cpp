@@ -375,6 +375,27 @@ TEST(MarketSimBillingTest, CreatedStoppedPaysStorageUntilStarted) {
   EXPECT_NEAR(sim.spent_usd(1), 1 * kStorage, 1e-9);
 }
 
+// An interruptible rental (a create with `price`) is billed its bid for compute, storage as any
+// other; a changed bid counts from when it was changed (PUT /api/v0/instances/bid_price/{id}/).
+TEST(MarketSimBillingTest, ABidIsBilledForComputeFromWhenItStood) {
+  MarketSim sim(tiny());
+  json body = kCreate;
+  body["price"] = 0.4;
+  auto id = create(sim, 1001, 0, body);  // listed $1/h, running from 0.1
+  EXPECT_EQ(sim.show_instance(id, 1)["instances"]["is_bid"], true);
+  EXPECT_NEAR(sim.spent_usd(2.1), 2.0 * 0.4 + 2.1 * kStorage, 1e-9);
+  ASSERT_TRUE(sim.change_bid(id, {{"client_id", "me"}, {"price", 0.6}}, 2.1));
+  EXPECT_NEAR(sim.spent_usd(3.1), 2.0 * 0.4 + 1.0 * 0.6 + 3.1 * kStorage, 1e-9);
+  const auto bad = sim.change_bid(id, {{"price", 500}}, 3.1);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, "invalid_price");
+  auto on_demand = create(sim, 1004, 3.1);
+  const auto not_a_bid = sim.change_bid(on_demand, {{"price", 0.2}}, 3.2);
+  ASSERT_FALSE(not_a_bid);
+  EXPECT_EQ(not_a_bid.error().http_status, 400);
+  EXPECT_EQ(sim.change_bid(99999, {{"price", 0.2}}, 3.2).error().http_status, 404);
+}
+
 TEST(MarketSimUpdateTest, LabelIsSetAndValidated) {
   MarketSim sim(tiny());
   auto id = create(sim, 1001, 0);

@@ -55,10 +55,12 @@ TEST(OfferJson, BillingFieldsAreReadAndSurviveTheSnapshot) {
   auto j = nlohmann::json::parse(R"({"id": 7, "gpu_name": "RTX 4090", "num_gpus": 1,
     "cpu_ram": 65536, "cpu_cores_effective": 16, "inet_down": 800, "pcie_bw": 24,
     "dph_total": 0.4278, "dph_base": 0.40, "storage_cost": 0.1, "storage_total_cost": 0.0278,
-    "inet_down_cost": 0.004, "inet_up_cost": 0.006, "end_date": 1780000000.5})");
+    "inet_down_cost": 0.004, "inet_up_cost": 0.006, "end_date": 1780000000.5,
+    "min_bid": 0.21})");
   auto o = offer_from_vast_json(j);
   ASSERT_TRUE(o) << o.error();
   EXPECT_DOUBLE_EQ(o->dph_base, 0.40);
+  EXPECT_DOUBLE_EQ(o->min_bid, 0.21);
   EXPECT_DOUBLE_EQ(o->end_date, 1780000000.5);
   EXPECT_DOUBLE_EQ(o->storage_total_cost_per_hour, 0.0278);
   EXPECT_DOUBLE_EQ(o->inet_up_cost_per_gb, 0.006);
@@ -71,7 +73,7 @@ TEST(OfferJson, BillingFieldsAreReadAndSurviveTheSnapshot) {
 TEST(OfferJson, ANegativePriceIsReadAsUnknownAndFlagged) {
   auto j = nlohmann::json::parse(R"({"id": 8, "gpu_name": "RTX 4090", "num_gpus": 1,
     "dph_total": 0.3, "dph_base": -1, "storage_cost": -0.5, "inet_up_cost": -2,
-    "end_date": -5})");
+    "end_date": -5, "min_bid": -0.1})");
   auto o = offer_from_vast_json(j);
   ASSERT_TRUE(o);
   EXPECT_EQ(o->dph_base, 0);
@@ -79,6 +81,8 @@ TEST(OfferJson, ANegativePriceIsReadAsUnknownAndFlagged) {
   EXPECT_EQ(o->inet_up_cost_per_gb, 0);
   EXPECT_THAT(o->data_flags, Contains(HasSubstr("storage_cost is negative")));
   EXPECT_THAT(o->data_flags, Contains(HasSubstr("inet_up_cost is negative")));
+  EXPECT_EQ(o->min_bid, 0);
+  EXPECT_THAT(o->data_flags, Contains(HasSubstr("min_bid is negative")));
   EXPECT_EQ(o->end_date, 0);
   EXPECT_THAT(o->data_flags, Contains(HasSubstr("end_date negative")));
 }

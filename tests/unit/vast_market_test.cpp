@@ -758,6 +758,9 @@ TEST_F(VastMarketTest, MutationsWithoutKeyFailBeforeSending) {
   auto labelled = market.set_label(1, "x");
   ASSERT_FALSE(labelled);
   EXPECT_EQ(labelled.error().kind, ErrorKind::Unauthorized);
+  auto bid = market.change_bid(1, 0.2);
+  ASSERT_FALSE(bid);
+  EXPECT_EQ(bid.error().kind, ErrorKind::Unauthorized);
   auto created = market.create_instance(create_request());
   ASSERT_FALSE(created);
   EXPECT_EQ(created.error().kind, ErrorKind::Unauthorized);
@@ -816,6 +819,38 @@ TEST_F(VastMarketTest, CreateSendsTheDocumentedBody) {
   EXPECT_EQ(body["env"], json({{"PF_TOKEN", "abc"}, {"-p 8080:8080", "1"}}));
   EXPECT_EQ(body["onstart"], "echo hi");
   EXPECT_EQ(body["runtype"], "args");
+  // On-demand: no price (its presence alone would make the rental interruptible).
+  EXPECT_FALSE(body.contains("price"));
+}
+
+// An interruptible rental: the bid goes as `price` (vast-cli `create instance --bid_price`), and
+// a bid is changed with PUT /api/v0/instances/bid_price/{id}/ (vast-cli `change bid`).
+TEST_F(VastMarketTest, ABidIsSentAsThePriceAndChangedAtTheBidPriceEndpoint) {
+  on("PUT", R"(/api/v0/asks/(\d+)/)", [](const httplib::Request&, httplib::Response& res) {
+    reply_json(res, {{"success", true}, {"new_contract", 556}});
+  });
+  on("PUT", R"(/api/v0/instances/bid_price/(\d+)/)",
+     [](const httplib::Request&, httplib::Response& res) {
+       reply_json(res, {{"success", true}});
+     });
+  VastMarket market(start());
+  auto request = create_request();
+  request.bid_price = 0.25;
+  auto created = market.create_instance(request);
+  ASSERT_TRUE(created) << created.error().message;
+  auto changed = market.change_bid(556, 0.31);
+  ASSERT_TRUE(changed) << changed.error().message;
+  const auto sent = requests();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_DOUBLE_EQ(json::parse(sent[0].body)["price"].get<double>(), 0.25);
+  EXPECT_EQ(sent[1].method, "PUT");
+  EXPECT_EQ(sent[1].path, "/api/v0/instances/bid_price/556/");
+  EXPECT_EQ(json::parse(sent[1].body), json({{"client_id", "me"}, {"price", 0.31}}));
+  // Out of vast's range: refused before anything is sent.
+  request.bid_price = 0;
+  EXPECT_EQ(market.create_instance(request).error().kind, ErrorKind::InvalidArgument);
+  EXPECT_EQ(market.change_bid(556, 500).error().kind, ErrorKind::InvalidArgument);
+  EXPECT_EQ(requests().size(), 2u);
 }
 
 TEST_F(VastMarketTest, CreateNoSuchAskIsOfferGoneAfterOneRequest) {
