@@ -44,6 +44,7 @@
 #include "cli/service_notify.h"
 #include "cli/serving.h"
 #include "core/http_limits.h"
+#include "core/leader_lease.h"
 #include "gateway/gateway_server.h"
 #include "gateway/listen_exposure.h"
 #include "jobs/job_queue.h"
@@ -252,28 +253,41 @@ void log_line(bool warning, const std::string& line) {
   }
 }
 
-// The successor's side once it serves the sockets as a follower: the predecessor resigns, this
-// serve takes the lease at once and says so. A predecessor that does not resign leaves this one
-// a follower (it leads if the other stops); one that resigned and hears nothing leads again.
+// The successor's side once it serves the sockets as a follower: the predecessor resigns (a
+// replica that was not leading resigns nothing), and once the fleet is led again, by this serve
+// or by another replica, this one says so and the predecessor drains and exits. A predecessor
+// that does not resign leaves this one a follower (it leads if the other stops); one that
+// resigned and hears nothing leads again.
 void take_over(TakeoverRequest& takeover, manager::Leadership& leadership,
                PeriodicTask& leadership_loop) {
   if (auto resigned = takeover.listening(); !resigned) {
     spdlog::warn("takeover: {}; this serve follows the one that leads", resigned.error());
     return;
   }
+  // The predecessor's row, if it led, now reads expired: a live leader is another process.
+  const auto led = [&leadership] {
+    if (leadership.leading()) return true;
+    const manager::LeaderView view = leadership.view();
+    return core::has_live_leader(view.lease, view.now);
+  };
   leadership_loop.wake();
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!leadership.leading() && std::chrono::steady_clock::now() < give_up) {
+  while (!led() && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     leadership_loop.wake();
   }
-  if (!leadership.leading()) {
-    spdlog::warn("takeover: this serve did not take the lease within 30 s: {}",
-                 leadership.view().reason);
+  if (!led()) {
+    spdlog::warn("takeover: nobody took the lease within 30 s: {}", leadership.view().reason);
     return;
   }
   if (auto told = takeover.leading(); !told) spdlog::warn("takeover: {}", told.error());
-  spdlog::info("takeover: this serve leads; the one before it drains its calls and exits");
+  if (leadership.leading()) {
+    spdlog::info("takeover: this serve leads; the one before it drains its calls and exits");
+  } else {
+    spdlog::info(
+        "takeover: another replica leads; this serve follows it in place of the one before, "
+        "which drains its calls and exits");
+  }
   // Under systemd (a reload started this process): the unit's main process is this one now.
   tell_service_manager("MAINPID=" + std::to_string(::getpid()) + "\nREADY=1");
 }

@@ -13,7 +13,9 @@
 //                                            leader: gateway_front.h) and resigns the lease
 //                                       ←    "resigned"
 //   takes the lease at once, loads the
-//   queue from the store; "leading"     →    stops accepting (closes its descriptors: the
+//   queue from the store (or, when the
+//   predecessor was a follower, sees
+//   the replica that leads); "leading"  →    stops accepting (closes its descriptors: the
 //                                            successor's keep listening), drains its open calls,
 //                                            exits
 //

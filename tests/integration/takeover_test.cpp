@@ -222,6 +222,43 @@ TEST_F(Takeover, AReloadStartsTheSuccessorWhichTellsTheServiceManagerItIsTheMain
   serve.terminate();
 }
 
+// A follower replica is taken over too: the successor follows the leader in its place (it
+// resigned nothing, and the leader goes on leading), and the replaced follower exits.
+TEST_F(Takeover, AFollowerReplicaIsReplacedWhileTheLeaderGoesOnLeading) {
+  auto leader = start_serve();
+  ASSERT_TRUE(leader.wait_for_line("listening on", 60s)) << leader.stderr_text();
+  ASSERT_TRUE(eventually([&] {
+    return leader.stderr_text().find("job queue loaded") != std::string::npos;
+  })) << leader.stderr_text();
+  const std::string follower_socket = dir_.file("follower.sock");
+  auto follower = start_serve({"--takeover-socket", follower_socket});
+  const auto follower_ready = follower.wait_for_line("listening on", 60s);
+  ASSERT_TRUE(follower_ready) << follower.stderr_text();
+  const int follower_grpc = grpc_port_of(follower);
+  ASSERT_TRUE(eventually([&] {
+    return follower.stderr_text().find("a successor may take over at " + follower_socket) !=
+           std::string::npos;
+  })) << follower.stderr_text();
+
+  auto successor = start_serve({"--takeover", "--takeover-socket", follower_socket});
+  const auto successor_ready = successor.wait_for_line("listening on", 60s);
+  ASSERT_TRUE(successor_ready) << successor.stderr_text();
+  EXPECT_EQ(successor_ready->line, follower_ready->line);  // the follower's port, handed over
+  ASSERT_TRUE(eventually([&] {
+    return successor.stderr_text().find("another replica leads") != std::string::npos;
+  })) << successor.stderr_text()
+      << "\n--- follower ---\n"
+      << follower.stderr_text();
+  const auto code = follower.wait_exit(60s);
+  ASSERT_TRUE(code) << follower.stderr_text();
+  EXPECT_EQ(*code, 0) << follower.stderr_text();
+  EXPECT_TRUE(leader.running());
+  EXPECT_THAT(leader.stderr_text(), ::testing::Not(HasSubstr("stepping down")));
+  EXPECT_TRUE(get_status(follower_grpc).ok());  // relayed by the successor to the leader
+  successor.terminate();
+  leader.terminate();
+}
+
 TEST_F(Takeover, NobodyToTakeOverFromIsAnErrorNamingTheSocket) {
   auto alone = start_serve({"--takeover"});
   const auto code = alone.wait_exit(60s);
