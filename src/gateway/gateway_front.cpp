@@ -8,6 +8,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "gateway/request_check.h"
+
 namespace pf::gateway {
 namespace {
 
@@ -207,12 +209,8 @@ grpc::Status GatewayFront::AwaitProof(grpc::ServerContext* ctx,
           std::string kept;
           const grpc::Status ended = target.AwaitProof(ctx, client, request, reply, &kept);
           if (kept.empty()) return ended;
-          std::optional<std::chrono::milliseconds> timeout;
-          if (request->timeout_ms() != 0) {
-            timeout = std::chrono::milliseconds(static_cast<std::int64_t>(
-                std::min<std::uint64_t>(request->timeout_ms(), 365ULL * 24 * 3600 * 1000)));
-          }
-          return follow_kept_job(ctx, client, kept, timeout, reply, ended);
+          return follow_kept_job(ctx, client, kept, await_timeout(request->timeout_ms()), reply,
+                                 ended);
         } else {
           return target.AwaitProof(ctx, client, request, reply);
         }

@@ -200,13 +200,7 @@ grpc::Status ProvingService::AwaitProof(grpc::ServerContext* ctx, const std::str
     }
     const auto job = queue_.client_job(client, request->job_id());
     if (!job) return {grpc::StatusCode::NOT_FOUND, "job_id: no job '" + request->job_id() + "'"};
-    std::optional<std::chrono::milliseconds> timeout;
-    if (request->timeout_ms() != 0) {
-      // Beyond a year is forever; the cap keeps the arithmetic below from overflowing.
-      timeout = std::chrono::milliseconds(static_cast<std::int64_t>(
-          std::min<std::uint64_t>(request->timeout_ms(), 365ULL * 24 * 3600 * 1000)));
-    }
-    auto waited = wait_for(ctx, job->id, timeout);
+    auto waited = wait_for(ctx, job->id, await_timeout(request->timeout_ms()));
     switch (waited.end) {
       case WaitEnd::Finished:
         fill_result(waited.finished, request->job_id(), *reply);

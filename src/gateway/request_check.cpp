@@ -117,6 +117,12 @@ bool is_sector_size(std::uint64_t bytes) {
   return std::find(kSizes.begin(), kSizes.end(), bytes) != kSizes.end();
 }
 
+std::optional<std::chrono::milliseconds> await_timeout(std::uint64_t timeout_ms) {
+  if (timeout_ms == 0) return std::nullopt;
+  return std::chrono::milliseconds(
+      static_cast<std::int64_t>(std::min<std::uint64_t>(timeout_ms, 365ULL * 24 * 3600 * 1000)));
+}
+
 tl::expected<void, RequestError> check_request_id(std::string_view id, std::string_view field) {
   if (id.empty()) return invalid(std::string(field) + ": empty");
   if (id.size() > kMaxRequestIdBytes) {

@@ -13,6 +13,7 @@
 
 #include <grpcpp/support/status.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -52,6 +53,9 @@ struct CheckedRequest {
 // `field` names what is checked in messages ("request_id", "job_id"). Empty is refused: callers
 // that generate an id for an empty request_id do so before checking.
 tl::expected<void, RequestError> check_request_id(std::string_view id, std::string_view field);
+// AwaitProof's timeout_ms: nullopt for 0 (wait forever); beyond a year is forever too (the cap
+// keeps the callers' arithmetic from overflowing).
+std::optional<std::chrono::milliseconds> await_timeout(std::uint64_t timeout_ms);
 
 // Checks `request` and builds the job input; an input over `max_input_bytes` or over what cuzk's
 // daemon can decode (kCuzkMaxInputBytes) is RESOURCE_EXHAUSTED with both sizes and the limit's

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/billing.h"
+#include "market/market.h"
 #include "market/query.h"
 #include "scenario/json_text.h"
 #include "scenario/offer_query.h"
@@ -228,6 +229,24 @@ ApiResult<json> MarketSim::search_offers(const json& query, double now_h) const 
   return json{{"offers", std::move(*offers)}};
 }
 
+namespace {
+
+// A create's or a bid change's `price`, as vast takes it: a number in [0.001, 128] $/hour
+// (market::kMinBidPrice..kMaxBidPrice).
+ApiResult<double> bid_price(const json* price) {
+  if (price == nullptr || !price->is_number() ||
+      !(price->get<double>() >= market::kMinBidPrice &&
+        price->get<double>() <= market::kMaxBidPrice)) {
+    return tl::unexpected(
+        ApiError{400, "invalid_price",
+                 "Invalid args: price: must be a number in [0.001, 128] $/hr, got " +
+                     (price == nullptr ? std::string("nothing") : describe_json(*price))});
+  }
+  return price->get<double>();
+}
+
+}  // namespace
+
 ApiResult<json> MarketSim::create_instance(std::int64_t ask_id, const json& body, double now_h) {
   if (!body.is_object()) {
     return tl::unexpected(ApiError{
@@ -343,14 +362,10 @@ ApiResult<json> MarketSim::create_instance(std::int64_t ask_id, const json& body
   }
 
   if (const json* price = optional_field(body, "price")) {
-    if (!price->is_number() || !(price->get<double>() >= 0.001 && price->get<double>() <= 128)) {
-      return tl::unexpected(ApiError{400, "invalid_price",
-                                     "Invalid args: price: must be a number in [0.001, 128] $/hr, "
-                                     "got " +
-                                         describe_json(*price)});
-    }
+    auto bid = bid_price(price);
+    if (!bid) return tl::unexpected(bid.error());
     inst.is_bid = true;  // presence alone makes the instance interruptible, as on vast
-    inst.bids.emplace_back(now_h, price->get<double>());
+    inst.bids.emplace_back(now_h, *bid);
   }
 
   bool start_stopped = false;
@@ -713,19 +728,13 @@ json MarketSim::show_instance(std::int64_t id, double now_h) const {
 ApiResult<json> MarketSim::change_bid(std::int64_t id, const json& body, double now_h) {
   SimInstance* inst = find_live(id);
   if (inst == nullptr) return tl::unexpected(no_such_instance(id));
-  const json* price = body.is_object() ? optional_field(body, "price") : nullptr;
-  if (price == nullptr || !price->is_number() ||
-      !(price->get<double>() >= 0.001 && price->get<double>() <= 128)) {
-    return tl::unexpected(
-        ApiError{400, "invalid_price",
-                 "Invalid args: price: must be a number in [0.001, 128] $/hr, got " +
-                     (price == nullptr ? std::string("nothing") : describe_json(*price))});
-  }
+  auto bid = bid_price(body.is_object() ? optional_field(body, "price") : nullptr);
+  if (!bid) return tl::unexpected(bid.error());
   if (!inst->is_bid) {
     return tl::unexpected(invalid_args(
         "price", "instance " + std::to_string(id) + " is on-demand: there is no bid to change"));
   }
-  inst->bids.emplace_back(now_h, price->get<double>());
+  inst->bids.emplace_back(now_h, *bid);
   return json{{"success", true}};
 }
 
