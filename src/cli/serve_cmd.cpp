@@ -264,11 +264,13 @@ void take_over(TakeoverRequest& takeover, manager::Leadership& leadership,
     spdlog::warn("takeover: {}; this serve follows the one that leads", resigned.error());
     return;
   }
-  // The predecessor's row, if it led, now reads expired: a live leader is another process.
+  // The predecessor's row, if it led, now reads expired: a live leader is another process. A
+  // live row naming this replica is this serve's own take, written before its term is held in
+  // memory: wait for leading() then, or the predecessor would be told of another leader.
   const auto led = [&leadership] {
     if (leadership.leading()) return true;
     const manager::LeaderView view = leadership.view();
-    return core::has_live_leader(view.lease, view.now);
+    return core::has_live_leader(view.lease, view.now) && view.lease->holder != view.replica_id;
   };
   leadership_loop.wake();
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
