@@ -28,6 +28,7 @@ function(pf_fuzz_deps name exe)
   elseif(name STREQUAL "config")
     # The [gateway] checks (allow-list, listen exposure) are pure; no gRPC comes with them.
     target_sources(${exe} PRIVATE ${src}/cli/config.cpp ${src}/gateway/client_allow.cpp
+                                  ${src}/market/rate_limits.cpp
                                   ${src}/gateway/listen_exposure.cpp ${src}/jobs/proof_check.cpp)
     target_link_libraries(${exe} PRIVATE pf_core tomlplusplus::tomlplusplus)
   elseif(name STREQUAL "manifest")

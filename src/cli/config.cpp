@@ -583,7 +583,14 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   TableReader market(subtable(root, "market"), "market", &env);
   market.optional_string("vast_url", cfg.market.vast_url);
   market.optional_string("key_file", cfg.market.key_file);
+  std::optional<std::string> rate_limits;
+  market.optional_string("rate_limits", rate_limits);
   market.finish();
+  if (rate_limits) {
+    auto parsed = market::parse_rate_limits(*rate_limits);
+    if (!parsed) throw ConfigError{"'market.rate_limits': " + parsed.error()};
+    cfg.market.rate_limits = *parsed;
+  }
 
   auto& h = cfg.http;
   TableReader http(subtable(root, "http"), "http", &env);
@@ -699,6 +706,7 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   pilot.boolean("enabled", ap.enabled);
   pilot.string("query", ap.query);
   pilot.number("interval_s", ap.interval_s, Range{0.1, 86400});
+  pilot.number("offers_max_age_s", ap.offers_max_age_s, Range{0, 3600});
   pilot.number("operator_destroy_cooldown_h", ap.operator_destroy_cooldown_h,
                non_negative_up_to(kMaxHours));
   pilot.number("max_dollars_per_hour", pol.max_dollars_per_hour, positive_up_to(kMaxUsd));

@@ -21,12 +21,16 @@
 #include "core/ranking.h"
 #include "core/sprt_acceptance.h"
 #include "manager/deploy_defaults.h"
+#include "market/rate_limits.h"
 
 namespace pf::cli {
 
 struct MarketSettings {
   std::optional<std::string> vast_url;
   std::optional<std::string> key_file;
+  // vast's per-endpoint rate limits the client paces its calls by (market/rate_limits.h):
+  // "vast" (the documented table), "off", or ENDPOINT=SECONDS / ENDPOINT=CALLS/SECONDS entries.
+  market::RateLimits rate_limits = market::vast_documented_rate_limits();
 };
 
 // What the manager puts into every rental and tells every agent.
@@ -54,6 +58,8 @@ struct AutopilotSettings {
   // not rented, not external) are added.
   std::string query = "num_gpus>=1";
   double interval_s = 60;
+  // A round searches again only when its last search is older (manager/autopilot.h).
+  double offers_max_age_s = 15;
   double operator_destroy_cooldown_h = 24;  // machines the operator dropped are left alone
   core::PolicyConfig policy;  // caps; economics and setup come from their own sections
 };

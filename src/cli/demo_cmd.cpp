@@ -330,7 +330,7 @@ void run_demo(const DemoOptions& o) {
   LoggedChild sim("market-sim",
                   {exe.string(), "market-sim", "--scenario", scenario.string(), "--listen",
                    "127.0.0.1:0", "--time-scale", core::fixed(o.time_scale, 3), "--spawn-agents",
-                   "--work-dir", (data / "market-sim").string()},
+                   "--work-dir", (data / "market-sim").string(), "--rate-limits", "vast"},
                   sim_log, {{"PROVERFLEET_MARKET_SIM_API_KEY", key}}, "market-sim listening on ");
   const std::string market_url = sim.wait_ready(std::chrono::seconds(30), sim_log);
 

@@ -24,6 +24,7 @@
 #include "cli/secrets.h"
 #include "cli/serving.h"
 #include "core/text.h"
+#include "market/rate_limits.h"
 #include "market_sim/agent_spawner.h"
 #include "market_sim/faults.h"
 #include "market_sim/market_sim.h"
@@ -51,6 +52,7 @@ struct MarketSimCliOptions {
   double start_h = 0;
   std::string faults;
   std::uint64_t fault_seed = 1;
+  std::string rate_limits = "off";
   RefusedSecretFlag api_key_flag{"--api-key", kApiKeyFrom, std::nullopt};
   std::optional<std::string> api_key_file;
   double balance_usd = 1000;
@@ -112,6 +114,8 @@ void run_market_sim(const MarketSimCliOptions& o) {
   const std::optional<std::string> api_key = market_sim_api_key(o.api_key_file);
   auto faults = market_sim::parse_fault_spec(o.faults);
   if (!faults) throw CommandFailed("--faults: " + faults.error());
+  auto rate_limits = market::parse_rate_limits(o.rate_limits);
+  if (!rate_limits) throw CommandFailed("--rate-limits: " + rate_limits.error());
   if (!o.work_dir.empty() && !o.spawn_agents) {
     throw CommandFailed("--work-dir holds the spawned agents' files: it needs --spawn-agents");
   }
@@ -159,6 +163,7 @@ void run_market_sim(const MarketSimCliOptions& o) {
   server_options.api_key = api_key;
   server_options.faults = *faults;
   server_options.fault_seed = o.fault_seed;
+  server_options.rate_limits = *rate_limits;
   server_options.clock_h = clock_h;
   server_options.params = params;
   if (!o.quiet) server_options.log = log;
@@ -213,6 +218,7 @@ void run_market_sim(const MarketSimCliOptions& o) {
             << "\n"
             << "faults: " << faults->to_string();
   if (faults->any()) std::cout << " (seed " << o.fault_seed << ")";
+  std::cout << "\nrate limits (per caller, wall clock): " << rate_limits->describe();
   std::cout << "\nbalance: " << money(o.balance_usd) << "\n";
   std::cout << "params: " << params->files().size() << " stand-in files, "
             << core::fixed(static_cast<double>(params->total_bytes()) / (1024.0 * 1024), 1)
@@ -287,6 +293,14 @@ void register_market_sim(CLI::App& app) {
                   "(probabilities per request; drop_create_reply executes the create and cuts "
                   "its reply)");
   cmd->add_option("--fault-seed", options->fault_seed, "Seed of the fault draws")
+      ->capture_default_str();
+  cmd->add_option("--rate-limits", options->rate_limits,
+                  "vast's per-endpoint limits, per caller (key and address), in wall-clock "
+                  "seconds: \"vast\" (search 10/60 s, create 4.5 s apart, list 1, show 2, "
+                  "destroy 3, label 1, bid 5.5; `demo` runs with it), \"off\", or "
+                  "ENDPOINT=SECONDS / ENDPOINT=CALLS/SECONDS entries; a call over its limit is "
+                  "answered 429 in plain text, no Retry-After. Off by default: tests that watch "
+                  "the market with serve's key would share its allowance")
       ->capture_default_str();
   cmd->add_option("--api-key-file", options->api_key_file,
                   "File holding the key to require as 'Authorization: Bearer KEY' on every "

@@ -104,6 +104,7 @@ void run_offers(const OffersOptions& opt) {
   auto vast_cfg = market::vast_config_from_env(opt.vast_url ? opt.vast_url : cfg->market.vast_url,
                                                opt.key_file ? opt.key_file : cfg->market.key_file);
   if (!vast_cfg) throw CommandFailed(vast_cfg.error());
+  vast_cfg->pacing = cfg->market.rate_limits;
   market::VastMarket vast(*vast_cfg);
 
   market::SearchRequest req;

@@ -480,13 +480,15 @@ void run_serve(const ServeOptions& o) {
       market::vast_config_from_env(o.vast_url ? o.vast_url : cfg->market.vast_url,
                                    o.vast_key_file ? o.vast_key_file : cfg->market.key_file);
   if (!vast_cfg) throw CommandFailed(vast_cfg.error());
+  vast_cfg->pacing = cfg->market.rate_limits;
   if (vast_cfg->api_key.empty()) {
     spdlog::warn(
         "no vast.ai API key (VAST_API_KEY or --vast-key-file): searches work, but "
         "deploys and destroys will fail");
   }
-  spdlog::info("market: {} ({})", vast_cfg->base_url,
-               vast_cfg->api_key.empty() ? "no API key" : "API key set");
+  spdlog::info("market: {} ({}; calls paced to {})", vast_cfg->base_url,
+               vast_cfg->api_key.empty() ? "no API key" : "API key set",
+               vast_cfg->pacing.describe());
   market::VastMarket vast(*vast_cfg);
 
   // A database password rides in $PROVERFLEET_DB, PGPASSFILE or $PGPASSWORD, never on the
@@ -578,6 +580,7 @@ void run_serve(const ServeOptions& o) {
   manager::AutopilotConfig autopilot_config;
   autopilot_config.enabled = o.autopilot.value_or(cfg->autopilot.enabled);
   autopilot_config.policy = fleet_cfg.policy;  // the operator cooldown included
+  autopilot_config.offers_max_age_s = cfg->autopilot.offers_max_age_s;
   {
     auto query = market::parse_query(cfg->autopilot.query, true);
     if (!query) throw CommandFailed("autopilot.query: " + query.error());

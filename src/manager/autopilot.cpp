@@ -1,6 +1,8 @@
 #include "manager/autopilot.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "core/blocklist.h"
 #include "core/learned_predictor.h"
@@ -51,6 +53,7 @@ AutopilotStatus Autopilot::status() {
   } catch (const std::exception&) {
     s.paused_at = 0;
   }
+  s.in_round = in_round_.load();
   std::lock_guard lock(mu_);
   s.last_run_at = last_run_at_;
   s.last_error = last_error_;
@@ -67,6 +70,11 @@ std::vector<AutopilotDecision> Autopilot::run_once() {
   std::vector<AutopilotDecision> taken;
   if (!config_.enabled || paused_in_store()) return taken;
   std::lock_guard run_lock(run_mu_);
+  struct InRound {
+    std::atomic<bool>& flag;
+    explicit InRound(std::atomic<bool>& f) : flag(f) { flag = true; }
+    ~InRound() { flag = false; }
+  } in_round(in_round_);
   const double now = clock_();
   auto finish = [&](std::string error) {
     std::lock_guard lock(mu_);
@@ -80,17 +88,30 @@ std::vector<AutopilotDecision> Autopilot::run_once() {
     }
   };
 
-  market::SearchRequest request;
-  request.query = config_.filters;
-  request.allocated_storage_gb = manager_.config().disk_gb;  // priced as the create rents
-  auto found = market_.search_offers(request);
-  if (!found) {
-    // Without a complete view of the market nothing is rented or dropped this round.
-    finish("offer search failed: " + found.error().message);
-    return taken;
-  }
   auto& store = manager_.store();
+  if (searched_at_ == 0 || now - searched_at_ >= config_.offers_max_age_s || now < searched_at_) {
+    market::SearchRequest request;
+    request.query = config_.filters;
+    request.allocated_storage_gb = manager_.config().disk_gb;  // priced as the create rents
+    auto found = market_.search_offers(request);
+    if (!found) {
+      // Without a complete view of the market nothing is rented or dropped this round.
+      searched_at_ = 0;
+      finish("offer search failed: " + found.error().message);
+      return taken;
+    }
+    searched_ = std::move(found->offers);
+    searched_at_ = now;
+  }
   const auto fleet = store.instances(true);
+  // A recent search still lists what was rented since (a fresh one would not).
+  std::vector<core::Offer> offers;
+  for (const auto& o : searched_) {
+    const bool rented = std::any_of(fleet.begin(), fleet.end(), [&](const core::InstanceRecord& r) {
+      return r.offer.id == o.id && r.state != core::InstanceState::Destroyed;
+    });
+    if (!rented) offers.push_back(o);
+  }
   const auto measurements = core::join_measurements(store.all_bench_runs(), fleet);
   const auto bad_hosts = store.bad_hosts();
   core::PolicyHistory history;
@@ -108,15 +129,15 @@ std::vector<AutopilotDecision> Autopilot::run_once() {
                              config_.scale.forecast.bin_s - config_.scale.estimate.window_s)
             : core::QueueSnapshot{};
   if (seen.any_job) {
-    auto scaled = core::decide_for_jobs(fleet, found->offers, history, bad_hosts, now,
-                                        config_.policy, seen.view(), demand_, config_.scale);
+    auto scaled = core::decide_for_jobs(fleet, offers, history, bad_hosts, now, config_.policy,
+                                        seen.view(), demand_, config_.scale);
     if (scaled.demand) demand_ = scaled.demand->proofs_per_hour;
     sized_for = scaled.sized_for;
     demand_reason =
         scaled.demand ? scaled.demand->reason : "job queue watched too briefly: sized as before";
     actions = std::move(scaled.actions);
   } else {
-    actions = core::decide(fleet, found->offers, history, bad_hosts, now, config_.policy);
+    actions = core::decide(fleet, offers, history, bad_hosts, now, config_.policy);
   }
   {
     std::lock_guard lock(mu_);
@@ -125,6 +146,9 @@ std::vector<AutopilotDecision> Autopilot::run_once() {
   }
 
   for (const auto& a : actions) {
+    // Paced market calls make a round last seconds: a pause the operator gives meanwhile stops
+    // what is left of it.
+    if (paused_in_store()) break;
     AutopilotDecision d;
     d.at = now;
     d.reason = a.reason;
@@ -142,7 +166,9 @@ std::vector<AutopilotDecision> Autopilot::run_once() {
     } else {
       d.action = "rent";
       d.offer_id = a.offer.id;
-      auto r = manager_.deploy(a.offer.id, "autopilot", /*automatic_blocks_applied=*/true);
+      // Rented as this round's search listed it: no second search per rental.
+      auto r =
+          manager_.deploy(a.offer.id, "autopilot", /*automatic_blocks_applied=*/true, &a.offer);
       if (r) {
         d.instance_id = r->id;
         core::InstanceEvent why;
@@ -179,6 +205,7 @@ nlohmann::json to_json(const AutopilotStatus& s) {
   }
   return {{"enabled", s.enabled},
           {"paused", s.paused},
+          {"in_round", s.in_round},
           {"active", s.enabled && !s.paused},
           {"paused_by", s.paused_by},
           {"paused_at", s.paused_at},

@@ -5,6 +5,7 @@
 // silently resume spending.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -29,6 +30,11 @@ struct AutopilotConfig {
   // policy.demand_proofs_per_hour stays the demand until a job was ever submitted.
   core::ScaleToDemandConfig scale;
   std::size_t decisions_kept = 100;  // recent decisions shown by status()
+  // A round searches the market only when its last search is older than this; meanwhile it
+  // decides on that search's offers, less those rented since. vast allows about ten searches a
+  // minute for everything one account does (market/rate_limits.h): an autopilot searching
+  // every few seconds would leave none to the operator's offer page and deploys.
+  double offers_max_age_s = 15;
 };
 
 // One action the autopilot took (or tried), for the operator to read.
@@ -51,6 +57,7 @@ struct AutopilotStatus {
   std::string paused_by;
   double paused_at = 0;
   double last_run_at = 0;  // 0: never ran
+  bool in_round = false;   // a round is deciding or renting now (paced calls make it last)
   std::string last_error;  // empty when the last run completed
   int runs = 0, rents = 0, drops = 0;
   std::vector<AutopilotDecision> recent;  // newest last
@@ -81,9 +88,12 @@ class Autopilot {
   AutopilotConfig config_;
   Clock clock_;
   JobSignal jobs_;
-  std::optional<double> demand_;  // the queue's demand the fleet was last sized for (run_mu_)
-  std::mutex run_mu_;             // one round at a time
-  std::mutex mu_;                 // guards the fields below
+  std::optional<double> demand_;       // the queue's demand the fleet was last sized for (run_mu_)
+  std::vector<core::Offer> searched_;  // the last search's offers (run_mu_)
+  double searched_at_ = 0;             // when (run_mu_); 0: never
+  std::mutex run_mu_;                  // one round at a time
+  std::atomic<bool> in_round_{false};
+  std::mutex mu_;  // guards the fields below
   double last_run_at_ = 0;
   std::string last_error_;
   int runs_ = 0, rents_ = 0, drops_ = 0;

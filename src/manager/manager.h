@@ -200,9 +200,13 @@ class Manager {
   // Rents the offer: re-checks it, records the intent, creates with our label and env.
   // Refuses machines with an active bad-host entry; `automatic_blocks_applied` says the caller
   // (the autopilot's policy) already weighed the automatic entries, whose pool cap may
-  // deliberately waive some — operator entries are always honoured.
+  // deliberately waive some — operator entries are always honoured. `searched`: the offer as
+  // the caller's own search listed it moments ago (the autopilot's round), rented as listed
+  // without searching again — vast allows about ten searches a minute, and an offer gone since
+  // fails the create with no_such_ask.
   ApiResult<core::InstanceRecord> deploy(std::int64_t offer_id, const std::string& origin,
-                                         bool automatic_blocks_applied = false);
+                                         bool automatic_blocks_applied = false,
+                                         const core::Offer* searched = nullptr);
   // Moves the instance to destroying (the tick sends and retries the destroy), with `cause`
   // stored on the row; `strike` is blame the caller's policy asks for (recorded as a strike
   // with an event, under the lock).

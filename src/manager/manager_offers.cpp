@@ -51,7 +51,8 @@ ApiResult<std::vector<core::RankedOffer>> Manager::rank_offers(const json& filte
 }
 
 ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::string& origin,
-                                          bool automatic_blocks_applied) {
+                                          bool automatic_blocks_applied,
+                                          const core::Offer* searched) {
   if (offer_id <= 0) return tl::unexpected(ApiError{400, "offer_id must be a positive integer"});
   const double now = clock_();
   {
@@ -66,15 +67,23 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
     }
   }
   // Re-check the offer right before renting: offers vanish and change between searches.
-  market::SearchRequest check;
-  check.query = json{{"id", {{"eq", offer_id}}}};
-  check.limit = 1;
-  check.allocated_storage_gb = config_.disk_gb;
-  auto found = market_.search_offers(check);
-  if (!found) return tl::unexpected(market_failure("re-checking the offer failed", found.error()));
-  auto it = std::find_if(found->offers.begin(), found->offers.end(),
+  std::vector<core::Offer> listed;
+  if (searched != nullptr && searched->id == offer_id) {
+    listed.push_back(*searched);
+  } else {
+    market::SearchRequest check;
+    check.query = json{{"id", {{"eq", offer_id}}}};
+    check.limit = 1;
+    check.allocated_storage_gb = config_.disk_gb;
+    auto found = market_.search_offers(check);
+    if (!found) {
+      return tl::unexpected(market_failure("re-checking the offer failed", found.error()));
+    }
+    listed = std::move(found->offers);
+  }
+  auto it = std::find_if(listed.begin(), listed.end(),
                          [&](const core::Offer& o) { return o.id == offer_id; });
-  if (it == found->offers.end()) {
+  if (it == listed.end()) {
     return tl::unexpected(
         ApiError{404, "offer " + std::to_string(offer_id) + " is not listed (taken or withdrawn)"});
   }

@@ -332,6 +332,11 @@ VastMarket::VastMarket(VastConfig config) : config_(std::move(config)) {
   http_.max_body_bytes = config_.max_body_bytes;
   http_.user_agent = config_.user_agent;
   rng_.seed(config_.jitter_seed != 0 ? config_.jitter_seed : std::random_device{}());
+  for (std::size_t i = 0; i < kVastEndpointCount; ++i) {
+    RateRule rule = config_.pacing.rules[i];
+    if (rule.limits()) rule.window_s += std::max(0.0, config_.pacing_margin_s);
+    paced_[i] = RateWindow(rule);
+  }
   // The key goes into a header line: anything that could break the line out is refused here,
   // once, and every call reports it (a constructor cannot fail).
   if (!checked_key(config_.api_key, "the configuration")) {
@@ -437,6 +442,21 @@ MarketError VastMarket::transport_error(const Call& call, const HttpError& e, in
   }
 }
 
+void VastMarket::pace(const Call& call) {
+  const auto endpoint = vast_endpoint_of(call.method, call.path);
+  if (!endpoint) return;
+  const auto index = static_cast<std::size_t>(*endpoint);
+  const double now =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  double at = now;
+  {
+    std::lock_guard lock(pace_mutex_);
+    at = paced_[index].earliest(now);
+    paced_[index].record(at);  // the slot is this call's even while it waits for it
+  }
+  if (at > now) std::this_thread::sleep_for(std::chrono::duration<double>(at - now));
+}
+
 void VastMarket::sleep_before_retry(int retry) {
   double delay = 0;
   {
@@ -451,6 +471,7 @@ Result<json> VastMarket::send(const Call& call, bool retry) {
   const int attempts = retry ? std::max(1, config_.max_attempts) : 1;
   for (int attempt = 1;; ++attempt) {
     const bool last = attempt >= attempts;
+    pace(call);
     auto reply = http_perform(http_, to_http(call));
     if (!reply) {
       if (is_transient(reply.error().failure) && !last) {
@@ -749,6 +770,7 @@ Result<CreateResult> VastMarket::create_instance(const CreateRequest& request) {
   const int max_sends = std::max(1, config_.max_attempts);
   bool resent_after_rate_limit = false;
   for (int send_number = 1;; ++send_number) {
+    pace(call);
     auto reply = http_perform(http_, to_http(call));
     std::string ambiguity;  // non-empty: the outcome is unknown and must be reconciled
     bool rate_limited = false;

@@ -10,10 +10,14 @@
 //   account's instances by the create's label and adopts what it finds. It re-sends only when
 //   the request provably did not create anything: it never reached the server, or it was
 //   rate-limited (429) and reconciliation found nothing (then at most once).
+// - Every call first waits for its endpoint's slot under vast's documented rate limits
+//   (rate_limits.h), so several rentals in a row, or a search while the autopilot searches, wait
+//   their turn instead of drawing 429s.
 //
 // The API key travels only in the Authorization header; every error message is scrubbed of it.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -28,6 +32,7 @@
 
 #include "market/http_client.h"
 #include "market/market.h"
+#include "market/rate_limits.h"
 #include "util/bounded_json.h"
 
 namespace pf::market {
@@ -42,6 +47,11 @@ struct VastConfig {
   int create_reconcile_reads = 5;  // list-by-label attempts after an ambiguous create
   std::uint64_t jitter_seed = 0;   // 0 = random
   std::string user_agent = "proverfleet/0.1";
+  // Calls are paced to stay inside these (market/rate_limits.h), each window widened by
+  // pacing_margin_s: vast times a call when it arrives, not when it is sent. None here; serve
+  // and `offers` set `[market] rate_limits`, whose default is vast's documented table.
+  RateLimits pacing;
+  double pacing_margin_s = 0.25;
 };
 
 // Base URL from url_flag, else env PROVERFLEET_VAST_URL, else the default; it must be an
@@ -125,6 +135,8 @@ class VastMarket final : public Market {
                           const nlohmann::json* parsed) const;
   MarketError transport_error(const Call& call, const HttpError& e, int attempts) const;
   void sleep_before_retry(int retry);
+  // Waits until `call` may go without breaking its endpoint's limit, and books its slot.
+  void pace(const Call& call);
 
   // Lists by label until something appears or the reads run out. `none_found` is set when
   // every read succeeded and found nothing.
@@ -136,6 +148,8 @@ class VastMarket final : public Market {
   HttpOptions http_;
   std::mutex rng_mutex_;
   std::mt19937_64 rng_;
+  std::mutex pace_mutex_;
+  std::array<RateWindow, kVastEndpointCount> paced_;
 };
 
 }  // namespace pf::market

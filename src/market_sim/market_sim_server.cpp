@@ -4,8 +4,10 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -103,6 +105,11 @@ struct MarketSimServer::Impl {
       if (options.faults.slow_ms > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(options.faults.slow_ms));
       }
+      if (auto refused = over_rate_limit(req)) {
+        res.status = 429;
+        res.set_content(*refused, "text/plain");
+        return;
+      }
       switch (faults.before_request()) {
         case FaultAction::RateLimit:
           res.status = 429;
@@ -122,6 +129,41 @@ struct MarketSimServer::Impl {
       }
       handler(req, res);
     };
+  }
+
+  // The 429 body when `req` breaks its endpoint's limit for its caller (vast's words: "API
+  // requests too frequent", with the endpoint's threshold for an interval); nullopt: it may go,
+  // and is counted.
+  std::optional<std::string> over_rate_limit(const httplib::Request& req) {
+    if (!options.rate_limits.any()) return std::nullopt;
+    const auto endpoint = market::vast_endpoint_of(req.method, req.path);
+    if (!endpoint) return std::nullopt;
+    const market::RateRule& rule = options.rate_limits[*endpoint];
+    if (!rule.limits()) return std::nullopt;
+    const double now =
+        options.wall_clock_s
+            ? options.wall_clock_s()
+            : std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+                  .count();
+    const std::string caller = req.get_header_value("Authorization") + "\n" + req.remote_addr;
+    std::lock_guard lock(rate_mutex);
+    if (callers.size() >= kMaxCallers && callers.find(caller) == callers.end()) callers.clear();
+    auto [it, fresh] = callers.try_emplace(caller);
+    if (fresh) {
+      for (std::size_t i = 0; i < market::kVastEndpointCount; ++i) {
+        it->second[i] = market::RateWindow(options.rate_limits.rules[i]);
+      }
+    }
+    market::RateWindow& window = it->second[static_cast<std::size_t>(*endpoint)];
+    if (window.earliest(now) > now) {
+      if (rule.calls > 1) return std::string("API requests too frequent");
+      char body[96];
+      std::snprintf(body, sizeof body, "API requests too frequent endpoint threshold=%g",
+                    rule.window_s);
+      return std::string(body);
+    }
+    window.record(now);
+    return std::nullopt;
   }
 
   // Runs f(sim, now_h) under the state lock; reading the clock inside the lock keeps the
@@ -362,6 +404,11 @@ struct MarketSimServer::Impl {
   int bound_port = 0;
   FaultInjector faults;
   mutable std::mutex mutex;
+  // Each caller's recent calls per endpoint; forgotten all at once past kMaxCallers (a client
+  // inventing keys gets no more than a fresh start).
+  static constexpr std::size_t kMaxCallers = 4096;
+  std::mutex rate_mutex;
+  std::map<std::string, std::array<market::RateWindow, market::kVastEndpointCount>> callers;
   httplib::Server server;
   market::HttpListener listener{server};  // after `server`: destroyed (so stopped) before it
 };

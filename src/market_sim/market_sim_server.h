@@ -10,6 +10,7 @@
 #include <string>
 #include <tl/expected.hpp>
 
+#include "market/rate_limits.h"
 #include "market_sim/faults.h"
 #include "market_sim/market_sim.h"
 #include "market_sim/param_stand_ins.h"
@@ -21,6 +22,13 @@ struct MarketSimServerOptions {
   std::optional<std::string> api_key;
   FaultSpec faults;
   std::uint64_t fault_seed = 0;
+  // vast's per-endpoint limits (market/rate_limits.h), per caller (its Authorization header and
+  // address): a call that breaks one is answered 429 in plain text, with no Retry-After, before
+  // anything changes. None by default; `proverfleet market-sim` enforces vast's table.
+  market::RateLimits rate_limits;
+  // Seconds on a clock that does not go back, for the limits (real time, not scenario time:
+  // vast's limits are wall-clock). Empty: std::chrono::steady_clock.
+  std::function<double()> wall_clock_s;
   // Current scenario time in hours. Required.
   std::function<double()> clock_h;
   // Called once per request with "METHOD /path -> status" (no query string, no headers, so

@@ -141,7 +141,18 @@ async function main() {
   step = 'pausing the autopilot';
   await page.click('[data-testid=autopilot-status][data-paused=false] [data-testid=autopilot-toggle]');
   await page.waitForSelector('[data-testid=autopilot-status][data-paused=true]', { timeout: 15_000 });
-  await page.waitForTimeout(500);  // a round that had already started finishes
+  // A round that had already started stops before its next rental, but its paced create may
+  // still be on the way: wait until the autopilot says no round is in progress.
+  for (const until = Date.now() + 30_000; ;) {
+    const inRound = await page.evaluate(async () => {
+      const token = sessionStorage.getItem('proverfleet.operator-token');
+      const reply = await fetch('/api/v1/autopilot', { headers: { Authorization: `Bearer ${token}` } });
+      return reply.ok ? (await reply.json()).in_round : null;
+    });
+    if (inRound === false) break;
+    if (Date.now() > until) throw new Error(`the autopilot's round did not end (in_round: ${inRound})`);
+    await page.waitForTimeout(250);
+  }
 
   step = 'deploying an offer';
   await page.click('[data-testid=nav-offers]');

@@ -180,6 +180,16 @@ TEST(Demo, FleetEvolvesAndSigtermLeavesNoProcessBehind) {
   ASSERT_TRUE(code) << "demo did not stop on SIGTERM";
   EXPECT_EQ(*code, 0) << demo.stderr_text();
 
+  // market-sim holds the demo to vast's per-endpoint rate limits, and serve paces its calls to
+  // them: the autopilot's searches and rentals draw no 429.
+  const std::string sim_log = read_all(data / "market-sim.log");
+  EXPECT_NE(sim_log.find("rate limits (per caller, wall clock): search=10/60s,create=4.5s"),
+            std::string::npos)
+      << sim_log.substr(0, 2000);
+  EXPECT_NE(sim_log.find("PUT /api/v0/asks/"), std::string::npos) << "the demo rented nothing";
+  EXPECT_EQ(sim_log.find("-> 429"), std::string::npos)
+      << sim_log.substr(sim_log.find("-> 429") > 400 ? sim_log.find("-> 429") - 400 : 0, 800);
+
   std::vector<std::string> left;
   eventually(
       [&] {

@@ -428,6 +428,55 @@ TEST(MarketSimCliTest, BadFaultSpecExitsNonZero) {
   EXPECT_THAT(p.stderr_text(), HasSubstr("--faults: fault spec entry \"429=2\""));
 }
 
+// --rate-limits: a call over its endpoint's limit for its caller (key and address) is refused
+// as vast refuses it — 429, a plain-text body naming the threshold, no Retry-After — before it
+// changes anything; another caller has an allowance of its own.
+TEST(MarketSimCliTest, RateLimitsRefuseACallerOverItsLimitAsVastDoes) {
+  auto sim = start_sim({"--start-h", "3", "--rate-limits", "create=60,search=2/60"},
+                       fixture("tiny.json"), kKey);
+  EXPECT_TRUE(sim.process.wait_for_line(
+      "rate limits (per caller, wall clock): search=2/60s,create=60s", 5s));
+  httplib::Client client(sim.url);
+  client.set_read_timeout(10, 0);
+  const json body = {{"image", "ghcr.io/proverfleet/agent:1"}, {"disk", 50}, {"label", "rl-1"}};
+  auto first = client.Put("/api/v0/asks/1001/", bearer(), body.dump(), "application/json");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 200) << first->body;
+  auto second = client.Put("/api/v0/asks/1003/", bearer(), body.dump(), "application/json");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 429);
+  EXPECT_EQ(second->body, "API requests too frequent endpoint threshold=60");
+  EXPECT_THAT(second->get_header_value("Content-Type"), HasSubstr("text/plain"));
+  EXPECT_FALSE(second->has_header("Retry-After"));
+  auto listed = client.Get("/api/v1/instances/", bearer());
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(body_of(listed).at("instances").size(), 1u) << "the refused create rented";
+
+  // Offer search is open: the anonymous caller uses its two, a keyed one still has its own.
+  for (int i = 0; i < 2; ++i) {
+    auto r = client.Post("/api/v0/bundles/", "{}", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << "search " << i;
+  }
+  auto third = client.Post("/api/v0/bundles/", "{}", "application/json");
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->status, 429);
+  EXPECT_EQ(third->body, "API requests too frequent");
+  auto keyed = client.Post("/api/v0/bundles/", bearer(), "{}", "application/json");
+  ASSERT_TRUE(keyed);
+  EXPECT_EQ(keyed->status, 200);
+}
+
+TEST(MarketSimCliTest, BadRateLimitsExitNonZeroNamingTheEntry) {
+  auto p = Subprocess::spawn({PF_BINARY, "market-sim", "--scenario", fixture("tiny.json"),
+                              "--rate-limits", "create=4.5,launch=5"});
+  auto code = p.wait_exit(20s);
+  ASSERT_TRUE(code);
+  EXPECT_NE(*code, 0);
+  EXPECT_THAT(p.stderr_text(),
+              HasSubstr("--rate-limits: rate limits: \"launch=5\": unknown endpoint"));
+}
+
 // The key comes from a file (or the environment), never from the command line; a file other
 // users may read is refused.
 TEST(MarketSimCliTest, ApiKeyFileIsUsedAndAWorldReadableOneRefused) {

@@ -62,12 +62,14 @@ class VastMarketSimTest : public ::testing::Test {
   }
 
   // Starts market-sim; the key goes through the environment so it is not on a command line.
-  void start_sim(const std::string& faults = "", std::uint64_t fault_seed = 1) {
+  void start_sim(const std::string& faults = "", std::uint64_t fault_seed = 1,
+                 const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = {PF_BINARY,       "market-sim", "--scenario",
                                      scenario_path(), "--listen",   "127.0.0.1:0"};
     if (!faults.empty()) {
       argv.insert(argv.end(), {"--faults", faults, "--fault-seed", std::to_string(fault_seed)});
     }
+    argv.insert(argv.end(), extra.begin(), extra.end());
     test::SpawnOptions options;
     options.env["PROVERFLEET_MARKET_SIM_API_KEY"] = kKey;
     sim_.emplace(test::Subprocess::spawn(argv, options));
@@ -155,6 +157,58 @@ TEST_F(VastMarketSimTest, RateLimitStormStillCompletesSearches) {
     EXPECT_EQ(found->offers.size(), offers_listed_at_start().size());
   }
   EXPECT_GT(wait_for_log("-> 429", 1), 0u) << "the storm did not happen";
+}
+
+// market-sim holds callers to per-endpoint limits as vast does; a client paced to the same
+// limits makes every call in a burst (searches, rentals, reads, destroys) without one 429, and
+// one that is not paced is refused.
+TEST_F(VastMarketSimTest, ACallerPacedToTheLimitsDrawsNo429AndAnUnpacedOneIsRefused) {
+  const std::string limits = "search=3/2,create=0.6,show=0.4,destroy=0.4,list=0.4";
+  ASSERT_NO_FATAL_FAILURE(start_sim("", 1, {"--rate-limits", limits}));
+  VastConfig paced_config = config();
+  paced_config.pacing = parse_rate_limits(limits).value();
+  paced_config.max_attempts = 1;  // a 429 would be a failure, not a retry
+  VastMarket paced(paced_config);
+  const auto began = std::chrono::steady_clock::now();
+  std::vector<core::Offer> offers;
+  for (int i = 0; i < 5; ++i) {
+    auto found = paced.search_offers({});
+    ASSERT_TRUE(found) << "search " << i << ": " << found.error().message;
+    offers = found->offers;
+  }
+  // Five searches at three per two seconds: the fourth waited for the first to age out.
+  EXPECT_GE(std::chrono::steady_clock::now() - began, 2s);
+  ASSERT_GE(offers.size(), 3u);
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto created =
+        paced.create_instance(create_request(offers[i].id, "pf-paced-" + std::to_string(i)));
+    ASSERT_TRUE(created) << "create " << i << ": " << created.error().message;
+    ids.push_back(created->instance_id);
+  }
+  for (const auto id : ids) {
+    auto shown = paced.show_instance(id);
+    ASSERT_TRUE(shown) << shown.error().message;
+    ASSERT_TRUE(shown->has_value());
+  }
+  auto listed = paced.list_instances();
+  ASSERT_TRUE(listed) << listed.error().message;
+  EXPECT_EQ(listed->size(), 3u);
+  for (const auto id : ids) {
+    auto destroyed = paced.destroy_instance(id);
+    ASSERT_TRUE(destroyed) << destroyed.error().message;
+  }
+  EXPECT_EQ(count_lines(sim_->stderr_text(), "-> 429"), 0u) << sim_->stderr_text();
+
+  VastConfig unpaced_config = config();
+  unpaced_config.max_attempts = 1;
+  VastMarket unpaced(unpaced_config);
+  ASSERT_TRUE(unpaced.list_instances());
+  auto again = unpaced.list_instances();
+  ASSERT_FALSE(again) << "a second list 0 s after the first was not refused";
+  EXPECT_EQ(again.error().kind, ErrorKind::RateLimited) << again.error().message;
+  EXPECT_THAT(again.error().message,
+              ::testing::HasSubstr("API requests too frequent endpoint threshold=0.4"));
 }
 
 TEST_F(VastMarketSimTest, ServerErrorsAreRetriedForReads) {

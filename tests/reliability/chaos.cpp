@@ -63,6 +63,10 @@ std::string chaos_config(double scale, int heartbeat_timeout_s) {
   std::string t =
       "[jobs]\nproof_check = \"sim\"\n\n"  // market-sim's agents run the sim prover
       "[deploy]\nheartbeat_s = 2\n\n"
+      // market-sim's 429s here are drawn at random, not by rate: pacing to vast's limits
+      // cannot avoid them and only slows every retry (the demo test and VastMarketSimTest run
+      // serve's pacing against market-sim's limits).
+      "[market]\nrate_limits = \"off\"\n\n"
       "[autopilot]\nenabled = true\ninterval_s = 5\nmax_instances = 4\n"
       "max_concurrent_benchmarks = 3\nmax_rents_per_decision = 2\n\n[lifecycle]\n";
   t += "boot_loading_max_s = " + scaled(30 * 60, 60) + "\n";

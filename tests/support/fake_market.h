@@ -24,7 +24,7 @@ class FakeMarket : public market::Market {
   int destroy_failures = 0;                    // fail this many destroys first
   bool list_fails = false;
   bool search_fails = false;
-  int creates = 0, destroys = 0, lists = 0;
+  int creates = 0, destroys = 0, lists = 0, searches = 0;
   std::vector<std::int64_t> destroyed;
   std::vector<market::CreateRequest> create_requests;
   std::map<std::int64_t, double> bids;  // change_bid's last price per instance
@@ -59,6 +59,7 @@ class FakeMarket : public market::Market {
 
   market::Result<market::SearchResult> search_offers(const market::SearchRequest& req) override {
     std::lock_guard lock(mu_);
+    ++searches;
     if (search_fails)
       return tl::unexpected(market::MarketError{market::ErrorKind::Transport, 0, "", "down"});
     market::SearchResult r;

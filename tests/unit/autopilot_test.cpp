@@ -92,6 +92,29 @@ TEST_F(AutopilotTest, RentsPayingOffersThroughTheManagerAndRecordsWhy) {
   EXPECT_EQ(market_.creates, creates);
 }
 
+// vast allows about ten searches a minute per account: a round rents from its own search (no
+// second search per rental), and rounds closer than offers_max_age_s reuse the last search,
+// less what was rented since.
+TEST_F(AutopilotTest, RoundsShareOneSearchAndRentNothingTwice) {
+  pilot_config_.policy.max_rents_per_decision = 1;
+  pilot_config_.offers_max_age_s = 15;
+  auto pilot = make_pilot();
+  auto first = pilot->run_once();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_TRUE(first[0].ok) << first[0].reason;
+  EXPECT_EQ(market_.searches, 1) << "the rental searched again";
+  now_ += 5;
+  auto second = pilot->run_once();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_TRUE(second[0].ok) << second[0].reason;
+  EXPECT_NE(second[0].offer_id, first[0].offer_id);
+  EXPECT_EQ(market_.searches, 1) << "a round 5 s after a search searched again";
+  now_ += 15;
+  pilot->run_once();
+  EXPECT_EQ(market_.searches, 2);
+  EXPECT_EQ(market_.creates, static_cast<int>(store_->instances(false).size()));
+}
+
 TEST_F(AutopilotTest, CapsLimitTheRents) {
   pilot_config_.policy.max_instances = 1;
   auto pilot = make_pilot();

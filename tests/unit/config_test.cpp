@@ -17,6 +17,20 @@ TEST(Config, ExampleConfigParsesToDefaults) {
   EXPECT_EQ(cfg->rank.economics.revenue_per_proof_usd, defaults.economics.revenue_per_proof_usd);
   EXPECT_EQ(cfg->rank.setup.expected_lifetime_h, defaults.setup.expected_lifetime_h);
   EXPECT_EQ(cfg->rank.predictor.priors.size(), core::default_predictor_config().priors.size());
+  EXPECT_EQ(cfg->market.rate_limits.describe(), market::vast_documented_rate_limits().describe());
+}
+
+TEST(Config, MarketRateLimitsAreReadAndBadOnesNamed) {
+  auto own = parse_config("[market]\nrate_limits = \"search=5/60,create=10\"\n", "m.toml");
+  ASSERT_TRUE(own) << own.error();
+  EXPECT_EQ(own->market.rate_limits.describe(), "search=5/60s,create=10s");
+  auto off = parse_config("[market]\nrate_limits = \"off\"\n", "m.toml");
+  ASSERT_TRUE(off) << off.error();
+  EXPECT_FALSE(off->market.rate_limits.any());
+  auto bad = parse_config("[market]\nrate_limits = \"create=fast\"\n", "m.toml");
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error(), HasSubstr("market.rate_limits"));
+  EXPECT_THAT(bad.error(), HasSubstr("create=fast"));
 }
 
 TEST(Config, PriorOverridesReplaceAndExtend) {
