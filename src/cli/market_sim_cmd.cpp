@@ -276,7 +276,7 @@ void register_market_sim(CLI::App& app) {
       "crash/offline SIGKILL. Parameter stand-ins: GET /proverfleet-sim/params.json.\n"
       "Prints 'market-sim listening on http://HOST:PORT' once ready; SIGINT/SIGTERM stop it.");
   cmd->add_option("--scenario", options->scenario_path,
-                  "Scenario file (proverfleet-scenario/1 or /2)")
+                  "Scenario file (proverfleet-scenario/1, /2 or /3: contract ends and bid markets)")
       ->required();
   cmd->add_option("--listen", options->listen,
                   "Address to serve on, HOST:PORT; port 0 picks a free port")

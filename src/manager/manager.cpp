@@ -742,7 +742,10 @@ void Manager::execute(const core::ReconcileAction& a, double now,
       return;
     case K::Close:
       core::accrue_rental_spend(rec, now);
-      if (close(rec, *a.close)) transition(rec, S::Destroyed, a.reason);
+      // Gone from the market: closed for good. Still listed (the market stopped it for good, as
+      // at its contract's end): left destroying, so the tick destroys it at the market and
+      // confirms — a stopped instance bills storage until it is destroyed.
+      if (close(rec, *a.close) && !a.listed) transition(rec, S::Destroyed, a.reason);
       return;
     case K::RecordOrphan:
       return;  // handled above

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/billing.h"
+#include "core/text.h"
 #include "market/market.h"
 #include "market/query.h"
 #include "scenario/json_text.h"
@@ -195,6 +196,7 @@ MarketSim::MarketSim(Scenario scenario, MarketSimOptions options)
 bool MarketSim::is_listed(std::size_t offer_index, double now_h) const {
   const ScenarioOffer& o = scenario_.offers[offer_index];
   return now_h >= o.listed_from_h && now_h < o.listed_until_h &&
+         !(o.contract_end_h && now_h >= *o.contract_end_h) &&
          !renter_of_offer_[offer_index].has_value();
 }
 
@@ -212,6 +214,9 @@ std::vector<json> MarketSim::listed_offers(double now_h) const {
     j.emplace("external", false);
     j.emplace("reliability", o.offer.reliability);
     j.emplace("verification", o.offer.verified ? "verified" : "unverified");
+    // /3: the contract's end as vast shows it (epoch s), and the lowest bid it takes.
+    if (o.contract_end_h) j["end_date"] = epoch_of(*o.contract_end_h);
+    if (o.bid_market) j["min_bid"] = o.bid_market->min_bid;
     out.push_back(std::move(j));
   }
   return out;
@@ -398,6 +403,18 @@ ApiResult<json> MarketSim::create_instance(std::int64_t ask_id, const json& body
   if (start_stopped) inst.stopped.emplace_back(now_h, kNever);
   renter_of_offer_[inst.offer_index] = inst.id;
   json reply{{"success", true}, {"new_contract", inst.id}, {"instance_api_key", inst.api_key}};
+  if (inst.is_bid && offer.bid_market && inst.bids.front().second < offer.bid_market->min_bid) {
+    // vast creates an under-priced bid anyway, stopped (it never outbids anyone), and answers
+    // with a failure that still names the new contract (dstack's vastai backend found this and
+    // destroys it: it bills storage). The words of the real reply are not documented.
+    reply = json{{"success", false},
+                 {"error", "bid_too_low"},
+                 {"msg", "bid " + core::fixed(inst.bids.front().second, 3) +
+                             " $/hr is below this offer's min_bid " +
+                             core::fixed(offer.bid_market->min_bid, 3) +
+                             ": the instance is created stopped"},
+                 {"new_contract", inst.id}};
+  }
   instances_.emplace(inst.id, std::move(inst));
   return reply;
 }
@@ -447,10 +464,61 @@ bool MarketSim::stopped_at(const SimInstance& inst, double t) const {
                      [t](const auto& period) { return t >= period.first && t < period.second; });
 }
 
+double MarketSim::bid_at(const SimInstance& inst, double t) const {
+  double bid = inst.bids.empty() ? 0 : inst.bids.front().second;
+  for (const auto& [from, price] : inst.bids) {
+    if (from <= t) bid = price;
+  }
+  return bid;
+}
+
+std::optional<MarketSim::MarketStop> MarketSim::market_stop_at(const SimInstance& inst,
+                                                               double t) const {
+  const ScenarioOffer& offer = scenario_.offers[inst.offer_index];
+  if (offer.contract_end_h && t >= *offer.contract_end_h) return MarketStop::ContractEnded;
+  if (!inst.is_bid || !offer.bid_market) return std::nullopt;
+  const double bid = bid_at(inst, t);
+  if (bid < offer.bid_market->min_bid) return MarketStop::Outbid;
+  for (const auto& rival : offer.bid_market->rivals) {
+    // A rival that bid as much came first.
+    if (rival.from_h <= t && t < rival.to_h && rival.price >= bid) return MarketStop::Outbid;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::pair<double, double>> MarketSim::market_stops(const SimInstance& inst,
+                                                               double until) const {
+  // The stop changes only where a bid, a rival or the contract does: walk those hours.
+  const ScenarioOffer& offer = scenario_.offers[inst.offer_index];
+  std::vector<double> edges = {inst.created_h};
+  for (const auto& bid : inst.bids) edges.push_back(bid.first);
+  if (offer.bid_market) {
+    for (const auto& rival : offer.bid_market->rivals) {
+      edges.push_back(rival.from_h);
+      edges.push_back(rival.to_h);
+    }
+  }
+  if (offer.contract_end_h) edges.push_back(*offer.contract_end_h);
+  std::sort(edges.begin(), edges.end());
+  std::vector<std::pair<double, double>> periods;
+  for (std::size_t i = 0; i < edges.size(); ++i) {
+    const double from = std::max(edges[i], inst.created_h);
+    const double to = i + 1 < edges.size() ? edges[i + 1] : kNever;
+    if (!(to > from) || from >= until) continue;
+    if (!market_stop_at(inst, from)) continue;
+    if (!periods.empty() && periods.back().second >= from) {
+      periods.back().second = to;
+    } else {
+      periods.emplace_back(from, to);
+    }
+  }
+  return periods;
+}
+
 std::string MarketSim::actual_status(const SimInstance& inst, double now_h) const {
   const double t = std::max(now_h, inst.created_h);
   if (t >= offline_h(inst)) return "offline";
-  if (stopped_at(inst, t)) return "stopped";
+  if (stopped_at(inst, t) || market_stop_at(inst, t)) return "stopped";
   if (t >= exit_h(inst)) return "exited";
   if (t >= boot_h(inst)) return "running";
   return "loading";
@@ -460,9 +528,18 @@ double MarketSim::billed_hours(const SimInstance& inst, double now_h) const {
   const double start = boot_h(inst);
   const double end = std::min({now_h, inst.destroyed_h.value_or(kNever), offline_h(inst)});
   if (!(end > start)) return 0;
+  // Compute is billed while it runs: not while the client or the market has it stopped (the
+  // two may overlap: their union is taken once).
+  std::vector<std::pair<double, double>> stops = inst.stopped;
+  for (const auto& p : market_stops(inst, end)) stops.push_back(p);
+  std::sort(stops.begin(), stops.end());
   double hours = end - start;
-  for (const auto& [from, until] : inst.stopped) {
-    hours -= std::max(0.0, std::min(until, end) - std::max(from, start));
+  double covered_to = start;
+  for (const auto& [from, until] : stops) {
+    const double a = std::max(from, covered_to);
+    const double b = std::min(until, end);
+    if (b > a) hours -= b - a;
+    covered_to = std::max(covered_to, std::min(until, end));
   }
   return std::max(0.0, hours);
 }
@@ -505,14 +582,20 @@ json MarketSim::instance_json(const SimInstance& inst, double now_h) const {
   const ScenarioOffer& offer = scenario_.offers[inst.offer_index];
   const json& v = offer.vast_json;
   const std::string status = actual_status(inst, now_h);
-  const std::string intended =
-      stopped_at(inst, std::max(now_h, inst.created_h)) ? "stopped" : "running";
+  const double t = std::max(now_h, inst.created_h);
+  const auto market_stop = market_stop_at(inst, t);
+  // Outbid, vast reads all three states "stopped" (how dstack tells a preemption).
+  const std::string intended = stopped_at(inst, t) || market_stop ? "stopped" : "running";
   std::string status_msg;
   if (status == "loading") status_msg = "Loading image " + inst.image;
   if (status == "running") status_msg = "success, running " + inst.image;
   if (status == "exited") status_msg = "container exited with status 1";
   if (status == "offline") status_msg = "host offline: no heartbeat";
   if (status == "stopped") status_msg = "stopped by request";
+  if (status == "stopped" && market_stop == MarketStop::Outbid)
+    status_msg = "outbid: a higher bid has this machine";
+  if (status == "stopped" && market_stop == MarketStop::ContractEnded)
+    status_msg = "the host's contract for this machine ended";
 
   json extra_env = json::array();
   for (const auto& [key, value] : inst.env.items()) extra_env.push_back(json::array({key, value}));
@@ -546,8 +629,8 @@ json MarketSim::instance_json(const SimInstance& inst, double now_h) const {
       {"dph_total", inst.dph},
       {"storage_cost", v.at("storage_cost")},
       {"is_bid", inst.is_bid},
-      {"start_date", options_.epoch_at_zero_s + inst.created_h * options_.epoch_s_per_h},
-      {"end_date", nullptr},
+      {"start_date", epoch_of(inst.created_h)},
+      {"end_date", offer.contract_end_h ? json(epoch_of(*offer.contract_end_h)) : json(nullptr)},
       {"uptime_mins", billed_hours(inst, now_h) * 60.0},
       {"reliability2", v.at("reliability2")},
       {"verification", offer.offer.verified ? "verified" : "unverified"},

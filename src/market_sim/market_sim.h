@@ -174,6 +174,14 @@ class MarketSim {
 
   static constexpr double kNever = std::numeric_limits<double>::infinity();
 
+  // Why the market has an instance stopped at hour t (/3 scenarios), if it does.
+  enum class MarketStop { ContractEnded, Outbid };
+  double bid_at(const SimInstance& inst, double t) const;
+  std::optional<MarketStop> market_stop_at(const SimInstance& inst, double t) const;
+  // The hours the market kept it stopped, [from, to), from creation to before `until`.
+  std::vector<std::pair<double, double>> market_stops(const SimInstance& inst, double until) const;
+  double epoch_of(double h) const { return options_.epoch_at_zero_s + h * options_.epoch_s_per_h; }
+
   bool is_listed(std::size_t offer_index, double now_h) const;
   const SimInstance* find_live(std::int64_t id) const;
   SimInstance* find_live(std::int64_t id);

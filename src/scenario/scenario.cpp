@@ -348,38 +348,72 @@ void parse_price_changes(Validator& v, const json& o, const std::string& path, S
   }
 }
 
+void parse_bid_market(Validator& v, const json& o, const std::string& path, ScenarioOffer& out) {
+  const json* m = v.object(o, path, "bid_market", {"min_bid"}, {"rivals"});
+  if (m == nullptr) return;
+  const std::string at = child_path(path, "bid_market");
+  BidMarket market;
+  market.min_bid = v.number(*m, at, "min_bid", kMoney).value_or(0);
+  if (const json* rivals = v.array(*m, at, "rivals", kMaxRivalBids)) {
+    const std::string rat = child_path(at, "rivals");
+    for (std::size_t i = 0; i < rivals->size(); ++i) {
+      const std::string bat = index_path(rat, i);
+      if (!v.object_with_keys((*rivals)[i], bat, {"from_h", "to_h", "price"})) continue;
+      auto from = v.number((*rivals)[i], bat, "from_h", kTimeH);
+      auto to = v.number((*rivals)[i], bat, "to_h", kWindowEndH);
+      auto price = v.number((*rivals)[i], bat, "price", kMoney);
+      if (!from || !to || !price) continue;
+      if (!(*from < *to)) {
+        v.fail(bat,
+               "from_h (" + format_number(*from) + ") must be < to_h (" + format_number(*to) + ")");
+        continue;
+      }
+      if (!market.rivals.empty() && *from < market.rivals.back().from_h) {
+        v.fail(child_path(bat, "from_h"), "must not be before the previous rival's (" +
+                                              format_number(market.rivals.back().from_h) + ")");
+        continue;
+      }
+      market.rivals.push_back({*from, *to, *price});
+    }
+  }
+  out.bid_market = std::move(market);
+}
+
 void parse_offer(Validator& v, const json& o, const std::string& path, int version,
                  ScenarioOffer& out) {
-  if (!v.object_with_keys(o, path,
-                          {"id",
-                           "machine_id",
-                           "host_id",
-                           "gpu_name",
-                           "num_gpus",
-                           "gpu_ram",
-                           "gpu_total_ram",
-                           "cpu_name",
-                           "cpu_cores",
-                           "cpu_cores_effective",
-                           "cpu_ram",
-                           "pcie_bw",
-                           "pci_gen",
-                           "inet_down",
-                           "inet_up",
-                           "inet_down_cost",
-                           "disk_space",
-                           "cuda_max_good",
-                           "compute_cap",
-                           "reliability2",
-                           "verified",
-                           "geolocation",
-                           "dph_total",
-                           "storage_cost",
-                           "dlperf",
-                           kWindowFrom,
-                           kWindowUntil,
-                           "truth"},
-                          v2_keys(version, {"dph_changes"}))) {
+  if (!v.object_with_keys(
+          o, path,
+          {"id",
+           "machine_id",
+           "host_id",
+           "gpu_name",
+           "num_gpus",
+           "gpu_ram",
+           "gpu_total_ram",
+           "cpu_name",
+           "cpu_cores",
+           "cpu_cores_effective",
+           "cpu_ram",
+           "pcie_bw",
+           "pci_gen",
+           "inet_down",
+           "inet_up",
+           "inet_down_cost",
+           "disk_space",
+           "cuda_max_good",
+           "compute_cap",
+           "reliability2",
+           "verified",
+           "geolocation",
+           "dph_total",
+           "storage_cost",
+           "dlperf",
+           kWindowFrom,
+           kWindowUntil,
+           "truth"},
+          version >= 3
+              ? std::initializer_list<const char*>{"dph_changes", "contract_end_h", "bid_market"}
+              : v2_keys(version, {"dph_changes"}))) {
     return;
   }
   const std::size_t errors_before = v.error_count();
@@ -423,10 +457,20 @@ void parse_offer(Validator& v, const json& o, const std::string& path, int versi
 
   parse_price_changes(v, o, path, out);
   parse_truth(v, o, path, version, out.truth);
+  if (version >= 3) {
+    out.contract_end_h = v.number(o, path, "contract_end_h", kTimeH);
+    if (out.contract_end_h && from && !(*out.contract_end_h > *from)) {
+      v.fail(child_path(path, "contract_end_h"),
+             "must be after " + std::string(kWindowFrom) + " (" + format_number(*from) + ")");
+    }
+    parse_bid_market(v, o, path, out);
+  }
 
   out.vast_json = o;
   out.vast_json.erase("truth");
   out.vast_json.erase("dph_changes");
+  out.vast_json.erase("contract_end_h");
+  out.vast_json.erase("bid_market");
   out.vast_json.erase(kWindowFrom);
   out.vast_json.erase(kWindowUntil);
   if (v.error_count() == errors_before) {
@@ -520,9 +564,11 @@ tl::expected<Scenario, std::string> parse_scenario(const json& doc) {
     const json& format = doc["format"];
     if (format == kScenarioFormatV2) {
       version = 2;
+    } else if (format == kScenarioFormatV3) {
+      version = 3;
     } else if (format != kScenarioFormat) {
-      return tl::unexpected(std::string("format: expected \"") + kScenarioFormat + "\" or \"" +
-                            kScenarioFormatV2 + "\", got " +
+      return tl::unexpected(std::string("format: expected \"") + kScenarioFormat + "\", \"" +
+                            kScenarioFormatV2 + "\" or \"" + kScenarioFormatV3 + "\", got " +
                             (format.is_string() ? format.dump() : describe_json(format)));
     }
   }

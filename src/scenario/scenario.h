@@ -1,9 +1,10 @@
-// Market scenarios (`proverfleet-scenario/1` and `/2`, spec: /work/shared/spec/scenario.md): a
-// GPU market over a time horizon plus the hidden truth of how each rented machine behaves. /2 is
-// a superset: job arrivals with deadlines, price changes, machine-level memory and warm-up truth,
-// silent throttling, machine-level failures. How the truth plays out is truth_model.h's.
-// Parsing is strict so that a typo in a hand-written scenario fails loudly instead of
-// silently simulating a different market.
+// Market scenarios (`proverfleet-scenario/1`, `/2` and `/3`, docs/scenario-format.md): a GPU
+// market over a time horizon plus the hidden truth of how each rented machine behaves. /2 is a
+// superset: job arrivals with deadlines, price changes, machine-level memory and warm-up truth,
+// silent throttling, machine-level failures. /3 adds what vast's market itself does to a
+// rental: the host's contract ending, and interruptible bids outbid by others. How the truth plays
+// out is truth_model.h's. Parsing is strict so that a typo in a hand-written scenario fails loudly
+// instead of silently simulating a different market.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@ namespace pf::scenario {
 
 inline constexpr const char* kScenarioFormat = "proverfleet-scenario/1";
 inline constexpr const char* kScenarioFormatV2 = "proverfleet-scenario/2";
+inline constexpr const char* kScenarioFormatV3 = "proverfleet-scenario/3";
 
 // Bounds on a scenario, so that the simulators' work is bounded too: their events scale with
 // the horizon and the offers.
@@ -30,6 +32,7 @@ inline constexpr std::size_t kMaxScenarioOffers = 100'000;
 inline constexpr double kMaxScenarioJobs = 20'000'000;
 inline constexpr std::size_t kMaxDemandSegments = 100'000;
 inline constexpr std::size_t kMaxPriceChanges = 1'000;
+inline constexpr std::size_t kMaxRivalBids = 10'000;
 inline constexpr util::JsonLimits kScenarioLimits{.max_bytes = 256u << 20,
                                                   .max_depth = 16,
                                                   .max_values = 20'000'000,
@@ -77,12 +80,30 @@ struct PriceChange {
   double dph_total = 0;
 };
 
+// /3: another renter's bid for this machine, standing in [from_h, to_h).
+struct RivalBid {
+  double from_h = 0;
+  double to_h = 0;
+  double price = 0;  // $/hour
+};
+
+// /3: the offer's interruptible market. A bid rental runs while its bid is at least min_bid and
+// above every rival bid standing; otherwise vast stops it (outbid) until it is top again.
+struct BidMarket {
+  double min_bid = 0;            // $/hour, shown as the offer's min_bid
+  std::vector<RivalBid> rivals;  // ascending from_h; they may overlap
+};
+
 struct ScenarioOffer {
   core::Offer offer;         // visible fields, normalised through market::offer_from_vast_json
   nlohmann::json vast_json;  // visible fields exactly as written (vast names and units)
   double listed_from_h = 0;  // rentable inside [listed_from_h, listed_until_h)
   double listed_until_h = 0;
   std::vector<PriceChange> dph_changes;  // ascending at_h; empty in /1
+  // /3: the host's contract for the machine ends at this hour (vast's end_date): listed only
+  // before it, and every rental stops then for good.
+  std::optional<double> contract_end_h;
+  std::optional<BidMarket> bid_market;  // /3; absent: bids never outbid, no min_bid shown
   Truth truth;
 };
 
@@ -105,7 +126,7 @@ struct Demand {
 };
 
 struct Scenario {
-  int format_version = 1;  // 1 or 2
+  int format_version = 1;  // 1, 2 or 3
   std::string name;
   std::uint64_t seed = 0;
   double hours = 0;

@@ -32,9 +32,15 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using pf::test::Subprocess;
 
+// Empty when it cannot be read: a process exiting while its /proc files are read fails the read
+// (ESRCH), which libstdc++'s filebuf throws; for the scans below that is a process gone.
 std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
+  try {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+  } catch (const std::exception&) {
+    return {};
+  }
 }
 
 // Processes (other than this test) whose command line or environment mentions `marker`.

@@ -243,6 +243,44 @@ TEST_P(ManagerE2E, InstanceWalksToProvingAndIsDestroyedOnRequest) {
   EXPECT_TRUE(market_instance(market_id).is_null());  // the market confirms it is gone
 }
 
+// Market stops are not host faults (issue 26): the host's contract for the machine ends
+// (a /3 market: tests/fixtures/scenarios/tiny.json with offer 1001's contract ending at hour
+// 0.15, 9 s at market-sim's time scale 60); market-sim stops the rental for good, and serve
+// closes it as the market's doing, striking and blocking no one.
+TEST_P(ManagerE2E, AContractEndClosesTheRentalBlamingNoHost) {
+  std::ifstream in(std::string(PF_SOURCE_DIR) + "/tests/fixtures/scenarios/tiny.json");
+  json doc = json::parse(in);
+  doc["format"] = "proverfleet-scenario/3";
+  doc["economics"].erase("demand_proofs_per_hour");
+  doc["demand"] = {{"arrivals", {{{"from_h", 0}, {"to_h", 10}, {"proofs_per_hour", 1}}}},
+                   {"deadline_min", 60}};
+  doc["offers"][1]["machine_id"] = 504;  // from /2 on, failures belong to the machine
+  doc["offers"][0]["contract_end_h"] = 0.15;
+  const fs::path scenario = dir_ / "contract-end.json";
+  std::ofstream(scenario) << doc.dump();
+  manager_.reset();
+  sim_.reset();
+  auto sim = pf::test::start_market_sim(kVastKey, {}, scenario.string());
+  sim_.emplace(std::move(sim.process));
+  sim_url_ = sim.url;
+  start_manager();
+
+  auto [code, out] = cli({"deploy", "1001", "--json"});
+  ASSERT_EQ(code, 0) << out;
+  auto j = json::parse(out.substr(0, out.rfind('}') + 1));
+  const std::int64_t id = j.contains("instance") ? j["instance"]["id"].get<std::int64_t>()
+                                                 : j["id"].get<std::int64_t>();
+  ASSERT_TRUE(wait_state(id, "destroyed", 60s)) << state_of(id);
+  auto closed = instance(id);
+  auto inst = closed.contains("instance") ? closed["instance"] : closed;
+  EXPECT_THAT(inst["destroy_reason"].get<std::string>(), ::testing::HasSubstr("contract"))
+      << inst.dump();
+  EXPECT_EQ(market_instances_with_our_label(), 0);
+  const json bad = api("GET", "/api/v1/bad-hosts");
+  EXPECT_THAT(bad.dump(), ::testing::Not(::testing::HasSubstr("501"))) << bad.dump();
+  EXPECT_EQ(inst.value("strikes", 0), 0) << inst.dump();
+}
+
 TEST_P(ManagerE2E, SlowHostIsRejectedAndDestroyed) {
   std::int64_t id = deploy_cheapest();
   Agent a = register_agent(id);

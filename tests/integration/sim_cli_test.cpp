@@ -123,6 +123,17 @@ TEST(SimCli, MissingScenarioNamesThePath) {
   EXPECT_TRUE(r.out.empty());
 }
 
+// A /3 market measured without its contract ends and preemptions would overstate every policy:
+// sim says so instead of running it (market-sim serves /3).
+TEST(SimCli, AV3ScenarioIsRefusedNamingWhatIsNotModelled) {
+  const std::string path = std::string(PF_SOURCE_DIR) + "/scenarios/demo-small-v3.json";
+  const Result r = run({"sim", "--scenario", path});
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.err, HasSubstr("proverfleet-scenario/3"));
+  EXPECT_THAT(r.err, HasSubstr("sim does not model it yet"));
+  EXPECT_TRUE(r.out.empty());
+}
+
 // ---- issue 10: nonsense input is refused quickly, never a crash or a run without end ---------
 
 std::string write_temp(const std::string& name, const std::string& text) {

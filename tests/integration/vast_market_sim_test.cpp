@@ -64,8 +64,8 @@ class VastMarketSimTest : public ::testing::Test {
   // Starts market-sim; the key goes through the environment so it is not on a command line.
   void start_sim(const std::string& faults = "", std::uint64_t fault_seed = 1,
                  const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {PF_BINARY,       "market-sim", "--scenario",
-                                     scenario_path(), "--listen",   "127.0.0.1:0"};
+    std::vector<std::string> argv = {PF_BINARY, "market-sim", "--scenario",
+                                     scenario_, "--listen",   "127.0.0.1:0"};
     if (!faults.empty()) {
       argv.insert(argv.end(), {"--faults", faults, "--fault-seed", std::to_string(fault_seed)});
     }
@@ -109,6 +109,7 @@ class VastMarketSimTest : public ::testing::Test {
 
   std::optional<test::Subprocess> sim_;
   std::string url_;
+  std::string scenario_ = scenario_path();
 };
 
 TEST_F(VastMarketSimTest, SearchWithFiltersReturnsOnlyMatchingOffers) {
@@ -209,6 +210,46 @@ TEST_F(VastMarketSimTest, ACallerPacedToTheLimitsDrawsNo429AndAnUnpacedOneIsRefu
   EXPECT_EQ(again.error().kind, ErrorKind::RateLimited) << again.error().message;
   EXPECT_THAT(again.error().message,
               ::testing::HasSubstr("API requests too frequent endpoint threshold=0.4"));
+}
+
+// A /3 market (scenarios/demo-small-v3.json): offers carry min_bid (and end_date where the
+// host's contract ends); a bid under min_bid gets vast's failure that still names a contract,
+// which the client destroys; a bid at min_bid rents an interruptible instance.
+TEST_F(VastMarketSimTest, AnUnderPricedBidsContractIsDestroyedAndAFairBidRents) {
+  scenario_ = std::filesystem::weakly_canonical(std::filesystem::path(PF_SOURCE_DIR) / "scenarios" /
+                                                "demo-small-v3.json")
+                  .string();
+  ASSERT_NO_FATAL_FAILURE(start_sim());
+  VastMarket market(config());
+  auto found = market.search_offers({});
+  ASSERT_TRUE(found) << found.error().message;
+  ASSERT_GE(found->offers.size(), 2u);
+  bool any_end_date = false;
+  for (const auto& o : found->offers) {
+    EXPECT_GT(o.min_bid, 0) << "offer " << o.id;
+    any_end_date = any_end_date || o.end_date > 0;
+  }
+  EXPECT_TRUE(any_end_date) << "no listed offer says when its contract ends";
+
+  const core::Offer& first = found->offers[0];
+  CreateRequest low = create_request(first.id, "pf-low-bid");
+  low.bid_price = std::max(kMinBidPrice, first.min_bid / 2);
+  auto refused = market.create_instance(low);
+  ASSERT_FALSE(refused) << "an under-priced bid rented";
+  EXPECT_THAT(refused.error().message, ::testing::HasSubstr("bid_too_low"));
+  EXPECT_THAT(refused.error().message, ::testing::HasSubstr("which was destroyed"));
+  auto left = market.list_instances(std::string("pf-low-bid"));
+  ASSERT_TRUE(left) << left.error().message;
+  EXPECT_TRUE(left->empty()) << "the under-priced bid's instance still bills";
+
+  const core::Offer& second = found->offers[1];
+  CreateRequest fair = create_request(second.id, "pf-fair-bid");
+  fair.bid_price = second.min_bid + 0.01;
+  auto rented = market.create_instance(fair);
+  ASSERT_TRUE(rented) << rented.error().message;
+  auto shown = market.show_instance(rented->instance_id);
+  ASSERT_TRUE(shown && shown->has_value());
+  EXPECT_TRUE((*shown)->is_bid);
 }
 
 TEST_F(VastMarketSimTest, ServerErrorsAreRetriedForReads) {

@@ -47,9 +47,16 @@ inline Url url_in(const std::string& line) {
   return {m[1].str(), std::stoi(m[2].str())};
 }
 
+// Empty when it cannot be read. A /proc file of a process that exits while it is read fails
+// the read (ESRCH), which libstdc++'s filebuf throws as "basic_filebuf::underflow error reading
+// the file": a vanishing process is routine for the scans below, never a failed run.
 inline std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  try {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  } catch (const std::exception&) {
+    return {};
+  }
 }
 
 // The operator token `serve` wrote next to its database; empty when there is none.

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@ namespace {
 using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::UnorderedElementsAre;
 
 // tests/fixtures/scenarios/tiny.json (hours 10):
@@ -394,6 +396,85 @@ TEST(MarketSimBillingTest, ABidIsBilledForComputeFromWhenItStood) {
   ASSERT_FALSE(not_a_bid);
   EXPECT_EQ(not_a_bid.error().http_status, 400);
   EXPECT_EQ(sim.change_bid(99999, {{"price", 0.2}}, 3.2).error().http_status, 404);
+}
+
+// /3 (docs/scenario-format.md): tiny.json with offer 1001's contract ending at `contract_end_h`
+// and `bid_market` on it.
+Scenario tiny_v3(std::optional<double> contract_end_h, json bid_market = nullptr) {
+  json doc = tiny_doc();
+  doc["format"] = "proverfleet-scenario/3";
+  doc["economics"].erase("demand_proofs_per_hour");
+  doc["demand"] = {{"arrivals", {{{"from_h", 0}, {"to_h", 10}, {"proofs_per_hour", 1}}}},
+                   {"deadline_min", 60}};
+  doc["offers"][1]["machine_id"] = 504;  // from /2 on, failures belong to the machine
+  if (contract_end_h) doc["offers"][0]["contract_end_h"] = *contract_end_h;
+  if (!bid_market.is_null()) doc["offers"][0]["bid_market"] = bid_market;
+  return scenario_from(doc);
+}
+
+TEST(MarketStopsTest, AContractEndUnlistsTheOfferAndStopsItsRentalForGood) {
+  MarketSim sim(tiny_v3(3.0));
+  const double end_epoch = 1'750'000'000 + 3 * 3600;
+  const auto listed = sim.listed_offers(2.9);
+  ASSERT_FALSE(listed.empty());
+  EXPECT_EQ(listed.front().at("id"), 1001);
+  EXPECT_DOUBLE_EQ(listed.front().at("end_date").get<double>(), end_epoch);
+  EXPECT_THAT(listed_ids(sim, 3.0), Not(::testing::Contains(1001)));
+
+  auto id = create(sim, 1001, 0);  // running from 0.1
+  EXPECT_EQ(status_at(sim, id, 2.9), "running");
+  const json shown = sim.show_instance(id, 3.5)["instances"];
+  EXPECT_EQ(shown["actual_status"], "stopped");
+  EXPECT_EQ(shown["intended_status"], "stopped");
+  EXPECT_DOUBLE_EQ(shown["end_date"].get<double>(), end_epoch);
+  EXPECT_THAT(shown["status_msg"].get<std::string>(), HasSubstr("contract"));
+  // Compute until the contract ended; storage until destroyed.
+  EXPECT_NEAR(sim.spent_usd(4.1), 2.9 * (1 - kStorage) + 4.1 * kStorage, 1e-9);
+  EXPECT_EQ(status_at(sim, id, 9), "stopped");
+}
+
+TEST(MarketStopsTest, AnOutbidRentalStopsWithoutComputeAndResumesWhenItsBidIsTopAgain) {
+  MarketSim sim(
+      tiny_v3(std::nullopt,
+              {{"min_bid", 0.1}, {"rivals", {{{"from_h", 1}, {"to_h", 2}, {"price", 0.5}}}}}));
+  EXPECT_DOUBLE_EQ(sim.listed_offers(0).front().at("min_bid").get<double>(), 0.1);
+  json body = kCreate;
+  body["price"] = 0.4;
+  auto id = create(sim, 1001, 0);
+  sim.destroy_instance(id, 0);
+  auto bid = create(sim, 1001, 0, body);
+  EXPECT_EQ(status_at(sim, bid, 0.5), "running");
+  const json outbid = sim.show_instance(bid, 1.5)["instances"];
+  for (const char* state : {"actual_status", "intended_status", "cur_state", "next_state"}) {
+    EXPECT_EQ(outbid[state], "stopped") << state;
+  }
+  EXPECT_THAT(outbid["status_msg"].get<std::string>(), HasSubstr("outbid"));
+  EXPECT_EQ(status_at(sim, bid, 2.5), "running");
+  // Its bid for compute while it ran (0.1 to 1, 2 to 3.1), storage all along; the on-demand
+  // rental destroyed at once paid nothing.
+  EXPECT_NEAR(sim.spent_usd(3.1), (0.9 + 1.1) * 0.4 + 3.1 * kStorage, 1e-9);
+
+  // A bid raised above the rival takes the machine back at once.
+  MarketSim raised(
+      tiny_v3(std::nullopt,
+              {{"min_bid", 0.1}, {"rivals", {{{"from_h", 1}, {"to_h", 2}, {"price", 0.5}}}}}));
+  auto again = create(raised, 1001, 0, body);
+  EXPECT_EQ(status_at(raised, again, 1.2), "stopped");
+  ASSERT_TRUE(raised.change_bid(again, {{"client_id", "me"}, {"price", 0.6}}, 1.3));
+  EXPECT_EQ(status_at(raised, again, 1.4), "running");
+}
+
+TEST(MarketStopsTest, ABidUnderMinBidIsCreatedStoppedAndTheFailureNamesItsContract) {
+  MarketSim sim(tiny_v3(std::nullopt, {{"min_bid", 0.3}}));
+  json body = kCreate;
+  body["price"] = 0.2;
+  auto reply = sim.create_instance(1001, body, 0);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ((*reply)["success"], false);
+  EXPECT_EQ((*reply)["error"], "bid_too_low");
+  const auto id = (*reply)["new_contract"].get<std::int64_t>();
+  EXPECT_EQ(status_at(sim, id, 1), "stopped");
+  EXPECT_NEAR(sim.spent_usd(1), 1 * kStorage, 1e-9);  // storage only, as vast bills it
 }
 
 TEST(MarketSimUpdateTest, LabelIsSetAndValidated) {

@@ -208,11 +208,11 @@ TEST(ScenarioErrorTest, BadFailureKind) {
 
 TEST(ScenarioErrorTest, BadFormatStopsThere) {
   json doc = tiny_doc();
-  doc["format"] = "proverfleet-scenario/3";
+  doc["format"] = "proverfleet-scenario/9";
   doc["hours"] = -1;  // not reported: another format's keys mean other things
   EXPECT_EQ(error_of(doc),
-            "format: expected \"proverfleet-scenario/1\" or \"proverfleet-scenario/2\", got "
-            "\"proverfleet-scenario/3\"");
+            "format: expected \"proverfleet-scenario/1\", \"proverfleet-scenario/2\" or "
+            "\"proverfleet-scenario/3\", got \"proverfleet-scenario/9\"");
 }
 
 TEST(ScenarioErrorTest, DuplicateOfferId) {
@@ -308,8 +308,9 @@ TEST(ScenarioLoadTest, InvalidScenarioIsPrefixedWithThePath) {
   auto s = load_scenario(path);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error(), path +
-                           ": format: expected \"proverfleet-scenario/1\" or "
-                           "\"proverfleet-scenario/2\", got \"proverfleet-scenario/3\"");
+                           ": format: expected \"proverfleet-scenario/1\", "
+                           "\"proverfleet-scenario/2\" or \"proverfleet-scenario/3\", got "
+                           "\"proverfleet-scenario/9\"");
 }
 
 // ---- issue 10: scenario input is bounded ----------------------------------------------------
