@@ -182,9 +182,13 @@ std::vector<AutopilotDecision> Autopilot::run_once() {
         why.data_json = data.dump();
         store.append_event(why);
       } else {
-        // An offer taken between search and rent is routine; the next round re-decides.
+        // An offer taken between search and rent is routine; the next round re-decides, without
+        // it while it decides on this search (409: gone or already rented; 404: not listed).
         d.ok = false;
         d.reason += " — not rented: " + r.error().message;
+        if (r.error().status == 409 || r.error().status == 404) {
+          std::erase_if(searched_, [&](const core::Offer& o) { return o.id == a.offer.id; });
+        }
       }
     }
     taken.push_back(std::move(d));

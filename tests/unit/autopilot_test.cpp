@@ -160,6 +160,10 @@ TEST_F(AutopilotTest, OfferTakenBetweenSearchAndRentIsReportedNotRetried) {
   EXPECT_THAT(taken[0].reason, HasSubstr("not rented"));
   EXPECT_EQ(market_.creates, 1);  // a create is never blindly retried
   EXPECT_EQ(pilot->status().rents, 0);
+  // The next round, on the same search, does not try the taken offer again.
+  now_ += 5;
+  for (const auto& d : pilot->run_once()) EXPECT_NE(d.offer_id, taken[0].offer_id) << d.reason;
+  EXPECT_EQ(market_.searches, 1);
 }
 
 TEST_F(AutopilotTest, MachineTheOperatorDroppedIsNotRentedBack) {
