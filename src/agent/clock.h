@@ -6,12 +6,11 @@
 
 #include <chrono>
 
+#include "util/steady_clock.h"
+
 namespace pf::agent {
 
-// Seconds on the steady clock: for measuring intervals in real time, never reported.
-inline double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using util::steady_seconds;  // for measuring intervals in real time, never reported
 
 class AgentClock {
  public:

@@ -12,12 +12,13 @@
 #include "market/http_client.h"
 #include "market/http_outcome.h"
 #include "util/hex.h"
+#include "util/steady_clock.h"
 
 namespace pf::manager {
 namespace {
 
 double steady_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return util::steady_seconds();
 }
 
 // A URL for messages: scheme and host only; paths and queries of webhook URLs often carry the

@@ -19,6 +19,7 @@
 
 #include "market/backoff.h"
 #include "market/offer_json.h"
+#include "util/steady_clock.h"
 
 namespace pf::market {
 namespace {
@@ -446,8 +447,7 @@ void VastMarket::pace(const Call& call) {
   const auto endpoint = vast_endpoint_of(call.method, call.path);
   if (!endpoint) return;
   const auto index = static_cast<std::size_t>(*endpoint);
-  const double now =
-      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const double now = util::steady_seconds();
   double at = now;
   {
     std::lock_guard lock(pace_mutex_);

@@ -18,6 +18,7 @@
 #include "market/http_listener.h"
 #include "util/bounded_json.h"
 #include "util/exception_message.h"
+#include "util/steady_clock.h"
 
 namespace pf::market_sim {
 namespace {
@@ -140,11 +141,7 @@ struct MarketSimServer::Impl {
     if (!endpoint) return std::nullopt;
     const market::RateRule& rule = options.rate_limits[*endpoint];
     if (!rule.limits()) return std::nullopt;
-    const double now =
-        options.wall_clock_s
-            ? options.wall_clock_s()
-            : std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-                  .count();
+    const double now = util::steady_seconds();  // vast's limits are wall-clock, not scenario time
     const std::string caller = req.get_header_value("Authorization") + "\n" + req.remote_addr;
     std::lock_guard lock(rate_mutex);
     if (callers.size() >= kMaxCallers && callers.find(caller) == callers.end()) callers.clear();

@@ -26,9 +26,6 @@ struct MarketSimServerOptions {
   // address): a call that breaks one is answered 429 in plain text, with no Retry-After, before
   // anything changes. None by default; `proverfleet market-sim` enforces vast's table.
   market::RateLimits rate_limits;
-  // Seconds on a clock that does not go back, for the limits (real time, not scenario time:
-  // vast's limits are wall-clock). Empty: std::chrono::steady_clock.
-  std::function<double()> wall_clock_s;
   // Current scenario time in hours. Required.
   std::function<double()> clock_h;
   // Called once per request with "METHOD /path -> status" (no query string, no headers, so
