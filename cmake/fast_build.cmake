@@ -49,3 +49,18 @@ endif()
 function(pf_test_code_flags target)
   target_compile_options(${target} PRIVATE $<$<CONFIG:Release,RelWithDebInfo>:-O1>)
 endfunction()
+
+# Unity builds of the product's layers (not core and util: an edit there, the inner loop, rebuilds
+# one small object). CLI11, json, httplib, spdlog and gRPC's headers are parsed and their inline
+# code compiled once per batch instead of once per file. A file's anonymous-namespace names share
+# the batch: give helpers names that say what they are. -DPF_UNITY_PRODUCT=OFF compiles the files
+# one by one.
+option(PF_UNITY_PRODUCT "Compile the product's layers (but core and util) four files to a unit" ON)
+function(pf_unity_layer target)
+  if(PF_UNITY_PRODUCT AND NOT target MATCHES "^pf_(core|util)$")
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 4)
+    # gcc's warning that a class uses a type from an anonymous namespace is meant for headers; in
+    # a unity unit every source is an included file, so each .cpp's private types would trip it.
+    target_compile_options(${target} PRIVATE -Wno-subobject-linkage)
+  endif()
+endfunction()

@@ -61,6 +61,10 @@ foreach(name IN LISTS PF_FUZZ_NAMES)
                            -fno-sanitize-recover=all)
     target_link_options(fuzz_${name}_corpus PRIVATE -fsanitize=undefined,float-cast-overflow)
     pf_test_code_flags(fuzz_${name}_corpus)
+    # The parser's sources are compiled here a second time (with UBSan): eight to a unit.
+    set_target_properties(fuzz_${name}_corpus PROPERTIES UNITY_BUILD ${PF_UNITY_PRODUCT}
+                                                         UNITY_BUILD_BATCH_SIZE 8)
+    target_compile_options(fuzz_${name}_corpus PRIVATE -Wno-subobject-linkage)
     add_test(NAME fuzz_corpus_${name}
              COMMAND fuzz_${name}_corpus ${CMAKE_SOURCE_DIR}/fuzz/corpus/${name})
     set_tests_properties(fuzz_corpus_${name} PROPERTIES LABELS reliability TIMEOUT 300)

@@ -78,9 +78,7 @@ CallResult<json> ManagerClient::register_agent(const json& body) {
 }
 
 CallResult<HeartbeatReply> ManagerClient::heartbeat(const json& body) {
-  auto r =
-      post("/api/v1/agent/heartbeat", body.dump(-1, ' ', false, json::error_handler_t::replace),
-           "application/json", true);
+  auto r = post("/api/v1/agent/heartbeat", util::dump_json_lossy(body), "application/json", true);
   if (!r) return tl::unexpected(r.error());
   auto bad = [](const std::string& why) {
     return tl::unexpected(CallError{CallError::Kind::BadReply, 200, "heartbeat reply: " + why});
@@ -107,15 +105,13 @@ CallResult<HeartbeatReply> ManagerClient::heartbeat(const json& body) {
 }
 
 CallResult<json> ManagerClient::send_events(const json& events) {
-  return post("/api/v1/agent/events",
-              json{{"events", events}}.dump(-1, ' ', false, json::error_handler_t::replace),
+  return post("/api/v1/agent/events", util::dump_json_lossy(json{{"events", events}}),
               "application/json", true);
 }
 
 CallResult<json> ManagerClient::post_json(const std::string& path, const json& body,
                                           std::optional<double> timeout_s) {
-  return post(path, body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json",
-              true, timeout_s);
+  return post(path, util::dump_json_lossy(body), "application/json", true, timeout_s);
 }
 
 CallResult<void> ManagerClient::send_logs(const std::string& text) {

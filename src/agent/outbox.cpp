@@ -98,7 +98,7 @@ tl::expected<std::int64_t, std::string> EventOutbox::add(json event) {
   std::lock_guard lock(mu_);
   const std::int64_t seq = next_seq_;
   event["seq"] = seq;
-  const std::string line = event.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  const std::string line = util::dump_json_lossy(event) + "\n";
   if (!write_all(journal_fd_, line) || fdatasync(journal_fd_) != 0) {
     return tl::unexpected("cannot journal event in " + dir_ + "/events.jsonl: " + errno_text());
   }

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 namespace pf::core {
 
@@ -19,12 +20,19 @@ inline std::string percent(double fraction) {
   return fixed(fraction * 100, 0) + "%";
 }
 
-// `text` without leading and trailing spaces, tabs and line ends.
-inline std::string trim(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return "";
-  const auto last = text.find_last_not_of(" \t\r\n");
+// `text` without leading and trailing ASCII white space (spaces, tabs, line ends, form feeds,
+// vertical tabs): a view into `text`.
+inline std::string_view trim_view(std::string_view text) {
+  constexpr std::string_view kWhite = " \t\r\n\f\v";
+  const auto first = text.find_first_not_of(kWhite);
+  if (first == std::string_view::npos) return {};
+  const auto last = text.find_last_not_of(kWhite);
   return text.substr(first, last - first + 1);
+}
+
+// The same, as a string of its own.
+inline std::string trim(const std::string& text) {
+  return std::string(trim_view(text));
 }
 
 }  // namespace pf::core

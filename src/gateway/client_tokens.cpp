@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <set>
 
+#include "core/text.h"
+
 namespace pf::gateway {
 namespace {
 
@@ -19,13 +21,6 @@ bool valid_name(std::string_view name) {
 bool valid_token(std::string_view token) {
   if (token.size() < kMinClientTokenBytes || token.size() > kMaxClientTokenBytes) return false;
   return std::all_of(token.begin(), token.end(), [](char c) { return c > 0x20 && c < 0x7f; });
-}
-
-std::string_view trim(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\r");
-  if (first == std::string_view::npos) return {};
-  const auto last = s.find_last_not_of(" \t\r");
-  return s.substr(first, last - first + 1);
 }
 
 }  // namespace
@@ -43,7 +38,7 @@ tl::expected<std::vector<ClientToken>, std::string> parse_client_tokens(std::str
     const std::string_view raw = text.substr(0, end);
     text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
     ++line_no;
-    const std::string_view line = trim(raw);
+    const std::string_view line = core::trim_view(raw);
     if (line.empty() || line.front() == '#') continue;
     const std::string where = "line " + std::to_string(line_no) + ": ";
     const auto gap = line.find_first_of(" \t");
@@ -51,7 +46,7 @@ tl::expected<std::vector<ClientToken>, std::string> parse_client_tokens(std::str
       return tl::unexpected(where + "expected `CLIENT TOKEN`, found one word");
     }
     const std::string_view name = line.substr(0, gap);
-    const std::string_view token = trim(line.substr(gap + 1));
+    const std::string_view token = core::trim_view(line.substr(gap + 1));
     if (!valid_name(name)) {
       return tl::unexpected(where + "a client name is 1 to " + std::to_string(kMaxClientNameBytes) +
                             " of A-Z a-z 0-9 . _ -");
@@ -85,7 +80,7 @@ std::optional<std::string> client_of_authorization(const std::vector<ClientToken
                                                    std::string_view authorization) {
   constexpr std::string_view kBearer = "Bearer ";
   if (authorization.substr(0, kBearer.size()) != kBearer) return std::nullopt;
-  const std::string_view presented = trim(authorization.substr(kBearer.size()));
+  const std::string_view presented = core::trim_view(authorization.substr(kBearer.size()));
   std::optional<std::string> found;
   // Every token is compared, so the time taken does not tell which one matched.
   for (const auto& t : tokens) {

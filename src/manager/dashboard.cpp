@@ -9,6 +9,7 @@
 
 #include "manager/dashboard_snapshot.h"
 #include "manager/views.h"
+#include "util/bounded_json.h"
 
 namespace pf::manager {
 namespace {
@@ -18,14 +19,9 @@ using SteadyClock = std::chrono::steady_clock;
 
 constexpr const char* kJson = "application/json";
 
-// Store strings (agent logs, market names) may hold invalid UTF-8; replacing it beats failing.
-std::string dump(const json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 void error_reply(net::HttpResponse& res, int status, const std::string& message) {
   res.status = status;
-  res.set_content(dump(json{{"error", message}}), kJson);
+  res.set_content(util::dump_json_lossy(json{{"error", message}}), kJson);
 }
 
 double system_clock_now() {
@@ -184,8 +180,10 @@ struct Dashboard::Impl {
         snapshot = impl_.current();
       } catch (const std::exception& e) {
         // The page shows it and reconnects with backoff.
-        write(sink, "event: error\ndata: " +
-                        dump(json{{"error", std::string("snapshot: ") + e.what()}}) + "\n\n");
+        write(sink,
+              "event: error\ndata: " +
+                  util::dump_json_lossy(json{{"error", std::string("snapshot: ") + e.what()}}) +
+                  "\n\n");
         return false;
       }
       if (snapshot.version != sent_version_) {

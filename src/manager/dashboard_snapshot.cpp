@@ -7,16 +7,12 @@
 
 #include "manager/views.h"
 #include "store/store.h"
+#include "util/bounded_json.h"
 
 namespace pf::manager {
 namespace {
 
 using nlohmann::json;
-
-// Store strings (agent logs, market names) may hold invalid UTF-8; replacing it beats failing.
-std::string dump(const json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
 
 // The offer fields the dashboard shows. With hundreds of instances a full offer and plan per
 // row would multiply every event's size.
@@ -48,7 +44,7 @@ std::string SnapshotText::joined(std::optional<double> at) const {
   out += alerts;
   if (at) {
     out += ",\"at\":";
-    out += dump(json(*at));
+    out += util::dump_json_lossy(json(*at));
   }
   out += ",\"autopilot\":";
   out += autopilot;
@@ -69,9 +65,10 @@ SnapshotText SnapshotBuilder::build() {
   auto& store = manager_.store();
   auto live = store.instances(false);
   SnapshotText text;
-  text.summary = dump(options_.summary ? options_.summary(live) : to_json(manager_.summary(live)));
-  text.autopilot = dump(options_.autopilot ? options_.autopilot() : json(nullptr));
-  text.alerts = dump(to_json(manager_.alerts()));
+  text.summary = util::dump_json_lossy(options_.summary ? options_.summary(live)
+                                                        : to_json(manager_.summary(live)));
+  text.autopilot = util::dump_json_lossy(options_.autopilot ? options_.autopilot() : json(nullptr));
+  text.alerts = util::dump_json_lossy(to_json(manager_.alerts()));
   const double recent_since = options_.clock() - options_.recent_destroyed_s;
   std::vector<core::InstanceRecord> recent;
   for (auto& record : store.destroyed_instances_since(recent_since)) {
@@ -99,7 +96,7 @@ std::string SnapshotBuilder::rows_text(std::vector<core::InstanceRecord> rows) {
     if (cached != rows_.end() && cached->second.record == record) {
       row = std::move(cached->second);
     } else {
-      row.text = dump(dashboard_row(record));
+      row.text = util::dump_json_lossy(dashboard_row(record));
       row.record = std::move(record);
     }
     if (out.size() > 1) out += ',';

@@ -275,12 +275,14 @@ void HttpApi::Impl::mount(net::HttpServer& server) {
       default:
         message = "HTTP " + std::to_string(res.status);
     }
-    res.set_content(dump(json{{"error", message}}), kJson);
+    res.set_content(util::dump_json_lossy(json{{"error", message}}), kJson);
   });
   server.set_exception_handler([](const net::HttpRequest&, net::HttpResponse& res,
                                   std::exception_ptr ep) {
     res.status = 500;
-    res.set_content(dump(json{{"error", "internal error: " + util::exception_message(ep)}}), kJson);
+    res.set_content(
+        util::dump_json_lossy(json{{"error", "internal error: " + util::exception_message(ep)}}),
+        kJson);
   });
   // Counted before the reply is sent, so a client that has its reply already sees its
   // request in /metrics.

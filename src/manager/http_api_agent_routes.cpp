@@ -110,7 +110,7 @@ void HttpApi::Impl::add_agent_routes() {
                     std::move(out.headers)};
         if (out.status == 416) {
           reply.content_type = kJson;
-          reply.body = dump(
+          reply.body = util::dump_json_lossy(
               json{{"error", "range starts past the end of the " +
                                  std::to_string(input->bytes->size()) + "-byte benchmark input"}});
         }
@@ -160,9 +160,9 @@ void HttpApi::Impl::add_job_routes() {
           reply.status = 416;
           reply.headers.emplace_back("Content-Range", "bytes */" + std::to_string(chunk.total));
           reply.content_type = kJson;
-          reply.body =
-              dump(json{{"error", "range starts at byte " + std::to_string(offset) + " of a " +
-                                      std::to_string(chunk.total) + "-byte input"}});
+          reply.body = util::dump_json_lossy(
+              json{{"error", "range starts at byte " + std::to_string(offset) + " of a " +
+                                 std::to_string(chunk.total) + "-byte input"}});
           return reply;
         }
         const auto size = static_cast<std::int64_t>(chunk.bytes.size());

@@ -51,9 +51,6 @@ struct Reply {
   store::Confirm committed = {};
 };
 
-// Agent log text and market strings may hold invalid UTF-8; replacing it beats failing a reply.
-std::string dump(const json& value);
-
 Reply json_reply(int status, const json& body);
 
 Reply error_reply(int status, const std::string& message);

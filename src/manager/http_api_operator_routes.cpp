@@ -148,7 +148,7 @@ void HttpApi::Impl::add_operator_routes() {
                         json(*ttl_hours).dump());
         }
         if (auto evidence = f.optional_object("evidence")) {
-          entry.evidence_json = dump(body.at("evidence"));
+          entry.evidence_json = util::dump_json_lossy(body.at("evidence"));
         }
         entry.source = "operator";
         entry.added_at = options.clock();

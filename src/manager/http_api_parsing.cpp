@@ -23,12 +23,8 @@ namespace pf::manager::api_detail {
   throw RequestError{status, std::move(message)};
 }
 
-std::string dump(const json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 Reply json_reply(int status, const json& body) {
-  return Reply{status, dump(body), kJson};
+  return Reply{status, util::dump_json_lossy(body), kJson};
 }
 
 Reply error_reply(int status, const std::string& message) {

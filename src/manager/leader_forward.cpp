@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "market/http_client.h"
+#include "util/bounded_json.h"
 
 namespace pf::manager {
 namespace {
@@ -18,8 +19,7 @@ constexpr const char* kRelayedReplyHeaders[] = {
 ForwardedReply unavailable(const std::string& message, const nlohmann::json& leader) {
   ForwardedReply reply;
   reply.status = 503;
-  reply.body = nlohmann::json{{"error", message}, {"leader", leader}}.dump(
-      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  reply.body = util::dump_json_lossy(nlohmann::json{{"error", message}, {"leader", leader}});
   reply.headers.emplace_back("Retry-After", "2");
   return reply;
 }

@@ -11,6 +11,7 @@
 #include "manager/manager.h"
 #include "market/http_client.h"
 #include "market/http_outcome.h"
+#include "util/bounded_json.h"
 #include "util/hex.h"
 #include "util/steady_clock.h"
 
@@ -94,7 +95,7 @@ bool Webhooks::notify(const std::string& event, nlohmann::json data) {
   const nlohmann::json payload = {
       {"id", id}, {"event", event}, {"at", clock_()}, {"data", std::move(data)}};
   // A non-finite number would be dumped as null; replace() keeps a bad byte from throwing.
-  const std::string body = payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string body = util::dump_json_lossy(payload);
   {
     std::lock_guard lock(mu_);
     if (stopping_ || queue_.size() + config_.urls.size() > config_.queue_max) {

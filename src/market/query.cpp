@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <set>
 
+#include "core/text.h"
 #include "util/bounded_json.h"
 
 namespace pf::market {
@@ -177,12 +178,6 @@ bool is_letter(char c) {
 }
 bool is_field_char(char c) {
   return is_letter(c) || (c >= '0' && c <= '9') || c == '_';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
 }
 
 std::string_view strip_quotes(std::string_view s) {
@@ -397,7 +392,7 @@ tl::expected<std::vector<std::string_view>, std::string> list_elements(std::stri
   std::vector<std::string_view> out;
   while (true) {
     const std::size_t comma = written.find(',');
-    const std::string_view element = trim(written.substr(0, comma));
+    const std::string_view element = core::trim_view(written.substr(0, comma));
     if (from_brackets && !element.empty() && !is_quote(element.front())) {
       for (char c : element) {
         if (is_space(c) || is_operator_char(c) || c == '[') {
@@ -524,21 +519,22 @@ tl::expected<ParsedQuery, std::string> parse_query(std::string_view text,
 
 tl::expected<std::vector<std::pair<std::string, std::string>>, std::string> parse_order(
     std::string_view text) {
-  if (trim(text).empty()) return tl::unexpected(std::string("empty order"));
+  if (core::trim_view(text).empty()) return tl::unexpected(std::string("empty order"));
   if (auto bad = util::first_invalid_utf8(text)) {
     return tl::unexpected("bad order: invalid UTF-8 at byte " + std::to_string(*bad + 1));
   }
   std::vector<std::pair<std::string, std::string>> order;
   while (true) {
     const std::size_t comma = text.find(',');
-    std::string_view entry = trim(text.substr(0, comma));
+    std::string_view entry = core::trim_view(text.substr(0, comma));
     std::string direction = "asc";
     if (!entry.empty() && (entry.back() == '-' || entry.back() == '+')) {
       direction = entry.back() == '-' ? "desc" : "asc";
       entry.remove_suffix(1);
     }
     if (!is_valid_field_name(entry)) {
-      return tl::unexpected("bad order entry '" + std::string(trim(text.substr(0, comma))) +
+      return tl::unexpected("bad order entry '" +
+                            std::string(core::trim_view(text.substr(0, comma))) +
                             "': expected a field name, optionally followed by '-' (desc) or "
                             "'+' (asc)");
     }

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/text.h"
+
 namespace pf::market {
 namespace {
 
@@ -14,12 +16,6 @@ constexpr std::array<const char*, kVastEndpointCount> kNames = {"search",  "crea
 // A parsed limit must be one a client can keep: at most 1000 calls in at most a day.
 constexpr int kMaxCalls = 1000;
 constexpr double kMaxWindowS = 86400;
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
@@ -104,7 +100,7 @@ RateLimits vast_documented_rate_limits() {
 }
 
 tl::expected<RateLimits, std::string> parse_rate_limits(std::string_view text) {
-  const std::string_view whole = trim(text);
+  const std::string_view whole = core::trim_view(text);
   if (whole == "vast") return vast_documented_rate_limits();
   if (whole == "off") return RateLimits{};
   if (whole.empty()) {
@@ -117,7 +113,7 @@ tl::expected<RateLimits, std::string> parse_rate_limits(std::string_view text) {
   while (pos <= whole.size()) {
     std::size_t comma = whole.find(',', pos);
     if (comma == std::string_view::npos) comma = whole.size();
-    const std::string_view entry = trim(whole.substr(pos, comma - pos));
+    const std::string_view entry = core::trim_view(whole.substr(pos, comma - pos));
     pos = comma + 1;
     const auto bad = [&](const std::string& why) {
       return tl::unexpected("rate limits: \"" + std::string(entry.substr(0, 64)) + "\": " + why);
@@ -126,7 +122,7 @@ tl::expected<RateLimits, std::string> parse_rate_limits(std::string_view text) {
     const std::size_t eq = entry.find('=');
     if (eq == std::string_view::npos)
       return bad("expected ENDPOINT=SECONDS or ENDPOINT=CALLS/SECONDS");
-    const std::string_view name = trim(entry.substr(0, eq));
+    const std::string_view name = core::trim_view(entry.substr(0, eq));
     const auto known = std::find(kNames.begin(), kNames.end(), name);
     if (known == kNames.end()) {
       return bad("unknown endpoint (known: search, create, list, show, destroy, manage, bid)");
@@ -135,7 +131,7 @@ tl::expected<RateLimits, std::string> parse_rate_limits(std::string_view text) {
     if (seen[index]) return bad("endpoint given twice");
     seen[index] = true;
 
-    std::string_view value = trim(entry.substr(eq + 1));
+    std::string_view value = core::trim_view(entry.substr(eq + 1));
     if (!value.empty() && value.back() == 's') value.remove_suffix(1);
     RateRule rule{1, 0};
     if (const std::size_t slash = value.find('/'); slash != std::string_view::npos) {

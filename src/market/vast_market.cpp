@@ -17,6 +17,7 @@
 #include <system_error>
 #include <thread>
 
+#include "core/text.h"
 #include "market/backoff.h"
 #include "market/offer_json.h"
 #include "util/steady_clock.h"
@@ -44,14 +45,6 @@ bool is_retryable_status(int status) {
 bool is_transient(HttpFailure failure) {
   return failure == HttpFailure::NotConnected || failure == HttpFailure::Timeout ||
          failure == HttpFailure::Connection;
-}
-
-std::string trim(const std::string& text) {
-  const char* ws = " \t\r\n\f\v";
-  const auto first = text.find_first_not_of(ws);
-  if (first == std::string::npos) return {};
-  const auto last = text.find_last_not_of(ws);
-  return text.substr(first, last - first + 1);
 }
 
 std::string lower(std::string text) {
@@ -158,7 +151,7 @@ std::string printable_url(const std::string& url) {
 
 tl::expected<std::string, std::string> normalise_base_url(const std::string& raw,
                                                           const std::string& source) {
-  const std::string text = trim(raw);
+  const std::string text = core::trim(raw);
   const std::string what = "malformed vast URL " + printable_url(text) + " (from " + source + ")";
   if (text.empty()) return tl::unexpected("vast URL from " + source + " is empty");
   std::unique_ptr<CURLU, CurlUrlDeleter> url(curl_url());
@@ -193,7 +186,7 @@ std::optional<std::string> env(const char* name) {
 // The key must be usable as a header value; the message names the source, never the key.
 tl::expected<std::string, std::string> checked_key(const std::string& raw,
                                                    const std::string& source) {
-  const std::string key = trim(raw);
+  const std::string key = core::trim(raw);
   for (char c : key) {
     const auto u = static_cast<unsigned char>(c);
     if (u <= 0x20 || u >= 0x7F) {
@@ -243,7 +236,8 @@ tl::expected<VastConfig, std::string> vast_config_from_env(
   if (url_flag) {
     url = *url_flag;
     url_source = "the URL option";
-  } else if (auto from_env = env("PROVERFLEET_VAST_URL"); from_env && !trim(*from_env).empty()) {
+  } else if (auto from_env = env("PROVERFLEET_VAST_URL");
+             from_env && !core::trim(*from_env).empty()) {
     url = *from_env;
     url_source = "PROVERFLEET_VAST_URL";
   }
@@ -251,7 +245,7 @@ tl::expected<VastConfig, std::string> vast_config_from_env(
   if (!base) return tl::unexpected(base.error());
   config.base_url = *base;
 
-  if (auto from_env = env("VAST_API_KEY"); from_env && !trim(*from_env).empty()) {
+  if (auto from_env = env("VAST_API_KEY"); from_env && !core::trim(*from_env).empty()) {
     auto key = checked_key(*from_env, "VAST_API_KEY");
     if (!key) return tl::unexpected(key.error());
     config.api_key = *key;
@@ -304,9 +298,9 @@ tl::expected<Instance, std::string> instance_from_vast_json(const json& record) 
   auto port = [](std::optional<std::int64_t> p) {
     return p && *p > 0 && *p <= 65535 ? static_cast<int>(*p) : 0;
   };
-  instance.ssh_host = trim(string_field(record, "ssh_host"));
+  instance.ssh_host = core::trim(string_field(record, "ssh_host"));
   instance.ssh_port = port(integer_field(record, "ssh_port"));
-  instance.public_ip = trim(string_field(record, "public_ipaddr"));
+  instance.public_ip = core::trim(string_field(record, "public_ipaddr"));
   // ports: {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": "20000"}]}, only while running.
   if (const auto ports = record.find("ports"); ports != record.end() && ports->is_object()) {
     const auto ssh = ports->find("22/tcp");
@@ -327,7 +321,7 @@ tl::expected<Instance, std::string> instance_from_vast_json(const json& record) 
 
 VastMarket::VastMarket(VastConfig config) : config_(std::move(config)) {
   while (!config_.base_url.empty() && config_.base_url.back() == '/') config_.base_url.pop_back();
-  config_.api_key = trim(config_.api_key);
+  config_.api_key = core::trim(config_.api_key);
   http_.connect_timeout_s = config_.connect_timeout_s;
   http_.request_timeout_s = config_.request_timeout_s;
   http_.max_body_bytes = config_.max_body_bytes;
@@ -400,7 +394,7 @@ MarketError VastMarket::reply_error(const Call& call, int status, const std::str
     code = string_field(*parsed, "error");
     text = market_message(*parsed);
   } else {
-    text = trim(body).empty() ? std::string("(empty body)") : snippet(body);
+    text = core::trim(body).empty() ? std::string("(empty body)") : snippet(body);
   }
 
   ErrorKind kind = ErrorKind::MarketError;
@@ -497,7 +491,7 @@ Result<json> VastMarket::send(const Call& call, bool retry) {
           ErrorKind::BadResponse, reply->status, "",
           std::string("vast ") + call.method + " " + call.path + ": reply is not JSON (HTTP " +
               std::to_string(reply->status) + ", " + parsed.error() +
-              "): " + (trim(reply->body).empty() ? "(empty body)" : snippet(reply->body))));
+              "): " + (core::trim(reply->body).empty() ? "(empty body)" : snippet(reply->body))));
     }
     if (says_failure(*body)) {
       return tl::unexpected(reply_error(call, reply->status, reply->body, body));
@@ -813,10 +807,10 @@ Result<CreateResult> VastMarket::create_instance(const CreateRequest& request) {
           // An explicit refusal without a contract: nothing was created.
           return tl::unexpected(reply_error(call, status, reply->body, &parsed));
         }
-        ambiguity = is_object
-                        ? "HTTP " + std::to_string(status) + " reply without new_contract"
-                        : "HTTP " + std::to_string(status) + " reply is not JSON: " +
-                              (trim(reply->body).empty() ? "(empty body)" : snippet(reply->body));
+        ambiguity = is_object ? "HTTP " + std::to_string(status) + " reply without new_contract"
+                              : "HTTP " + std::to_string(status) + " reply is not JSON: " +
+                                    (core::trim(reply->body).empty() ? "(empty body)"
+                                                                     : snippet(reply->body));
       } else {
         const MarketError failure =
             reply_error(call, status, reply->body, &parsed);  // only an object is read

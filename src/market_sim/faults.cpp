@@ -5,14 +5,10 @@
 #include <sstream>
 #include <vector>
 
+#include "core/text.h"
+
 namespace pf::market_sim {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 std::string error_for(std::string_view entry, const std::string& problem) {
   return "fault spec entry \"" + std::string(entry) + "\": " + problem;
@@ -37,12 +33,12 @@ std::string FaultSpec::to_string() const {
 tl::expected<FaultSpec, std::string> parse_fault_spec(std::string_view text) {
   FaultSpec spec;
   std::vector<std::string> seen;
-  if (trim(text).empty()) return spec;
+  if (core::trim_view(text).empty()) return spec;
   std::size_t pos = 0;
   while (pos <= text.size()) {
     std::size_t comma = text.find(',', pos);
     if (comma == std::string_view::npos) comma = text.size();
-    std::string_view entry = trim(text.substr(pos, comma - pos));
+    std::string_view entry = core::trim_view(text.substr(pos, comma - pos));
     pos = comma + 1;
     if (entry.empty()) return tl::unexpected(std::string("fault spec has an empty entry"));
 
@@ -50,8 +46,8 @@ tl::expected<FaultSpec, std::string> parse_fault_spec(std::string_view text) {
     if (eq == std::string_view::npos) {
       return tl::unexpected(error_for(entry, "expected name=value"));
     }
-    std::string name(trim(entry.substr(0, eq)));
-    std::string_view value_text = trim(entry.substr(eq + 1));
+    std::string name(core::trim_view(entry.substr(0, eq)));
+    std::string_view value_text = core::trim_view(entry.substr(eq + 1));
     for (const auto& s : seen) {
       if (s == name) return tl::unexpected(error_for(entry, "\"" + name + "\" given twice"));
     }

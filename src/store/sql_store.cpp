@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "market/offer_json.h"
+#include "store/sql_columns.h"
 #include "store/sql_connection.h"
 #include "store/sql_migrations.h"
 #include "store/sql_store_detail.h"
@@ -27,18 +28,6 @@ std::optional<core::Verdict::Decision> parse_decision(std::string_view text) {
     if (text == core::to_string(d)) return d;
   }
   return std::nullopt;
-}
-
-void bind_offer(Statement& s, const core::Offer& offer) {
-  s.bind_text(":offer_json",
-              dump_json(market::offer_to_vast_json(offer), s.doing() + ": encoding offer"));
-  const json extra{
-      {"usable_ram_gib", offer.usable_ram_gib},
-      {"usable_cores", offer.usable_cores},
-      {"gpu_total_ram_gib", offer.gpu_total_ram_gib},
-      {"data_flags", offer.data_flags},
-  };
-  s.bind_text(":offer_extra_json", dump_json(extra, s.doing() + ": encoding offer"));
 }
 
 // Parsed offer snapshots by instance id, each kept with the exact text it was parsed from. A
@@ -106,178 +95,316 @@ core::Offer read_offer(const Statement& s, std::int64_t instance_id, const std::
   return offer;
 }
 
-constexpr const char* kInstanceColumns =
-    "deployment_id, market_id, offer_json, offer_extra_json, state, created_at, state_since, "
-    "deadline_at, destroy_reason, destroyed_at, secret_hash, token_hash, last_heartbeat_at, "
-    "market_status, market_status_since, params_done_bytes, params_total_bytes, "
-    "params_rate_bps, prover_crashes, ooms, proofs_benchmark, proofs_production, gpu_util, "
-    "peak_memory_gib, spend_usd, billed_until, verdict_decision, verdict_rate, verdict_low, "
-    "verdict_high, verdict_samples, verdict_break_even_rate, verdict_reason, plan_json, origin, "
-    "close_cause, bench_since, gpu_throttled, production_windows, oom_partitions, machine_id, "
-    "storage_spend_usd, bandwidth_spend_usd, disk_gb";
+// What reading an instance row needs beyond the row: its name for errors and the parsed offers.
+struct InstanceRead {
+  std::string what;
+  OfferCache& offers;
+};
 
-void bind_instance(Statement& s, const core::InstanceRecord& r) {
-  s.bind_text(":deployment_id", r.deployment_id);
-  s.bind_opt_int(":market_id", r.market_id);
-  bind_offer(s, r.offer);
-  s.bind_int(":machine_id", r.offer.machine_id);  // the offer's, as a column (migration 12)
-  s.bind_text(":state", core::to_string(r.state));
-  s.bind_real(":created_at", r.created_at);
-  s.bind_real(":state_since", r.state_since);
-  s.bind_real(":deadline_at", r.deadline_at);
-  s.bind_text(":destroy_reason", r.destroy_reason);
-  s.bind_opt_real(":destroyed_at", r.destroyed_at);
-  s.bind_text(":secret_hash", r.secret_hash);
-  s.bind_text(":token_hash", r.token_hash);
-  s.bind_real(":last_heartbeat_at", r.last_heartbeat_at);
-  s.bind_text(":market_status", r.market_status);
-  s.bind_real(":market_status_since", r.market_status_since);
-  s.bind_real(":params_done_bytes", r.params_done_bytes);
-  s.bind_real(":params_total_bytes", r.params_total_bytes);
-  s.bind_real(":params_rate_bps", r.params_rate_bps);
-  s.bind_int(":prover_crashes", r.prover_crashes);
-  s.bind_int(":ooms", r.ooms);
-  s.bind_int(":proofs_benchmark", r.proofs_benchmark);
-  s.bind_int(":proofs_production", r.proofs_production);
-  s.bind_real(":gpu_util", r.gpu_util);
-  s.bind_real(":peak_memory_gib", r.peak_memory_gib);
-  s.bind_real(":spend_usd", r.spend_usd);
-  s.bind_real(":billed_until", r.billed_until);
-  if (r.verdict) {
-    const auto& v = *r.verdict;
-    s.bind_text(":verdict_decision", core::to_string(v.decision));
-    s.bind_real(":verdict_rate", v.rate);
-    s.bind_real(":verdict_low", v.low);
-    s.bind_real(":verdict_high", v.high);
-    s.bind_int(":verdict_samples", v.samples);
-    s.bind_real(":verdict_break_even_rate", v.break_even_rate);
-    s.bind_text(":verdict_reason", v.reason);
-  } else {
-    for (const char* name : {":verdict_decision", ":verdict_rate", ":verdict_low", ":verdict_high",
-                             ":verdict_samples", ":verdict_break_even_rate", ":verdict_reason"}) {
-      s.bind_null(name);
-    }
-  }
-  s.bind_text(":plan_json", r.plan_json);
-  s.bind_text(":origin", r.origin);
-  s.bind_text(":close_cause", r.close_cause ? core::to_string(*r.close_cause) : "");
-  s.bind_real(":bench_since", r.bench_since);
-  s.bind_int(":gpu_throttled", r.gpu_throttled ? 1 : 0);
-  s.bind_int(":production_windows", r.production_windows);
-  s.bind_int(":oom_partitions", r.oom_partitions);
-  s.bind_real(":storage_spend_usd", r.storage_spend_usd);
-  s.bind_real(":bandwidth_spend_usd", r.bandwidth_spend_usd);
-  s.bind_real(":disk_gb", r.disk_gb);
+using InstanceColumns = sql::Columns<core::InstanceRecord, InstanceRead>;
+using InstanceColumn = sql::Column<core::InstanceRecord, InstanceRead>;
+using I = sql::ColumnsOf<core::InstanceRecord, InstanceRead>;
+using core::InstanceRecord;
+
+// The verdict's columns: all NULL without one. verdict_decision comes first in the description
+// (it creates or clears the verdict the others fill in).
+InstanceColumn verdict_decision_column() {
+  return {"verdict_decision",
+          [](Statement& s, const char* p, const InstanceRecord& r) {
+            if (r.verdict) {
+              s.bind_text(p, core::to_string(r.verdict->decision));
+            } else {
+              s.bind_null(p);
+            }
+          },
+          [](const Statement& s, const char* n, InstanceRecord& r, InstanceRead& c) {
+            if (s.is_null(n)) {
+              r.verdict.reset();
+              return;
+            }
+            const std::string decision = s.text(n);
+            auto parsed = parse_decision(decision);
+            if (!parsed)
+              throw StoreError(c.what + " has unknown verdict decision '" + decision + "'");
+            r.verdict.emplace().decision = *parsed;
+          },
+          [](const InstanceRecord& from, InstanceRecord& to) { to.verdict = from.verdict; }};
+}
+
+template <class T, class Bind, class Read>
+InstanceColumn verdict_column(std::string name, T core::Verdict::*m, Bind bind, Read read) {
+  return {std::move(name),
+          [m, bind](Statement& s, const char* p, const InstanceRecord& r) {
+            if (r.verdict) {
+              bind(s, p, (*r.verdict).*m);
+            } else {
+              s.bind_null(p);
+            }
+          },
+          [m, read](const Statement& s, const char* n, InstanceRecord& r, InstanceRead&) {
+            if (r.verdict) (*r.verdict).*m = read(s, n);
+          },
+          [](const InstanceRecord&, InstanceRecord&) {}};  // copied whole by verdict_decision
+}
+
+InstanceColumn verdict_real(std::string name, double core::Verdict::*m) {
+  return verdict_column(
+      std::move(name), m, [](Statement& s, const char* p, double v) { s.bind_real(p, v); },
+      [](const Statement& s, const char* n) { return s.real(n); });
+}
+
+// The offer snapshot: vast's JSON of it, what vast's JSON does not carry, and its machine id as
+// a column of its own (migration 12: bad-host and per-machine queries), read back from the
+// snapshot.
+std::vector<InstanceColumn> offer_columns() {
+  return {
+      {"offer_json",
+       [](Statement& s, const char* p, const InstanceRecord& r) {
+         s.bind_text(
+             p, dump_json(market::offer_to_vast_json(r.offer), s.doing() + ": encoding offer"));
+       },
+       [](const Statement& s, const char*, InstanceRecord& r, InstanceRead& c) {
+         r.offer = read_offer(s, r.id, c.what, c.offers);
+       },
+       [](const InstanceRecord& from, InstanceRecord& to) { to.offer = from.offer; }},
+      {"offer_extra_json",
+       [](Statement& s, const char* p, const InstanceRecord& r) {
+         const json extra{
+             {"usable_ram_gib", r.offer.usable_ram_gib},
+             {"usable_cores", r.offer.usable_cores},
+             {"gpu_total_ram_gib", r.offer.gpu_total_ram_gib},
+             {"data_flags", r.offer.data_flags},
+         };
+         s.bind_text(p, dump_json(extra, s.doing() + ": encoding offer"));
+       },
+       [](const Statement&, const char*, InstanceRecord&, InstanceRead&) {},  // with offer_json
+       [](const InstanceRecord&, InstanceRecord&) {}},
+      {"machine_id",
+       [](Statement& s, const char* p, const InstanceRecord& r) {
+         s.bind_int(p, r.offer.machine_id);
+       },
+       [](const Statement&, const char*, InstanceRecord&, InstanceRead&) {},  // the snapshot's
+       [](const InstanceRecord&, InstanceRecord&) {}},
+  };
+}
+
+// The instances table (every column but id), in the order the migrations added them.
+const InstanceColumns& instance_columns() {
+  static const InstanceColumns columns = [] {
+    auto offer = offer_columns();
+    return InstanceColumns{
+        I::text("deployment_id", &InstanceRecord::deployment_id),
+        I::opt_int64("market_id", &InstanceRecord::market_id),
+        offer[0],
+        offer[1],
+        I::named("state", &InstanceRecord::state, core::parse_instance_state),
+        I::real("created_at", &InstanceRecord::created_at),
+        I::real("state_since", &InstanceRecord::state_since),
+        I::real("deadline_at", &InstanceRecord::deadline_at),
+        I::text("destroy_reason", &InstanceRecord::destroy_reason),
+        I::opt_real("destroyed_at", &InstanceRecord::destroyed_at),
+        I::text("secret_hash", &InstanceRecord::secret_hash),
+        I::text("token_hash", &InstanceRecord::token_hash),
+        I::real("last_heartbeat_at", &InstanceRecord::last_heartbeat_at),
+        I::text("market_status", &InstanceRecord::market_status),
+        I::real("market_status_since", &InstanceRecord::market_status_since),
+        I::real("params_done_bytes", &InstanceRecord::params_done_bytes),
+        I::real("params_total_bytes", &InstanceRecord::params_total_bytes),
+        I::real("params_rate_bps", &InstanceRecord::params_rate_bps),
+        I::int32("prover_crashes", &InstanceRecord::prover_crashes),
+        I::int32("ooms", &InstanceRecord::ooms),
+        I::int32("proofs_benchmark", &InstanceRecord::proofs_benchmark),
+        I::int32("proofs_production", &InstanceRecord::proofs_production),
+        I::real("gpu_util", &InstanceRecord::gpu_util),
+        I::real("peak_memory_gib", &InstanceRecord::peak_memory_gib),
+        I::real("spend_usd", &InstanceRecord::spend_usd),
+        I::real("billed_until", &InstanceRecord::billed_until),
+        verdict_decision_column(),
+        verdict_real("verdict_rate", &core::Verdict::rate),
+        verdict_real("verdict_low", &core::Verdict::low),
+        verdict_real("verdict_high", &core::Verdict::high),
+        verdict_column(
+            "verdict_samples", &core::Verdict::samples,
+            [](Statement& s, const char* p, int v) { s.bind_int(p, v); },
+            [](const Statement& s, const char* n) { return s.int32(n); }),
+        verdict_real("verdict_break_even_rate", &core::Verdict::break_even_rate),
+        verdict_column(
+            "verdict_reason", &core::Verdict::reason,
+            [](Statement& s, const char* p, const std::string& v) { s.bind_text(p, v); },
+            [](const Statement& s, const char* n) { return s.text(n); }),
+        I::text("plan_json", &InstanceRecord::plan_json),
+        I::text("origin", &InstanceRecord::origin),
+        // Empty while open.
+        InstanceColumn{"close_cause",
+                       [](Statement& s, const char* p, const InstanceRecord& r) {
+                         s.bind_text(p, r.close_cause ? core::to_string(*r.close_cause) : "");
+                       },
+                       [](const Statement& s, const char* n, InstanceRecord& r, InstanceRead& c) {
+                         const std::string cause = s.text(n);
+                         r.close_cause.reset();
+                         if (cause.empty()) return;
+                         r.close_cause = core::parse_close_cause(cause);
+                         if (!r.close_cause)
+                           throw StoreError(c.what + " has unknown close cause '" + cause + "'");
+                       },
+                       [](const InstanceRecord& from, InstanceRecord& to) {
+                         to.close_cause = from.close_cause;
+                       }},
+        I::real("bench_since", &InstanceRecord::bench_since),
+        I::flag("gpu_throttled", &InstanceRecord::gpu_throttled),
+        I::int32("production_windows", &InstanceRecord::production_windows),
+        I::int32("oom_partitions", &InstanceRecord::oom_partitions),
+        offer[2],
+        I::real("storage_spend_usd", &InstanceRecord::storage_spend_usd),
+        I::real("bandwidth_spend_usd", &InstanceRecord::bandwidth_spend_usd),
+        I::real("disk_gb", &InstanceRecord::disk_gb),
+    };
+  }();
+  return columns;
+}
+
+// What an agent's report changes (update_agent_progress writes these and nothing else, and
+// keeps the written copy the same way).
+const InstanceColumns& agent_progress_columns() {
+  static const InstanceColumns columns = instance_columns().only(
+      {"last_heartbeat_at", "params_done_bytes", "params_total_bytes", "params_rate_bps",
+       "prover_crashes", "ooms", "proofs_benchmark", "proofs_production", "gpu_util",
+       "peak_memory_gib", "plan_json", "spend_usd", "storage_spend_usd", "bandwidth_spend_usd",
+       "billed_until", "gpu_throttled", "bench_since"});
+  return columns;
 }
 
 core::InstanceRecord read_instance(const Statement& s, OfferCache& offers) {
   core::InstanceRecord r;
   r.id = s.integer("id");
-  const std::string what = "instance " + std::to_string(r.id);
-  r.deployment_id = s.text("deployment_id");
-  r.market_id = s.opt_integer("market_id");
-  r.offer = read_offer(s, r.id, what, offers);
-  const std::string state = s.text("state");
-  auto parsed_state = core::parse_instance_state(state);
-  if (!parsed_state) throw StoreError(what + " has unknown state '" + state + "'");
-  r.state = *parsed_state;
-  r.created_at = s.real("created_at");
-  r.state_since = s.real("state_since");
-  r.deadline_at = s.real("deadline_at");
-  r.destroy_reason = s.text("destroy_reason");
-  r.destroyed_at = s.opt_real("destroyed_at");
-  r.secret_hash = s.text("secret_hash");
-  r.token_hash = s.text("token_hash");
-  r.last_heartbeat_at = s.real("last_heartbeat_at");
-  r.market_status = s.text("market_status");
-  r.market_status_since = s.real("market_status_since");
-  r.params_done_bytes = s.real("params_done_bytes");
-  r.params_total_bytes = s.real("params_total_bytes");
-  r.params_rate_bps = s.real("params_rate_bps");
-  r.prover_crashes = s.int32("prover_crashes");
-  r.ooms = s.int32("ooms");
-  r.proofs_benchmark = s.int32("proofs_benchmark");
-  r.proofs_production = s.int32("proofs_production");
-  r.gpu_util = s.real("gpu_util");
-  r.peak_memory_gib = s.real("peak_memory_gib");
-  r.spend_usd = s.real("spend_usd");
-  r.billed_until = s.real("billed_until");
-  if (!s.is_null("verdict_decision")) {
-    core::Verdict v;
-    const std::string decision = s.text("verdict_decision");
-    auto parsed_decision = parse_decision(decision);
-    if (!parsed_decision) {
-      throw StoreError(what + " has unknown verdict decision '" + decision + "'");
-    }
-    v.decision = *parsed_decision;
-    v.rate = s.real("verdict_rate");
-    v.low = s.real("verdict_low");
-    v.high = s.real("verdict_high");
-    v.samples = s.int32("verdict_samples");
-    v.break_even_rate = s.real("verdict_break_even_rate");
-    v.reason = s.text("verdict_reason");
-    r.verdict = std::move(v);
-  }
-  r.plan_json = s.text("plan_json");
-  r.origin = s.text("origin");
-  const std::string cause = s.text("close_cause");
-  if (!cause.empty()) {
-    r.close_cause = core::parse_close_cause(cause);
-    if (!r.close_cause) throw StoreError(what + " has unknown close cause '" + cause + "'");
-  }
-  r.bench_since = s.real("bench_since");
-  r.gpu_throttled = s.int32("gpu_throttled") != 0;
-  r.production_windows = s.int32("production_windows");
-  r.oom_partitions = s.int32("oom_partitions");
-  r.storage_spend_usd = s.real("storage_spend_usd");
-  r.bandwidth_spend_usd = s.real("bandwidth_spend_usd");
-  r.disk_gb = s.real("disk_gb");
+  InstanceRead context{"instance " + std::to_string(r.id), offers};
+  instance_columns().read(s, r, context);
   return r;
+}
+
+// What reading a row of the smaller tables needs beyond the row: its name for errors.
+struct RowRead {
+  std::string what;
+};
+
+const sql::Columns<core::InstanceEvent, RowRead>& event_columns() {
+  using E = sql::ColumnsOf<core::InstanceEvent, RowRead>;
+  static const sql::Columns<core::InstanceEvent, RowRead> columns{
+      E::int64("instance_id", &core::InstanceEvent::instance_id),
+      E::real("at", &core::InstanceEvent::at),
+      E::text("kind", &core::InstanceEvent::kind),
+      E::text("message", &core::InstanceEvent::message),
+      E::text("data_json", &core::InstanceEvent::data_json),
+  };
+  return columns;
 }
 
 core::InstanceEvent read_event(const Statement& s) {
   core::InstanceEvent e;
   e.id = s.integer("id");
-  e.instance_id = s.integer("instance_id");
-  e.at = s.real("at");
-  e.kind = s.text("kind");
-  e.message = s.text("message");
-  e.data_json = s.text("data_json");
+  RowRead context{"event " + std::to_string(e.id)};
+  event_columns().read(s, e, context);
   return e;
+}
+
+// The host a bench run measured, as three columns of the run.
+template <class T, class Bind, class Read>
+sql::Column<core::BenchRun, RowRead> host_column(std::string name, T core::HostKey::*m, Bind bind,
+                                                 Read read) {
+  return {
+      std::move(name),
+      [m, bind](Statement& s, const char* p, const core::BenchRun& r) { bind(s, p, r.host.*m); },
+      [m, read](const Statement& s, const char* n, core::BenchRun& r, RowRead&) {
+        r.host.*m = read(s, n);
+      },
+      [m](const core::BenchRun& from, core::BenchRun& to) { to.host.*m = from.host.*m; }};
+}
+
+const sql::Columns<core::BenchRun, RowRead>& bench_run_columns() {
+  using B = sql::ColumnsOf<core::BenchRun, RowRead>;
+  static const sql::Columns<core::BenchRun, RowRead> columns{
+      host_column(
+          "machine_id", &core::HostKey::machine_id,
+          [](Statement& s, const char* p, std::int64_t v) { s.bind_int(p, v); },
+          [](const Statement& s, const char* n) { return s.integer(n); }),
+      host_column(
+          "gpu_name", &core::HostKey::gpu_name,
+          [](Statement& s, const char* p, const std::string& v) { s.bind_text(p, v); },
+          [](const Statement& s, const char* n) { return s.text(n); }),
+      host_column(
+          "num_gpus", &core::HostKey::num_gpus,
+          [](Statement& s, const char* p, int v) { s.bind_int(p, v); },
+          [](const Statement& s, const char* n) { return s.int32(n); }),
+      B::int64("instance_id", &core::BenchRun::instance_id),
+      B::real("at", &core::BenchRun::at),
+      B::real("rate", &core::BenchRun::rate),
+      B::real("low", &core::BenchRun::low),
+      B::real("high", &core::BenchRun::high),
+      B::int32("samples", &core::BenchRun::samples),
+      B::text("kind", &core::BenchRun::kind),
+      B::flag("contended", &core::BenchRun::contended),
+      B::flag("throttled", &core::BenchRun::throttled),
+      B::text("plan_json", &core::BenchRun::plan_json),
+  };
+  return columns;
 }
 
 core::BenchRun read_bench_run(const Statement& s) {
   core::BenchRun b;
   b.id = s.integer("id");
-  b.host.machine_id = s.integer("machine_id");
-  b.host.gpu_name = s.text("gpu_name");
-  b.host.num_gpus = s.int32("num_gpus");
-  b.instance_id = s.integer("instance_id");
-  b.at = s.real("at");
-  b.rate = s.real("rate");
-  b.low = s.real("low");
-  b.high = s.real("high");
-  b.samples = s.int32("samples");
-  b.kind = s.text("kind");
-  b.contended = s.boolean("contended");
-  b.throttled = s.boolean("throttled");
-  b.plan_json = s.text("plan_json");
+  RowRead context{"bench run " + std::to_string(b.id)};
+  bench_run_columns().read(s, b, context);
   return b;
+}
+
+// The bad_hosts table (keyed by machine_id and source; no id).
+const sql::Columns<core::BadHost, RowRead>& bad_host_columns() {
+  using H = sql::ColumnsOf<core::BadHost, RowRead>;
+  static const sql::Columns<core::BadHost, RowRead> columns{
+      H::int64("machine_id", &core::BadHost::machine_id),
+      H::text("source", &core::BadHost::source),
+      H::text("reason", &core::BadHost::reason),
+      H::text("evidence_json", &core::BadHost::evidence_json),
+      H::real("added_at", &core::BadHost::added_at),
+      H::opt_real("expires_at", &core::BadHost::expires_at),
+      H::int32("strikes", &core::BadHost::strikes),
+  };
+  return columns;
 }
 
 core::BadHost read_bad_host(const Statement& s) {
   core::BadHost b;
-  b.machine_id = s.integer("machine_id");
-  b.source = s.text("source");
-  b.reason = s.text("reason");
-  b.evidence_json = s.text("evidence_json");
-  b.added_at = s.real("added_at");
-  b.expires_at = s.opt_real("expires_at");
-  b.strikes = s.int32("strikes");
+  RowRead context{"bad host " + std::to_string(s.integer("machine_id"))};
+  bad_host_columns().read(s, b, context);
   return b;
 }
 
+// The proof_samples table (keyed by instance_id and seq; no id).
+const sql::Columns<core::ProofSample, RowRead>& proof_sample_columns() {
+  using P = sql::ColumnsOf<core::ProofSample, RowRead>;
+  static const sql::Columns<core::ProofSample, RowRead> columns{
+      P::int64("instance_id", &core::ProofSample::instance_id),
+      P::int64("seq", &core::ProofSample::seq),
+      P::real("at", &core::ProofSample::at),
+      P::real("seconds", &core::ProofSample::seconds),
+      P::real("gpu_ms", &core::ProofSample::gpu_ms),
+      P::real("queue_ms", &core::ProofSample::queue_ms),
+      P::named("phase", &core::ProofSample::phase, core::parse_proof_phase),
+  };
+  return columns;
+}
+
 }  // namespace
+
+std::vector<std::string> sql::described_columns(std::string_view table) {
+  if (table == "instances") return instance_columns().names();
+  if (table == "jobs") return described_job_columns();
+  if (table == "instance_events") return event_columns().names();
+  if (table == "bench_runs") return bench_run_columns().names();
+  if (table == "bad_hosts") return bad_host_columns().names();
+  if (table == "proof_samples") return proof_sample_columns().names();
+  return {};
+}
 
 int latest_schema_version() {
   return sql::kLatestSchemaVersion;
@@ -306,58 +433,25 @@ int SqlStore::schema_version() {
 
 std::int64_t SqlStore::insert_instance(const core::InstanceRecord& record) {
   std::lock_guard lock(mutex_);
-  Statement s(*conn_,
-              std::string("INSERT INTO instances (") + kInstanceColumns + ") VALUES (" +
-                  ":deployment_id, :market_id, :offer_json, :offer_extra_json, :state, "
-                  ":created_at, :state_since, :deadline_at, :destroy_reason, :destroyed_at, "
-                  ":secret_hash, :token_hash, :last_heartbeat_at, :market_status, "
-                  ":market_status_since, :params_done_bytes, :params_total_bytes, "
-                  ":params_rate_bps, :prover_crashes, :ooms, :proofs_benchmark, "
-                  ":proofs_production, :gpu_util, :peak_memory_gib, :spend_usd, :billed_until, "
-                  ":verdict_decision, :verdict_rate, :verdict_low, :verdict_high, "
-                  ":verdict_samples, :verdict_break_even_rate, :verdict_reason, :plan_json, "
-                  ":origin, :close_cause, :bench_since, :gpu_throttled, :production_windows, "
-                  ":oom_partitions, :machine_id, :storage_spend_usd, :bandwidth_spend_usd, "
-                  ":disk_gb) RETURNING id",
-              "inserting instance with deployment_id '" + record.deployment_id + "'");
-  bind_instance(s, record);
+  static const std::string sql = "INSERT INTO instances (" + instance_columns().list() +
+                                 ") VALUES (" + instance_columns().placeholders() +
+                                 ") RETURNING id";
+  Statement s(*conn_, sql, "inserting instance with deployment_id '" + record.deployment_id + "'");
+  instance_columns().bind(s, record);
   return sql::inserted_id(s);
 }
 
 void SqlStore::update_instance(const core::InstanceRecord& record) {
   std::lock_guard lock(mutex_);
   const std::string doing = "updating instance " + std::to_string(record.id);
-  Statement s(
-      *conn_,
-      "UPDATE instances SET deployment_id = :deployment_id, market_id = :market_id, "
-      "offer_json = :offer_json, offer_extra_json = :offer_extra_json, state = :state, "
-      "created_at = :created_at, state_since = :state_since, "
-      "deadline_at = :deadline_at, destroy_reason = :destroy_reason, "
-      "destroyed_at = :destroyed_at, secret_hash = :secret_hash, "
-      "token_hash = :token_hash, last_heartbeat_at = :last_heartbeat_at, "
-      "market_status = :market_status, market_status_since = :market_status_since, "
-      "params_done_bytes = :params_done_bytes, params_total_bytes = :params_total_bytes, "
-      "params_rate_bps = :params_rate_bps, prover_crashes = :prover_crashes, "
-      "ooms = :ooms, proofs_benchmark = :proofs_benchmark, "
-      "proofs_production = :proofs_production, gpu_util = :gpu_util, "
-      "peak_memory_gib = :peak_memory_gib, spend_usd = :spend_usd, "
-      "billed_until = :billed_until, verdict_decision = :verdict_decision, "
-      "verdict_rate = :verdict_rate, verdict_low = :verdict_low, "
-      "verdict_high = :verdict_high, verdict_samples = :verdict_samples, "
-      "verdict_break_even_rate = :verdict_break_even_rate, "
-      "verdict_reason = :verdict_reason, plan_json = :plan_json, origin = :origin, "
-      "close_cause = :close_cause, bench_since = :bench_since, "
-      "gpu_throttled = :gpu_throttled, production_windows = :production_windows, "
-      "oom_partitions = :oom_partitions, machine_id = :machine_id, "
-      "storage_spend_usd = :storage_spend_usd, bandwidth_spend_usd = :bandwidth_spend_usd, "
-      "disk_gb = :disk_gb WHERE id = :id" +
-          // Destroyed is final: a copy read before another process closed the row (the
-          // leader's tick accruing spend while a paused ex-leader closes a create its
-          // fence refused) must not bring it back.
-          std::string(record.state == core::InstanceState::Destroyed ? ""
-                                                                     : " AND state <> 'destroyed'"),
-      doing);
-  bind_instance(s, record);
+  static const std::string update =
+      "UPDATE instances SET " + instance_columns().assignments() + " WHERE id = :id";
+  // Destroyed is final: a copy read before another process closed the row (the leader's tick
+  // accruing spend while a paused ex-leader closes a create its fence refused) must not bring it
+  // back.
+  static const std::string update_open = update + " AND state <> 'destroyed'";
+  Statement s(*conn_, record.state == core::InstanceState::Destroyed ? update : update_open, doing);
+  instance_columns().bind(s, record);
   s.bind_int(":id", record.id);
   s.run();
   if (s.changes() == 0) {
@@ -369,67 +463,19 @@ void SqlStore::update_instance(const core::InstanceRecord& record) {
   written_.keep_row(record);
 }
 
-namespace {
-
-// The columns update_agent_progress writes, on the written copy (keep the two lists together).
-void copy_agent_progress(const core::InstanceRecord& from, core::InstanceRecord& to) {
-  to.last_heartbeat_at = from.last_heartbeat_at;
-  to.params_done_bytes = from.params_done_bytes;
-  to.params_total_bytes = from.params_total_bytes;
-  to.params_rate_bps = from.params_rate_bps;
-  to.prover_crashes = from.prover_crashes;
-  to.ooms = from.ooms;
-  to.proofs_benchmark = from.proofs_benchmark;
-  to.proofs_production = from.proofs_production;
-  to.gpu_util = from.gpu_util;
-  to.peak_memory_gib = from.peak_memory_gib;
-  to.plan_json = from.plan_json;
-  to.spend_usd = from.spend_usd;
-  to.storage_spend_usd = from.storage_spend_usd;
-  to.bandwidth_spend_usd = from.bandwidth_spend_usd;
-  to.billed_until = from.billed_until;
-  to.gpu_throttled = from.gpu_throttled;
-  to.bench_since = from.bench_since;
-}
-
-}  // namespace
-
 void SqlStore::update_agent_progress(const core::InstanceRecord& r) {
   std::lock_guard lock(mutex_);
   const std::string doing = "updating agent progress of instance " + std::to_string(r.id);
-  Statement s(*conn_,
-              "UPDATE instances SET last_heartbeat_at = :last_heartbeat_at, "
-              "params_done_bytes = :params_done_bytes, params_total_bytes = :params_total_bytes, "
-              "params_rate_bps = :params_rate_bps, prover_crashes = :prover_crashes, "
-              "ooms = :ooms, proofs_benchmark = :proofs_benchmark, "
-              "proofs_production = :proofs_production, gpu_util = :gpu_util, "
-              "peak_memory_gib = :peak_memory_gib, plan_json = :plan_json, "
-              "spend_usd = :spend_usd, storage_spend_usd = :storage_spend_usd, "
-              "bandwidth_spend_usd = :bandwidth_spend_usd, billed_until = :billed_until, "
-              "gpu_throttled = :gpu_throttled, bench_since = :bench_since WHERE id = :id",
-              doing);
-  s.bind_real(":last_heartbeat_at", r.last_heartbeat_at);
-  s.bind_real(":params_done_bytes", r.params_done_bytes);
-  s.bind_real(":params_total_bytes", r.params_total_bytes);
-  s.bind_real(":params_rate_bps", r.params_rate_bps);
-  s.bind_int(":prover_crashes", r.prover_crashes);
-  s.bind_int(":ooms", r.ooms);
-  s.bind_int(":proofs_benchmark", r.proofs_benchmark);
-  s.bind_int(":proofs_production", r.proofs_production);
-  s.bind_real(":gpu_util", r.gpu_util);
-  s.bind_real(":peak_memory_gib", r.peak_memory_gib);
-  s.bind_text(":plan_json", r.plan_json);
-  s.bind_real(":spend_usd", r.spend_usd);
-  s.bind_real(":storage_spend_usd", r.storage_spend_usd);
-  s.bind_real(":bandwidth_spend_usd", r.bandwidth_spend_usd);
-  s.bind_real(":billed_until", r.billed_until);
-  s.bind_int(":gpu_throttled", r.gpu_throttled ? 1 : 0);
-  s.bind_real(":bench_since", r.bench_since);
+  static const std::string sql =
+      "UPDATE instances SET " + agent_progress_columns().assignments() + " WHERE id = :id";
+  Statement s(*conn_, sql, doing);
+  agent_progress_columns().bind(s, r);
   s.bind_int(":id", r.id);
   // Held back inside a transaction (every heartbeat writes this): instances are never deleted
   // and the callers read the row in the same transaction, so only a write run now can tell.
   if (s.run_or_defer() && s.changes() == 0) throw StoreError(doing + ": no such instance");
-  if (core::InstanceRecord* kept = written_.mutable_row(r.id)) copy_agent_progress(r, *kept);
+  if (core::InstanceRecord* kept = written_.mutable_row(r.id))
+    agent_progress_columns().copy(r, *kept);
 }
 
 std::optional<core::InstanceRecord> SqlStore::instance(std::int64_t id) {
@@ -518,16 +564,12 @@ std::vector<core::BenchRun> SqlStore::read_bench_runs(Statement& s) {
 
 std::int64_t SqlStore::append_event(const core::InstanceEvent& event) {
   std::lock_guard lock(mutex_);
+  static const std::string sql = "INSERT INTO instance_events (" + event_columns().list() +
+                                 ") VALUES (" + event_columns().placeholders() + ") RETURNING id";
   Statement s(
-      *conn_,
-      "INSERT INTO instance_events (instance_id, at, kind, message, data_json) "
-      "VALUES (:instance_id, :at, :kind, :message, :data_json) RETURNING id",
+      *conn_, sql,
       "appending '" + event.kind + "' event for instance " + std::to_string(event.instance_id));
-  s.bind_int(":instance_id", event.instance_id);
-  s.bind_real(":at", event.at);
-  s.bind_text(":kind", event.kind);
-  s.bind_text(":message", event.message);
-  s.bind_text(":data_json", event.data_json);
+  event_columns().bind(s, event);
   return sql::inserted_id(s);
 }
 
@@ -636,19 +678,13 @@ bool SqlStore::mark_agent_seq(std::int64_t instance_id, std::int64_t seq) {
 void SqlStore::insert_proof_sample(const core::ProofSample& sample) {
   std::lock_guard lock(mutex_);
   // ON CONFLICT on the key only: any other constraint failure still raises an error.
-  Statement s(*conn_,
-              "INSERT INTO proof_samples (instance_id, seq, at, seconds, gpu_ms, queue_ms, phase) "
-              "VALUES (:instance_id, :seq, :at, :seconds, :gpu_ms, :queue_ms, :phase) "
-              "ON CONFLICT (instance_id, seq) DO NOTHING",
+  static const std::string sql = "INSERT INTO proof_samples (" + proof_sample_columns().list() +
+                                 ") VALUES (" + proof_sample_columns().placeholders() +
+                                 ") ON CONFLICT (instance_id, seq) DO NOTHING";
+  Statement s(*conn_, sql,
               "inserting proof sample " + std::to_string(sample.seq) + " of instance " +
                   std::to_string(sample.instance_id));
-  s.bind_int(":instance_id", sample.instance_id);
-  s.bind_int(":seq", sample.seq);
-  s.bind_real(":at", sample.at);
-  s.bind_real(":seconds", sample.seconds);
-  s.bind_real(":gpu_ms", sample.gpu_ms);
-  s.bind_real(":queue_ms", sample.queue_ms);
-  s.bind_text(":phase", core::to_string(sample.phase));
+  proof_sample_columns().bind(s, sample);
   s.run_or_defer();
 }
 
@@ -660,19 +696,8 @@ std::vector<core::ProofSample> SqlStore::proof_samples(std::int64_t instance_id)
   std::vector<core::ProofSample> out;
   while (s.next()) {
     core::ProofSample p;
-    p.instance_id = s.integer("instance_id");
-    p.seq = s.integer("seq");
-    p.at = s.real("at");
-    p.seconds = s.real("seconds");
-    p.gpu_ms = s.real("gpu_ms");
-    p.queue_ms = s.real("queue_ms");
-    const std::string phase = s.text("phase");
-    auto parsed = core::parse_proof_phase(phase);
-    if (!parsed) {
-      throw StoreError(doing + ": sample " + std::to_string(p.seq) + " has unknown phase '" +
-                       phase + "'");
-    }
-    p.phase = *parsed;
+    RowRead context{doing + ": sample " + std::to_string(s.integer("seq"))};
+    proof_sample_columns().read(s, p, context);
     out.push_back(std::move(p));
   }
   return out;
@@ -682,25 +707,12 @@ std::vector<core::ProofSample> SqlStore::proof_samples(std::int64_t instance_id)
 
 std::int64_t SqlStore::insert_bench_run(const core::BenchRun& run) {
   std::lock_guard lock(mutex_);
-  Statement s(*conn_,
-              "INSERT INTO bench_runs (machine_id, gpu_name, num_gpus, instance_id, at, rate, "
-              "low, high, samples, kind, contended, throttled, plan_json) VALUES (:machine_id, "
-              ":gpu_name, :num_gpus, :instance_id, :at, :rate, :low, :high, :samples, :kind, "
-              ":contended, :throttled, :plan_json) RETURNING id",
+  static const std::string sql = "INSERT INTO bench_runs (" + bench_run_columns().list() +
+                                 ") VALUES (" + bench_run_columns().placeholders() +
+                                 ") RETURNING id";
+  Statement s(*conn_, sql,
               "inserting bench run for machine " + std::to_string(run.host.machine_id));
-  s.bind_int(":machine_id", run.host.machine_id);
-  s.bind_text(":gpu_name", run.host.gpu_name);
-  s.bind_int(":num_gpus", run.host.num_gpus);
-  s.bind_int(":instance_id", run.instance_id);
-  s.bind_real(":at", run.at);
-  s.bind_real(":rate", run.rate);
-  s.bind_real(":low", run.low);
-  s.bind_real(":high", run.high);
-  s.bind_int(":samples", run.samples);
-  s.bind_text(":kind", run.kind);
-  s.bind_bool(":contended", run.contended);
-  s.bind_bool(":throttled", run.throttled);
-  s.bind_text(":plan_json", run.plan_json);
+  bench_run_columns().bind(s, run);
   return sql::inserted_id(s);
 }
 
@@ -730,21 +742,20 @@ std::vector<core::BenchRun> SqlStore::all_bench_runs() {
 
 void SqlStore::put_bad_host(const core::BadHost& entry) {
   std::lock_guard lock(mutex_);
-  Statement s(*conn_,
-              "INSERT INTO bad_hosts (machine_id, source, reason, evidence_json, added_at, "
-              "expires_at, strikes) VALUES (:machine_id, :source, :reason, :evidence_json, "
-              ":added_at, :expires_at, :strikes) ON CONFLICT (machine_id, source) DO UPDATE SET "
-              "reason = excluded.reason, evidence_json = excluded.evidence_json, "
-              "added_at = excluded.added_at, expires_at = excluded.expires_at, "
-              "strikes = excluded.strikes",
+  // The key's columns come first: every other one is replaced on conflict.
+  static const std::string sql = [] {
+    const auto& columns = bad_host_columns();
+    std::string update;
+    for (const auto& name : columns.names()) {
+      if (name == "machine_id" || name == "source") continue;
+      update += (update.empty() ? "" : ", ") + name + " = excluded." + name;
+    }
+    return "INSERT INTO bad_hosts (" + columns.list() + ") VALUES (" + columns.placeholders() +
+           ") ON CONFLICT (machine_id, source) DO UPDATE SET " + update;
+  }();
+  Statement s(*conn_, sql,
               "putting bad host " + std::to_string(entry.machine_id) + " (" + entry.source + ")");
-  s.bind_int(":machine_id", entry.machine_id);
-  s.bind_text(":source", entry.source);
-  s.bind_text(":reason", entry.reason);
-  s.bind_text(":evidence_json", entry.evidence_json);
-  s.bind_real(":added_at", entry.added_at);
-  s.bind_opt_real(":expires_at", entry.expires_at);
-  s.bind_int(":strikes", entry.strikes);
+  bad_host_columns().bind(s, entry);
   s.run();
 }
 

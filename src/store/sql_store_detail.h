@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "store/sql_connection.h"
 
@@ -58,5 +59,12 @@ inline std::string id_list_sql(Dialect dialect, std::string_view name) {
   }
   return "SELECT value FROM json_each(" + std::string(name) + ")";
 }
+
+// The columns the store's statements name for `table` (sql_columns.h), id and columns written on
+// their own (jobs.proof) apart; empty for a table without a description. StoreSchema checks them
+// against both dialects' migrated schema.
+std::vector<std::string> described_columns(std::string_view table);
+// The jobs table's (sql_store_jobs.cpp).
+std::vector<std::string> described_job_columns();
 
 }  // namespace pf::store::sql

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "store/sql_columns.h"
 #include "store/sql_store.h"
 #include "store/sql_store_detail.h"
 #include "util/bounded_json.h"
@@ -15,120 +16,107 @@ using nlohmann::json;
 using sql::dump_json;
 using sql::Statement;
 
-constexpr const char* kJobColumns =
-    "request_id, kind, priority, state, input_digest, input_bytes, attempts, failures, "
-    "instance_id, lease_expires_at, submitted_at, deadline_at, assigned_at, started_at, "
-    "finished_at, delivered_at, proof_digest, error, avoid_instances, rejections, prove_ms, "
-    "gpu_ms, queue_ms, client";
+// What reading a job row needs beyond the row: its name for errors.
+struct JobRead {
+  std::string what;
+};
 
-void bind_job(Statement& s, const core::Job& j) {
-  s.bind_text(":client", j.client);
-  s.bind_text(":request_id", j.request_id);
-  s.bind_text(":kind", core::to_string(j.kind));
-  s.bind_int(":priority", j.priority);
-  s.bind_text(":state", core::to_string(j.state));
-  s.bind_text(":input_digest", j.input_digest);
-  s.bind_int(":input_bytes", j.input_bytes);
-  s.bind_int(":attempts", j.attempts);
-  s.bind_int(":failures", j.failures);
-  s.bind_opt_int(":instance_id", j.instance_id);
-  s.bind_real(":lease_expires_at", j.lease_expires_at);
-  s.bind_real(":submitted_at", j.submitted_at);
-  s.bind_real(":deadline_at", j.deadline_at);
-  s.bind_real(":assigned_at", j.assigned_at);
-  s.bind_real(":started_at", j.started_at);
-  s.bind_real(":finished_at", j.finished_at);
-  s.bind_real(":delivered_at", j.delivered_at);
-  s.bind_text(":proof_digest", j.proof_digest);
-  s.bind_text(":error", j.error);
-  s.bind_text(":avoid_instances",
-              dump_json(json(j.avoid_instances), s.doing() + ": encoding avoid_instances"));
-  s.bind_int(":rejections", j.rejections);
-  s.bind_real(":prove_ms", j.prove_ms);
-  s.bind_real(":gpu_ms", j.gpu_ms);
-  s.bind_real(":queue_ms", j.queue_ms);
+using JobColumns = sql::Columns<core::Job, JobRead>;
+using J = sql::ColumnsOf<core::Job, JobRead>;
+
+// The instances this job must not run on again, as a JSON array of ids.
+sql::Column<core::Job, JobRead> avoid_instances_column() {
+  return {"avoid_instances",
+          [](Statement& s, const char* p, const core::Job& j) {
+            s.bind_text(
+                p, dump_json(json(j.avoid_instances), s.doing() + ": encoding avoid_instances"));
+          },
+          [](const Statement& s, const char* n, core::Job& j, JobRead& c) {
+            auto avoid = util::parse_json(s.text_view(n));
+            if (!avoid || !avoid->is_array()) {
+              throw StoreError(c.what + " has a corrupt avoid_instances list");
+            }
+            j.avoid_instances.clear();
+            for (const auto& id : *avoid) {
+              if (!id.is_number_integer()) {
+                throw StoreError(c.what + " has a corrupt avoid_instances list");
+              }
+              j.avoid_instances.push_back(id.get<std::int64_t>());
+            }
+          },
+          [](const core::Job& from, core::Job& to) { to.avoid_instances = from.avoid_instances; }};
+}
+
+// The jobs table but id and the proof's bytes (written and read on their own: a proof is
+// fetched once, not with every listing), in the order the migrations added them.
+const JobColumns& job_columns() {
+  static const JobColumns columns{
+      J::text("request_id", &core::Job::request_id),
+      J::named("kind", &core::Job::kind, core::parse_job_kind),
+      J::int32("priority", &core::Job::priority),
+      J::named("state", &core::Job::state, core::parse_job_state),
+      J::text("input_digest", &core::Job::input_digest),
+      J::int64("input_bytes", &core::Job::input_bytes),
+      J::int32("attempts", &core::Job::attempts),
+      J::int32("failures", &core::Job::failures),
+      J::opt_int64("instance_id", &core::Job::instance_id),
+      J::real("lease_expires_at", &core::Job::lease_expires_at),
+      J::real("submitted_at", &core::Job::submitted_at),
+      J::real("deadline_at", &core::Job::deadline_at),
+      J::real("assigned_at", &core::Job::assigned_at),
+      J::real("started_at", &core::Job::started_at),
+      J::real("finished_at", &core::Job::finished_at),
+      J::real("delivered_at", &core::Job::delivered_at),
+      J::text("proof_digest", &core::Job::proof_digest),
+      J::text("error", &core::Job::error),
+      avoid_instances_column(),
+      J::int32("rejections", &core::Job::rejections),
+      J::real("prove_ms", &core::Job::prove_ms),
+      J::real("gpu_ms", &core::Job::gpu_ms),
+      J::real("queue_ms", &core::Job::queue_ms),
+      J::text("client", &core::Job::client),
+  };
+  return columns;
 }
 
 core::Job read_job(const Statement& s) {
   core::Job j;
   j.id = s.integer("id");
-  const std::string what = "job " + std::to_string(j.id);
-  j.client = s.text("client");
-  j.request_id = s.text("request_id");
-  const std::string kind = s.text("kind");
-  auto parsed_kind = core::parse_job_kind(kind);
-  if (!parsed_kind) throw StoreError(what + " has unknown kind '" + kind + "'");
-  j.kind = *parsed_kind;
-  j.priority = s.int32("priority");
-  const std::string state = s.text("state");
-  auto parsed_state = core::parse_job_state(state);
-  if (!parsed_state) throw StoreError(what + " has unknown state '" + state + "'");
-  j.state = *parsed_state;
-  j.input_digest = s.text("input_digest");
-  j.input_bytes = s.integer("input_bytes");
-  j.attempts = s.int32("attempts");
-  j.failures = s.int32("failures");
-  j.instance_id = s.opt_integer("instance_id");
-  j.lease_expires_at = s.real("lease_expires_at");
-  j.submitted_at = s.real("submitted_at");
-  j.deadline_at = s.real("deadline_at");
-  j.assigned_at = s.real("assigned_at");
-  j.started_at = s.real("started_at");
-  j.finished_at = s.real("finished_at");
-  j.delivered_at = s.real("delivered_at");
-  j.proof_digest = s.text("proof_digest");
-  j.error = s.text("error");
-  auto avoid = util::parse_json(s.text_view("avoid_instances"));
-  if (!avoid || !avoid->is_array()) throw StoreError(what + " has a corrupt avoid_instances list");
-  for (const auto& id : *avoid) {
-    if (!id.is_number_integer()) throw StoreError(what + " has a corrupt avoid_instances list");
-    j.avoid_instances.push_back(id.get<std::int64_t>());
-  }
-  j.rejections = s.int32("rejections");
-  j.prove_ms = s.real("prove_ms");
-  j.gpu_ms = s.real("gpu_ms");
-  j.queue_ms = s.real("queue_ms");
+  JobRead context{"job " + std::to_string(j.id)};
+  job_columns().read(s, j, context);
   return j;
 }
 
 std::string job_select(std::string_view where) {
-  return std::string("SELECT id, ") + kJobColumns + " FROM jobs " + std::string(where);
+  static const std::string select = "SELECT id, " + job_columns().list() + " FROM jobs ";
+  return select + std::string(where);
 }
 
 }  // namespace
+
+std::vector<std::string> sql::described_job_columns() {
+  return job_columns().names();
+}
 
 // --- proof jobs ----------------------------------------------------------------------------------
 
 std::int64_t SqlStore::insert_job(const core::Job& job) {
   std::lock_guard lock(mutex_);
-  Statement s(*conn_,
-              std::string("INSERT INTO jobs (") + kJobColumns +
-                  ") VALUES (:request_id, :kind, :priority, :state, :input_digest, "
-                  ":input_bytes, :attempts, :failures, :instance_id, :lease_expires_at, "
-                  ":submitted_at, :deadline_at, :assigned_at, :started_at, :finished_at, "
-                  ":delivered_at, :proof_digest, :error, :avoid_instances, :rejections, "
-                  ":prove_ms, :gpu_ms, :queue_ms, :client) RETURNING id",
+  static const std::string sql = "INSERT INTO jobs (" + job_columns().list() + ") VALUES (" +
+                                 job_columns().placeholders() + ") RETURNING id";
+  Statement s(*conn_, sql,
               "inserting job with request_id '" + job.request_id + "' from '" + job.client + "'");
-  bind_job(s, job);
+  job_columns().bind(s, job);
   return sql::inserted_id(s);
 }
 
 void SqlStore::update_job(const core::Job& job) {
   std::lock_guard lock(mutex_);
   const std::string doing = "updating job " + std::to_string(job.id);
-  Statement s(*conn_,
-              "UPDATE jobs SET request_id = :request_id, kind = :kind, priority = :priority, "
-              "state = :state, input_digest = :input_digest, input_bytes = :input_bytes, "
-              "attempts = :attempts, failures = :failures, instance_id = :instance_id, "
-              "lease_expires_at = :lease_expires_at, submitted_at = :submitted_at, "
-              "deadline_at = :deadline_at, assigned_at = :assigned_at, "
-              "started_at = :started_at, finished_at = :finished_at, "
-              "delivered_at = :delivered_at, proof_digest = :proof_digest, error = :error, "
-              "avoid_instances = :avoid_instances, rejections = :rejections, "
-              "prove_ms = :prove_ms, gpu_ms = :gpu_ms, queue_ms = :queue_ms, client = :client "
-              "WHERE id = :id",
-              doing);
-  bind_job(s, job);
+  static const std::string sql =
+      "UPDATE jobs SET " + job_columns().assignments() + " WHERE id = :id";
+  Statement s(*conn_, sql, doing);
+  job_columns().bind(s, job);
   s.bind_int(":id", job.id);
   s.run();
   if (s.changes() == 0) throw StoreError(doing + ": no such job");

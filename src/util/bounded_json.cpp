@@ -213,6 +213,10 @@ tl::expected<json, std::string> parse_json_file(const std::filesystem::path& pat
   return parsed;
 }
 
+std::string dump_json_lossy(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 bool all_numbers_finite(const json& value) {
   std::vector<const json*> pending{&value};
   while (!pending.empty()) {

@@ -48,4 +48,9 @@ bool all_numbers_finite(const nlohmann::json& value);
 // string must pass: nlohmann's dump() throws on invalid UTF-8.
 std::optional<std::size_t> first_invalid_utf8(std::string_view text);
 
+// `value` as compact JSON text, any invalid UTF-8 in its strings (agent logs, market names)
+// written as U+FFFD: where replacing beats failing (replies, events, logs sent on). Never throws
+// for bad UTF-8.
+std::string dump_json_lossy(const nlohmann::json& value);
+
 }  // namespace pf::util
