@@ -159,12 +159,19 @@ say "supervisor pid $$; manager $PROVERFLEET_MANAGER, deployment $PROVERFLEET_DE
 delay=$RESTART_MIN_S
 starts=0
 while :; do
+  if [ -n "$stopping" ]; then
+    say "$stopping before the agent started; exiting"
+    exit 0
+  fi
   rotate_log
   starts=$((starts + 1))
   started_at=$SECONDS
   say "starting proverfleet agent (start $starts)"
   proverfleet agent "${agent_args[@]}" > >(tee -a -p "$LOG_FILE") 2>&1 &
   agent_pid=$!
+  # A signal taken between the start and the line above found no agent to stop: stop it now
+  # (else the wait below would wait for an agent nobody told to stop).
+  [ -n "$stopping" ] && kill -TERM "$agent_pid" 2>/dev/null
   # A trapped signal ends `wait` early: wait again until the agent itself has exited.
   rc=0
   while :; do

@@ -18,6 +18,11 @@
 
 namespace pf::store::sql {
 
+// What reading a row needs beyond the row, for most tables: its name for errors ("job 7").
+struct RowRead {
+  std::string what;
+};
+
 // One column of `Row`: its name in the schema, how a row's value is bound to its parameter
 // (":name"), read from a result row and copied between two rows. `Context` carries what reading
 // needs beyond the row (a cache, the row's name for errors).

@@ -122,8 +122,6 @@ class SqlStore final : public Store {
  private:
   struct Caches;  // parsed offer snapshots
 
-  // The rows a `SELECT * FROM instances|bench_runs` statement yields (the row mapping lives in
-  // sql_store.cpp), for the other SqlStore files. The caller holds mutex_.
   // The setting `key`; the caller holds mutex_.
   std::optional<std::string> read_setting(const std::string& key);
   // transaction() and transaction_sent(): runs fn in a transaction (joining an open one) and
@@ -149,6 +147,9 @@ class SqlStore final : public Store {
   // Writes the setting `key`: over a stored value when `replace`, else only when absent. The
   // caller holds mutex_.
   void write_setting(const std::string& key, const std::string& value, bool replace);
+  // The rows a `SELECT * FROM instances|bench_runs` statement yields (the row mapping lives in
+  // sql_store_instances.cpp and sql_store_hosts.cpp), for the other SqlStore files. The caller
+  // holds mutex_.
   std::vector<core::InstanceRecord> read_instances(sql::Statement& s);
   std::vector<core::BenchRun> read_bench_runs(sql::Statement& s);
 

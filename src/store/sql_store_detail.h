@@ -64,7 +64,11 @@ inline std::string id_list_sql(Dialect dialect, std::string_view name) {
 // their own (jobs.proof) apart; empty for a table without a description. StoreSchema checks them
 // against both dialects' migrated schema.
 std::vector<std::string> described_columns(std::string_view table);
-// The jobs table's (sql_store_jobs.cpp).
-std::vector<std::string> described_job_columns();
+// Each aggregate's file answers for its own tables (empty for another's).
+std::vector<std::string> instance_tables_columns(
+    std::string_view table);                                            // instances, proof_samples
+std::vector<std::string> event_tables_columns(std::string_view table);  // instance_events
+std::vector<std::string> host_tables_columns(std::string_view table);   // bench_runs, bad_hosts
+std::vector<std::string> job_tables_columns(std::string_view table);    // jobs
 
 }  // namespace pf::store::sql

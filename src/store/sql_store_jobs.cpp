@@ -16,22 +16,17 @@ using nlohmann::json;
 using sql::dump_json;
 using sql::Statement;
 
-// What reading a job row needs beyond the row: its name for errors.
-struct JobRead {
-  std::string what;
-};
-
-using JobColumns = sql::Columns<core::Job, JobRead>;
-using J = sql::ColumnsOf<core::Job, JobRead>;
+using JobColumns = sql::Columns<core::Job, sql::RowRead>;
+using J = sql::ColumnsOf<core::Job, sql::RowRead>;
 
 // The instances this job must not run on again, as a JSON array of ids.
-sql::Column<core::Job, JobRead> avoid_instances_column() {
+sql::Column<core::Job, sql::RowRead> avoid_instances_column() {
   return {"avoid_instances",
           [](Statement& s, const char* p, const core::Job& j) {
             s.bind_text(
                 p, dump_json(json(j.avoid_instances), s.doing() + ": encoding avoid_instances"));
           },
-          [](const Statement& s, const char* n, core::Job& j, JobRead& c) {
+          [](const Statement& s, const char* n, core::Job& j, sql::RowRead& c) {
             auto avoid = util::parse_json(s.text_view(n));
             if (!avoid || !avoid->is_array()) {
               throw StoreError(c.what + " has a corrupt avoid_instances list");
@@ -82,7 +77,7 @@ const JobColumns& job_columns() {
 core::Job read_job(const Statement& s) {
   core::Job j;
   j.id = s.integer("id");
-  JobRead context{"job " + std::to_string(j.id)};
+  sql::RowRead context{"job " + std::to_string(j.id)};
   job_columns().read(s, j, context);
   return j;
 }
@@ -94,8 +89,9 @@ std::string job_select(std::string_view where) {
 
 }  // namespace
 
-std::vector<std::string> sql::described_job_columns() {
-  return job_columns().names();
+std::vector<std::string> sql::job_tables_columns(std::string_view table) {
+  if (table == "jobs") return job_columns().names();
+  return {};
 }
 
 // --- proof jobs ----------------------------------------------------------------------------------
