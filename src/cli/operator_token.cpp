@@ -12,7 +12,7 @@
 
 #include "cli/commands.h"
 #include "core/text.h"
-#include "manager/manager.h"
+#include "manager/tokens.h"
 #include "store/settings_store.h"
 #include "store/store_url.h"
 

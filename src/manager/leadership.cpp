@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "manager/manager.h"
+#include "manager/tokens.h"
 #include "store/lease_store.h"
 
 namespace pf::manager {

@@ -1,9 +1,5 @@
 #include "manager/manager.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
-
 #include <algorithm>
 #include <set>
 
@@ -22,7 +18,6 @@
 #include "manager/memory_observations.h"
 #include "store/store.h"
 #include "util/bounded_json.h"
-#include "util/hex.h"
 
 namespace pf::manager {
 namespace {
@@ -55,31 +50,6 @@ json params_json(const std::vector<ParamFile>& params) {
 
 }  // namespace
 
-std::string random_token() {
-  unsigned char buf[32];
-  if (RAND_bytes(buf, sizeof buf) != 1) throw std::runtime_error("no randomness for a token");
-  return util::lower_hex(buf, sizeof buf);
-}
-
-std::string hash_token(const std::string& token) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(token.data(), token.size(), md, &len, EVP_sha256(), nullptr) != 1) {
-    throw std::runtime_error("sha256 failed");
-  }
-  return util::lower_hex(md, len);
-}
-
-bool is_agent_token(const std::string& token) {
-  return token.size() == kAgentTokenHexChars && std::all_of(token.begin(), token.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
-bool tokens_equal(const std::string& a, const std::string& b) {
-  return a.size() == b.size() && !a.empty() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
 Manager::Manager(store::Store& store, market::Market& market, ManagerConfig config, Clock clock)
     : store_(store),
       market_(market),
@@ -89,6 +59,7 @@ Manager::Manager(store::Store& store, market::Market& market, ManagerConfig conf
       // [acceptance] caps; its error rates and margins keep core::SprtConfig's defaults, which
       // the simulator uses too.
       acceptance_(core::with_caps(config_.sprt, config_.acceptance)),
+      agent_tokens_(store_),
       job_worker_roster_([this] { return store_.instances(false); },
                          [](const InstanceRecord& rec) { return plan_slots(rec.plan_json); },
                          config_.heartbeat_s,
@@ -379,20 +350,7 @@ int Manager::machine_oom_partitions(std::int64_t machine_id) {
 }
 
 std::optional<std::int64_t> Manager::authenticate_agent(const std::string& token) {
-  if (token.empty()) return std::nullopt;
-  // The lookup is by SHA-256 of a 256-bit random token, so an index lookup reveals nothing a
-  // timing attack could use; the final comparison is constant-time anyway.
-  const std::string h = hash_token(token);
-  std::lock_guard lock(mu_);
-  // Every agent call authenticates; remembering hash → id saves a row read per call. The cache
-  // is only an index: register rotates tokens and drops the old entry under the same lock.
-  if (auto it = token_ids_.find(h); it != token_ids_.end()) return it->second;
-  auto rec = store_.instance_by_token_hash(h);
-  if (rec && tokens_equal(rec->token_hash, h)) {
-    token_ids_[h] = rec->id;
-    return rec->id;
-  }
-  return std::nullopt;
+  return agent_tokens_.instance_of(token);
 }
 
 void Manager::instances_written() {

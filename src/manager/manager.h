@@ -31,10 +31,12 @@
 #include "core/sprt_acceptance.h"
 #include "core/ssh_access.h"
 #include "jobs/job_queue.h"
+#include "manager/agent_token_index.h"
 #include "manager/benchmark_input.h"
 #include "manager/deploy_defaults.h"
 #include "manager/hands_on.h"
 #include "manager/job_worker_roster.h"
+#include "manager/tokens.h"
 #include "manager/transfer_meter.h"
 #include "market/market.h"
 #include "store/confirm.h"
@@ -124,8 +126,6 @@ struct RegisterRequest {
   std::string token = {};
 };
 
-// Length of an agent-chosen token: 32 random bytes in hex, as random_token() makes.
-inline constexpr std::size_t kAgentTokenHexChars = 64;
 struct RegisterReply {
   std::int64_t instance_id = 0;
   std::string token;
@@ -359,7 +359,7 @@ class Manager {
   std::recursive_mutex mu_;          // guards store writes that must be read-modify-write atomic
   std::map<std::int64_t, double> last_destroy_attempt_;
   std::string last_reconcile_error_;
-  std::map<std::string, std::int64_t> token_ids_;  // agent token hash → instance id
+  AgentTokenIndex agent_tokens_;  // which instance a bearer token belongs to
   // proofs_production at the last window check: only saves re-reading the samples when no
   // proof came (what was recorded is on the row, so a restart merely looks once more).
   std::map<std::int64_t, int> production_checked_;
@@ -381,12 +381,5 @@ class Manager {
   // job_workers()'s rows; told of every change of a state, verdict or plan, and of heartbeats.
   JobWorkerRoster job_worker_roster_;
 };
-
-// Random token (hex of 32 bytes from the OS) and its SHA-256 hex.
-std::string random_token();
-std::string hash_token(const std::string& token);
-bool tokens_equal(const std::string& a_hash, const std::string& b_hash);
-// True for a well-formed agent-chosen token (kAgentTokenHexChars lowercase hex digits).
-bool is_agent_token(const std::string& token);
 
 }  // namespace pf::manager

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <utility>
 
-#include "manager/manager.h"
+#include "manager/tokens.h"
 #include "market/http_client.h"
 #include "market/http_outcome.h"
 #include "util/bounded_json.h"
