@@ -60,23 +60,18 @@ Manager::Manager(store::Store& store, market::Market& market, ManagerConfig conf
       // the simulator uses too.
       acceptance_(core::with_caps(config_.sprt, config_.acceptance)),
       agent_tokens_(store_),
+      listening_(clock_()),
       job_worker_roster_([this] { return store_.instances(false); },
                          [](const InstanceRecord& rec) { return plan_slots(rec.plan_json); },
                          config_.heartbeat_s,
-                         [](const InstanceRecord& rec) { return plan_kinds(rec.plan_json); }) {
-  // A manager that just started heard nothing before now: its restart is not the agents' fault.
-  listening_.listening_since = clock_();
-}
+                         [](const InstanceRecord& rec) { return plan_kinds(rec.plan_json); }) {}
 
 void Manager::set_serving(bool serving) {
-  std::lock_guard lock(mu_);
-  if (serving && !listening_.serving) listening_.listening_since = clock_();
-  listening_.serving = serving;
+  listening_.set_serving(serving, clock_());
 }
 
 void Manager::listening_interrupted() {
-  std::lock_guard lock(mu_);
-  listening_.listening_since = clock_();
+  listening_.interrupted(clock_());
 }
 
 bool Manager::still_leading() const {
@@ -88,8 +83,7 @@ core::Hearing Manager::hearing() {
 }
 
 core::Hearing Manager::hearing_of(const std::vector<core::InstanceRecord>& rows, double now) {
-  std::lock_guard lock(mu_);
-  return core::judge_hearing(rows, now, listening_, config_.lifecycle.heartbeat_timeout_s,
+  return core::judge_hearing(rows, now, listening_.state(), config_.lifecycle.heartbeat_timeout_s,
                              config_.hearing);
 }
 
@@ -723,7 +717,7 @@ void Manager::tick() {
     if (!still_leading()) return;
     const auto live = store_.instances(false);
     const core::Hearing hearing = hearing_of(live, now);
-    if (hearing.cause != last_hearing_cause_) {
+    if (listening_.note_cause(hearing.cause)) {
       for (const auto& rec : live) {
         if (core::agent_expected(rec)) {
           event(rec.id, "hearing",
@@ -731,7 +725,6 @@ void Manager::tick() {
                                        : "silence not judged: " + hearing.reason);
         }
       }
-      last_hearing_cause_ = hearing.cause;
     }
     for (auto rec : live) {
       double before = rec.spend_usd;

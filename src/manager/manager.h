@@ -36,6 +36,7 @@
 #include "manager/deploy_defaults.h"
 #include "manager/hands_on.h"
 #include "manager/job_worker_roster.h"
+#include "manager/listening.h"
 #include "manager/tokens.h"
 #include "manager/transfer_meter.h"
 #include "market/market.h"
@@ -363,10 +364,7 @@ class Manager {
   // proofs_production at the last window check: only saves re-reading the samples when no
   // proof came (what was recorded is on the row, so a restart merely looks once more).
   std::map<std::int64_t, int> production_checked_;
-  // Since when the manager has been able to hear agents: its start, the end of a stall seen
-  // between ticks, or the recovery of its front's self-check.
-  core::ListeningState listening_;
-  core::HearingCause last_hearing_cause_ = core::HearingCause::Listening;
+  Listening listening_;  // whether the manager itself can hear its agents (its own lock)
   // Rows whose create call is running: reconcile must not close them for missing from a list.
   std::set<std::int64_t> creates_in_flight_;
   std::atomic<jobs::JobQueue*> jobs_{nullptr};  // attach_jobs; none: no gateway
