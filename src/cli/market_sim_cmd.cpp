@@ -170,6 +170,9 @@ void run_market_sim(const MarketSimCliOptions& o) {
 
   // Declared before the server so that they outlive its threads.
   std::optional<TempWorkDir> temp_work_dir;
+  // The server, once made, for the spawner's question whether a container is stopped (the
+  // spawner is stopped before the server goes).
+  std::atomic<const market_sim::MarketSimServer*> server_for_spawner{nullptr};
   std::unique_ptr<market_sim::AgentSpawner> spawner;
   std::string work_dir = o.work_dir;
   if (o.spawn_agents) {
@@ -191,6 +194,10 @@ void run_market_sim(const MarketSimCliOptions& o) {
     spawn_options.seed = scenario->seed;
     spawn_options.clock_h = clock_h;
     spawn_options.log = log;  // even with --quiet: a handful of lines per instance
+    spawn_options.container_stopped = [&server_for_spawner](std::int64_t id) {
+      const market_sim::MarketSimServer* server = server_for_spawner.load();
+      return server != nullptr && server->container_stopped(id);
+    };
     spawner = std::make_unique<market_sim::AgentSpawner>(std::move(spawn_options));
     server_options.on_created = [s = spawner.get()](const market_sim::InstanceLaunch& launch,
                                                     const scenario::ScenarioOffer& offer) {
@@ -201,6 +208,14 @@ void run_market_sim(const MarketSimCliOptions& o) {
 
   market_sim::MarketSimServer server(market_sim::MarketSim(std::move(*scenario), sim_options),
                                      server_options);
+  server_for_spawner = &server;
+  // However this function leaves, the spawner's thread ends before the server it asks goes.
+  struct SpawnerStopsFirst {
+    market_sim::AgentSpawner* spawner;
+    ~SpawnerStopsFirst() {
+      if (spawner != nullptr) spawner->stop_all();
+    }
+  } spawner_stops_first{spawner.get()};
   auto port = server.bind(listen->host, listen->port);
   if (!port) throw CommandFailed(port.error());
 

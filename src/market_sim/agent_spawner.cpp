@@ -233,6 +233,8 @@ const char* to_string(SpawnState state) {
       return "running";
     case SpawnState::Stopping:
       return "stopping";
+    case SpawnState::Stopped:
+      return "stopped";
     case SpawnState::Ended:
       return "ended";
   }
@@ -268,6 +270,8 @@ struct AgentSpawner::Impl {
     std::optional<agent::ExitStatus> leader_status;  // once the group's leader is reaped
     std::string outcome;
     int pid = 0;
+    bool stopping_container = false;  // the stop under way is the container's, not its end
+    int starts = 0;                   // onstart runs: the first boots, the others resume
   };
 
   explicit Impl(AgentSpawnerOptions o) : options(std::move(o)) {}
@@ -297,6 +301,12 @@ struct AgentSpawner::Impl {
     e.child.reset();  // joins its output reader; the process is reaped already
   }
 
+  bool container_stopped(std::int64_t id) const {
+    return options.container_stopped && options.container_stopped(id);
+  }
+
+  // The first boot: a fresh machine (the directory emptied, the probe tree and truth written),
+  // then the onstart.
   void start(std::int64_t id, Entry& e) {
     const fs::path dir = dir_of(id);
     std::error_code ec;
@@ -318,14 +328,21 @@ struct AgentSpawner::Impl {
       end(id, e, "not started: " + w.error());
       return;
     }
-    if (auto w = write_co_tenants(id, e); !w) {
-      end(id, e, "not started: " + w.error());
-      return;
-    }
     e.log = std::make_shared<InstanceLog>();
     e.log->out.open(dir / "agent.log", std::ios::app);
     if (!e.log->out) {
       end(id, e, "not started: cannot write " + (dir / "agent.log").string());
+      return;
+    }
+    run_onstart(id, e);
+  }
+
+  // The onstart in the instance's directory as it is: at boot, and again each time the
+  // container starts after a stop (its disk kept).
+  void run_onstart(std::int64_t id, Entry& e) {
+    const fs::path dir = dir_of(id);
+    if (auto w = write_co_tenants(id, e); !w) {
+      end(id, e, "not started: " + w.error());
       return;
     }
     if (e.launch.onstart.empty()) {
@@ -359,7 +376,9 @@ struct AgentSpawner::Impl {
     co.group_watchdog = true;
     co.working_dir = dir.string();
     co.on_line = [log = e.log](const std::string& line, bool) { log->line(line); };
-    e.log->line("market-sim: instance " + std::to_string(id) + " booted; running onstart");
+    const bool resumed = e.starts++ > 0;
+    e.log->line("market-sim: instance " + std::to_string(id) +
+                (resumed ? " started again; running onstart" : " booted; running onstart"));
     auto child = agent::ChildProcess::spawn(std::move(co));
     if (!child) {
       end(id, e, "not started: " + child.error());
@@ -368,7 +387,9 @@ struct AgentSpawner::Impl {
     e.child = std::move(*child);
     e.pid = static_cast<int>(e.child->pid());
     e.state = SpawnState::Running;
-    say("instance " + std::to_string(id) + ": booted, onstart running as process group " +
+    say("instance " + std::to_string(id) +
+        (resumed ? ": started again, onstart running as process group "
+                 : ": booted, onstart running as process group ") +
         std::to_string(e.pid) + " (log " + (dir / "agent.log").string() + ")");
   }
 
@@ -398,9 +419,25 @@ struct AgentSpawner::Impl {
     }
     const bool gone = reap_group_remains(e.pid);
     if (!gone && now < e.kill_at + kRemainsPatience) return;
-    end(id, e,
+    const std::string how =
         e.outcome + " (" + e.leader_status->describe() + ")" +
-            (gone ? "" : "; processes of its group are left that market-sim cannot reap"));
+        (gone ? "" : "; processes of its group are left that market-sim cannot reap");
+    if (e.stopping_container && !e.destroy_requested) {
+      container_down(id, e, how);
+    } else {
+      end(id, e, how);
+    }
+  }
+
+  // The container stopped: no process left, the directory kept for its next start.
+  void container_down(std::int64_t id, Entry& e, const std::string& how) {
+    e.state = SpawnState::Stopped;
+    e.outcome = how;
+    e.stopping_container = false;
+    e.leader_status.reset();
+    if (e.log) e.log->line("market-sim: " + how);
+    say("instance " + std::to_string(id) + ": " + how);
+    e.child.reset();
   }
 
   void step(std::int64_t id, Entry& e, double now_h) {
@@ -408,7 +445,7 @@ struct AgentSpawner::Impl {
       case SpawnState::Waiting:
         if (e.destroy_requested) {
           end(id, e, "destroyed before it booted");
-        } else if (now_h >= e.launch.boot_h) {
+        } else if (now_h >= e.launch.boot_h && !container_stopped(id)) {
           start(id, e);
         }
         return;
@@ -425,10 +462,22 @@ struct AgentSpawner::Impl {
           begin_stop(id, e, SIGTERM, "destroyed");
         } else if (now_h >= e.launch.failure_h) {
           begin_stop(id, e, SIGKILL, failure_words(e.failure));
+        } else if (container_stopped(id)) {
+          begin_stop(id, e, SIGTERM, "container stopped");
+          e.stopping_container = true;
         }
         return;
       case SpawnState::Stopping:
         finish_stopping(id, e);
+        return;
+      case SpawnState::Stopped:
+        if (e.destroy_requested) {
+          end(id, e, "destroyed while stopped");
+        } else if (now_h >= e.launch.failure_h) {
+          end(id, e, std::string(failure_words(e.failure)) + " while stopped");
+        } else if (!container_stopped(id)) {
+          run_onstart(id, e);
+        }
         return;
       case SpawnState::Ended:
         return;

@@ -14,8 +14,12 @@
 // a watchdog process (agent::ChildOptions::group_watchdog) that SIGKILLs it when market-sim
 // dies in any way, SIGKILL included: no spawned agent outlives market-sim.
 //
-// What it does not act out: stop/start of an instance (the agent keeps running while the
-// market shows it stopped), runtype "args" (only onstart runs), the image.
+// Stop and start, as a container is stopped and started: while the market has the instance
+// stopped (its client's PUT state "stopped", or the market's own stop: outbid, contract ended;
+// AgentSpawnerOptions::container_stopped) its group gets SIGTERM, SIGKILL after the grace, and
+// the instance directory is kept (a stopped container keeps its disk); when it runs again the
+// onstart runs again in that directory, as vast runs it on every container start.
+// What it does not act out: runtype "args" (only onstart runs), the image.
 //
 // Per instance directory:
 //   probe/     PROVERFLEET_PROBE_ROOT: sys/fs/cgroup (v2: memory.max = ram_visible, cpu.max =
@@ -79,12 +83,16 @@ struct AgentSpawnerOptions {
   std::chrono::milliseconds term_grace{3000};
   std::function<double()> clock_h;  // scenario hour now; required
   std::function<void(const std::string&)> log;
+  // Whether the market has instance `id`'s container stopped now (MarketSimServer::
+  // container_stopped). Unset: never stopped. Called from the supervising thread.
+  std::function<bool(std::int64_t id)> container_stopped;
 };
 
 enum class SpawnState {
   Waiting,   // created, not booted yet (never_boots: for ever)
   Running,   // onstart started
   Stopping,  // signalled, not reaped yet
+  Stopped,   // its container stopped: no process, its directory kept; runs again on start
   Ended,     // reaped, or never started
 };
 const char* to_string(SpawnState state);

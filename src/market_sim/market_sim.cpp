@@ -515,6 +515,13 @@ std::vector<std::pair<double, double>> MarketSim::market_stops(const SimInstance
   return periods;
 }
 
+bool MarketSim::container_stopped(std::int64_t id, double now_h) const {
+  const SimInstance* inst = find_live(id);
+  if (inst == nullptr) return false;
+  const double t = std::max(now_h, inst->created_h);
+  return stopped_at(*inst, t) || market_stop_at(*inst, t).has_value();
+}
+
 std::string MarketSim::actual_status(const SimInstance& inst, double now_h) const {
   const double t = std::max(now_h, inst.created_h);
   if (t >= offline_h(inst)) return "offline";

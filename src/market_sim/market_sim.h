@@ -141,6 +141,9 @@ class MarketSim {
   // Our other live instances on the machine of live instance `id` now (0 when unknown): the
   // contention its proofs see.
   int co_tenants(std::int64_t id) const;
+  // Whether live instance `id`'s container is stopped at now_h: by its client (PUT state
+  // "stopped") or by the market (outbid, contract ended). False when unknown or destroyed.
+  bool container_stopped(std::int64_t id, double now_h) const;
   // Offers (indices into scenario().offers) rented by live instances, ascending.
   std::vector<std::size_t> rented_offer_indices() const;
 

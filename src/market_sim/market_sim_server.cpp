@@ -450,4 +450,9 @@ MarketSimServer::Status MarketSimServer::status() const {
                 s.balance_usd(t)};
 }
 
+bool MarketSimServer::container_stopped(std::int64_t id) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->sim.container_stopped(id, impl_->options.clock_h());
+}
+
 }  // namespace pf::market_sim

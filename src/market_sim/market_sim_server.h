@@ -65,6 +65,8 @@ class MarketSimServer {
     double balance_usd = 0;
   };
   Status status() const;
+  // MarketSim::container_stopped now, under the server's lock (the agent spawner asks).
+  bool container_stopped(std::int64_t id) const;
 
  private:
   struct Impl;

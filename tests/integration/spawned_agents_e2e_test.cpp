@@ -104,6 +104,7 @@ class SpawnerTest : public ::testing::Test {
     o.seed = 7;
     o.term_grace = grace;
     o.clock_h = [this] { return now_h_.load(); };
+    o.container_stopped = [this](std::int64_t id) { return id == stopped_id_.load(); };
     o.log = [this](const std::string& line) {
       std::lock_guard lock(log_mu_);
       log_ += line + "\n";
@@ -160,6 +161,7 @@ class SpawnerTest : public ::testing::Test {
   fs::path dir_;
   pf::scenario::Scenario scenario_;
   std::atomic<double> now_h_{0};
+  std::atomic<std::int64_t> stopped_id_{0};  // the instance the market has stopped (0: none)
   std::mutex log_mu_;
   std::string log_;
   std::unique_ptr<AgentSpawner> spawner_;
@@ -242,6 +244,59 @@ TEST_F(SpawnerTest, DestroyGivesTheGroupSigtermAndTimeToExit) {
   EXPECT_THAT(ended->outcome, HasSubstr("destroyed (exit code 0)"));
   EXPECT_EQ(read_text(fs::path(ended->dir) / "got_term"), "term\n");
   EXPECT_TRUE(group_gone(running->pid));
+}
+
+// As a container: stopped (by its client or by the market: outbid, contract ended) its processes
+// get SIGTERM and are gone, its disk stays; started again, the onstart runs again on that disk.
+TEST_F(SpawnerTest, AStoppedContainerKeepsItsDiskAndRunsItsOnstartAgainWhenStarted) {
+  start(30s);
+  create(1,
+         "echo run >> runs; trap 'echo term >> got_term; exit 0' TERM; touch ready; "
+         "while :; do sleep 0.05; done");
+  now_h_ = 1.0;
+  auto first = wait_state(1, SpawnState::Running);
+  ASSERT_TRUE(first) << log();
+  ASSERT_TRUE(wait_ready(1));
+  const fs::path dir = first->dir;
+
+  stopped_id_ = 1;
+  auto stopped = wait_state(1, SpawnState::Stopped);
+  ASSERT_TRUE(stopped) << log();
+  EXPECT_THAT(stopped->outcome, HasSubstr("container stopped (exit code 0)"));
+  EXPECT_EQ(read_text(dir / "got_term"), "term\n");
+  EXPECT_TRUE(group_gone(first->pid));
+  EXPECT_EQ(read_text(dir / "runs"), "run\n");  // the disk is kept
+
+  fs::remove(dir / "ready");
+  stopped_id_ = 0;
+  auto again = wait_state(1, SpawnState::Running);
+  ASSERT_TRUE(again) << log();
+  ASSERT_TRUE(wait_ready(1));
+  EXPECT_NE(again->pid, first->pid);
+  EXPECT_EQ(read_text(dir / "runs"), "run\nrun\n");
+  EXPECT_THAT(log(), HasSubstr("started again"));
+
+  // Destroyed while stopped: nothing is left to signal.
+  stopped_id_ = 1;
+  ASSERT_TRUE(wait_state(1, SpawnState::Stopped)) << log();
+  spawner_->on_destroyed(1);
+  auto ended = wait_state(1, SpawnState::Ended);
+  ASSERT_TRUE(ended) << log();
+  EXPECT_THAT(ended->outcome, HasSubstr("destroyed while stopped"));
+  EXPECT_TRUE(group_gone(again->pid));
+}
+
+// A container the market holds stopped when it would boot waits until it runs.
+TEST_F(SpawnerTest, AContainerStoppedBeforeItsBootBootsWhenStarted) {
+  start();
+  stopped_id_ = 1;
+  create(1, "touch ready; while :; do sleep 0.05; done");
+  now_h_ = 1.0;
+  create(2, "");  // a second instance's passes show the first one was looked at since
+  ASSERT_TRUE(wait_state(2, SpawnState::Ended));
+  EXPECT_EQ(find(1)->state, SpawnState::Waiting);
+  stopped_id_ = 0;
+  ASSERT_TRUE(wait_state(1, SpawnState::Running)) << log();
 }
 
 TEST_F(SpawnerTest, AGroupIgnoringSigtermIsKilledAfterTheGrace) {
