@@ -27,7 +27,12 @@ bool agent_expected(const InstanceRecord& rec) {
 
 double heard_silence_s(const InstanceRecord& rec, double now, double listening_since) {
   if (rec.last_heartbeat_at <= 0) return 0;
-  return std::max(0.0, now - std::max(rec.last_heartbeat_at, listening_since));
+  double since = std::max(rec.last_heartbeat_at, listening_since);
+  // Running again after a stop (the market's or its client's), the agent starts afresh: it was
+  // stopped with its container, not silent, so its silence counts from when the market said
+  // it runs (the status's time is newer than its last heartbeat only then, or at boot).
+  if (rec.market_status == "running") since = std::max(since, rec.market_status_since);
+  return std::max(0.0, now - since);
 }
 
 double settling_window_s(double heartbeat_timeout_s) {

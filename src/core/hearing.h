@@ -65,8 +65,8 @@ struct Hearing {
 // Whether `rec` is in a state whose agent must heartbeat (registered or later, still live).
 bool agent_expected(const InstanceRecord& rec);
 
-// Seconds `rec`'s agent has been silent while the manager listened (rule 1); 0 when it never
-// heartbeated.
+// Seconds `rec`'s agent has been silent while the manager listened (rule 1) and the market had
+// it running (a resumed instance counts from its resume); 0 when it never heartbeated.
 double heard_silence_s(const InstanceRecord& rec, double now, double listening_since);
 
 // Applies rules 2–4 to the live instances.

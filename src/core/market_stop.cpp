@@ -1,5 +1,7 @@
 #include "core/market_stop.h"
 
+#include <algorithm>
+
 #include "core/text.h"
 
 namespace pf::core {
@@ -44,6 +46,15 @@ std::optional<MarketStop> explain_market_stop(const MarketStatus& s, double now)
                     "stopped while the market means it to run (the host restarting it, or "
                     "waiting for its GPUs)" +
                         said};
+}
+
+void record_market_status(InstanceRecord& rec, const std::string& status, double now) {
+  if (rec.market_status == "stopped" && status != "stopped" && rec.market_status_since > 0) {
+    const double stood = std::max(0.0, now - rec.market_status_since);
+    if (rec.deadline_at > 0) rec.deadline_at += stood;
+  }
+  rec.market_status = status;
+  rec.market_status_since = now;
 }
 
 }  // namespace pf::core

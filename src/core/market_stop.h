@@ -19,6 +19,8 @@
 #include <optional>
 #include <string>
 
+#include "core/fleet.h"
+
 namespace pf::core {
 
 // What the market says of one instance (vast's instance fields of the same names).
@@ -43,5 +45,11 @@ struct MarketStop {
 
 // nullopt unless actual_status is "stopped". `now`: epoch s.
 std::optional<MarketStop> explain_market_stop(const MarketStatus& status, double now);
+
+// The row's market status becomes `status` at `now` (the caller bills the old one up to now
+// first: core::accrue_rental_spend). Leaving "stopped", the time the instance stood stopped was
+// not its own: the state's deadline moves on by it, so a download or a benchmark the market cut
+// short does not miss its deadline for it (a stop is not the host's fault).
+void record_market_status(InstanceRecord& rec, const std::string& status, double now);
 
 }  // namespace pf::core

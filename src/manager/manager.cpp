@@ -9,6 +9,7 @@
 #include "core/break_even.h"
 #include "core/close.h"
 #include "core/job_worker.h"
+#include "core/market_stop.h"
 #include "core/oom_memory.h"
 #include "core/production.h"
 #include "core/proof_flow.h"
@@ -675,8 +676,7 @@ void Manager::execute(const core::ReconcileAction& a, double now,
     case K::RecordStatus:
       // Bill the old status up to now before switching.
       core::accrue_rental_spend(rec, now);
-      rec.market_status = a.listed->actual_status;
-      rec.market_status_since = now;
+      core::record_market_status(rec, a.listed->actual_status, now);
       store_.transaction([&] {
         store_.update_instance(rec);
         event(rec.id, "market", a.reason,

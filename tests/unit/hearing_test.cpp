@@ -33,6 +33,25 @@ TEST(Hearing, SilenceCountsOnlyFromWhenTheManagerListened) {
   EXPECT_DOUBLE_EQ(core::heard_silence_s(proving(2, 0), 2000, 0), 0);  // never heartbeated
 }
 
+// Stopped with its container (outbid, stopped by its client), the agent was not silent: after
+// the market says it runs again, its silence counts from then, so it has a whole timeout to be
+// heard again before "heartbeat lost" blames its host.
+TEST(Hearing, AfterAMarketStopSilenceCountsFromTheResume) {
+  core::LifecycleConfig cfg;
+  auto r = proving(1, 1000);
+  r.market_status = "running";
+  r.market_status_since = 5000;  // resumed at 5000 after a stop
+  EXPECT_DOUBLE_EQ(core::heard_silence_s(r, 5010, 0), 10);
+  const core::Hearing listening =
+      core::judge_hearing({r}, 5010, {true, 0}, cfg.heartbeat_timeout_s);
+  EXPECT_FALSE(core::destroy_reason(r, 5010, cfg, listening));
+  const double late = 5000 + cfg.heartbeat_timeout_s + 1;
+  const core::Hearing later = core::judge_hearing({r}, late, {true, 0}, cfg.heartbeat_timeout_s);
+  auto closing = core::destroy_reason(r, late, cfg, later);
+  ASSERT_TRUE(closing);
+  EXPECT_THAT(closing->reason, HasSubstr("heartbeat lost"));
+}
+
 TEST(Hearing, ARestartedManagerWaitsOneTimeoutBeforeJudgingSilence) {
   core::LifecycleConfig cfg;
   const double restart = 10'000;

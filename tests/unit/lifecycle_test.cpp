@@ -199,12 +199,17 @@ TEST(Lifecycle, AMarketStopIsWaitedOutThenClosedWithoutBlamingTheHost) {
   EXPECT_FALSE(step->strike);
   EXPECT_EQ(r.close_cause, CloseCause::MarketStopped);
 
-  auto resumed = r;  // running again within the grace: judged as any running instance
+  // Running again within the grace: its agent stopped with its container and starts again, so
+  // it has a whole heartbeat timeout from the resume to be heard; then it is judged as any.
+  auto resumed = r;
   resumed.state = S::Proving;
   resumed.close_cause.reset();
   resumed.market_status = "running";
   resumed.market_status_since = silent;
-  EXPECT_THAT(destroy_reason(resumed, silent + 1, cfg)->reason, HasSubstr("heartbeat lost"));
+  EXPECT_FALSE(destroy_reason(resumed, silent + 1, cfg));
+  const auto lost = destroy_reason(resumed, silent + cfg.heartbeat_timeout_s + 1, cfg);
+  ASSERT_TRUE(lost);
+  EXPECT_THAT(lost->reason, HasSubstr("heartbeat lost"));
 }
 
 TEST(Lifecycle, CloseCauseNamesRoundTrip) {

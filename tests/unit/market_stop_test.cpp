@@ -69,5 +69,25 @@ TEST(MarketStop, StoppedWhileMeantToRunIsHeld) {
   EXPECT_TRUE(stop->may_resume);
 }
 
+// A stop is not the host's: the time it stood stopped moves the state's deadline on, and only
+// leaving a stop does.
+TEST(MarketStop, AResumedInstanceIsNotDueEarlierForTheTimeItStoodStopped) {
+  InstanceRecord rec;
+  rec.state = InstanceState::FetchingParams;
+  rec.deadline_at = kStoppedAt + 600;
+  rec.market_status = "running";
+  rec.market_status_since = kStoppedAt - 3600;
+  record_market_status(rec, "stopped", kStoppedAt);
+  EXPECT_EQ(rec.market_status, "stopped");
+  EXPECT_DOUBLE_EQ(rec.market_status_since, kStoppedAt);
+  EXPECT_DOUBLE_EQ(rec.deadline_at, kStoppedAt + 600);  // stopping moves nothing
+  record_market_status(rec, "running", kStoppedAt + 1800);
+  EXPECT_EQ(rec.market_status, "running");
+  EXPECT_DOUBLE_EQ(rec.market_status_since, kStoppedAt + 1800);
+  EXPECT_DOUBLE_EQ(rec.deadline_at, kStoppedAt + 600 + 1800);
+  record_market_status(rec, "running", kStoppedAt + 2000);  // no stop left: nothing moves
+  EXPECT_DOUBLE_EQ(rec.deadline_at, kStoppedAt + 2400);
+}
+
 }  // namespace
 }  // namespace pf::core
