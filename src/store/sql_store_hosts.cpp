@@ -118,17 +118,13 @@ std::vector<core::BenchRun> SqlStore::bench_runs(const core::HostKey& host) {
   s.bind_int(":machine_id", host.machine_id);
   s.bind_text(":gpu_name", host.gpu_name);
   s.bind_int(":num_gpus", host.num_gpus);
-  std::vector<core::BenchRun> out;
-  while (s.next()) out.push_back(read_bench_run(s));
-  return out;
+  return read_bench_runs(s);
 }
 
 std::vector<core::BenchRun> SqlStore::all_bench_runs() {
   std::lock_guard lock(mutex_);
   Statement s(*conn_, "SELECT * FROM bench_runs ORDER BY at, id", "reading bench runs");
-  std::vector<core::BenchRun> out;
-  while (s.next()) out.push_back(read_bench_run(s));
-  return out;
+  return read_bench_runs(s);
 }
 
 // --- bad hosts -----------------------------------------------------------------------------------
