@@ -1,8 +1,15 @@
 # The C++ tests: a few executables, one per layer of what they exercise, each linking only the
 # libraries that layer needs (a core test does not link gRPC, PostgreSQL or the HTTP front).
-# Fewer executables means fewer links (98 before issue 28, each linking everything); test cases
-# are found when ctest runs (gtest discovery PRE_TEST), not during the build, and each still runs
-# as its own ctest test, by its gtest name.
+# Fewer executables means fewer links (98 before issue 28, each linking everything).
+#
+# How ctest runs them: a unit executable runs as a few ctest tests, each one gtest shard of its
+# cases in one process (GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX: case i runs in shard i mod N).
+# Starting a test process costs 30-60 ms of CPU before its first case (loading 90 shared
+# libraries, gRPC's and protobuf's static initialisers): over 1,400 one-case processes that was
+# about a third of ctest's CPU on a 2-core machine. Integration cases spawn the real binary and
+# take seconds each, so they stay one ctest test per case, found when ctest runs (gtest
+# discovery PRE_TEST). One case by hand: build/unit_server_tests --gtest_filter='Suite.Case'.
+# -DPF_TEST_SHARDS=OFF registers every unit case as its own ctest test instead.
 #
 # Adding a test file: put its name in the group whose libraries it needs. Configuring fails
 # naming any tests/unit or tests/integration *_test.cpp that is in no group, or in two.
@@ -32,6 +39,7 @@ set(PF_TESTS_INTEGRATION
   agent_cli agent_jobs demo failover gateway_relay gateway manager_e2e market_sim_http
   migrate_cli replicas sim_cli socket_activation spawned_agents_e2e takeover vast_market_sim)
 
+option(PF_TEST_SHARDS "Run each unit test executable as a few gtest shards, not one ctest test per case" ON)
 option(PF_UNITY_TESTS "Compile the test files of a group eight to a translation unit" ON)
 
 # Every test file in exactly one group.
@@ -62,7 +70,7 @@ pf_check_test_groups(unit "${pf_unit_files}" ${PF_TESTS_CORE} ${PF_TESTS_SERVER}
 pf_check_test_groups(integration "${pf_integration_files}" ${PF_TESTS_INTEGRATION})
 
 function(pf_test_executable name dir)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "" "COST" "TESTS;LIBS")
+  cmake_parse_arguments(PARSE_ARGV 2 arg "NEEDS_PG" "COST;SHARDS" "TESTS;LIBS")
   if(NOT arg_COST)
     set(arg_COST 0)
   endif()
@@ -87,15 +95,34 @@ function(pf_test_executable name dir)
     set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
   endif()
   add_dependencies(${name} pf_test_pg_server)
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
-    PROPERTIES TIMEOUT 300 COST ${arg_COST} FIXTURES_REQUIRED pg ENVIRONMENT "${PF_TEST_PG_ENV}")
+  if(arg_SHARDS AND PF_TEST_SHARDS)
+    # A shard prints only its failures (--gtest_brief): ctest --output-on-failure shows them.
+    math(EXPR last "${arg_SHARDS} - 1")
+    foreach(i RANGE ${last})
+      set(shard ${name}.shard${i}of${arg_SHARDS})
+      add_test(NAME ${shard} COMMAND ${name} --gtest_brief=1)
+      set_tests_properties(${shard} PROPERTIES TIMEOUT 300 COST ${arg_COST}
+        ENVIRONMENT "GTEST_TOTAL_SHARDS=${arg_SHARDS};GTEST_SHARD_INDEX=${i};${PF_TEST_PG_ENV}")
+      if(arg_NEEDS_PG)
+        set_tests_properties(${shard} PROPERTIES FIXTURES_REQUIRED pg)
+      endif()
+    endforeach()
+  else()
+    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+      PROPERTIES TIMEOUT 300 COST ${arg_COST} FIXTURES_REQUIRED pg
+                 ENVIRONMENT "${PF_TEST_PG_ENV}")
+  endif()
 endfunction()
 
-pf_test_executable(unit_core_tests unit TESTS ${PF_TESTS_CORE}
+# Shards: enough that none is the run's tail (one process: core ~26 s of CPU, most of it the
+# DES targets; server ~55 s wall, most of it waiting on PostgreSQL restarts and sockets; fleet
+# ~21 s wall), few enough that process start-up stays small. The COST starts the slow ones early.
+pf_test_executable(unit_core_tests unit TESTS ${PF_TESTS_CORE} SHARDS 6 COST 200
   LIBS pf_sim pf_scenario pf_vast_json pf_util pf_core)
-pf_test_executable(unit_server_tests unit TESTS ${PF_TESTS_SERVER}
+pf_test_executable(unit_server_tests unit TESTS ${PF_TESTS_SERVER} SHARDS 8 COST 200 NEEDS_PG
   LIBS pf_manager pf_jobs pf_store pf_net pf_market pf_sim pf_scenario pf_util pf_core)
-pf_test_executable(unit_fleet_tests unit TESTS ${PF_TESTS_FLEET} LIBS pf_cli)
+pf_test_executable(unit_fleet_tests unit TESTS ${PF_TESTS_FLEET} SHARDS 4 COST 200
+  LIBS pf_cli)
 # Integration tests wait on spawned processes (seconds to a minute each): started before the
 # unit tests (COST) so that the run's tail is not one of them.
 pf_test_executable(integration_tests integration TESTS ${PF_TESTS_INTEGRATION} LIBS pf_cli
