@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/market_stop.h"
+
 namespace pf::core {
 
 BenchmarkInput benchmark_input(const InstanceRecord& rec, const std::vector<ProofSample>& samples,
@@ -16,7 +18,9 @@ BenchmarkInput benchmark_input(const InstanceRecord& rec, const std::vector<Proo
           return a.at < b.at;
         })->at;
   }
-  in.now = in.since + std::max(0.0, now - rec.state_since);
+  // The time cap counts the benchmark's running time: a market stop (outbid, a contract pause)
+  // is not the host's slowness.
+  in.now = in.since + running_seconds_in_state(rec, now);
   in.break_even_rate = break_even_rate;
   return in;
 }

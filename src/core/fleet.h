@@ -28,9 +28,13 @@ enum class InstanceState {
 
 const char* to_string(InstanceState state);
 std::optional<InstanceState> parse_instance_state(std::string_view text);
-inline bool is_terminal(InstanceState s) { return s == InstanceState::Destroyed; }
+inline bool is_terminal(InstanceState s) {
+  return s == InstanceState::Destroyed;
+}
 // Every state from which the market may be billing us.
-inline bool may_bill(InstanceState s) { return s != InstanceState::Destroyed; }
+inline bool may_bill(InstanceState s) {
+  return s != InstanceState::Destroyed;
+}
 
 // Identifies a host for history: the same machine with the same GPU slice.
 struct HostKey {
@@ -75,6 +79,9 @@ struct InstanceRecord {
   // What the market last said (actual_status; "" = null/provisioning).
   std::string market_status;
   double market_status_since = 0;
+  // Seconds the market held it stopped since state_since, in stops that ended
+  // (core::record_market_status; core::running_seconds_in_state adds a stop still going on).
+  double market_stopped_s = 0;
 
   // Progress reported by the agent.
   double params_done_bytes = 0;
@@ -111,7 +118,7 @@ struct InstanceRecord {
   double disk_gb = 0;
 
   std::optional<Verdict> verdict;
-  std::string plan_json;  // the prover plan the agent reported (opaque here)
+  std::string plan_json;          // the prover plan the agent reported (opaque here)
   std::string origin = "deploy";  // "deploy", "autopilot" or "adopted"
 
   // Every field (the dashboard reuses a row's JSON while its record reads back the same).
@@ -156,8 +163,8 @@ struct BenchRun {
   double high = 0;
   int samples = 0;
   std::string kind = "benchmark";  // or "production"
-  bool contended = false;  // another of our instances was alive on the same machine
-  bool throttled = false;  // the GPU reported throttling during the run
+  bool contended = false;          // another of our instances was alive on the same machine
+  bool throttled = false;          // the GPU reported throttling during the run
   std::string plan_json;
 };
 
@@ -181,6 +188,8 @@ struct BadHost {
   int strikes = 1;
   std::string source = "operator";  // "operator" or "auto"
 };
-inline bool is_active(const BadHost& b, double now) { return !b.expires_at || *b.expires_at > now; }
+inline bool is_active(const BadHost& b, double now) {
+  return !b.expires_at || *b.expires_at > now;
+}
 
 }  // namespace pf::core

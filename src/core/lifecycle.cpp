@@ -60,6 +60,7 @@ std::optional<std::string> apply_transition(InstanceRecord& rec, InstanceState t
   if (!reason.empty()) msg += ": " + reason;
   rec.state = to;
   rec.state_since = now;
+  rec.market_stopped_s = 0;
   rec.deadline_at = state_deadline(rec, to, now, break_even_rate, cfg);
   if (to == InstanceState::Destroying) rec.destroy_reason = reason;
   if (to == InstanceState::Destroyed) rec.destroyed_at = now;

@@ -58,10 +58,10 @@ double state_deadline(const InstanceRecord& rec, InstanceState state, double ent
 // Whether `from` may move to `to` (destroying is reachable from every live state).
 bool transition_allowed(InstanceState from, InstanceState to);
 
-// Moves `rec` into `to` at `now`: state, state_since, deadline; destroy_reason when entering
-// destroying, destroyed_at when destroyed. Returns a human-readable event message, or nullopt
-// (record unchanged) when the transition is not allowed. Closes go through core::close_instance
-// (core/close.h), which also records the typed cause.
+// Moves `rec` into `to` at `now`: state, state_since, deadline, market_stopped_s back to 0;
+// destroy_reason when entering destroying, destroyed_at when destroyed. Returns a human-readable
+// event message, or nullopt (record unchanged) when the transition is not allowed. Closes go
+// through core::close_instance (core/close.h), which also records the typed cause.
 std::optional<std::string> apply_transition(InstanceRecord& rec, InstanceState to, double now,
                                             const std::string& reason, double break_even_rate,
                                             const LifecycleConfig& cfg);

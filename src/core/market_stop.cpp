@@ -48,13 +48,28 @@ std::optional<MarketStop> explain_market_stop(const MarketStatus& s, double now)
                         said};
 }
 
+namespace {
+// The part of the stop going on now that fell in the current state (a stop may have begun
+// before the state did).
+double current_stop_in_state_s(const InstanceRecord& rec, double now) {
+  if (rec.market_status != "stopped" || rec.market_status_since <= 0) return 0;
+  return std::max(0.0, now - std::max(rec.market_status_since, rec.state_since));
+}
+}  // namespace
+
 void record_market_status(InstanceRecord& rec, const std::string& status, double now) {
   if (rec.market_status == "stopped" && status != "stopped" && rec.market_status_since > 0) {
     const double stood = std::max(0.0, now - rec.market_status_since);
     if (rec.deadline_at > 0) rec.deadline_at += stood;
+    rec.market_stopped_s += current_stop_in_state_s(rec, now);
   }
   rec.market_status = status;
   rec.market_status_since = now;
+}
+
+double running_seconds_in_state(const InstanceRecord& rec, double now) {
+  const double in_state = std::max(0.0, now - rec.state_since);
+  return std::max(0.0, in_state - rec.market_stopped_s - current_stop_in_state_s(rec, now));
 }
 
 }  // namespace pf::core

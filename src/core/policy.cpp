@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "core/market_stop.h"
 #include "core/text.h"
 
 namespace pf::core {
@@ -181,7 +182,8 @@ std::optional<DownloadJudgement> judge_download(const InstanceRecord& rec, const
                                                 int others, int failure_strikes, double now,
                                                 const PolicyConfig& cfg) {
   if (rec.state != InstanceState::FetchingParams) return std::nullopt;
-  if (now - rec.state_since < cfg.download_judge_after_s) return std::nullopt;
+  // Judged after this long downloading, not counting time the market held the instance stopped.
+  if (running_seconds_in_state(rec, now) < cfg.download_judge_after_s) return std::nullopt;
   if (rec.params_rate_bps <= 0 || rec.params_total_bytes <= 0) return std::nullopt;
   const double left_h =
       std::max(0.0, rec.params_total_bytes - rec.params_done_bytes) / rec.params_rate_bps / 3600;

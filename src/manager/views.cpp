@@ -86,6 +86,7 @@ json to_json(const core::InstanceRecord& r) {
       {"last_heartbeat_at", r.last_heartbeat_at},
       {"market_status", r.market_status},
       {"market_status_since", r.market_status_since},
+      {"market_stopped_s", r.market_stopped_s},
       {"params_done_bytes", r.params_done_bytes},
       {"params_total_bytes", r.params_total_bytes},
       {"params_rate_bps", r.params_rate_bps},

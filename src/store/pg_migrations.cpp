@@ -313,6 +313,10 @@ ALTER TABLE instances ADD COLUMN bandwidth_spend_usd DOUBLE PRECISION NOT NULL D
   CHECK (bandwidth_spend_usd >= 0);
 ALTER TABLE instances ADD COLUMN disk_gb DOUBLE PRECISION NOT NULL DEFAULT 0 CHECK (disk_gb >= 0);
 )sql"},
+    Migration{14, "instances' time stopped by the market in their state", R"sql(
+ALTER TABLE instances ADD COLUMN market_stopped_s DOUBLE PRECISION NOT NULL DEFAULT 0
+  CHECK (market_stopped_s >= 0);
+)sql"},
 };
 
 static_assert(versions_are_consecutive(kMigrations),

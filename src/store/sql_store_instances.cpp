@@ -128,6 +128,7 @@ const InstanceColumns& instance_columns() {
         I::real("last_heartbeat_at", &InstanceRecord::last_heartbeat_at),
         I::text("market_status", &InstanceRecord::market_status),
         I::real("market_status_since", &InstanceRecord::market_status_since),
+        I::real("market_stopped_s", &InstanceRecord::market_stopped_s),
         I::real("params_done_bytes", &InstanceRecord::params_done_bytes),
         I::real("params_total_bytes", &InstanceRecord::params_total_bytes),
         I::real("params_rate_bps", &InstanceRecord::params_rate_bps),

@@ -366,6 +366,10 @@ ALTER TABLE instances ADD COLUMN bandwidth_spend_usd REAL NOT NULL DEFAULT 0.0
   CHECK (bandwidth_spend_usd >= 0);
 ALTER TABLE instances ADD COLUMN disk_gb REAL NOT NULL DEFAULT 0.0 CHECK (disk_gb >= 0);
 )sql"},
+    Migration{14, "instances' time stopped by the market in their state", R"sql(
+ALTER TABLE instances ADD COLUMN market_stopped_s REAL NOT NULL DEFAULT 0.0
+  CHECK (market_stopped_s >= 0);
+)sql"},
 };
 
 static_assert(versions_are_consecutive(kMigrations),

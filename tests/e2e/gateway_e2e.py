@@ -714,6 +714,12 @@ class Run:
             return None
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
+        # The agent went on leasing between the list above and the signal (it takes several
+        # jobs at once): what it held is what the store says it holds now that it is dead.
+        held = sorted(set(held) | {
+            j.get("request_id") for j in self.jobs()
+            if j.get("instance_id") == job["instance_id"]
+            and j.get("state") in ("assigned", "proving")})
         log("SIGKILL agent pid %s of instance %s (market %s), proving job %s (%s)" %
             (pids, row["id"], row["market_id"], job.get("id"), job.get("request_id")))
         self.facts["killed_agent_instance"] = row["id"]

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "core/benchmark_step.h"
+#include "core/lifecycle.h"
+
 namespace pf::core {
 namespace {
 
@@ -87,6 +90,48 @@ TEST(MarketStop, AResumedInstanceIsNotDueEarlierForTheTimeItStoodStopped) {
   EXPECT_DOUBLE_EQ(rec.deadline_at, kStoppedAt + 600 + 1800);
   record_market_status(rec, "running", kStoppedAt + 2000);  // no stop left: nothing moves
   EXPECT_DOUBLE_EQ(rec.deadline_at, kStoppedAt + 2400);
+}
+
+// A benchmark's time cap and a download's judgement measure the state's running time: a stop
+// by the market (outbid, a contract pause) is not the host's slowness.
+TEST(MarketStop, TheStatesClocksLeaveOutTheTimeTheMarketHeldItStopped) {
+  InstanceRecord rec;
+  rec.state = InstanceState::Benchmarking;
+  rec.state_since = kStoppedAt;
+  rec.market_status = "running";
+  rec.market_status_since = kStoppedAt - 3600;
+  EXPECT_DOUBLE_EQ(running_seconds_in_state(rec, kStoppedAt + 600), 600);
+  record_market_status(rec, "stopped", kStoppedAt + 600);
+  // While the stop goes on, its time is left out already.
+  EXPECT_DOUBLE_EQ(running_seconds_in_state(rec, kStoppedAt + 1200), 600);
+  record_market_status(rec, "running", kStoppedAt + 1800);
+  EXPECT_DOUBLE_EQ(rec.market_stopped_s, 1200);
+  EXPECT_DOUBLE_EQ(running_seconds_in_state(rec, kStoppedAt + 2400), 1200);
+  record_market_status(rec, "stopped", kStoppedAt + 3000);
+  EXPECT_DOUBLE_EQ(running_seconds_in_state(rec, kStoppedAt + 3600), 1800);
+
+  // The benchmark's clock (core::benchmark_input): its start plus the running time.
+  rec.bench_since = kStoppedAt + 100;
+  const std::vector<ProofSample> none;
+  const BenchmarkInput in = benchmark_input(rec, none, kStoppedAt + 3600, 1.0);
+  EXPECT_DOUBLE_EQ(in.now - in.since, 1800);
+}
+
+TEST(MarketStop, OnlyTheStopsTimeInTheCurrentStateIsLeftOutAndANewStateStartsAfresh) {
+  InstanceRecord rec;
+  rec.state = InstanceState::FetchingParams;
+  rec.state_since = kStoppedAt - 7200;
+  rec.market_status = "stopped";
+  rec.market_status_since = kStoppedAt - 600;
+  rec.market_stopped_s = 900;
+  LifecycleConfig cfg;
+  ASSERT_TRUE(apply_transition(rec, InstanceState::WarmingUp, kStoppedAt, "params done", 1.0, cfg));
+  EXPECT_DOUBLE_EQ(rec.market_stopped_s, 0);
+  // The stop began 600 s before this state: only its part in the state is left out.
+  EXPECT_DOUBLE_EQ(running_seconds_in_state(rec, kStoppedAt + 300), 0);
+  record_market_status(rec, "running", kStoppedAt + 300);
+  EXPECT_DOUBLE_EQ(rec.market_stopped_s, 300);
+  EXPECT_DOUBLE_EQ(running_seconds_in_state(rec, kStoppedAt + 900), 600);
 }
 
 }  // namespace

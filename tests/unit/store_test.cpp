@@ -115,6 +115,7 @@ core::InstanceRecord full_record(const std::string& deployment_id) {
   r.last_heartbeat_at = 1700000200.0625;
   r.market_status = "running";
   r.market_status_since = 1700000050.5;
+  r.market_stopped_s = 321.25;
   r.params_done_bytes = 12345678901.0;
   r.params_total_bytes = 98765432109.0;
   r.params_rate_bps = 1.0 / 3.0;
@@ -189,6 +190,7 @@ void expect_same(const core::InstanceRecord& a, const core::InstanceRecord& b) {
   EXPECT_EQ(a.last_heartbeat_at, b.last_heartbeat_at);
   EXPECT_EQ(a.market_status, b.market_status);
   EXPECT_EQ(a.market_status_since, b.market_status_since);
+  EXPECT_EQ(a.market_stopped_s, b.market_stopped_s);
   EXPECT_EQ(a.params_done_bytes, b.params_done_bytes);
   EXPECT_EQ(a.params_total_bytes, b.params_total_bytes);
   EXPECT_EQ(a.params_rate_bps, b.params_rate_bps);
@@ -1194,6 +1196,7 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
            "ALTER TABLE instances DROP COLUMN storage_spend_usd;"
            "ALTER TABLE instances DROP COLUMN bandwidth_spend_usd;"
            "ALTER TABLE instances DROP COLUMN disk_gb;"
+           "ALTER TABLE instances DROP COLUMN market_stopped_s;"
            "PRAGMA user_version = 1;");
   auto store_opened = open_sql_store(path);
   SqlStore& store = *store_opened;
@@ -1209,6 +1212,8 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
   // Schema 13: spend from before it has no storage or bandwidth part, the disk is unknown.
   EXPECT_EQ(proving.storage_spend_usd, 0);
   EXPECT_EQ(proving.disk_gb, 0);
+  // Schema 14: no time stopped by the market is known from before it.
+  EXPECT_EQ(proving.market_stopped_s, 0);
 }
 
 TEST(SqliteStoreOpen, NewerSchemaVersionIsRefused) {
