@@ -220,7 +220,7 @@ export function instanceRow(r, now, jobsInFlight = null) {
     `${r.destroy_reason ? `<div class="sub reason">${esc(r.destroy_reason)}</div>` : ''}</td>` +
     `<td>${esc(gpus(o.num_gpus, o.gpu_name))}<div class="sub">machine ${esc(o.machine_id ?? '—')}</div></td>` +
     `<td>${esc(o.geolocation || '—')}</td>` +
-    `<td class="num">${esc(usd(o.dph_total, 3))}</td>` +
+    `<td class="num">${esc(usd(o.dph_total, 3))}${termsSub(r)}</td>` +
     `<td class="params">${paramsCell(r)}</td>` +
     `<td class="bench">${benchCell(r)}</td>` +
     `<td class="num">${r.state === 'proving' && r.verdict ? esc(perHour(r.verdict.rate)) : '<span class="muted">—</span>'}</td>` +
@@ -343,6 +343,13 @@ export function eventTimeline(events) {
   return `<ol class="timeline" data-testid="event-timeline">${items}</ol>`;
 }
 
+// An interruptible rental's bid under its listed price (core/rental_terms.h); on-demand shows none.
+function termsSub(r) {
+  if (!isNum(r.bid_price)) return '';
+  const stops = r.market_stops ? ` · ${int(r.market_stops)} stops` : '';
+  return `<div class="sub" data-testid="bid-terms">bid ${esc(usd(r.bid_price, 3))}${esc(stops)}</div>`;
+}
+
 export function instancePage(detail, now) {
   const r = detail.instance;
   const o = r.offer ?? {};
@@ -352,6 +359,9 @@ export function instancePage(detail, now) {
     fact('machine / host', `${esc(o.machine_id ?? '—')} / ${esc(o.host_id ?? '—')}`) +
     fact('location', esc(o.geolocation || '—')) +
     fact('$ / hour', esc(usd(o.dph_total, 3))) +
+    fact('terms', isNum(r.bid_price)
+      ? `interruptible: bid ${esc(usd(r.bid_price, 3))}/h · ${esc(int(r.market_stops ?? 0))} market stops`
+      : 'on-demand') +
     fact('RAM (usable)', esc(gib(o.usable_ram_gib, 0))) +
     fact('vast instance', esc(r.market_id ?? '—')) +
     fact('market status', `${esc(r.market_status || '—')} ${r.market_status_since ? `<span class="muted">${since(r.market_status_since, now)}</span>` : ''}`) +

@@ -72,9 +72,9 @@ constexpr std::size_t kMaxAllowEntries = 1024;
 constexpr int kMaxPendingWindow = 10'000;
 
 // Sections whose keys may be overridden by PROVERFLEET_<SECTION>_<KEY> variables.
-const char* const kSections[] = {"economics",  "setup",  "predictor", "market",   "lifecycle",
-                                 "acceptance", "deploy", "autopilot", "http",     "gateway",
-                                 "jobs",       "prices", "alerts",    "webhooks", "replicas"};
+const char* const kSections[] = {
+    "economics", "setup", "predictor", "market", "lifecycle", "acceptance", "bids",     "deploy",
+    "autopilot", "http",  "gateway",   "jobs",   "prices",    "alerts",     "webhooks", "replicas"};
 
 std::string env_name(const std::string& path, const char* key) {
   std::string name = "PROVERFLEET_" + path + "_" + key;
@@ -460,6 +460,7 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   top.raw("market");
   top.raw("lifecycle");
   top.raw("acceptance");
+  top.raw("bids");
   top.raw("deploy");
   top.raw("autopilot");
   top.raw("http");
@@ -566,6 +567,21 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   }
   // The lifecycle's benchmark deadline is sized for the acceptance test's sample cap.
   l.bench_max_samples = a.max_samples;
+
+  auto& b = cfg.bids;
+  TableReader bids(subtable(root, "bids"), "bids", &env);
+  bids.boolean("enabled", b.enabled);
+  bids.number("margin_over_min_bid", b.margin_over_min_bid, non_negative_up_to(10));
+  bids.number("max_share_of_on_demand", b.max_share_of_on_demand, positive_up_to(1));
+  bids.number("prior_preemptions_per_hour", b.prior_preemptions_per_hour, non_negative_up_to(100));
+  bids.number("prior_weight_h", b.prior_weight_h, non_negative_up_to(1e5));
+  bids.number("stop_h", b.stop_h, non_negative_up_to(1e4));
+  bids.number("restart_h", b.restart_h, non_negative_up_to(100));
+  bids.fraction("max_preemption_per_proof", b.max_preemption_per_proof);
+  bids.number("host_avoid_preemptions_per_hour", b.host_avoid_preemptions_per_hour,
+              positive_up_to(1000));
+  bids.number("host_min_evidence_h", b.host_min_evidence_h, non_negative_up_to(1e5));
+  bids.finish();
 
   auto& d = cfg.deploy;
   TableReader dep(subtable(root, "deploy"), "deploy", &env);

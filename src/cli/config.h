@@ -19,6 +19,7 @@
 #include "core/lifecycle.h"
 #include "core/policy.h"
 #include "core/ranking.h"
+#include "core/rental_terms.h"
 #include "core/sprt_acceptance.h"
 #include "manager/deploy_defaults.h"
 #include "market/rate_limits.h"
@@ -151,6 +152,7 @@ struct AppConfig {
   core::HearingConfig hearing;        // [lifecycle] too: when silence is not evidence
   core::AcceptanceConfig acceptance;  // caps: min/max samples, time, interval
   core::SprtConfig sprt;              // the sequential test's tuning ([acceptance] too)
+  core::BidConfig bids;               // [bids]: interruptible rentals (core/rental_terms.h)
   DeploySettings deploy;
   MarketSettings market;
   AutopilotSettings autopilot;

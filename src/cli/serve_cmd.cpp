@@ -546,6 +546,7 @@ void run_serve(const ServeOptions& o) {
   manager_config.acceptance = fleet_cfg.acceptance;
   manager_config.sprt = fleet_cfg.sprt;
   manager_config.blocklist = fleet_cfg.policy.blocklist;
+  manager_config.bids = cfg->bids;
   manager_config.profit_objective = fleet_cfg.profit_objective;
   manager_config.image = cfg->deploy.image;
   manager_config.disk_gb = cfg->deploy.disk_gb;

@@ -23,6 +23,16 @@ bool storage_billed(const std::string& s) {
   return s != "offline";
 }
 
+double rental_compute_usd_per_hour(const InstanceRecord& rec) {
+  if (rec.bid_price && *rec.bid_price > 0) return *rec.bid_price;
+  return compute_usd_per_hour(rec.offer, rec.disk_gb);
+}
+
+double rental_usd_per_hour(const InstanceRecord& rec) {
+  if (!rec.bid_price || !(*rec.bid_price > 0)) return rec.offer.dph_total;
+  return *rec.bid_price + storage_usd_per_hour(rec.offer, rec.disk_gb);
+}
+
 Charges accrue_rental_spend(InstanceRecord& rec, double now) {
   if (rec.billed_until <= 0) rec.billed_until = rec.created_at > 0 ? rec.created_at : now;
   Charges c;
@@ -30,7 +40,7 @@ Charges accrue_rental_spend(InstanceRecord& rec, double now) {
   if (rec.state != InstanceState::Destroyed) {
     const double hours = (now - rec.billed_until) / 3600.0;
     if (compute_billed(rec.market_status)) {
-      c.compute_usd = hours * compute_usd_per_hour(rec.offer, rec.disk_gb);
+      c.compute_usd = hours * rental_compute_usd_per_hour(rec);
     }
     if (storage_billed(rec.market_status)) {
       c.storage_usd = hours * storage_usd_per_hour(rec.offer, rec.disk_gb);

@@ -28,6 +28,13 @@ double storage_usd_per_hour(const Offer& offer, double disk_gb);
 // `disk_gb` (never below 0).
 double compute_usd_per_hour(const Offer& offer, double disk_gb);
 
+// What the rental pays for compute while it runs, $/hour: its bid when it is interruptible
+// (vast bills an interruptible rental at its bid), else the offer's compute price.
+double rental_compute_usd_per_hour(const InstanceRecord& rec);
+// The rental's price, $/hour, while it runs: compute (as above) and storage. For an on-demand
+// rental, the dph_total it was rented at (search prices the disk rented: allocated_storage).
+double rental_usd_per_hour(const InstanceRecord& rec);
+
 // Market statuses (actual_status) during which vast bills compute / storage.
 bool compute_billed(const std::string& actual_status);
 bool storage_billed(const std::string& actual_status);

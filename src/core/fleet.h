@@ -79,6 +79,9 @@ struct InstanceRecord {
   // What the market last said (actual_status; "" = null/provisioning).
   std::string market_status;
   double market_status_since = 0;
+  // Times the market stopped it (core::record_market_status): an interruptible rental's
+  // preemptions, which core/rental_terms.h learns from.
+  int market_stops = 0;
   // Seconds the market held it stopped since state_since, in stops that ended
   // (core::record_market_status; core::running_seconds_in_state adds a stop still going on).
   double market_stopped_s = 0;
@@ -116,6 +119,9 @@ struct InstanceRecord {
   // The disk rented at create, GB: storage is billed for it in every state but offline.
   // 0 on rows from before it was recorded (storage then priced as search priced it).
   double disk_gb = 0;
+  // An interruptible rental's bid, $/hour of compute (vast bills compute at it while it runs);
+  // nullopt: on-demand (core/rental_terms.h).
+  std::optional<double> bid_price;
 
   std::optional<Verdict> verdict;
   std::string plan_json;          // the prover plan the agent reported (opaque here)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "core/billing.h"
 #include "core/job_latency.h"
 #include "core/text.h"
 
@@ -44,7 +45,7 @@ double overlap(double a_from, double a_until, double b_from, double b_until) {
 
 double spend_in_window(const InstanceRecord& instance, double since, double now) {
   if (instance.spend_usd <= 0 || now <= since) return 0;
-  const double dph = instance.offer.dph_total;
+  const double dph = rental_usd_per_hour(instance);
   if (dph <= 0 || instance.billed_until <= 0) {
     // Bandwidth only, with no billed time to place it in: count it where it was last accrued.
     return instance.billed_until >= since && instance.billed_until <= now ? instance.spend_usd : 0;

@@ -63,6 +63,7 @@ void record_market_status(InstanceRecord& rec, const std::string& status, double
     if (rec.deadline_at > 0) rec.deadline_at += stood;
     rec.market_stopped_s += current_stop_in_state_s(rec, now);
   }
+  if (status == "stopped" && rec.market_status != "stopped") ++rec.market_stops;
   rec.market_status = status;
   rec.market_status_since = now;
 }

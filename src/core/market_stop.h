@@ -50,7 +50,8 @@ std::optional<MarketStop> explain_market_stop(const MarketStatus& status, double
 // first: core::accrue_rental_spend). Leaving "stopped", the time the instance stood stopped was
 // not its own: the state's deadline moves on by it, so a download or a benchmark the market cut
 // short does not miss its deadline for it (a stop is not the host's fault).
-// The stopped time also counts on the row (market_stopped_s), for the state's own clocks.
+// The stopped time also counts on the row (market_stopped_s), for the state's own clocks, and
+// each stop in market_stops.
 void record_market_status(InstanceRecord& rec, const std::string& status, double now);
 
 // Seconds rec has been in its state at `now` less the time the market held it stopped meanwhile

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "core/billing.h"
 #include "core/market_stop.h"
 #include "core/text.h"
 
@@ -260,7 +261,7 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
   std::map<std::int64_t, double> measured;  // proving instance → its current rate
   for (const auto* rec : alive) {
     if (rec->state != InstanceState::Proving) continue;
-    const double be = objective_break_even(rec->offer.dph_total, cfg.scoring);
+    const double be = objective_break_even(rental_usd_per_hour(*rec), cfg.scoring);
     const auto& ws = windows[rec->id];
     const WatchResult w = watch_production(*rec, ws, be, cfg.watch);
     if (w.drop) {
@@ -292,7 +293,7 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     for (const auto* rec : alive) {
       auto it = measured.find(rec->id);
       if (it == measured.end() || dropped.count(rec->id) || it->second <= 0) continue;
-      const double cost = rec->offer.dph_total / it->second;
+      const double cost = rental_usd_per_hour(*rec) / it->second;
       if (!worst || cost > worst_cost) {
         worst = rec;
         worst_cost = cost;
@@ -301,13 +302,13 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     if (worst) {
       const double r = measured[worst->id];
       const double paid = std::clamp(demand - (proving_rate - r), 0.0, r);
-      if (paid * revenue < cfg.surplus_keep_share * worst->offer.dph_total) {
+      if (paid * revenue < cfg.surplus_keep_share * rental_usd_per_hour(*worst)) {
         drop(*worst,
              "surplus: the fleet proves " + fixed(proving_rate, 0) + "/hr against demand " +
                  fixed(demand, 0) + "/hr; this instance (" + fixed(r, 1) + "/hr, the dearest at " +
                  money(worst_cost * 1000) + " per 1000 proofs) adds " + fixed(paid, 1) +
                  " paid proofs/hr worth " + money(paid * revenue) + "/hr for " +
-                 money(worst->offer.dph_total) + "/hr",
+                 money(rental_usd_per_hour(*worst)) + "/hr",
              std::nullopt);
         proving_rate -= r;
       }
@@ -332,7 +333,7 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
   for (const auto* rec : alive) {
     if (dropped.count(rec->id)) continue;
     ++n_live;
-    dph += rec->offer.dph_total;
+    dph += rental_usd_per_hour(*rec);
     if (!in_setup(rec->state)) continue;
     ++n_setup;
     machines_in_setup.insert(rec->offer.machine_id);
@@ -417,7 +418,7 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
   for (const auto* rec : alive) {
     auto it = measured.find(rec->id);
     if (it == measured.end() || dropped.count(rec->id) || it->second <= 0) continue;
-    displaceable.push_back({rec->id, rec->offer.machine_id, it->second, rec->offer.dph_total});
+    displaceable.push_back({rec->id, rec->offer.machine_id, it->second, rental_usd_per_hour(*rec)});
   }
 
   int rents = 0;

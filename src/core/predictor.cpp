@@ -7,16 +7,6 @@
 #include "core/text.h"
 
 namespace pf::core {
-namespace {
-
-bool iequals(const std::string& a, const std::string& b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-}  // namespace
 
 PredictorConfig default_predictor_config() {
   PredictorConfig c;

@@ -2,6 +2,8 @@
 // fmt) and trimming.
 #pragma once
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -33,6 +35,14 @@ inline std::string_view trim_view(std::string_view text) {
 // The same, as a string of its own.
 inline std::string trim(const std::string& text) {
   return std::string(trim_view(text));
+}
+
+// Equal ignoring ASCII case (GPU model names: "RTX 4090" and "rtx 4090" are one model).
+inline bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
 }
 
 }  // namespace pf::core

@@ -89,7 +89,8 @@ core::Hearing Manager::hearing_of(const std::vector<core::InstanceRecord>& rows,
 }
 
 double Manager::break_even(const InstanceRecord& rec) const {
-  return core::instance_break_even_rate(rec.offer.dph_total, config_.rank.economics,
+  // What the rental pays: an interruptible one's bid, not the listed on-demand price.
+  return core::instance_break_even_rate(core::rental_usd_per_hour(rec), config_.rank.economics,
                                         config_.profit_objective);
 }
 

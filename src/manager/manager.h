@@ -28,6 +28,7 @@
 #include "core/lifecycle.h"
 #include "core/ranking.h"
 #include "core/reconcile.h"
+#include "core/rental_terms.h"
 #include "core/sprt_acceptance.h"
 #include "core/ssh_access.h"
 #include "jobs/job_queue.h"
@@ -84,6 +85,7 @@ struct ManagerConfig {
   core::AcceptanceConfig acceptance;  // sample and time caps of the benchmark
   core::SprtConfig sprt;              // the sequential test's tuning (caps come from above)
   core::BlocklistConfig blocklist;    // strikes against hosts whose instances fail
+  core::BidConfig bids;               // on-demand or a bid, per rental (core/rental_terms.h)
   // Benchmarks are judged against the revenue per proof (true: keep whatever earns more than
   // it costs, as the autopilot's policy scores) or against economics.target_cost_per_proof_usd.
   bool profit_objective = true;
@@ -351,6 +353,9 @@ class Manager {
   void evaluate_benchmark(core::InstanceRecord& rec);
   // The instance's break-even rate (core/break_even.h: economics and profit_objective).
   double break_even(const core::InstanceRecord& rec) const;
+  // On-demand or a bid for the offer (core::choose_rental_terms on its predicted rate and our
+  // interruptible rentals so far; manager_offers.cpp).
+  core::RentalTerms rental_terms(const core::Offer& offer, double now);
 
   store::Store& store_;
   market::Market& market_;

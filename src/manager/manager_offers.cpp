@@ -50,6 +50,24 @@ ApiResult<std::vector<core::RankedOffer>> Manager::rank_offers(const json& filte
   return ranked;
 }
 
+core::RentalTerms Manager::rental_terms(const core::Offer& offer, double now) {
+  // Priced only where a bid is possible: the prediction reads the fleet's whole history.
+  if (!config_.bids.enabled || !(offer.min_bid > 0)) {
+    return core::choose_rental_terms(offer, 0, 0, config_.disk_gb, {}, config_.bids);
+  }
+  core::RankConfig rank = config_.rank;
+  rank.profit_objective = config_.profit_objective;
+  const auto fleet = store_.instances(true);
+  const auto runs = store_.all_bench_runs();
+  const auto ranked = core::rank_offers({offer}, rank, core::RankOrder::Cost,
+                                        core::RankHistory{fleet, runs, {}, now});
+  const double rate = ranked.empty() ? 0 : ranked.front().prediction.rate;
+  // A proof holds one GPU while it runs, so each takes about the GPU count over the rate.
+  const double proof_h = rate > 0 ? std::max(1, offer.num_gpus) / rate : 0;
+  return core::choose_rental_terms(offer, rate, proof_h, config_.disk_gb, core::bid_rentals(fleet),
+                                   config_.bids);
+}
+
 ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::string& origin,
                                           bool automatic_blocks_applied,
                                           const core::Offer* searched) {
@@ -95,12 +113,15 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
     }
   }
 
+  const core::RentalTerms terms = rental_terms(*it, now);
+
   // Record the intent before acting: a crash after the create leaves a row to reconcile with.
   const std::string secret = random_token();
   InstanceRecord rec;
   rec.deployment_id = random_token().substr(0, 16);
   rec.offer = *it;
-  rec.disk_gb = config_.disk_gb;  // what the create below rents; billed for storage
+  rec.disk_gb = config_.disk_gb;    // what the create below rents; billed for storage
+  rec.bid_price = terms.bid_price;  // what compute is billed at, when interruptible
   rec.created_at = now;
   rec.state = S::Renting;
   rec.state_since = now;
@@ -116,8 +137,13 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
       event(rec.id, "operator",
             "renting offer " + std::to_string(offer_id) + " (" + rec.offer.gpu_name + " x" +
                 std::to_string(rec.offer.num_gpus) + ", $" + core::fixed(rec.offer.dph_total, 3) +
-                "/hr) for " + origin,
-            {{"offer_id", offer_id}, {"origin", origin}});
+                "/hr) for " + origin + ", " + terms.reason,
+            {{"offer_id", offer_id},
+             {"origin", origin},
+             {"bid_price", terms.bid_price ? json(*terms.bid_price) : json(nullptr)},
+             {"on_demand_usd_per_proof", terms.on_demand_usd_per_proof},
+             {"bid_usd_per_proof", terms.bid_usd_per_proof},
+             {"preemptions_per_hour", terms.preemptions_per_hour}});
     });
     creates_in_flight_.insert(rec.id);
   }
@@ -142,6 +168,7 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
                 {"PROVERFLEET_SECRET", secret}};
   create.onstart = config_.onstart;
   create.runtype = "ssh";
+  create.bid_price = terms.bid_price;
   auto created = market_.create_instance(create);
 
   std::lock_guard lock(mu_);

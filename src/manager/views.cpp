@@ -87,6 +87,8 @@ json to_json(const core::InstanceRecord& r) {
       {"market_status", r.market_status},
       {"market_status_since", r.market_status_since},
       {"market_stopped_s", r.market_stopped_s},
+      {"market_stops", r.market_stops},
+      {"bid_price", r.bid_price ? json(*r.bid_price) : json(nullptr)},
       {"params_done_bytes", r.params_done_bytes},
       {"params_total_bytes", r.params_total_bytes},
       {"params_rate_bps", r.params_rate_bps},

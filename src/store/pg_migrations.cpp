@@ -317,6 +317,10 @@ ALTER TABLE instances ADD COLUMN disk_gb DOUBLE PRECISION NOT NULL DEFAULT 0 CHE
 ALTER TABLE instances ADD COLUMN market_stopped_s DOUBLE PRECISION NOT NULL DEFAULT 0
   CHECK (market_stopped_s >= 0);
 )sql"},
+    Migration{15, "instances' bid and market stops", R"sql(
+ALTER TABLE instances ADD COLUMN bid_price DOUBLE PRECISION CHECK (bid_price IS NULL OR bid_price > 0);
+ALTER TABLE instances ADD COLUMN market_stops INTEGER NOT NULL DEFAULT 0 CHECK (market_stops >= 0);
+)sql"},
 };
 
 static_assert(versions_are_consecutive(kMigrations),

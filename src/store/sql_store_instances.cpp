@@ -129,6 +129,8 @@ const InstanceColumns& instance_columns() {
         I::text("market_status", &InstanceRecord::market_status),
         I::real("market_status_since", &InstanceRecord::market_status_since),
         I::real("market_stopped_s", &InstanceRecord::market_stopped_s),
+        I::int32("market_stops", &InstanceRecord::market_stops),
+        I::opt_real("bid_price", &InstanceRecord::bid_price),
         I::real("params_done_bytes", &InstanceRecord::params_done_bytes),
         I::real("params_total_bytes", &InstanceRecord::params_total_bytes),
         I::real("params_rate_bps", &InstanceRecord::params_rate_bps),

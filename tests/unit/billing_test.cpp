@@ -36,6 +36,23 @@ TEST(Billing, RatesSplitTheListedPriceIntoComputeAndTheRentedDisksStorage) {
   EXPECT_NEAR(storage_usd_per_hour(searched, 0), 0.03, 1e-12);
 }
 
+// vast bills an interruptible rental's compute at its bid; storage as any rental's.
+TEST(Billing, AnInterruptibleRentalPaysItsBidForComputeAndTheDisksStorage) {
+  InstanceRecord r = rental("running");
+  EXPECT_NEAR(rental_usd_per_hour(r), 0.45, 1e-12);  // on-demand: the listed price
+  r.bid_price = 0.15;
+  EXPECT_NEAR(rental_compute_usd_per_hour(r), 0.15, 1e-12);
+  EXPECT_NEAR(rental_usd_per_hour(r), 0.20, 1e-12);
+  r.billed_until = 1000;
+  const Charges hour = accrue_rental_spend(r, 1000 + 3600);
+  EXPECT_NEAR(hour.compute_usd, 0.15, 1e-12);
+  EXPECT_NEAR(hour.storage_usd, 0.05, 1e-12);
+  r.market_status = "stopped";  // outbid: storage only
+  const Charges stopped = accrue_rental_spend(r, 1000 + 7200);
+  EXPECT_EQ(stopped.compute_usd, 0);
+  EXPECT_NEAR(stopped.storage_usd, 0.05, 1e-12);
+}
+
 TEST(Billing, StorageRunsInEveryStateButOfflineComputeOnlyWhileActive) {
   for (const char* status : {"", "created", "loading", "stopped"}) {
     EXPECT_TRUE(storage_billed(status)) << status;

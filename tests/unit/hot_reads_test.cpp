@@ -471,9 +471,11 @@ TEST_P(HotReadsBackendTest, MigrationElevenBackfillsTheHistory) {
     r.proofs_production = 3 * n;
     store_->insert_instance(r);
   }
-  // Migrations 12 to 14 came after 11 (and this build's inserts write their columns): undone
+  // Migrations 12 to 15 came after 11 (and this build's inserts write their columns): undone
   // now, so the file really is a schema-10 database.
   conn.begin();
+  conn.exec("ALTER TABLE instances DROP COLUMN market_stops", "undoing 15");
+  conn.exec("ALTER TABLE instances DROP COLUMN bid_price", "undoing 15");
   conn.exec("ALTER TABLE instances DROP COLUMN market_stopped_s", "undoing 14");
   for (const char* column : {"storage_spend_usd", "bandwidth_spend_usd", "disk_gb"}) {
     conn.exec(std::string("ALTER TABLE instances DROP COLUMN ") + column, "undoing 13");

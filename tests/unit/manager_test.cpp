@@ -118,6 +118,34 @@ TEST_F(ManagerTest, DeployRecordsIntentCreatesWithLabelAndEnv) {
   EXPECT_THAT(events[0].message, HasSubstr("renting offer 101"));
 }
 
+// [bids] on: an offer that takes bids is rented interruptible where its bid is cheaper per
+// proof (core/rental_terms.h); the bid is on the row before the create and on the create.
+TEST_F(ManagerTest, WithBidsOnACheapBidIsRentedInterruptibleAndADearOneOnDemand) {
+  market_.offers[0].min_bid = 0.10;  // offer 101, $0.40/hr: bid 0.13
+  market_.offers[1].min_bid = 0.18;  // offer 102, $0.20/hr: 0.234 would be over 85 % of it
+  ManagerConfig cfg = manager_->config();
+  cfg.bids.enabled = true;
+  Manager bidding(*store_, market_, cfg, [this] { return now_; });
+  auto bid = bidding.deploy(101, "operator");
+  ASSERT_TRUE(bid) << bid.error().message;
+  ASSERT_TRUE(market_.create_requests.back().bid_price);
+  EXPECT_NEAR(*market_.create_requests.back().bid_price, 0.13, 1e-12);
+  ASSERT_TRUE(get(bid->id).bid_price);
+  EXPECT_NEAR(*get(bid->id).bid_price, 0.13, 1e-12);
+  EXPECT_THAT(store_->events(bid->id, 0)[0].message, HasSubstr("bid $0.130/hr"));
+
+  auto on_demand = bidding.deploy(102, "operator");
+  ASSERT_TRUE(on_demand) << on_demand.error().message;
+  EXPECT_FALSE(market_.create_requests.back().bid_price);
+  EXPECT_FALSE(get(on_demand->id).bid_price);
+  EXPECT_THAT(store_->events(on_demand->id, 0)[0].message, HasSubstr("on-demand: a bid of"));
+  // Off (the default): no bid, and the row says why.
+  auto off = manager_->deploy(103, "operator");
+  ASSERT_TRUE(off) << off.error().message;
+  EXPECT_FALSE(market_.create_requests.back().bid_price);
+  EXPECT_THAT(store_->events(off->id, 0)[0].message, HasSubstr("[bids] enabled"));
+}
+
 TEST_F(ManagerTest, SameOfferIsNeverRentedTwice) {
   ASSERT_TRUE(manager_->deploy(101, "operator"));
   auto again = manager_->deploy(101, "operator");

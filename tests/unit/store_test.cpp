@@ -116,6 +116,8 @@ core::InstanceRecord full_record(const std::string& deployment_id) {
   r.market_status = "running";
   r.market_status_since = 1700000050.5;
   r.market_stopped_s = 321.25;
+  r.market_stops = 2;
+  r.bid_price = 0.275;
   r.params_done_bytes = 12345678901.0;
   r.params_total_bytes = 98765432109.0;
   r.params_rate_bps = 1.0 / 3.0;
@@ -191,6 +193,8 @@ void expect_same(const core::InstanceRecord& a, const core::InstanceRecord& b) {
   EXPECT_EQ(a.market_status, b.market_status);
   EXPECT_EQ(a.market_status_since, b.market_status_since);
   EXPECT_EQ(a.market_stopped_s, b.market_stopped_s);
+  EXPECT_EQ(a.market_stops, b.market_stops);
+  EXPECT_EQ(a.bid_price, b.bid_price);
   EXPECT_EQ(a.params_done_bytes, b.params_done_bytes);
   EXPECT_EQ(a.params_total_bytes, b.params_total_bytes);
   EXPECT_EQ(a.params_rate_bps, b.params_rate_bps);
@@ -1197,6 +1201,8 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
            "ALTER TABLE instances DROP COLUMN bandwidth_spend_usd;"
            "ALTER TABLE instances DROP COLUMN disk_gb;"
            "ALTER TABLE instances DROP COLUMN market_stopped_s;"
+           "ALTER TABLE instances DROP COLUMN bid_price;"
+           "ALTER TABLE instances DROP COLUMN market_stops;"
            "PRAGMA user_version = 1;");
   auto store_opened = open_sql_store(path);
   SqlStore& store = *store_opened;
@@ -1214,6 +1220,9 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
   EXPECT_EQ(proving.disk_gb, 0);
   // Schema 14: no time stopped by the market is known from before it.
   EXPECT_EQ(proving.market_stopped_s, 0);
+  // Schema 15: rentals from before it were on-demand, never seen stopped.
+  EXPECT_FALSE(proving.bid_price);
+  EXPECT_EQ(proving.market_stops, 0);
 }
 
 TEST(SqliteStoreOpen, NewerSchemaVersionIsRefused) {

@@ -172,6 +172,15 @@ test('fleet header shows the economics and the autopilot switch', () => {
   assert.equal(autopilotBlock(null), '');
 });
 
+test('an interruptible rental shows its bid and market stops; an on-demand one shows neither', () => {
+  const bid = instancesTable([instance({ bid_price: 0.13, market_stops: 2 })], NOW);
+  assert.match(bid, /data-testid="bid-terms">bid \$0\.130 · 2 stops/);
+  assert.doesNotMatch(instancesTable([instance()], NOW), /bid-terms/);
+  const page = instancePage({ instance: instance({ bid_price: 0.13, market_stops: 2 }), events: [], samples: [], logs: '' }, NOW);
+  assert.match(page, /interruptible: bid \$0\.130\/h · 2 market stops/);
+  assert.match(instancePage({ instance: instance(), events: [], samples: [], logs: '' }, NOW), /on-demand/);
+});
+
 test('spend shows the storage and bandwidth vast billed besides compute', () => {
   assert.equal(spendParts({ spend_usd: 1.5 }), '$1.50');
   const parts = spendParts({ spend_usd: 1.5, storage_spend_usd: 0.25, bandwidth_spend_usd: 0.05, disk_gb: 200 });

@@ -1,0 +1,87 @@
+// On-demand or interruptible, and at what bid: decided per offer when it is rented.
+//
+// vast's interruptible rentals (docs.vast.ai, "Instance types" / "Interruptible instances";
+// vast-cli vast.py `create instance --bid_price`, sent as `price`; `change bid` is
+// PUT /api/v0/instances/bid_price/{id}/): a rental created with a price runs while that price is
+// at least the offer's `min_bid` and above every other renter's bid on the machine; outbid, it
+// is stopped (storage still billed, no compute) and resumes by itself once it is on top again.
+// It pays its bid for compute while it runs. A stop ends the agent with its container, so each
+// resume costs a prover restart and its warm-up, and the proofs in flight go back to the queue.
+//
+// The choice weighs the expected cost per proof of both terms for this offer, with the
+// preemption rate learned from our own interruptible rentals of the same GPU model (a
+// gamma-Poisson estimate: a prior rate worth `prior_weight_h` hours, then what was seen), and
+// refuses a bid where a proof would too often be cut (its job's deadline is at stake) or where
+// this machine has preempted us often (it is avoided for bids, not called bad). Pure.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "core/fleet.h"
+#include "core/offer.h"
+
+namespace pf::core {
+
+struct BidConfig {
+  bool enabled = false;  // off: every rental is on-demand
+  // The bid: min_bid raised by this share (a bid at min_bid loses to any rival).
+  double margin_over_min_bid = 0.3;
+  // Never bid above this share of the offer's on-demand compute price: above it the saving does
+  // not pay for the preemptions.
+  double max_share_of_on_demand = 0.85;
+  // Preemptions per running hour before any interruptible rental of a GPU model was seen, and
+  // how many hours of evidence that guess is worth.
+  double prior_preemptions_per_hour = 0.25;
+  double prior_weight_h = 4;
+  // Hours a preemption lasts (stopped: storage billed, no proofs) and what each resume costs in
+  // lost proving (the prover's restart and warm-up, the proofs cut short).
+  double stop_h = 1.0;
+  double restart_h = 0.25;
+  // A proof's chance of being cut by a preemption above which the offer is rented on-demand:
+  // each cut proof's job is requeued with its deadline.
+  double max_preemption_per_proof = 0.05;
+  // A machine whose own record shows this many preemptions per running hour (with at least
+  // `host_min_evidence_h` of it) is rented on-demand only.
+  double host_avoid_preemptions_per_hour = 1.0;
+  double host_min_evidence_h = 2;
+};
+
+// One of our interruptible rentals as the record shows it.
+struct BidRental {
+  std::string gpu_name;
+  std::int64_t machine_id = 0;
+  double running_h = 0;  // compute-billed hours
+  int preemptions = 0;   // times the market stopped it
+};
+
+// Our interruptible rentals, from the fleet's rows (bid_price set; destroyed ones included).
+std::vector<BidRental> bid_rentals(std::span<const InstanceRecord> fleet);
+
+struct PreemptionRate {
+  double per_hour = 0;    // the estimate
+  double evidence_h = 0;  // running hours observed
+  int preemptions = 0;    // observed
+};
+// The GPU model's rate (with the prior) and one machine's (observed only; per_hour 0 without
+// evidence).
+PreemptionRate model_preemption_rate(std::span<const BidRental> history,
+                                     const std::string& gpu_name, const BidConfig& cfg);
+PreemptionRate machine_preemption_rate(std::span<const BidRental> history, std::int64_t machine_id);
+
+struct RentalTerms {
+  std::optional<double> bid_price;  // $/hour of compute; nullopt: on-demand
+  double on_demand_usd_per_proof = 0;
+  double bid_usd_per_proof = 0;  // 0: no bid was priced
+  double preemptions_per_hour = 0;
+  std::string reason;
+};
+
+// `rate`: predicted proofs/hour of the whole offer; `proof_h`: hours one proof takes on it
+// (its concurrency over the rate); `disk_gb`: the disk rented (storage).
+RentalTerms choose_rental_terms(const Offer& offer, double rate, double proof_h, double disk_gb,
+                                std::span<const BidRental> history, const BidConfig& cfg);
+
+}  // namespace pf::core

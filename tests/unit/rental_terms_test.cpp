@@ -1,0 +1,114 @@
+// On-demand or a bid, and at what price (core/rental_terms.h).
+#include "core/rental_terms.h"
+
+#include <gtest/gtest.h>
+
+#include "core/billing.h"
+
+namespace pf::core {
+namespace {
+
+// An offer whose on-demand compute is $0.40/hr, which takes bids from $0.15/hr.
+Offer bid_offer() {
+  Offer o;
+  o.id = 7;
+  o.machine_id = 70;
+  o.gpu_name = "RTX 4090";
+  o.num_gpus = 1;
+  o.dph_base = 0.40;
+  o.dph_total = 0.42;
+  o.storage_cost_gb_month = 0.1;
+  o.min_bid = 0.15;
+  return o;
+}
+
+BidConfig bids_on() {
+  BidConfig c;
+  c.enabled = true;
+  return c;
+}
+
+constexpr double kRate = 50;      // proofs/hour
+constexpr double kProofH = 0.02;  // 1.2 min a proof
+constexpr double kDiskGb = 200;
+
+TEST(RentalTerms, OffByDefaultAndWithoutAMinBidEveryRentalIsOnDemand) {
+  const auto off = choose_rental_terms(bid_offer(), kRate, kProofH, kDiskGb, {}, BidConfig{});
+  EXPECT_FALSE(off.bid_price);
+  EXPECT_NE(off.reason.find("[bids] enabled"), std::string::npos) << off.reason;
+  Offer no_bids = bid_offer();
+  no_bids.min_bid = 0;
+  const auto none = choose_rental_terms(no_bids, kRate, kProofH, kDiskGb, {}, bids_on());
+  EXPECT_FALSE(none.bid_price);
+  EXPECT_NE(none.reason.find("no min_bid"), std::string::npos) << none.reason;
+}
+
+TEST(RentalTerms, ACheapBidWithFewPreemptionsIsTakenAtMinBidPlusTheMargin) {
+  const Offer o = bid_offer();
+  const auto t = choose_rental_terms(o, kRate, kProofH, kDiskGb, {}, bids_on());
+  ASSERT_TRUE(t.bid_price) << t.reason;
+  EXPECT_DOUBLE_EQ(*t.bid_price, 0.15 * 1.3);
+  EXPECT_LT(t.bid_usd_per_proof, t.on_demand_usd_per_proof);
+  // The on-demand figure is the offer's compute and storage over the rate.
+  EXPECT_NEAR(t.on_demand_usd_per_proof,
+              (compute_usd_per_hour(o, kDiskGb) + storage_usd_per_hour(o, kDiskGb)) / kRate, 1e-12);
+  EXPECT_NE(t.reason.find("bid $0.195/hr"), std::string::npos) << t.reason;
+}
+
+TEST(RentalTerms, ABidNearTheOnDemandPriceIsNotWorthItsPreemptions) {
+  Offer o = bid_offer();
+  o.min_bid = 0.30;  // 0.39 with the margin: over 85 % of 0.40
+  const auto t = choose_rental_terms(o, kRate, kProofH, kDiskGb, {}, bids_on());
+  EXPECT_FALSE(t.bid_price);
+  EXPECT_NE(t.reason.find("85 %"), std::string::npos) << t.reason;
+}
+
+TEST(RentalTerms, SlowProofsOnAPreemptedModelStayOnDemandForTheirDeadlines) {
+  // Three rentals of the model, 10 running hours, 20 preemptions: the estimate leaves the prior.
+  std::vector<BidRental> seen = {{"RTX 4090", 1, 4, 8}, {"RTX 4090", 2, 6, 12}};
+  const BidConfig cfg = bids_on();
+  const auto rate = model_preemption_rate(seen, "rtx 4090", cfg);
+  EXPECT_DOUBLE_EQ(rate.evidence_h, 10);
+  EXPECT_EQ(rate.preemptions, 20);
+  EXPECT_NEAR(rate.per_hour, (0.25 * 4 + 20) / 14, 1e-12);
+  // A proof of 3 minutes: 7.5 % of them cut, over the 5 % allowed.
+  const auto t = choose_rental_terms(bid_offer(), kRate, 0.05, kDiskGb, seen, cfg);
+  EXPECT_FALSE(t.bid_price);
+  EXPECT_NE(t.reason.find("of proofs would be cut"), std::string::npos) << t.reason;
+  // Another model's record says nothing of this one.
+  const auto other = model_preemption_rate(seen, "RTX 3090", cfg);
+  EXPECT_DOUBLE_EQ(other.per_hour, 0.25);
+}
+
+TEST(RentalTerms, AMachineThatPreemptsUsOftenIsRentedOnDemandWithoutBeingBlamed) {
+  std::vector<BidRental> seen = {{"RTX 4090", 70, 3, 4}};
+  const auto t = choose_rental_terms(bid_offer(), kRate, kProofH, kDiskGb, seen, bids_on());
+  EXPECT_FALSE(t.bid_price);
+  EXPECT_NE(t.reason.find("machine 70 preempted our bids 4 times"), std::string::npos) << t.reason;
+  // Too little evidence on the machine: its model's rate decides.
+  std::vector<BidRental> brief = {{"RTX 4090", 70, 1, 2}};
+  EXPECT_TRUE(
+      choose_rental_terms(bid_offer(), kRate, kProofH, kDiskGb, brief, bids_on()).bid_price);
+}
+
+TEST(RentalTerms, OurBidRentalsAreReadFromTheirBills) {
+  InstanceRecord bid;
+  bid.offer = bid_offer();
+  bid.bid_price = 0.2;
+  bid.spend_usd = 1.0;
+  bid.storage_spend_usd = 0.15;
+  bid.bandwidth_spend_usd = 0.05;
+  bid.market_stops = 3;
+  InstanceRecord on_demand;
+  on_demand.offer = bid_offer();
+  on_demand.spend_usd = 5;
+  const std::vector<InstanceRecord> fleet = {bid, on_demand};
+  const auto rentals = bid_rentals(fleet);
+  ASSERT_EQ(rentals.size(), 1u);
+  EXPECT_NEAR(rentals[0].running_h, 0.8 / 0.2, 1e-12);  // compute spend over the bid
+  EXPECT_EQ(rentals[0].preemptions, 3);
+  EXPECT_EQ(rentals[0].machine_id, 70);
+}
+
+}  // namespace
+}  // namespace pf::core
