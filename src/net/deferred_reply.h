@@ -1,5 +1,5 @@
 // A deferred reply (HttpResponse::defer) as the server and the Resume share it: private to
-// net/http_message.cpp and net/http_server.cpp.
+// net/http_message.cpp and net/http_session.cpp.
 #pragma once
 
 #include <functional>

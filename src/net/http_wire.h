@@ -1,5 +1,5 @@
 // HTTP/1.1 on the wire, as the server writes and decodes it: pure functions over bytes, no
-// sockets (net/http_server.cpp calls them from its connections).
+// sockets (net/http_session.cpp calls them from its connections).
 #pragma once
 
 #include <cstddef>
