@@ -464,55 +464,15 @@ bool MarketSim::stopped_at(const SimInstance& inst, double t) const {
                      [t](const auto& period) { return t >= period.first && t < period.second; });
 }
 
-double MarketSim::bid_at(const SimInstance& inst, double t) const {
-  double bid = inst.bids.empty() ? 0 : inst.bids.front().second;
-  for (const auto& [from, price] : inst.bids) {
-    if (from <= t) bid = price;
-  }
-  return bid;
-}
-
 std::optional<MarketSim::MarketStop> MarketSim::market_stop_at(const SimInstance& inst,
                                                                double t) const {
-  const ScenarioOffer& offer = scenario_.offers[inst.offer_index];
-  if (offer.contract_end_h && t >= *offer.contract_end_h) return MarketStop::ContractEnded;
-  if (!inst.is_bid || !offer.bid_market) return std::nullopt;
-  const double bid = bid_at(inst, t);
-  if (bid < offer.bid_market->min_bid) return MarketStop::Outbid;
-  for (const auto& rival : offer.bid_market->rivals) {
-    // A rival that bid as much came first.
-    if (rival.from_h <= t && t < rival.to_h && rival.price >= bid) return MarketStop::Outbid;
-  }
-  return std::nullopt;
+  return scenario::market_stop_at(scenario_.offers[inst.offer_index], inst.bids, t);
 }
 
 std::vector<std::pair<double, double>> MarketSim::market_stops(const SimInstance& inst,
                                                                double until) const {
-  // The stop changes only where a bid, a rival or the contract does: walk those hours.
-  const ScenarioOffer& offer = scenario_.offers[inst.offer_index];
-  std::vector<double> edges = {inst.created_h};
-  for (const auto& bid : inst.bids) edges.push_back(bid.first);
-  if (offer.bid_market) {
-    for (const auto& rival : offer.bid_market->rivals) {
-      edges.push_back(rival.from_h);
-      edges.push_back(rival.to_h);
-    }
-  }
-  if (offer.contract_end_h) edges.push_back(*offer.contract_end_h);
-  std::sort(edges.begin(), edges.end());
-  std::vector<std::pair<double, double>> periods;
-  for (std::size_t i = 0; i < edges.size(); ++i) {
-    const double from = std::max(edges[i], inst.created_h);
-    const double to = i + 1 < edges.size() ? edges[i + 1] : kNever;
-    if (!(to > from) || from >= until) continue;
-    if (!market_stop_at(inst, from)) continue;
-    if (!periods.empty() && periods.back().second >= from) {
-      periods.back().second = to;
-    } else {
-      periods.emplace_back(from, to);
-    }
-  }
-  return periods;
+  return scenario::market_stop_periods(scenario_.offers[inst.offer_index], inst.bids,
+                                       inst.created_h, until);
 }
 
 bool MarketSim::container_stopped(std::int64_t id, double now_h) const {

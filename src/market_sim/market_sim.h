@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "scenario/bid_market.h"
 #include "scenario/scenario.h"
 #include "scenario/truth_model.h"
 
@@ -177,9 +178,9 @@ class MarketSim {
 
   static constexpr double kNever = std::numeric_limits<double>::infinity();
 
-  // Why the market has an instance stopped at hour t (/3 scenarios), if it does.
-  enum class MarketStop { ContractEnded, Outbid };
-  double bid_at(const SimInstance& inst, double t) const;
+  // Why the market has an instance stopped at hour t (/3 scenarios: scenario/bid_market.h), if
+  // it does.
+  using MarketStop = scenario::MarketStop;
   std::optional<MarketStop> market_stop_at(const SimInstance& inst, double t) const;
   // The hours the market kept it stopped, [from, to), from creation to before `until`.
   std::vector<std::pair<double, double>> market_stops(const SimInstance& inst, double until) const;

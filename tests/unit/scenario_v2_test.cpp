@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
+#include "scenario/bid_market.h"
 #include "scenario/scenario.h"
 #include "scenario/truth_model.h"
 #include "sim/des_engine.h"
@@ -167,6 +169,39 @@ TEST(ScenarioV3Parse, ContractEndsAndBidMarketsAreReadAndUnknownBeforeV3) {
   const std::string e = v2_error_of(v2);
   EXPECT_THAT(e, HasSubstr("offers[0]: unknown key \"contract_end_h\""));
   EXPECT_THAT(e, HasSubstr("offers[0]: unknown key \"bid_market\""));
+}
+
+// The market's stops of one rental (scenario/bid_market.h), as market-sim serves them.
+TEST(ScenarioV3Market, ABidRunsWhileOnTopAndEveryRentalStopsForGoodAtTheContractEnd) {
+  json doc = v2_doc(30);
+  doc["format"] = kScenarioFormatV3;
+  doc["offers"][0]["contract_end_h"] = 6;
+  doc["offers"][0]["bid_market"] = {{"min_bid", 0.2},
+                                    {"rivals",
+                                     {{{"from_h", 1}, {"to_h", 2}, {"price", 0.5}},
+                                      {{"from_h", 1.5}, {"to_h", 3}, {"price", 0.3}}}}};
+  const Scenario s = parsed(doc);
+  const ScenarioOffer& offer = s.offers[0];
+  const double inf = std::numeric_limits<double>::infinity();
+  using Periods = std::vector<std::pair<double, double>>;
+  // On-demand: only the contract's end.
+  EXPECT_EQ(market_stop_periods(offer, {}, 0, 10), (Periods{{6, inf}}));
+  EXPECT_FALSE(market_stop_at(offer, {}, 1.5));
+  EXPECT_EQ(market_stop_at(offer, {}, 6), MarketStop::ContractEnded);
+  // A bid of 0.3: outbid by the 0.5 from 1 h and by the 0.3 (as much, and first) until 3 h.
+  const BidHistory at_03 = {{0, 0.3}};
+  EXPECT_EQ(market_stop_periods(offer, at_03, 0, 10), (Periods{{1, 3}, {6, inf}}));
+  EXPECT_EQ(market_stop_at(offer, at_03, 2.5), MarketStop::Outbid);
+  // Raised to 0.6 at 1.25 h: on top again from then.
+  const BidHistory raised = {{0, 0.3}, {1.25, 0.6}};
+  EXPECT_DOUBLE_EQ(bid_at(raised, 1.0), 0.3);
+  EXPECT_DOUBLE_EQ(bid_at(raised, 2.0), 0.6);
+  EXPECT_EQ(market_stop_periods(offer, raised, 0, 10), (Periods{{1, 1.25}, {6, inf}}));
+  // Below min_bid: stopped from its creation. Created after a stop began: counted from then.
+  EXPECT_EQ(market_stop_periods(offer, {{4, 0.1}}, 4, 10), (Periods{{4, inf}}));
+  EXPECT_EQ(market_stop_periods(offer, at_03, 2, 10), (Periods{{2, 3}, {6, inf}}));
+  // Nothing at or after `until`.
+  EXPECT_EQ(market_stop_periods(offer, at_03, 0, 1), (Periods{}));
 }
 
 TEST(ScenarioV3Parse, EveryBadV3ValueIsNamed) {
