@@ -778,6 +778,7 @@ FleetSettings fleet_settings(const AppConfig& config) {
   s.profit_objective = config.profit_objective;
   s.policy.scoring.profit_objective = config.profit_objective;
   s.policy.operator_cooldown_s = config.autopilot.operator_destroy_cooldown_h * 3600;
+  s.bids = config.bids;
   return s;
 }
 

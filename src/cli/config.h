@@ -180,6 +180,7 @@ struct FleetSettings {
   core::SprtConfig sprt;              // [acceptance] tuning with those caps applied
   core::LifecycleConfig lifecycle;    // [lifecycle], benchmark deadline sized for the caps
   bool profit_objective = true;       // [economics]: break-even against revenue or the target
+  core::BidConfig bids;               // [bids]: on-demand or a bid per rental
 };
 FleetSettings fleet_settings(const AppConfig& config);
 

@@ -35,13 +35,6 @@ std::string joined_policy_names() {
 void run_sim(const SimCliOptions& o) {
   auto scenario = scenario::load_scenario(o.scenario_path);
   if (!scenario) throw CommandFailed(scenario.error());
-  if (scenario->format_version >= 3) {
-    // Measuring a /3 market without its contract ends and preemptions would overstate every
-    // policy that rents there; market-sim serves /3 in full.
-    throw CommandFailed(o.scenario_path +
-                        ": proverfleet-scenario/3 (contract ends, bid markets) is served by "
-                        "market-sim; sim does not model it yet");
-  }
   auto live = load_sim_policy_config(o.config_path);
   if (!live) throw CommandFailed(live.error());
   const sim::ProfitBound bound = sim::profit_bound(*scenario);
@@ -104,7 +97,7 @@ void register_sim(CLI::App& app) {
       "Every report carries the scenario's profit bound (no policy can expect more) and its\n"
       "share of it. Same scenario, config and seed give the same report.");
   cmd->add_option("--scenario", options->scenario_path,
-                  "Scenario file (proverfleet-scenario/1 or /2; /3 is market-sim's)")
+                  "Scenario file (proverfleet-scenario/1, /2 or /3)")
       ->required();
   cmd->add_option("--config", options->config_path,
                   "proverfleet.toml to run the default policy with, as `serve` would (its\n"

@@ -8,6 +8,7 @@ sim::DefaultPolicyConfig sim_policy_config(const FleetSettings& settings) {
   c.policy = settings.policy;
   c.sprt = settings.sprt;
   c.lifecycle = settings.lifecycle;
+  c.bids = settings.bids;
   return c;
 }
 

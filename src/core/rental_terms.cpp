@@ -111,4 +111,14 @@ RentalTerms choose_rental_terms(const Offer& offer, double rate, double proof_h,
   return terms;
 }
 
+bool bid_possible(const Offer& offer, const BidConfig& cfg) {
+  return cfg.enabled && offer.min_bid > 0;
+}
+
+RentalTerms rental_terms_for(const Offer& offer, double predicted_rate, double disk_gb,
+                             std::span<const InstanceRecord> fleet, const BidConfig& cfg) {
+  const double proof_h = predicted_rate > 0 ? std::max(1, offer.num_gpus) / predicted_rate : 0;
+  return choose_rental_terms(offer, predicted_rate, proof_h, disk_gb, bid_rentals(fleet), cfg);
+}
+
 }  // namespace pf::core

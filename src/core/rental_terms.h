@@ -84,4 +84,14 @@ struct RentalTerms {
 RentalTerms choose_rental_terms(const Offer& offer, double rate, double proof_h, double disk_gb,
                                 std::span<const BidRental> history, const BidConfig& cfg);
 
+// Whether the offer needs pricing at all: bids on and the offer takes them. Where not,
+// choose_rental_terms says why without a rate, so a caller skips the prediction.
+bool bid_possible(const Offer& offer, const BidConfig& cfg);
+
+// The terms of renting the offer now, as the manager's deploy and the simulator's rent both
+// choose them: from its predicted rate (a proof holds one GPU while it runs, so each takes about
+// the GPU count over the rate) and our rows so far (destroyed ones included).
+RentalTerms rental_terms_for(const Offer& offer, double predicted_rate, double disk_gb,
+                             std::span<const InstanceRecord> fleet, const BidConfig& cfg);
+
 }  // namespace pf::core

@@ -52,7 +52,7 @@ ApiResult<std::vector<core::RankedOffer>> Manager::rank_offers(const json& filte
 
 core::RentalTerms Manager::rental_terms(const core::Offer& offer, double now) {
   // Priced only where a bid is possible: the prediction reads the fleet's whole history.
-  if (!config_.bids.enabled || !(offer.min_bid > 0)) {
+  if (!core::bid_possible(offer, config_.bids)) {
     return core::choose_rental_terms(offer, 0, 0, config_.disk_gb, {}, config_.bids);
   }
   core::RankConfig rank = config_.rank;
@@ -62,10 +62,7 @@ core::RentalTerms Manager::rental_terms(const core::Offer& offer, double now) {
   const auto ranked = core::rank_offers({offer}, rank, core::RankOrder::Cost,
                                         core::RankHistory{fleet, runs, {}, now});
   const double rate = ranked.empty() ? 0 : ranked.front().prediction.rate;
-  // A proof holds one GPU while it runs, so each takes about the GPU count over the rate.
-  const double proof_h = rate > 0 ? std::max(1, offer.num_gpus) / rate : 0;
-  return core::choose_rental_terms(offer, rate, proof_h, config_.disk_gb, core::bid_rentals(fleet),
-                                   config_.bids);
+  return core::rental_terms_for(offer, rate, config_.disk_gb, fleet, config_.bids);
 }
 
 ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::string& origin,

@@ -11,10 +11,13 @@
 #include "core/bench_run.h"
 #include "core/billing.h"
 #include "core/job_worker.h"
+#include "core/market_stop.h"
 #include "core/memory_model.h"
 #include "core/oom_memory.h"
 #include "core/planner.h"
+#include "core/rental_terms.h"
 #include "core/text.h"
+#include "scenario/bid_market.h"
 #include "scenario/draws.h"
 #include "scenario/truth_model.h"
 #include "sim/des_dispatch.h"
@@ -28,7 +31,19 @@ using core::fixed;
 
 using scenario::Stream;
 
-enum class EvKind { Tick, Decide, Boot, Params, Prover, Throttle, Crash, Offline, Arrival };
+enum class EvKind {
+  Tick,
+  Decide,
+  Boot,
+  Params,
+  Prover,
+  Throttle,
+  Crash,
+  Offline,
+  Arrival,
+  MarketStop,    // /3: the market stops the rental (outbid, or its contract ended)
+  MarketResume,  // /3: an outbid rental is on top again
+};
 
 struct Event {
   double t = 0;
@@ -55,7 +70,12 @@ struct Inst {
   bool failed = false;  // a failure of the host struck (never boots, crash, offline)
   bool offline = false;
   double params_start = 0;
-  double params_speed_bps = 0;  // bytes/s
+  double params_speed_bps = 0;      // bytes/s
+  std::uint64_t params_gen = 0;     // invalidates a scheduled end of download when it pauses
+  scenario::BidHistory bids;        // /3: an interruptible rental's bid; empty: on-demand
+  bool market_stopped = false;      // /3: the market holds it stopped (its container too)
+  bool boot_pending = false;        // stopped at its boot hour: boots when it resumes
+  bool prover_was_running = false;  // the agent restarts its prover when it resumes
   bool prover_running = false;
   // Proving time (truth_model.h): summed over prover runs; throttle and crash count it.
   double proving_s = 0;
@@ -135,6 +155,9 @@ class Engine {
   core::Offer listed_offer(const ScenarioOffer& so) const {
     core::Offer offer = so.offer;
     offer.dph_total = scenario::listed_dph(so, now_ / 3600);
+    // /3: what search shows of the market (vast's min_bid and end_date).
+    if (so.bid_market) offer.min_bid = so.bid_market->min_bid;
+    if (so.contract_end_h) offer.end_date = epoch(*so.contract_end_h * 3600);
     return offer;
   }
 
@@ -213,7 +236,7 @@ class Engine {
   void bill(Inst& in) {
     const double before = in.rec.spend_usd;
     core::accrue_rental_spend(in.rec, epoch(now_));
-    if (in.rec.state == S::FetchingParams && in.params_speed_bps > 0) {
+    if (in.rec.state == S::FetchingParams && in.params_speed_bps > 0 && !in.market_stopped) {
       const double done =
           std::min(in.rec.params_total_bytes, (now_ - in.params_start) * in.params_speed_bps);
       report_.bandwidth_usd += core::accrue_bandwidth_spend(in.rec, done);
@@ -242,7 +265,12 @@ class Engine {
       case EvKind::Boot:
         return boot(ev.inst);
       case EvKind::Params:
-        return params_done(ev.inst);
+        if (ev.gen == insts_[ev.inst].params_gen) params_done(ev.inst);
+        return;
+      case EvKind::MarketStop:
+        return market_stop(ev.inst);
+      case EvKind::MarketResume:
+        return market_resume(ev.inst);
       case EvKind::Prover:
         if (ev.gen == insts_[ev.inst].gen && is_live(insts_[ev.inst])) prover_event(ev.inst);
         return;
@@ -260,7 +288,7 @@ class Engine {
   }
 
   // --- renting and setup ----------------------------------------------------------------------
-  void rent(std::size_t offer_index, const std::string& reason) {
+  void rent(std::size_t offer_index, const std::string& reason, double predicted_rate) {
     const ScenarioOffer& so = sc_.offers[offer_index];
     Inst in;
     in.offer_index = offer_index;
@@ -278,6 +306,20 @@ class Engine {
     in.rec.market_status = "loading";
     in.rec.market_status_since = epoch(now_);
     in.rec.params_total_bytes = sc_.params_bytes;
+    // On-demand or a bid: the manager's decision (core::rental_terms_for), on our rows so far.
+    const core::BidConfig& bid_config = policy_.bids();
+    if (core::bid_possible(in.rec.offer, bid_config)) {
+      std::vector<core::InstanceRecord> fleet;
+      fleet.reserve(insts_.size());
+      for (const auto& other : insts_) fleet.push_back(other.rec);
+      const core::RentalTerms terms =
+          core::rental_terms_for(in.rec.offer, predicted_rate, opt_.disk_gb, fleet, bid_config);
+      if (terms.bid_price) {
+        in.rec.bid_price = terms.bid_price;
+        in.bids = {{now_ / 3600, *terms.bid_price}};
+        ++report_.bid_rentals;
+      }
+    }
     in.life.emplace(RentalSettings{lifecycle_, policy_.acceptance(),
                                    policy_.break_even_rate(in.rec.offer),
                                    opt_.production_window_s});
@@ -292,12 +334,22 @@ class Engine {
     if (const double boot_s = scenario::boot_after_rent_s(so.truth); boot_s < scenario::kNeverS) {
       push(now_ + boot_s, EvKind::Boot, i);
     }
+    // /3: when the market will stop it and let it run again (scenario/bid_market.h).
+    for (const auto& [from_h, to_h] :
+         scenario::market_stop_periods(so, insts_[i].bids, now_ / 3600, sc_.hours)) {
+      push(from_h * 3600, EvKind::MarketStop, i);
+      if (std::isfinite(to_h)) push(to_h * 3600, EvKind::MarketResume, i);
+    }
     machine_changed(so.offer.machine_id);
   }
 
   void boot(std::size_t i) {
     Inst& in = insts_[i];
     if (!is_live(in)) return;
+    if (in.market_stopped) {
+      in.boot_pending = true;
+      return;
+    }
     set_status(in, "running");
     in.booted = true;
     in.rec.last_heartbeat_at = epoch(now_);
@@ -307,7 +359,7 @@ class Engine {
     in.params_speed_bps = in.so->truth.download_mbps * 1e6 / 8;
     if (const double s = scenario::download_s(in.so->truth, sc_.params_bytes);
         s < scenario::kNeverS) {
-      push(now_ + s, EvKind::Params, i);
+      push(now_ + s, EvKind::Params, i, in.params_gen);
     }
     if (auto offline = scenario::offline_after_boot_s(in.so->truth)) {
       push(now_ + *offline, EvKind::Offline, i);
@@ -607,6 +659,53 @@ class Engine {
     stop_prover(i);
   }
 
+  // /3: the market stops the rental. Its container stops with it (the agent and its prover
+  // end, their jobs go back to the queue: the reconcile that sees the stop returns them), and
+  // it pays storage only. A contract's end is for good: the reconcile closes it, blaming no one.
+  void market_stop(std::size_t i) {
+    Inst& in = insts_[i];
+    if (!is_live(in) || in.market_stopped) return;
+    bill(in);  // the download so far, and the status until now
+    core::record_market_status(in.rec, "stopped", epoch(now_));
+    in.market_stopped = true;
+    ++in.params_gen;  // a download in flight pauses where it is
+    in.prover_was_running = in.prover_running;
+    if (in.prover_running) stop_prover(i);
+    const auto why = scenario::market_stop_at(*in.so, in.bids, now_ / 3600);
+    if (why == scenario::MarketStop::ContractEnded) {
+      close(i, CloseCause::MarketStopped,
+            "the market stopped it: the host's contract ended; it cannot restart", std::nullopt);
+      return;
+    }
+    ++report_.preemptions;
+  }
+
+  // /3: on top again. The container starts again: the agent resumes its download, or restarts
+  // its prover (a warm-up again); the state's clocks left the stop out (record_market_status).
+  void market_resume(std::size_t i) {
+    Inst& in = insts_[i];
+    if (!is_live(in) || !in.market_stopped) return;
+    bill(in);
+    in.market_stopped = false;
+    core::record_market_status(in.rec, in.booted || in.boot_pending ? "running" : "loading",
+                               epoch(now_));
+    if (in.boot_pending) {
+      in.boot_pending = false;
+      boot(i);
+      return;
+    }
+    if (!in.booted || in.offline || in.failed) return;
+    in.rec.last_heartbeat_at = epoch(now_);
+    if (in.rec.state == S::FetchingParams && in.params_speed_bps > 0) {
+      const double left = std::max(0.0, in.rec.params_total_bytes - in.rec.params_done_bytes);
+      in.params_start = now_ - in.rec.params_done_bytes / in.params_speed_bps;
+      push(now_ + left / in.params_speed_bps, EvKind::Params, i, in.params_gen);
+    } else if (in.prover_was_running) {
+      in.prover_was_running = false;
+      start_prover(i, 0);
+    }
+  }
+
   void go_offline(std::size_t i) {
     Inst& in = insts_[i];
     if (!is_live(in)) return;
@@ -622,7 +721,7 @@ class Engine {
       Inst& in = insts_[i];
       if (!is_live(in)) continue;
       bill(in);
-      if (in.booted && !in.offline) in.rec.last_heartbeat_at = epoch(now_);
+      if (in.booted && !in.offline && !in.market_stopped) in.rec.last_heartbeat_at = epoch(now_);
       if (in.rec.state == S::FetchingParams) in.rec.params_rate_bps = in.params_speed_bps;
       if (in.rec.state == S::Benchmarking) evaluate(i);
       if (!is_live(in)) continue;
@@ -669,7 +768,7 @@ class Engine {
         const std::size_t k = index[static_cast<std::size_t>(it - offers.begin())];
         if (rented_by_[k] != kNone) continue;
         ++report_.decisions;
-        rent(k, a.reason);
+        rent(k, a.reason, a.prediction.rate);
       } else {
         for (std::size_t i = 0; i < insts_.size(); ++i) {
           if (insts_[i].rec.id != a.instance_id || !is_live(insts_[i])) continue;

@@ -45,6 +45,7 @@
 #include "core/learned_predictor.h"
 #include "core/lifecycle.h"
 #include "core/policy.h"
+#include "core/rental_terms.h"
 #include "sim/des_report.h"
 #include "sim/scenario_vocabulary.h"
 
@@ -107,6 +108,11 @@ class DesPolicy {
   virtual int plan_partitions(const core::Offer& offer, const AgentProbe& probe,
                               int after_oom) const = 0;
   virtual std::vector<core::Action> decide(const DesView& view) = 0;
+  // On-demand or a bid per rental (core/rental_terms.h, the serve's [bids]); default: off.
+  virtual const core::BidConfig& bids() const {
+    static const core::BidConfig kOff{};
+    return kOff;
+  }
   // An instance was closed; the policy may add or update entries of the bad-host list.
   virtual void on_closed(const ClosedInstance& closed, std::vector<core::BadHost>& bad_hosts) {
     (void)closed;
@@ -115,10 +121,10 @@ class DesPolicy {
 };
 
 struct DesOptions {
-  double tick_s = 60;                 // heartbeats, progress, lifecycle checks
-  double decide_every_s = 300;        // policy decisions
-  double production_window_s = 3600;  // production measurement windows
-  bool details = false;               // fill DesReport::instances
+  double tick_s = 60;                     // heartbeats, progress, lifecycle checks
+  double decide_every_s = 300;            // policy decisions
+  double production_window_s = 3600;      // production measurement windows
+  bool details = false;                   // fill DesReport::instances
   double disk_gb = core::kDefaultDiskGb;  // each rental's disk, billed for storage (serve's)
 };
 

@@ -40,6 +40,7 @@ struct DefaultPolicyConfig {
   // Where jobs arrive (/2), the demand decide() sizes the fleet for comes from the queue: the
   // same decision the autopilot makes (core/scale_to_demand.h).
   core::ScaleToDemandConfig scale;
+  core::BidConfig bids;  // [bids]: on-demand or a bid per rental
 };
 
 // What `serve` runs when proverfleet.toml sets nothing: core's defaults with the [acceptance]
@@ -65,6 +66,7 @@ class DefaultPolicy final : public DesPolicy {
                       int after_oom) const override;
   std::vector<core::Action> decide(const DesView& view) override;
   void on_closed(const ClosedInstance& closed, std::vector<core::BadHost>& bad_hosts) override;
+  const core::BidConfig& bids() const override { return config_.bids; }
 
  private:
   DefaultPolicyConfig config_;

@@ -59,6 +59,8 @@ nlohmann::json report_json(const DesReport& r, bool details) {
   j["proofs_unpaid"] = r.proofs_unpaid;
   j["bandwidth_usd"] = r.bandwidth_usd;
   j["storage_usd"] = r.storage_usd;
+  j["bid_rentals"] = r.bid_rentals;
+  j["preemptions"] = r.preemptions;
   j["instances_rejected"] = r.instances_rejected;
   j["ooms_after_first_on_host"] = r.ooms_after_first_on_host;
   j["decisions"] = r.decisions;
@@ -115,7 +117,8 @@ std::string report_text(const DesReport& r) {
       << "  proofs        " << r.proofs << " paid (" << fixed(r.mean_proofs_per_hour, 1) << "/hr), "
       << r.proofs_unpaid << " beyond demand; $/proof " << cost_text(r.cost_per_proof_usd) << "\n"
       << "  instances     " << r.instances_rented << " rented, " << r.instances_accepted
-      << " accepted, " << r.instances_rejected << " closed before a verdict or rejected\n"
+      << " accepted, " << r.instances_rejected << " closed before a verdict or rejected; "
+      << r.bid_rentals << " as bids, preempted " << r.preemptions << " times\n"
       << "  mistakes      " << r.accepted_unprofitable << " accepted unprofitable, "
       << r.rejected_profitable << " rejected profitable (" << r.rejected_by_target
       << " more by its own $/proof target)\n"

@@ -51,6 +51,10 @@ struct DesReport {
   double bandwidth_usd = 0;
   double storage_usd = 0;  // the rented disks, billed from creation in every state but offline
   int instances_rented = 0;
+  // /3: rentals made interruptible (a bid, core/rental_terms.h) and the market's stops of them
+  // (a contract's end is not counted: it ends the rental).
+  int bid_rentals = 0;
+  int preemptions = 0;
   int instances_accepted = 0;
   int instances_rejected = 0;  // destroyed before being accepted, for any reason
   // Accepted, and over its production life the truth's $/proof (billed cost ÷ the proofs the

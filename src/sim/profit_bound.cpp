@@ -118,7 +118,7 @@ GridOffer grid_offer(const Scenario& sc, const ScenarioOffer& o, const RentalCur
         lowest = std::min(lowest, change.dph_total);
       }
     }
-    g.start_dph[i] = lowest;
+    g.start_dph[i] = std::min(lowest, curve.lowest_bid_dph());
   }
   return g;
 }
@@ -286,6 +286,11 @@ RentalCurve::RentalCurve(const Scenario& scenario, const ScenarioOffer& offer,
   if (t.failure.kind == FailureKind::Offline) offline_at_h_ = boot_h_ + t.failure.after_h;
   bandwidth_usd_ = scenario.params_bytes / 1e9 * offer.offer.inet_down_cost_per_gb;
   storage_usd_per_h_ = core::storage_usd_per_hour(offer.offer, disk_gb);
+  // /3: a bid may rent it for as little as min_bid (plus storage); preemptions only cost more.
+  if (offer.bid_market) {
+    lowest_bid_dph_ = offer.bid_market->min_bid + storage_usd_per_h_;
+    if (!dph) dph_ = std::min(dph_, lowest_bid_dph_);
+  }
   renewal_slack_ = t.proof_time_cv * t.proof_time_cv;
   for (double k : {boot_h_, prover_h_, proving_from, throttle_at_h_, stop_at_h_, offline_at_h_}) {
     if (k >= 0) knots_.push_back(k);

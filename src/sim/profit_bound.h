@@ -42,14 +42,16 @@
 // What the bound still relaxes: an offer may be rented fractionally (the dual prices demand as
 // a linear programme would), the jobs are a fluid of their expected arrivals (no Poisson
 // bunching, no queue order), warm-ups after the first are free, offers on one machine do not
-// contend, and fleet caps are ignored. Measured (docs/decision-engine.md, "The /2 gap,
-// decomposed"): the relaxation is within 3% of a whole-instance plan's fluid value on /2; what
-// keeps policies far below it is the engine's job-level randomness and the policies' own waste.
-// Pure and deterministic; about 2 s on market-72h and market-72h-v2 (150 evaluations of the
-// per-bucket dual, fewer once its target is within 0.1%), milliseconds where demand never
-// binds.
+// contend, and fleet caps are ignored. /3: an offer that takes bids is priced as a bid at its
+// min_bid (plus storage) that is never outbid, and contracts never end: both only raise it.
+// Measured (docs/decision-engine.md, "The /2 gap, decomposed"): the relaxation is within 3% of a
+// whole-instance plan's fluid value on /2; what keeps policies far below it is the engine's
+// job-level randomness and the policies' own waste. Pure and deterministic; about 2 s on market-72h
+// and market-72h-v2 (150 evaluations of the per-bucket dual, fewer once its target is within 0.1%),
+// milliseconds where demand never binds.
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -78,6 +80,9 @@ class RentalCurve {
   double proving_from_h() const { return prover_h_ + warmup_h_; }
   // Lorden's slack (cv²): expected completions beyond the fluid, counted once per rental.
   double renewal_slack() const { return renewal_slack_; }
+  // /3: the lowest an hour of it can cost, as a bid at the offer's min_bid plus its storage
+  // (+inf where it takes no bids): a bid rental pays at least that while it runs.
+  double lowest_bid_dph() const { return lowest_bid_dph_; }
 
   // The truth's rate ℓ hours after the rent (0 before proving and after a failure).
   double rate_at(double hours) const;
@@ -112,7 +117,8 @@ class RentalCurve {
   double dph_ = 0;
   double bandwidth_usd_ = 0;
   double storage_usd_per_h_ = 0;  // the rented disk (core/billing.h)
-  double renewal_slack_ = 0;      // cv²: Lorden's bound on expected completions beyond the fluid
+  double lowest_bid_dph_ = std::numeric_limits<double>::infinity();
+  double renewal_slack_ = 0;  // cv²: Lorden's bound on expected completions beyond the fluid
   std::vector<double> knots_;
 };
 

@@ -125,13 +125,24 @@ TEST(SimCli, MissingScenarioNamesThePath) {
 
 // A /3 market measured without its contract ends and preemptions would overstate every policy:
 // sim says so instead of running it (market-sim serves /3).
-TEST(SimCli, AV3ScenarioIsRefusedNamingWhatIsNotModelled) {
+// /3: the simulator plays the market's contract ends and bids (scenario/bid_market.h); the
+// default policy rents bids only with [bids] enabled, as serve does.
+TEST(SimCli, AV3ScenarioRunsAndItsBidsFollowTheBidsSettings) {
   const std::string path = std::string(PF_SOURCE_DIR) + "/scenarios/demo-small-v3.json";
-  const Result r = run({"sim", "--scenario", path});
-  EXPECT_NE(r.code, 0);
-  EXPECT_THAT(r.err, HasSubstr("proverfleet-scenario/3"));
-  EXPECT_THAT(r.err, HasSubstr("sim does not model it yet"));
-  EXPECT_TRUE(r.out.empty());
+  const Result off = run({"sim", "--scenario", path, "--policy", "default", "--json"});
+  ASSERT_EQ(off.code, 0) << off.err;
+  EXPECT_EQ(nlohmann::json::parse(off.out).at("bid_rentals"), 0);
+  EXPECT_EQ(nlohmann::json::parse(off.out).at("preemptions"), 0);
+  const std::string config =
+      ::testing::TempDir() + "sim-cli-bids-" + std::to_string(::getpid()) + ".toml";
+  std::ofstream(config) << "[bids]\nenabled = true\n";
+  const Result on =
+      run({"sim", "--scenario", path, "--policy", "default", "--json", "--config", config});
+  std::remove(config.c_str());
+  ASSERT_EQ(on.code, 0) << on.err;
+  const auto report = nlohmann::json::parse(on.out);
+  EXPECT_GT(report.at("bid_rentals").get<int>(), 0) << on.out;
+  EXPECT_NE(report.at("profit_usd"), nlohmann::json::parse(off.out).at("profit_usd"));
 }
 
 // ---- issue 10: nonsense input is refused quickly, never a crash or a run without end ---------

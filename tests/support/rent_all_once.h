@@ -29,11 +29,16 @@ class RentAllOnce final : public sim::DesPolicy {
       core::Action a;
       a.kind = core::Action::Kind::Rent;
       a.offer = o;
+      a.prediction.rate = predicted_rate;
       a.reason = "test";
       out.push_back(a);
     }
     return out;
   }
+
+  const core::BidConfig& bids() const override { return bid_config; }
+  core::BidConfig bid_config;  // off unless a test turns bids on
+  double predicted_rate = 0;   // the rate each rental is priced on (bids)
 
   // The measurements the engine had recorded at the last decision.
   const std::vector<core::Measurement>& history() const { return history_; }

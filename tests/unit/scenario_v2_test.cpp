@@ -204,6 +204,44 @@ TEST(ScenarioV3Market, ABidRunsWhileOnTopAndEveryRentalStopsForGoodAtTheContract
   EXPECT_EQ(market_stop_periods(offer, at_03, 0, 1), (Periods{}));
 }
 
+// The simulator plays /3's market on a rental (sim/des_engine.cpp, scenario/bid_market.h).
+TEST(ScenarioV3Engine, AContractEndClosesTheRentalAndAnOutbidBidStopsThenResumes) {
+  json doc = v2_doc(30);
+  doc["format"] = kScenarioFormatV3;
+  doc["offers"][0]["contract_end_h"] = 6;
+  {
+    const Scenario s = parsed(doc);
+    const auto r = test::run_rent_all_once(s);
+    ASSERT_EQ(r.instances.size(), 1u);
+    EXPECT_EQ(r.bid_rentals, 0);
+    EXPECT_EQ(r.preemptions, 0);  // a contract's end is not a preemption
+    ASSERT_TRUE(r.instances[0].closed_h);
+    EXPECT_DOUBLE_EQ(*r.instances[0].closed_h, 6);
+    EXPECT_THAT(r.instances[0].close_reason, HasSubstr("contract ended"));
+  }
+  // On-demand for the whole horizon, against a bid outbid for 6 minutes (under the lifecycle's
+  // grace for a market stop): it stops, resumes, and pays its bid for compute.
+  doc["offers"][0].erase("contract_end_h");
+  const auto on_demand = test::run_rent_all_once(parsed(doc));
+  doc["offers"][0]["bid_market"] = {{"min_bid", 0.1},
+                                    {"rivals", {{{"from_h", 2}, {"to_h", 2.1}, {"price", 0.2}}}}};
+  const Scenario bid_market = parsed(doc);
+  test::RentAllOnce bidding;
+  bidding.bid_config.enabled = true;
+  bidding.predicted_rate = 30;
+  const auto bid = test::run_rent_all_once(bid_market, &bidding);
+  ASSERT_EQ(bid.instances.size(), 1u);
+  EXPECT_EQ(bid.bid_rentals, 1);
+  EXPECT_EQ(bid.preemptions, 1);
+  EXPECT_FALSE(bid.instances[0].closed_h) << bid.instances[0].close_reason;
+  EXPECT_GT(bid.instances[0].proofs_paid, 0);
+  EXPECT_LT(bid.spend_usd, on_demand.spend_usd * 0.7);
+  // Bids off (the default): the same market rents on-demand.
+  const auto off = test::run_rent_all_once(bid_market);
+  EXPECT_EQ(off.bid_rentals, 0);
+  EXPECT_EQ(off.preemptions, 0);
+}
+
 TEST(ScenarioV3Parse, EveryBadV3ValueIsNamed) {
   json doc = v2_doc(30);
   doc["format"] = kScenarioFormatV3;
