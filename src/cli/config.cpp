@@ -527,6 +527,7 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   life.number("heartbeat_timeout_s", l.heartbeat_timeout_s, duration);
   life.number("market_unknown_grace_s", l.market_unknown_grace_s, duration);
   life.number("market_stopped_grace_s", l.market_stopped_grace_s, duration);
+  life.number("bid_stopped_grace_s", l.bid_stopped_grace_s, duration);
   // 0 would retry a failing destroy on every tick, hammering the market.
   life.number("destroy_retry_s", l.destroy_retry_s, duration);
   life.count("max_prover_crashes", l.max_prover_crashes, 1, kMaxCount);

@@ -79,7 +79,8 @@ std::optional<Closing> destroy_reason(const InstanceRecord& rec, double now,
   if (ms == "stopped") {
     // Not the host: its silence and deadlines are not judged while the market holds it stopped.
     const double stopped_s = now - rec.market_status_since;
-    if (stopped_s < cfg.market_stopped_grace_s) return std::nullopt;
+    const double grace_s = rec.bid_price ? cfg.bid_stopped_grace_s : cfg.market_stopped_grace_s;
+    if (stopped_s < grace_s) return std::nullopt;
     return Closing{C::MarketStopped,
                    "the market stopped the instance " + fixed(stopped_s / 60, 0) +
                        " min ago (contract ended, outbid or credit run out) and it did not "

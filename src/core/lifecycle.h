@@ -45,6 +45,10 @@ struct LifecycleConfig {
   // out): it may resume (credit topped up, priority regained). Wait this long, judging nothing
   // of its silence, then close it without blaming the host: stopped, it still pays its disk.
   double market_stopped_grace_s = 10 * 60;
+  // The same for an interruptible rental (bid_price set): stopped, it was most likely outbid
+  // and resumes once the higher bid leaves, while waiting costs only its disk and a replacement
+  // pays a whole setup again; its jobs went back to the queue when the stop was seen.
+  double bid_stopped_grace_s = 3600;
   int max_prover_crashes = 3;
   // A destroying instance is re-sent the destroy at most this often.
   double destroy_retry_s = 30;

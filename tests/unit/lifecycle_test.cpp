@@ -179,6 +179,24 @@ TEST(Lifecycle, CloseStoresTheCauseAndYieldsTheStrike) {
 // Issue 26: the market stopped it (contract end, outbid, credit run out). Its agent falls silent
 // and its deadlines pass, but that is not the host: nothing is judged while it may resume, then
 // it is closed without a strike (stopped, it still pays for its disk).
+// An interruptible rental stopped was most likely outbid: it is waited for longer (its disk is
+// all it pays meanwhile; a replacement pays a whole setup), measured best at an hour on the
+// bundled /3 scenarios (docs/architecture.md, Policy simulator).
+TEST(Lifecycle, AStoppedBidIsWaitedForLongerThanAnOnDemandRental) {
+  LifecycleConfig cfg;
+  auto r = rec(S::Proving);
+  r.market_status = "stopped";
+  r.market_status_since = 1000;
+  r.bid_price = 0.2;
+  ASSERT_GT(cfg.bid_stopped_grace_s, cfg.market_stopped_grace_s);
+  EXPECT_FALSE(destroy_reason(r, 1000 + cfg.market_stopped_grace_s, cfg));
+  EXPECT_FALSE(destroy_reason(r, 1000 + cfg.bid_stopped_grace_s - 1, cfg));
+  const auto closing = destroy_reason(r, 1000 + cfg.bid_stopped_grace_s, cfg);
+  ASSERT_TRUE(closing);
+  EXPECT_EQ(closing->cause, CloseCause::MarketStopped);
+  EXPECT_THAT(closing->reason, HasSubstr("60 min ago"));
+}
+
 TEST(Lifecycle, AMarketStopIsWaitedOutThenClosedWithoutBlamingTheHost) {
   LifecycleConfig cfg;
   auto r = rec(S::Proving);
