@@ -9,6 +9,10 @@
 
 namespace pf::core {
 
+// The bids vast takes, $/hour (create_instance's and change_bid's `price`: 0.001 to 128).
+inline constexpr double kMinBidUsdPerHour = 0.001;
+inline constexpr double kMaxBidUsdPerHour = 128;
+
 struct Offer {
   std::int64_t id = 0;          // ask id: what a create rents
   std::int64_t machine_id = 0;  // physical machine; several offers may share one

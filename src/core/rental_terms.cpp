@@ -68,7 +68,12 @@ RentalTerms choose_rental_terms(const Offer& offer, double rate, double proof_h,
   if (!(offer.min_bid > 0)) return on_demand("the offer takes no bids (no min_bid)");
   if (!(rate > 0)) return on_demand("no predicted rate to price a bid against");
 
-  const double bid = offer.min_bid * (1 + std::max(0.0, cfg.margin_over_min_bid));
+  const double bid =
+      std::max(kMinBidUsdPerHour, offer.min_bid * (1 + std::max(0.0, cfg.margin_over_min_bid)));
+  if (bid > kMaxBidUsdPerHour) {
+    return on_demand("a bid of $" + fixed(bid, 3) + "/hr is over the $" +
+                     fixed(kMaxBidUsdPerHour, 0) + "/hr vast takes");
+  }
   if (bid > compute * cfg.max_share_of_on_demand) {
     return on_demand("a bid of $" + fixed(bid, 3) + "/hr (min_bid $" + fixed(offer.min_bid, 3) +
                      " + " + fixed(cfg.margin_over_min_bid * 100, 0) + " %) is over " +

@@ -70,8 +70,8 @@ struct CreateRequest {
   // kMinBidPrice..kMaxBidPrice.
   std::optional<double> bid_price;
 };
-inline constexpr double kMinBidPrice = 0.001;  // vast's create_instance `price` range
-inline constexpr double kMaxBidPrice = 128;
+inline constexpr double kMinBidPrice = core::kMinBidUsdPerHour;  // vast's `price` range
+inline constexpr double kMaxBidPrice = core::kMaxBidUsdPerHour;
 
 struct CreateResult {
   std::int64_t instance_id = 0;

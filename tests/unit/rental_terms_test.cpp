@@ -55,6 +55,21 @@ TEST(RentalTerms, ACheapBidWithFewPreemptionsIsTakenAtMinBidPlusTheMargin) {
   EXPECT_NE(t.reason.find("bid $0.195/hr"), std::string::npos) << t.reason;
 }
 
+TEST(RentalTerms, TheBidStaysWithinWhatVastTakes) {
+  Offer tiny = bid_offer();
+  tiny.min_bid = 0.0001;  // 0.00013 with the margin: vast's floor is 0.001
+  const auto t = choose_rental_terms(tiny, kRate, kProofH, kDiskGb, {}, bids_on());
+  ASSERT_TRUE(t.bid_price) << t.reason;
+  EXPECT_DOUBLE_EQ(*t.bid_price, kMinBidUsdPerHour);
+  Offer huge = bid_offer();
+  huge.dph_base = 400;
+  huge.dph_total = 400;
+  huge.min_bid = 100;  // 130 with the margin
+  const auto over = choose_rental_terms(huge, kRate, kProofH, kDiskGb, {}, bids_on());
+  EXPECT_FALSE(over.bid_price);
+  EXPECT_NE(over.reason.find("$128/hr vast takes"), std::string::npos) << over.reason;
+}
+
 TEST(RentalTerms, ABidNearTheOnDemandPriceIsNotWorthItsPreemptions) {
   Offer o = bid_offer();
   o.min_bid = 0.30;  // 0.39 with the margin: over 85 % of 0.40
