@@ -140,15 +140,23 @@ TEST(ScenarioV2Parse, EveryBadV2ValueIsNamed) {
   EXPECT_THAT(e, HasSubstr("offers[0].truth.throttle.reported: expected true or false"));
 }
 
-// /3 = /2 plus, per offer, the host's contract end and an interruptible market.
-TEST(ScenarioV3Parse, ContractEndsAndBidMarketsAreReadAndUnknownBeforeV3) {
+// The one-offer scenario as /3: a contract ending at 6 h and a bid market from $0.20/hr with
+// a $0.50 rival bid over [1, 2) h and a $0.30 one from 1.5 h until `second_rival_until_h`.
+json v3_doc(double second_rival_until_h) {
   json doc = v2_doc(30);
   doc["format"] = kScenarioFormatV3;
   doc["offers"][0]["contract_end_h"] = 6;
-  doc["offers"][0]["bid_market"] = {{"min_bid", 0.2},
-                                    {"rivals",
-                                     {{{"from_h", 1}, {"to_h", 2}, {"price", 0.5}},
-                                      {{"from_h", 1.5}, {"to_h", 9}, {"price", 0.3}}}}};
+  doc["offers"][0]["bid_market"] = {
+      {"min_bid", 0.2},
+      {"rivals",
+       {{{"from_h", 1}, {"to_h", 2}, {"price", 0.5}},
+        {{"from_h", 1.5}, {"to_h", second_rival_until_h}, {"price", 0.3}}}}};
+  return doc;
+}
+
+// /3 = /2 plus, per offer, the host's contract end and an interruptible market.
+TEST(ScenarioV3Parse, ContractEndsAndBidMarketsAreReadAndUnknownBeforeV3) {
+  json doc = v3_doc(9);
   const Scenario s = parsed(doc);
   EXPECT_EQ(s.format_version, 3);
   ASSERT_TRUE(s.offers[0].contract_end_h);
@@ -173,13 +181,7 @@ TEST(ScenarioV3Parse, ContractEndsAndBidMarketsAreReadAndUnknownBeforeV3) {
 
 // The market's stops of one rental (scenario/bid_market.h), as market-sim serves them.
 TEST(ScenarioV3Market, ABidRunsWhileOnTopAndEveryRentalStopsForGoodAtTheContractEnd) {
-  json doc = v2_doc(30);
-  doc["format"] = kScenarioFormatV3;
-  doc["offers"][0]["contract_end_h"] = 6;
-  doc["offers"][0]["bid_market"] = {{"min_bid", 0.2},
-                                    {"rivals",
-                                     {{{"from_h", 1}, {"to_h", 2}, {"price", 0.5}},
-                                      {{"from_h", 1.5}, {"to_h", 3}, {"price", 0.3}}}}};
+  const json doc = v3_doc(3);
   const Scenario s = parsed(doc);
   const ScenarioOffer& offer = s.offers[0];
   const double inf = std::numeric_limits<double>::infinity();
