@@ -591,8 +591,7 @@ std::string Manager::logs(std::int64_t id) {
 void Manager::reconcile() {
   auto listed = market_.list_instances(std::nullopt);
   if (!listed) {
-    std::lock_guard lock(mu_);
-    last_reconcile_error_ = listed.error().message;
+    market_calls_.reconcile_listed(listed.error().message);
     return;  // an incomplete list must not close anything
   }
   const double now = clock_();
@@ -601,7 +600,7 @@ void Manager::reconcile() {
     std::lock_guard lock(mu_);
     // The list may have taken long; a term that ended meanwhile leaves it to the new leader.
     if (!still_leading()) return;
-    last_reconcile_error_.clear();
+    market_calls_.reconcile_listed("");
     // The plan's rows: the live ones and those of listed deployments (closed ones included).
     std::vector<InstanceRecord> rows = store_.instances(false);
     std::set<std::int64_t> have;
@@ -622,7 +621,7 @@ void Manager::reconcile() {
       if (row && have.insert(row->id).second) rows.push_back(std::move(*row));
     }
     const auto plan =
-        core::plan_reconcile(rows, market_list, now, creates_in_flight_,
+        core::plan_reconcile(rows, market_list, now, market_calls_.creates_in_flight(),
                              {config_.vanish_grace_s, config_.lifecycle.renting_max_s});
     for (const auto& a : plan) execute(a, now, to_destroy);
   }
@@ -736,12 +735,7 @@ void Manager::tick() {
         close(rec, *closing);
       }
       if (rec.state != S::Destroying) continue;
-      auto last = last_destroy_attempt_.find(rec.id);
-      if (last != last_destroy_attempt_.end() &&
-          now - last->second < config_.lifecycle.destroy_retry_s) {
-        continue;
-      }
-      last_destroy_attempt_[rec.id] = now;
+      if (!market_calls_.destroy_due(rec.id, now, config_.lifecycle.destroy_retry_s)) continue;
       destroys.push_back({rec.id, rec.market_id, core::market_label(rec.deployment_id)});
     }
   }
@@ -779,7 +773,7 @@ void Manager::tick() {
     if (confirmed) {
       core::accrue_rental_spend(*rec, clock_());
       transition(*rec, S::Destroyed, outcome);
-      last_destroy_attempt_.erase(d.id);
+      market_calls_.destroyed(d.id);
       production_checked_.erase(d.id);
     } else {
       event(d.id, "market", outcome);

@@ -38,6 +38,7 @@
 #include "manager/hands_on.h"
 #include "manager/job_worker_roster.h"
 #include "manager/listening.h"
+#include "manager/market_calls.h"
 #include "manager/tokens.h"
 #include "manager/transfer_meter.h"
 #include "market/market.h"
@@ -316,10 +317,7 @@ class Manager {
 
   store::Store& store() { return store_; }
   // Empty when the last reconcile saw a complete market list.
-  std::string last_reconcile_error() {
-    std::lock_guard lock(mu_);
-    return last_reconcile_error_;
-  }
+  std::string last_reconcile_error() const { return market_calls_.last_reconcile_error(); }
   const ManagerConfig& config() const { return config_; }
 
  private:
@@ -363,15 +361,13 @@ class Manager {
   Clock clock_;
   core::SprtAcceptance acceptance_;  // sample and time caps from config_.acceptance
   std::recursive_mutex mu_;          // guards store writes that must be read-modify-write atomic
-  std::map<std::int64_t, double> last_destroy_attempt_;
-  std::string last_reconcile_error_;
-  AgentTokenIndex agent_tokens_;  // which instance a bearer token belongs to
+  AgentTokenIndex agent_tokens_;     // which instance a bearer token belongs to
   // proofs_production at the last window check: only saves re-reading the samples when no
   // proof came (what was recorded is on the row, so a restart merely looks once more).
   std::map<std::int64_t, int> production_checked_;
   Listening listening_;  // whether the manager itself can hear its agents (its own lock)
-  // Rows whose create call is running: reconcile must not close them for missing from a list.
-  std::set<std::int64_t> creates_in_flight_;
+  // Creates in flight, destroy pacing, the last reconcile's list error (its own lock).
+  MarketCalls market_calls_;
   std::atomic<jobs::JobQueue*> jobs_{nullptr};  // attach_jobs; none: no gateway
   TransferMeter transfers_;                     // bandwidth not billed yet
   // Live reports, SSH endpoints and queued tune commands (manager/hands_on.h): its own lock.

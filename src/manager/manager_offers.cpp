@@ -14,14 +14,16 @@ using core::InstanceRecord;
 using S = core::InstanceState;
 using nlohmann::json;
 
-// The market being busy or unreachable after every retry is not the client's mistake and not a
-// fault of ours: 503 (with Retry-After, see error_reply) tells a client to come back; any other
-// market failure is a bad gateway.
+// The market being busy, unreachable or failing on its side (a 5xx after every retry) is not the
+// client's mistake and not a fault of ours: 503 (with Retry-After, see error_reply) tells a
+// client to come back; any other market failure (a reply we cannot read, a refusal) is a bad
+// gateway.
 ApiError market_failure(const std::string& what, const market::MarketError& e) {
   int status = 502;
   if (e.kind == market::ErrorKind::OfferGone) status = 409;
   if (e.kind == market::ErrorKind::RateLimited || e.kind == market::ErrorKind::Transport ||
-      e.kind == market::ErrorKind::NotLeader)
+      e.kind == market::ErrorKind::NotLeader ||
+      (e.kind == market::ErrorKind::MarketError && e.http_status >= 500))
     status = 503;
   return ApiError{status, what + ": " + e.message + " (" + market::to_string(e.kind) + ")"};
 }
@@ -142,17 +144,14 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
              {"bid_usd_per_proof", terms.bid_usd_per_proof},
              {"preemptions_per_hour", terms.preemptions_per_hour}});
     });
-    creates_in_flight_.insert(rec.id);
+    market_calls_.create_started(rec.id);
   }
   // Until the create returns, reconcile must not take the row's absence from a list as proof
   // that nothing was rented.
   struct CreateDone {
     Manager& m;
     std::int64_t id;
-    ~CreateDone() {
-      std::lock_guard lock(m.mu_);
-      m.creates_in_flight_.erase(id);
-    }
+    ~CreateDone() { m.market_calls_.create_returned(id); }
   } create_done{*this, rec.id};
 
   market::CreateRequest create;

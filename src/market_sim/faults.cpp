@@ -88,21 +88,37 @@ tl::expected<FaultSpec, std::string> parse_fault_spec(std::string_view text) {
   return spec;
 }
 
-bool FaultInjector::draw(double p) {
+FaultSpec FaultInjector::spec() const {
+  std::lock_guard lock(mutex_);
+  return spec_;
+}
+
+void FaultInjector::set_spec(const FaultSpec& spec) {
+  std::lock_guard lock(mutex_);
+  spec_ = spec;
+}
+
+int FaultInjector::slow_ms() const {
+  std::lock_guard lock(mutex_);
+  return spec_.slow_ms;
+}
+
+bool FaultInjector::draw(double FaultSpec::*chance_of) {
+  std::lock_guard lock(mutex_);
+  const double p = spec_.*chance_of;
   if (p <= 0) return false;
   if (p >= 1) return true;
-  std::lock_guard lock(mutex_);
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < p;
 }
 
 FaultAction FaultInjector::before_request() {
-  if (draw(spec_.rate_limit_p)) return FaultAction::RateLimit;
-  if (draw(spec_.server_error_p)) return FaultAction::ServerError;
+  if (draw(&FaultSpec::rate_limit_p)) return FaultAction::RateLimit;
+  if (draw(&FaultSpec::server_error_p)) return FaultAction::ServerError;
   return FaultAction::None;
 }
 
 bool FaultInjector::drop_create_reply() {
-  return draw(spec_.drop_create_reply_p);
+  return draw(&FaultSpec::drop_create_reply_p);
 }
 
 }  // namespace pf::market_sim

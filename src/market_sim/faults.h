@@ -39,17 +39,23 @@ class FaultInjector {
  public:
   FaultInjector(FaultSpec spec, std::uint64_t seed) : spec_(spec), rng_(seed) {}
 
-  const FaultSpec& spec() const { return spec_; }
+  FaultSpec spec() const;
+  // Replaces the faults from the next request on (a test's run quiets them for a phase that
+  // tests something else); the generator goes on, so a seed still replays the run.
+  void set_spec(const FaultSpec& spec);
+  // How long to hold the next reply (slow_ms).
+  int slow_ms() const;
   // What to do with the next request before it is processed.
   FaultAction before_request();
   // Whether to cut the reply of a create that has just been executed.
   bool drop_create_reply();
 
  private:
-  bool draw(double p);
+  // One draw of the chance `chance_of` reads from the spec, both under the lock.
+  bool draw(double FaultSpec::*chance_of);
 
   FaultSpec spec_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::mt19937_64 rng_;
 };
 

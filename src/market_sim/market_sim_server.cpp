@@ -103,8 +103,8 @@ struct MarketSimServer::Impl {
   httplib::Server::Handler endpoint(Access access, Handler handler) {
     return [this, access, handler = std::move(handler)](const httplib::Request& req,
                                                         httplib::Response& res) {
-      if (options.faults.slow_ms > 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(options.faults.slow_ms));
+      if (const int slow_ms = faults.slow_ms(); slow_ms > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms));
       }
       if (auto refused = over_rate_limit(req)) {
         res.status = 429;
@@ -312,6 +312,7 @@ struct MarketSimServer::Impl {
         }));
 
     if (options.params) install_param_routes();
+    install_control_routes();
 
     // Unrouted paths (httplib's bare 404) get vast's error shape too.
     server.set_error_handler(httplib::Server::HandlerWithResponse(
@@ -331,6 +332,37 @@ struct MarketSimServer::Impl {
     server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
       if (options.log)
         options.log(req.method + " " + req.path + " -> " + std::to_string(res.status));
+    });
+  }
+
+  // market-sim's own controls, not part of the vast API: no faults or rate limits apply, the key
+  // does. PUT /proverfleet-sim/faults with a --faults spec as the body ("none" or empty: no
+  // faults) replaces the injected faults from the next request on, so a test run can quiet the
+  // market for a phase that tests something else; the reply is the spec now in force.
+  void install_control_routes() {
+    server.Put("/proverfleet-sim/faults", [this](const httplib::Request& req,
+                                                 httplib::Response& res) {
+      if (!authorized(req)) {
+        send_error(res, ApiError{401, "unauthorized",
+                                 "missing or invalid API key (send Authorization: Bearer <key>)"});
+        return;
+      }
+      constexpr std::size_t kMaxSpecBytes = 256;
+      if (req.body.size() > kMaxSpecBytes) {
+        send_error(res, ApiError{400, "invalid_args",
+                                 "fault spec is " + std::to_string(req.body.size()) +
+                                     " bytes; at most " + std::to_string(kMaxSpecBytes)});
+        return;
+      }
+      const std::string text = req.body == "none" ? std::string() : req.body;
+      auto spec = parse_fault_spec(text);
+      if (!spec) {
+        send_error(res, ApiError{400, "invalid_args", "fault spec: " + spec.error()});
+        return;
+      }
+      faults.set_spec(*spec);
+      if (options.log) options.log("faults now: " + spec->to_string());
+      send_json(res, 200, json{{"success", true}, {"faults", spec->to_string()}});
     });
   }
 

@@ -15,8 +15,8 @@
 namespace pf::store {
 
 std::vector<std::string> sql::described_columns(std::string_view table) {
-  for (auto* of :
-       {instance_tables_columns, event_tables_columns, host_tables_columns, job_tables_columns}) {
+  for (auto* of : {instance_tables_columns, event_tables_columns, host_tables_columns,
+                   job_tables_columns, lease_tables_columns}) {
     if (auto names = of(table); !names.empty()) return names;
   }
   return {};

@@ -68,7 +68,9 @@ std::vector<std::string> described_columns(std::string_view table);
 std::vector<std::string> instance_tables_columns(
     std::string_view table);                                            // instances, proof_samples
 std::vector<std::string> event_tables_columns(std::string_view table);  // instance_events
-std::vector<std::string> host_tables_columns(std::string_view table);   // bench_runs, bad_hosts
+std::vector<std::string> host_tables_columns(std::string_view table);   // bench_runs, bad_hosts,
+                                                                        // memory_observations
 std::vector<std::string> job_tables_columns(std::string_view table);    // jobs
+std::vector<std::string> lease_tables_columns(std::string_view table);  // leader_lease
 
 }  // namespace pf::store::sql

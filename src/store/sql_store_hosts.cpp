@@ -88,11 +88,30 @@ core::BadHost read_bad_host(const Statement& s) {
   return b;
 }
 
+// What an agent saw of the prover's memory (issue 13); the id is the table's own.
+const sql::Columns<core::MemoryObservation, RowRead>& memory_observation_columns() {
+  using M = sql::ColumnsOf<core::MemoryObservation, RowRead>;
+  static const sql::Columns<core::MemoryObservation, RowRead> columns{
+      M::int64("instance_id", &core::MemoryObservation::instance_id),
+      M::int64("machine_id", &core::MemoryObservation::machine_id),
+      M::text("gpu_name", &core::MemoryObservation::gpu_name),
+      M::int32("num_gpus", &core::MemoryObservation::num_gpus),
+      M::real("at", &core::MemoryObservation::at),
+      M::int32("partitions", &core::MemoryObservation::partitions),
+      M::real("observed_peak_gib", &core::MemoryObservation::observed_peak_gib),
+      M::real("model_peak_gib", &core::MemoryObservation::model_peak_gib),
+      M::real("usable_ram_gib", &core::MemoryObservation::usable_ram_gib),
+      M::flag("oom", &core::MemoryObservation::oom),
+  };
+  return columns;
+}
+
 }  // namespace
 
 std::vector<std::string> sql::host_tables_columns(std::string_view table) {
   if (table == "bench_runs") return bench_run_columns().names();
   if (table == "bad_hosts") return bad_host_columns().names();
+  if (table == "memory_observations") return memory_observation_columns().names();
   return {};
 }
 
@@ -176,22 +195,12 @@ std::vector<core::BenchRun> SqlStore::read_bench_runs(Statement& s) {
 
 void SqlStore::insert_memory_observation(const core::MemoryObservation& o) {
   std::lock_guard lock(mutex_);
-  Statement s(*conn_,
-              "INSERT INTO memory_observations (instance_id, machine_id, gpu_name, num_gpus, at, "
-              "partitions, observed_peak_gib, model_peak_gib, usable_ram_gib, oom) VALUES "
-              "(:instance_id, :machine_id, :gpu_name, :num_gpus, :at, :partitions, "
-              ":observed_peak_gib, :model_peak_gib, :usable_ram_gib, :oom)",
+  static const std::string sql = "INSERT INTO memory_observations (" +
+                                 memory_observation_columns().list() + ") VALUES (" +
+                                 memory_observation_columns().placeholders() + ")";
+  Statement s(*conn_, sql,
               "inserting memory observation of instance " + std::to_string(o.instance_id));
-  s.bind_int(":instance_id", o.instance_id);
-  s.bind_int(":machine_id", o.machine_id);
-  s.bind_text(":gpu_name", o.gpu_name);
-  s.bind_int(":num_gpus", o.num_gpus);
-  s.bind_real(":at", o.at);
-  s.bind_int(":partitions", o.partitions);
-  s.bind_real(":observed_peak_gib", o.observed_peak_gib);
-  s.bind_real(":model_peak_gib", o.model_peak_gib);
-  s.bind_real(":usable_ram_gib", o.usable_ram_gib);
-  s.bind_bool(":oom", o.oom);
+  memory_observation_columns().bind(s, o);
   s.run();
 }
 
@@ -211,16 +220,8 @@ std::vector<core::MemoryObservation> SqlStore::memory_observations(std::int64_t 
   std::vector<core::MemoryObservation> out;
   while (s.next()) {
     core::MemoryObservation o;
-    o.instance_id = s.integer("instance_id");
-    o.machine_id = s.integer("machine_id");
-    o.gpu_name = s.text("gpu_name");
-    o.num_gpus = s.int32("num_gpus");
-    o.at = s.real("at");
-    o.partitions = s.int32("partitions");
-    o.observed_peak_gib = s.real("observed_peak_gib");
-    o.model_peak_gib = s.real("model_peak_gib");
-    o.usable_ram_gib = s.real("usable_ram_gib");
-    o.oom = s.integer("oom") != 0;
+    RowRead context{"memory observation " + std::to_string(s.integer("id"))};
+    memory_observation_columns().read(s, o, context);
     out.push_back(std::move(o));
   }
   return out;

@@ -16,6 +16,7 @@
 // blocking the replica's store.
 #include <algorithm>
 
+#include "store/sql_columns.h"
 #include "store/sql_store.h"
 #include "store/sql_store_detail.h"
 
@@ -29,30 +30,55 @@ namespace {
 // next try (a renewal interval later).
 constexpr int kLeaseLockWaitMs = 1000;
 
-constexpr const char* kLeaseColumns =
-    "SELECT name, holder, holder_url, holder_grpc, holder_process, epoch, expires_at, taken_at, "
-    "renewed_at FROM leader_lease WHERE name = :name";
+// The lease row, described once (sql_columns.h): the reads select these columns, the
+// compare-and-set writes all but the name it is keyed by.
+const sql::Columns<core::LeaseRow, sql::RowRead>& lease_columns() {
+  using L = sql::ColumnsOf<core::LeaseRow, sql::RowRead>;
+  static const sql::Columns<core::LeaseRow, sql::RowRead> columns{
+      L::text("name", &core::LeaseRow::name),
+      L::text("holder", &core::LeaseRow::holder),
+      L::text("holder_url", &core::LeaseRow::holder_url),
+      L::text("holder_grpc", &core::LeaseRow::holder_grpc),
+      L::text("holder_process", &core::LeaseRow::holder_process),
+      L::int64("epoch", &core::LeaseRow::epoch),
+      L::real("expires_at", &core::LeaseRow::expires_at),
+      L::real("taken_at", &core::LeaseRow::taken_at),
+      L::real("renewed_at", &core::LeaseRow::renewed_at),
+  };
+  return columns;
+}
+
+const sql::Columns<core::LeaseRow, sql::RowRead>& lease_written_columns() {
+  static const auto columns =
+      lease_columns().only({"holder", "holder_url", "holder_grpc", "holder_process", "epoch",
+                            "expires_at", "taken_at", "renewed_at"});
+  return columns;
+}
+
+const std::string& lease_select() {
+  static const std::string sql =
+      "SELECT " + lease_columns().list() + " FROM leader_lease WHERE name = :name";
+  return sql;
+}
 
 std::optional<core::LeaseRow> read_lease_row(Statement& s) {
   if (!s.next()) return std::nullopt;
   core::LeaseRow row;
-  row.name = s.text("name");
-  row.holder = s.text("holder");
-  row.holder_url = s.text("holder_url");
-  row.holder_grpc = s.text("holder_grpc");
-  row.holder_process = s.text("holder_process");
-  row.epoch = s.integer("epoch");
-  row.expires_at = s.real("expires_at");
-  row.taken_at = s.real("taken_at");
-  row.renewed_at = s.real("renewed_at");
+  sql::RowRead context{"leader lease"};
+  lease_columns().read(s, row, context);
   return row;
 }
 
 }  // namespace
 
+std::vector<std::string> sql::lease_tables_columns(std::string_view table) {
+  if (table == "leader_lease") return lease_columns().names();
+  return {};
+}
+
 std::optional<core::LeaseRow> SqlStore::leader_lease(const std::string& name) {
   std::lock_guard lock(mutex_);
-  Statement s(*conn_, kLeaseColumns, "reading leader lease " + name);
+  Statement s(*conn_, lease_select(), "reading leader lease " + name);
   s.bind_text(":name", name);
   return read_lease_row(s);
 }
@@ -63,7 +89,7 @@ std::optional<core::LeaseRow> SqlStore::lock_leader_lease(const std::string& nam
   if (depth_ == 0 || conn_->dialect() != sql::Dialect::Postgres) {
     // Outside a transaction there is nothing to hold; SQLite's transaction already excludes
     // every other writer.
-    Statement s(*conn_, kLeaseColumns, "reading leader lease " + name);
+    Statement s(*conn_, lease_select(), "reading leader lease " + name);
     s.bind_text(":name", name);
     return read_lease_row(s);
   }
@@ -71,11 +97,11 @@ std::optional<core::LeaseRow> SqlStore::lock_leader_lease(const std::string& nam
       std::clamp(static_cast<long long>(idle_limit_s * 1000), 100LL, 3'600'000LL);
   // One round trip (the job fence runs in every job transaction, heartbeats' included): the
   // lock and the transaction's idle limit (set_config(..., true) is SET LOCAL) in one statement.
-  Statement s(*conn_,
-              "SELECT name, holder, holder_url, holder_grpc, holder_process, epoch, expires_at, "
-              "taken_at, renewed_at, set_config('idle_in_transaction_session_timeout', :idle_ms, "
-              "true) AS idle_limit FROM leader_lease WHERE name = :name FOR SHARE",
-              "reading leader lease " + name + " for the transaction");
+  static const std::string sql = "SELECT " + lease_columns().list() +
+                                 ", set_config('idle_in_transaction_session_timeout', :idle_ms, "
+                                 "true) AS idle_limit FROM leader_lease WHERE name = :name FOR "
+                                 "SHARE";
+  Statement s(*conn_, sql, "reading leader lease " + name + " for the transaction");
   s.bind_text(":name", name);
   s.bind_text(":idle_ms", std::to_string(idle_ms));
   return read_lease_row(s);
@@ -92,31 +118,22 @@ bool SqlStore::write_leader_lease(const core::LeaseRow& row, const core::LeaseRo
       conn_->exec("SET LOCAL lock_timeout = " + std::to_string(kLeaseLockWaitMs),
                   "bounding the wait for the leader lease");
     }
-    Statement first(*conn_,
-                    "INSERT INTO leader_lease (name, holder, holder_url, holder_process, epoch, "
-                    "expires_at, taken_at, renewed_at) VALUES (:name, '', '', '', 0, 0, 0, 0) "
-                    "ON CONFLICT (name) DO NOTHING",
-                    "creating leader lease " + row.name);
-    first.bind_text(":name", row.name);
+    // An empty row to compare against when the lease was never taken.
+    static const std::string create = "INSERT INTO leader_lease (" + lease_columns().list() +
+                                      ") VALUES (" + lease_columns().placeholders() +
+                                      ") ON CONFLICT (name) DO NOTHING";
+    Statement first(*conn_, create, "creating leader lease " + row.name);
+    core::LeaseRow empty;
+    empty.name = row.name;
+    lease_columns().bind(first, empty);
     first.run();
-    Statement cas(
-        *conn_,
-        "UPDATE leader_lease SET holder = :holder, holder_url = :holder_url, "
-        "holder_grpc = :holder_grpc, holder_process = :holder_process, epoch = :epoch, expires_at "
-        "= :expires_at, taken_at = "
-        ":taken_at, renewed_at = "
-        ":renewed_at WHERE name = :name AND holder = :read_holder AND epoch = :read_epoch "
-        "AND expires_at = :read_expires_at RETURNING epoch",
-        "writing leader lease " + row.name + " for " + row.holder);
+    static const std::string sql =
+        "UPDATE leader_lease SET " + lease_written_columns().assignments() +
+        " WHERE name = :name AND holder = :read_holder AND epoch = :read_epoch AND expires_at = "
+        ":read_expires_at RETURNING epoch";
+    Statement cas(*conn_, sql, "writing leader lease " + row.name + " for " + row.holder);
     cas.bind_text(":name", row.name);
-    cas.bind_text(":holder", row.holder);
-    cas.bind_text(":holder_url", row.holder_url);
-    cas.bind_text(":holder_grpc", row.holder_grpc);
-    cas.bind_text(":holder_process", row.holder_process);
-    cas.bind_int(":epoch", row.epoch);
-    cas.bind_real(":expires_at", row.expires_at);
-    cas.bind_real(":taken_at", row.taken_at);
-    cas.bind_real(":renewed_at", row.renewed_at);
+    lease_written_columns().bind(cas, row);
     cas.bind_text(":read_holder", read.holder);
     cas.bind_int(":read_epoch", read.epoch);
     cas.bind_real(":read_expires_at", read.expires_at);

@@ -2,6 +2,7 @@
 // must agree on vast's wire format, and the client must survive the faults the sim injects.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <chrono>
 #include <filesystem>
@@ -265,6 +266,41 @@ TEST_F(VastMarketSimTest, ServerErrorsAreRetriedForReads) {
     EXPECT_TRUE(listed->empty());
   }
   EXPECT_GT(wait_for_log("-> 500", 1), 0u) << "no 500 was injected";
+}
+
+// A test run quiets the market for a phase that tests something else (the chaos run's last
+// phase counts orphan processes, not retries): PUT /proverfleet-sim/faults, with the key.
+TEST_F(VastMarketSimTest, TheInjectedFaultsCanBeReplacedWhileItRuns) {
+  ASSERT_NO_FATAL_FAILURE(start_sim("429=1", 3));
+  VastConfig cfg = config();
+  cfg.max_attempts = 2;
+  VastMarket market(cfg);
+  auto refused = market.search_offers({});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, ErrorKind::RateLimited);
+
+  httplib::Client http(url_);
+  auto unkeyed = http.Put("/proverfleet-sim/faults", "none", "text/plain");
+  ASSERT_TRUE(unkeyed);
+  EXPECT_EQ(unkeyed->status, 401);
+  const httplib::Headers keyed = {{"Authorization", std::string("Bearer ") + kKey}};
+  auto bad = http.Put("/proverfleet-sim/faults", keyed, "429=2", "text/plain");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_THAT(bad->body, ::testing::HasSubstr("429"));
+  auto huge = http.Put("/proverfleet-sim/faults", keyed, std::string(4096, 'x'), "text/plain");
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->status, 400);
+  EXPECT_FALSE(market.search_offers({})) << "a refused change must leave the faults as they were";
+
+  auto quiet = http.Put("/proverfleet-sim/faults", keyed, "none", "text/plain");
+  ASSERT_TRUE(quiet);
+  EXPECT_EQ(quiet->status, 200);
+  EXPECT_EQ(json::parse(quiet->body).value("faults", ""), "none");
+  for (int i = 0; i < 3; ++i) {
+    auto found = market.search_offers({});
+    EXPECT_TRUE(found) << found.error().message;
+  }
 }
 
 TEST_F(VastMarketSimTest, DroppedCreateRepliesAreReconciledByLabel) {

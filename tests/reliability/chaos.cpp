@@ -9,7 +9,9 @@
 //  6. Figures from the market while market-sim still holds its state: leaked instances,
 //     duplicate rentals, destroyed-but-billing (also sampled during 2-4), false destroys of
 //     healthy instances (silence or deadline causes, automatic bad hosts).
-//  7. Deploy two instances through the operator API, wait for their agents, SIGKILL
+//  7. Quiet market-sim's faults (this phase counts orphans, not retries: with faults each create
+//     took 1 to 97 s of retries and label reads), deploy two instances through the operator
+//     API, wait for their agents (none alive is a failed run: nothing would be tested), SIGKILL
 //     market-sim, stop serve, and count the processes of the run still alive (orphans).
 //  8. Secrets: the operator token, the market key and every deployment secret market-sim saw,
 //     in serve's and market-sim's output, the data directory and any command line.
@@ -327,7 +329,9 @@ class ChaosRun {
 
   void kill_market_sim_with_agents_alive() {
     // Two fresh instances so agents are alive when market-sim dies.
-    log("deploying two instances to kill market-sim under their agents");
+    log("quieting the market's faults; deploying two instances to kill market-sim under their "
+        "agents");
+    market_->set_faults("none");
     const json offers = api_->get("/api/v1/offers?limit=20");
     int deployed = 0;
     for (const auto& offer : offers.is_array() ? offers : json::array()) {
@@ -354,6 +358,7 @@ class ChaosRun {
     }
     log(std::to_string(deployed) + " instances deployed, " + std::to_string(agents) +
         " agent processes alive; SIGKILL market-sim");
+
     ::kill(sim_->process.pid(), SIGKILL);
     sim_->process.wait_exit(10s);
     // Its agents notice and exit on their own; whatever is still alive after the bounds below
@@ -366,6 +371,10 @@ class ChaosRun {
       figures_.finding(Figure::OrphanProcesses,
                        "pid " + std::to_string(pid) + " still alive: " + command_of(pid));
       ::kill(pid, SIGKILL);  // ours: the run started it (its environment names the run directory)
+    }
+    if (agents == 0) {
+      throw std::runtime_error("no agent came alive within 60 s of " + std::to_string(deployed) +
+                               " deploys: the orphan check tested nothing");
     }
   }
 

@@ -62,13 +62,15 @@ inline constexpr std::array<FigureInfo, kFigureCount> kFigureInfo = {{
     {"curio_upgrade_failed_calls", "Curio: calls failed by a planned upgrade"},
 }};
 
-// 503 with Retry-After whose body names the market as busy or unreachable: the manager's honest
-// answer to a valid request while market-sim injects 429s and resets (the caller comes back), not
-// a server error. Every part of the suite judges replies with this one rule.
+// 503 with Retry-After whose body names the market as busy, unreachable or failing (its 5xx after
+// every retry: "(market_error)" is answered 503 only then): the manager's honest answer to a
+// valid request while market-sim injects 429s, 500s and resets (the caller comes back), not a
+// server error. Every part of the suite judges replies with this one rule.
 inline bool is_market_busy_reply(int status, bool has_retry_after, const std::string& body) {
   return status == 503 && has_retry_after &&
          (body.find("(rate_limited)") != std::string::npos ||
-          body.find("(transport)") != std::string::npos);
+          body.find("(transport)") != std::string::npos ||
+          body.find("(market_error)") != std::string::npos);
 }
 
 // Counters plus one line per finding (what, where), shared by the threads of a run.

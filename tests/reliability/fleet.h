@@ -227,6 +227,20 @@ class MarketView {
     return out;
   }
 
+  // Replaces market-sim's injected faults ("none": no faults; its control route, not vast's
+  // API, so no fault applies to this call).
+  void set_faults(const std::string& spec) {
+    httplib::Client c(url_.host, url_.port);
+    c.set_connection_timeout(5);
+    c.set_read_timeout(30);
+    c.set_bearer_token_auth(key_.c_str());
+    auto r = c.Put("/proverfleet-sim/faults", spec, "text/plain");
+    if (!r || r->status != 200) {
+      throw std::runtime_error("market-sim refused faults '" + spec +
+                               "': " + (r ? r->body : httplib::to_string(r.error())));
+    }
+  }
+
   // The create's env of one instance (where the deployment secret travels).
   json instance(std::int64_t id) {
     return request("GET", "/api/v0/instances/" + std::to_string(id) + "/")

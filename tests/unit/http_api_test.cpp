@@ -925,6 +925,13 @@ TEST_F(HttpApiTest, AMarketBusyOrDownAfterItsRetriesIs503WithRetryAfter) {
   expect_error(busy, 503, "(rate_limited)");
   EXPECT_EQ(busy->get_header_value("Retry-After"), "10");
 
+  // The market failing on its side (5xx after every retry) is down for now, not a bad gateway.
+  market_.create_errors.push_back(pf::market::MarketError{pf::market::ErrorKind::MarketError, 500,
+                                                          "server_error", "internal error"});
+  auto failing = post("/api/v1/instances", R"({"offer_id": 101})");
+  expect_error(failing, 503, "(market_error)");
+  EXPECT_EQ(failing->get_header_value("Retry-After"), "10");
+
   // Any other market failure is still a bad gateway, without a retry hint.
   market_.create_errors.push_back(
       pf::market::MarketError{pf::market::ErrorKind::BadResponse, 200, "", "truncated"});

@@ -43,8 +43,9 @@ TEST_P(StoreSchemaTest, EveryDescribedTableHasExactlyItsDescribedColumns) {
   TestDatabase db(GetParam());
   auto store = db.open();  // migrated to the latest schema
   const std::vector<DescribedTable> tables{
-      {"instances", {"id"}},  {"jobs", {"id", "proof"}}, {"instance_events", {"id"}},
-      {"bench_runs", {"id"}}, {"bad_hosts", {}},         {"proof_samples", {}},
+      {"instances", {"id"}},           {"jobs", {"id", "proof"}}, {"instance_events", {"id"}},
+      {"bench_runs", {"id"}},          {"bad_hosts", {}},         {"proof_samples", {}},
+      {"memory_observations", {"id"}}, {"leader_lease", {}},
   };
   for (const auto& t : tables) {
     std::vector<std::string> expected = sql::described_columns(t.table);
@@ -56,8 +57,8 @@ TEST_P(StoreSchemaTest, EveryDescribedTableHasExactlyItsDescribedColumns) {
 }
 
 TEST(StoreSchema, ADescriptionNamesEachColumnOnce) {
-  for (const char* table :
-       {"instances", "jobs", "instance_events", "bench_runs", "bad_hosts", "proof_samples"}) {
+  for (const char* table : {"instances", "jobs", "instance_events", "bench_runs", "bad_hosts",
+                            "proof_samples", "memory_observations", "leader_lease"}) {
     auto names = sql::described_columns(table);
     std::sort(names.begin(), names.end());
     EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end()) << table;

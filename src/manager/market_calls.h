@@ -1,0 +1,65 @@
+// What the manager remembers of its own market calls between rounds, apart from the store and
+// under its own lock (not the Manager's): the creates still running (reconcile must not take a
+// row's absence from the market's list as proof that nothing was rented while its create has
+// not returned), when each destroy was last sent (destroys are retried until confirmed, paced by
+// [lifecycle] destroy_retry_s) and whether the last reconcile saw a complete list. Kept in
+// memory: after a restart nothing is in flight, a destroy is sent at once, and the next
+// reconcile says whether the list is complete.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+namespace pf::manager {
+
+class MarketCalls {
+ public:
+  void create_started(std::int64_t row_id) {
+    std::lock_guard lock(mu_);
+    creates_in_flight_.insert(row_id);
+  }
+  void create_returned(std::int64_t row_id) {
+    std::lock_guard lock(mu_);
+    creates_in_flight_.erase(row_id);
+  }
+  std::set<std::int64_t> creates_in_flight() const {
+    std::lock_guard lock(mu_);
+    return creates_in_flight_;
+  }
+
+  // Whether a destroy of the row may be sent now (none yet, or the last one retry_s ago); when
+  // it may, `now` is recorded as its attempt.
+  bool destroy_due(std::int64_t row_id, double now, double retry_s) {
+    std::lock_guard lock(mu_);
+    const auto last = last_destroy_attempt_.find(row_id);
+    if (last != last_destroy_attempt_.end() && now - last->second < retry_s) return false;
+    last_destroy_attempt_[row_id] = now;
+    return true;
+  }
+  // The market confirmed the destroy: nothing more to pace.
+  void destroyed(std::int64_t row_id) {
+    std::lock_guard lock(mu_);
+    last_destroy_attempt_.erase(row_id);
+  }
+
+  // Empty when the last reconcile saw a complete market list.
+  void reconcile_listed(std::string error) {
+    std::lock_guard lock(mu_);
+    last_reconcile_error_ = std::move(error);
+  }
+  std::string last_reconcile_error() const {
+    std::lock_guard lock(mu_);
+    return last_reconcile_error_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::set<std::int64_t> creates_in_flight_;
+  std::map<std::int64_t, double> last_destroy_attempt_;
+  std::string last_reconcile_error_;
+};
+
+}  // namespace pf::manager
