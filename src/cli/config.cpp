@@ -582,6 +582,9 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   bids.number("host_avoid_preemptions_per_hour", b.host_avoid_preemptions_per_hour,
               positive_up_to(1000));
   bids.number("host_min_evidence_h", b.host_min_evidence_h, non_negative_up_to(1e5));
+  bids.number("outbid_memory_h", b.outbid_memory_h, non_negative_up_to(1e4));
+  bids.number("raise_stopped_after_s", b.raise_stopped_after_s, non_negative_up_to(7 * 86400));
+  bids.number("lower_raised_after_h", b.lower_raised_after_h, non_negative_up_to(1e4));
   bids.finish();
 
   auto& d = cfg.deploy;

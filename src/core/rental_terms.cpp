@@ -20,6 +20,9 @@ std::vector<BidRental> bid_rentals(std::span<const InstanceRecord> fleet) {
         std::max(0.0, rec.spend_usd - rec.storage_spend_usd - rec.bandwidth_spend_usd);
     r.running_h = compute_usd / *rec.bid_price;
     r.preemptions = rec.market_stops;
+    if (rec.close_cause == CloseCause::MarketStopped) {
+      r.closed_stopped_at = rec.destroyed_at.value_or(rec.state_since);
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -53,8 +56,18 @@ PreemptionRate machine_preemption_rate(std::span<const BidRental> history,
   return rate;
 }
 
+double bid_for(const Offer& offer, const BidConfig& cfg) {
+  return std::max(kMinBidUsdPerHour, offer.min_bid * (1 + std::max(0.0, cfg.margin_over_min_bid)));
+}
+
+double bid_ceiling(const Offer& offer, double disk_gb, const BidConfig& cfg) {
+  return std::min(compute_usd_per_hour(offer, disk_gb) * cfg.max_share_of_on_demand,
+                  kMaxBidUsdPerHour);
+}
+
 RentalTerms choose_rental_terms(const Offer& offer, double rate, double proof_h, double disk_gb,
-                                std::span<const BidRental> history, const BidConfig& cfg) {
+                                std::span<const BidRental> history, const BidConfig& cfg,
+                                double now) {
   RentalTerms terms;
   const double compute = compute_usd_per_hour(offer, disk_gb);
   const double storage = storage_usd_per_hour(offer, disk_gb);
@@ -68,17 +81,25 @@ RentalTerms choose_rental_terms(const Offer& offer, double rate, double proof_h,
   if (!(offer.min_bid > 0)) return on_demand("the offer takes no bids (no min_bid)");
   if (!(rate > 0)) return on_demand("no predicted rate to price a bid against");
 
-  const double bid =
-      std::max(kMinBidUsdPerHour, offer.min_bid * (1 + std::max(0.0, cfg.margin_over_min_bid)));
+  const double bid = bid_for(offer, cfg);
   if (bid > kMaxBidUsdPerHour) {
     return on_demand("a bid of $" + fixed(bid, 3) + "/hr is over the $" +
                      fixed(kMaxBidUsdPerHour, 0) + "/hr vast takes");
   }
-  if (bid > compute * cfg.max_share_of_on_demand) {
+  if (bid > bid_ceiling(offer, disk_gb, cfg)) {
     return on_demand("a bid of $" + fixed(bid, 3) + "/hr (min_bid $" + fixed(offer.min_bid, 3) +
                      " + " + fixed(cfg.margin_over_min_bid * 100, 0) + " %) is over " +
                      fixed(cfg.max_share_of_on_demand * 100, 0) + " % of the on-demand $" +
                      fixed(compute, 3) + "/hr");
+  }
+  for (const auto& r : history) {
+    if (r.machine_id != offer.machine_id || !r.closed_stopped_at) continue;
+    const double ago_h = (now - *r.closed_stopped_at) / 3600;
+    if (ago_h < cfg.outbid_memory_h) {
+      return on_demand("our last bid on machine " + std::to_string(offer.machine_id) +
+                       " was closed stopped (outbid) " + fixed(std::max(0.0, ago_h), 1) +
+                       " h ago; bids there again after " + fixed(cfg.outbid_memory_h, 0) + " h");
+    }
   }
   const PreemptionRate machine = machine_preemption_rate(history, offer.machine_id);
   if (machine.evidence_h >= cfg.host_min_evidence_h &&
@@ -121,9 +142,10 @@ bool bid_possible(const Offer& offer, const BidConfig& cfg) {
 }
 
 RentalTerms rental_terms_for(const Offer& offer, double predicted_rate, double disk_gb,
-                             std::span<const InstanceRecord> fleet, const BidConfig& cfg) {
+                             std::span<const InstanceRecord> fleet, const BidConfig& cfg,
+                             double now) {
   const double proof_h = predicted_rate > 0 ? std::max(1, offer.num_gpus) / predicted_rate : 0;
-  return choose_rental_terms(offer, predicted_rate, proof_h, disk_gb, bid_rentals(fleet), cfg);
+  return choose_rental_terms(offer, predicted_rate, proof_h, disk_gb, bid_rentals(fleet), cfg, now);
 }
 
 }  // namespace pf::core

@@ -47,6 +47,16 @@ struct BidConfig {
   // `host_min_evidence_h` of it) is rented on-demand only.
   double host_avoid_preemptions_per_hour = 1.0;
   double host_min_evidence_h = 2;
+  // A machine where our last bid rental was closed stopped (outbid and never on top again within
+  // [lifecycle] bid_stopped_grace_s) is rented on-demand for this long: a rival that outbid us
+  // there would most likely outbid the same bid again.
+  double outbid_memory_h = 12;
+  // An accepted bid rental the market has held stopped this long (most likely outbid) has its
+  // bid raised to the ceiling above (core/bid_change.h), where it still pays; 0: never raised.
+  double raise_stopped_after_s = 120;
+  // A raised bid that has run this long goes back to the rental's own bid (the rival that
+  // outbid it has most likely left; if not, the next stop raises it again). 0: kept raised.
+  double lower_raised_after_h = 3;
 };
 
 // One of our interruptible rentals as the record shows it.
@@ -55,6 +65,8 @@ struct BidRental {
   std::int64_t machine_id = 0;
   double running_h = 0;  // compute-billed hours
   int preemptions = 0;   // times the market stopped it
+  // When it was closed because the market kept it stopped (CloseCause::MarketStopped).
+  std::optional<double> closed_stopped_at;
 };
 
 // Our interruptible rentals, from the fleet's rows (bid_price set; destroyed ones included).
@@ -80,9 +92,17 @@ struct RentalTerms {
 };
 
 // `rate`: predicted proofs/hour of the whole offer; `proof_h`: hours one proof takes on it
-// (its concurrency over the rate); `disk_gb`: the disk rented (storage).
+// (its concurrency over the rate); `disk_gb`: the disk rented (storage); `now`: epoch seconds.
 RentalTerms choose_rental_terms(const Offer& offer, double rate, double proof_h, double disk_gb,
-                                std::span<const BidRental> history, const BidConfig& cfg);
+                                std::span<const BidRental> history, const BidConfig& cfg,
+                                double now);
+
+// The bid the terms make for the offer, $/hour of compute: min_bid raised by the margin, at least
+// vast's floor (it may be over the ceiling: choose_rental_terms then rents on-demand).
+double bid_for(const Offer& offer, const BidConfig& cfg);
+// The highest bid the terms allow for the offer, $/hour of compute: max_share_of_on_demand of its
+// on-demand compute price (and no more than vast takes).
+double bid_ceiling(const Offer& offer, double disk_gb, const BidConfig& cfg);
 
 // Whether the offer needs pricing at all: bids on and the offer takes them. Where not,
 // choose_rental_terms says why without a rate, so a caller skips the prediction.
@@ -92,6 +112,7 @@ bool bid_possible(const Offer& offer, const BidConfig& cfg);
 // choose them: from its predicted rate (a proof holds one GPU while it runs, so each takes about
 // the GPU count over the rate) and our rows so far (destroyed ones included).
 RentalTerms rental_terms_for(const Offer& offer, double predicted_rate, double disk_gb,
-                             std::span<const InstanceRecord> fleet, const BidConfig& cfg);
+                             std::span<const InstanceRecord> fleet, const BidConfig& cfg,
+                             double now);
 
 }  // namespace pf::core

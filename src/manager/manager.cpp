@@ -712,6 +712,7 @@ void Manager::tick() {
     std::string label;
   };
   std::vector<Pending> destroys;
+  std::vector<BidChangeToSend> bid_changes;
   {
     std::lock_guard lock(mu_);
     if (!still_leading()) return;
@@ -734,11 +735,13 @@ void Manager::tick() {
       if (auto closing = core::destroy_reason(rec, now, config_.lifecycle, hearing)) {
         close(rec, *closing);
       }
+      if (auto change = decide_bid_change(rec, now)) bid_changes.push_back(*change);
       if (rec.state != S::Destroying) continue;
       if (!market_calls_.destroy_due(rec.id, now, config_.lifecycle.destroy_retry_s)) continue;
       destroys.push_back({rec.id, rec.market_id, core::market_label(rec.deployment_id)});
     }
   }
+  send_bid_changes(bid_changes);
   for (const auto& d : destroys) {
     std::optional<std::int64_t> mid = d.market_id;
     std::string outcome;

@@ -354,6 +354,15 @@ class Manager {
   // On-demand or a bid for the offer (core::choose_rental_terms on its predicted rate and our
   // interruptible rentals so far; manager_offers.cpp).
   core::RentalTerms rental_terms(const core::Offer& offer, double now);
+  // A change of a bid rental's bid (core::change_of_bid), decided in the tick under the lock with
+  // its event recorded, sent after it is released (manager_offers.cpp).
+  struct BidChangeToSend {
+    std::int64_t id = 0;
+    std::int64_t market_id = 0;
+    double bid_price = 0;
+  };
+  std::optional<BidChangeToSend> decide_bid_change(const core::InstanceRecord& rec, double now);
+  void send_bid_changes(const std::vector<BidChangeToSend>& changes);
 
   store::Store& store_;
   market::Market& market_;

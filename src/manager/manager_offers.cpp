@@ -1,8 +1,10 @@
 // The Manager's offers: the market's listing ranked for the operator (and the autopilot) by
 // what each machine is expected to earn, and the rental of one, whose intent is recorded before
-// the market's create is sent so a crash leaves a row for reconciliation to settle.
+// the market's create is sent so a crash leaves a row for reconciliation to settle; and the raise
+// of a stopped bid (core/bid_change.h), recorded as an event before it is sent.
 #include <algorithm>
 
+#include "core/bid_change.h"
 #include "core/text.h"
 #include "manager/manager.h"
 #include "store/store.h"
@@ -55,7 +57,7 @@ ApiResult<std::vector<core::RankedOffer>> Manager::rank_offers(const json& filte
 core::RentalTerms Manager::rental_terms(const core::Offer& offer, double now) {
   // Priced only where a bid is possible: the prediction reads the fleet's whole history.
   if (!core::bid_possible(offer, config_.bids)) {
-    return core::choose_rental_terms(offer, 0, 0, config_.disk_gb, {}, config_.bids);
+    return core::choose_rental_terms(offer, 0, 0, config_.disk_gb, {}, config_.bids, now);
   }
   core::RankConfig rank = config_.rank;
   rank.profit_objective = config_.profit_objective;
@@ -64,7 +66,7 @@ core::RentalTerms Manager::rental_terms(const core::Offer& offer, double now) {
   const auto ranked = core::rank_offers({offer}, rank, core::RankOrder::Cost,
                                         core::RankHistory{fleet, runs, {}, now});
   const double rate = ranked.empty() ? 0 : ranked.front().prediction.rate;
-  return core::rental_terms_for(offer, rate, config_.disk_gb, fleet, config_.bids);
+  return core::rental_terms_for(offer, rate, config_.disk_gb, fleet, config_.bids, now);
 }
 
 ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::string& origin,
@@ -191,6 +193,51 @@ ApiResult<InstanceRecord> Manager::deploy(std::int64_t offer_id, const std::stri
   close(rec, {core::CloseCause::NotRented, "create failed: " + err.message});
   transition(rec, S::Destroyed, "nothing was rented");
   return tl::unexpected(market_failure("create failed", err));
+}
+
+// --- changes of bid ------------------------------------------------------------------------------
+
+std::optional<Manager::BidChangeToSend> Manager::decide_bid_change(const InstanceRecord& rec,
+                                                                   double now) {
+  if (!rec.market_id) return std::nullopt;
+  const auto change =
+      core::change_of_bid(rec, now, config_.rank.economics.revenue_per_proof_usd, config_.bids);
+  if (!change) return std::nullopt;
+  // Sent at most once per destroy_retry_s while unconfirmed: the row keeps the old bid until the
+  // market confirms, so the decision stands until then.
+  if (!market_calls_.bid_change_due(rec.id, now, config_.lifecycle.destroy_retry_s)) {
+    return std::nullopt;
+  }
+  event(rec.id, "market", "changing the bid: " + change->reason,
+        {{"from", *rec.bid_price}, {"to", change->bid_price}});
+  return BidChangeToSend{rec.id, *rec.market_id, change->bid_price};
+}
+
+void Manager::send_bid_changes(const std::vector<BidChangeToSend>& changes) {
+  for (const auto& c : changes) {
+    auto sent = market_.change_bid(c.market_id, c.bid_price);  // idempotent: a price, not a step
+    std::lock_guard lock(mu_);
+    if (!still_leading()) return;  // the new leader decides again from the row
+    auto rec = store_.instance(c.id);
+    if (!rec || rec->state == S::Destroying || rec->state == S::Destroyed) continue;
+    if (!sent) {
+      event(c.id, "market",
+            "change of bid to $" + core::fixed(c.bid_price, 3) +
+                "/hr failed, will retry: " + sent.error().message);
+      continue;
+    }
+    // What ran so far was billed at the old bid; from now on compute is billed at the new one.
+    core::accrue_rental_spend(*rec, clock_());
+    const double from = rec->bid_price.value_or(0);
+    rec->bid_price = c.bid_price;
+    store_.transaction([&] {
+      store_.update_instance(*rec);
+      event(c.id, "market",
+            "bid changed from $" + core::fixed(from, 3) + " to $" + core::fixed(c.bid_price, 3) +
+                "/hr (market confirmed)",
+            {{"from", from}, {"to", c.bid_price}});
+    });
+  }
 }
 
 }  // namespace pf::manager

@@ -1,10 +1,10 @@
 // What the manager remembers of its own market calls between rounds, apart from the store and
 // under its own lock (not the Manager's): the creates still running (reconcile must not take a
 // row's absence from the market's list as proof that nothing was rented while its create has
-// not returned), when each destroy was last sent (destroys are retried until confirmed, paced by
-// [lifecycle] destroy_retry_s) and whether the last reconcile saw a complete list. Kept in
-// memory: after a restart nothing is in flight, a destroy is sent at once, and the next
-// reconcile says whether the list is complete.
+// not returned), when each destroy and each change of bid was last sent (both are retried until
+// confirmed, paced by [lifecycle] destroy_retry_s) and whether the last reconcile saw a complete
+// list. Kept in memory: after a restart nothing is in flight, a destroy or a change of bid is
+// sent at once, and the next reconcile says whether the list is complete.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +43,18 @@ class MarketCalls {
   void destroyed(std::int64_t row_id) {
     std::lock_guard lock(mu_);
     last_destroy_attempt_.erase(row_id);
+    last_bid_change_.erase(row_id);
+  }
+
+  // Whether a change of the row's bid may be sent now (none yet, or the last one retry_s ago);
+  // when it may, `now` is recorded as its attempt. A confirmed change updates the row, which
+  // ends the decision to send it.
+  bool bid_change_due(std::int64_t row_id, double now, double retry_s) {
+    std::lock_guard lock(mu_);
+    const auto last = last_bid_change_.find(row_id);
+    if (last != last_bid_change_.end() && now - last->second < retry_s) return false;
+    last_bid_change_[row_id] = now;
+    return true;
   }
 
   // Empty when the last reconcile saw a complete market list.
@@ -59,6 +71,7 @@ class MarketCalls {
   mutable std::mutex mu_;
   std::set<std::int64_t> creates_in_flight_;
   std::map<std::int64_t, double> last_destroy_attempt_;
+  std::map<std::int64_t, double> last_bid_change_;
   std::string last_reconcile_error_;
 };
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/bench_run.h"
+#include "core/bid_change.h"
 #include "core/billing.h"
 #include "core/job_worker.h"
 #include "core/market_stop.h"
@@ -73,6 +74,8 @@ struct Inst {
   double params_speed_bps = 0;      // bytes/s
   std::uint64_t params_gen = 0;     // invalidates a scheduled end of download when it pauses
   scenario::BidHistory bids;        // /3: an interruptible rental's bid; empty: on-demand
+  double rented_h = 0;              // /3: when it was created (the market's stops count from it)
+  std::uint64_t market_gen = 0;     // invalidates scheduled stops and resumes when the bid changes
   bool market_stopped = false;      // /3: the market holds it stopped (its container too)
   bool boot_pending = false;        // stopped at its boot hour: boots when it resumes
   bool prover_was_running = false;  // the agent restarts its prover when it resumes
@@ -268,9 +271,11 @@ class Engine {
         if (ev.gen == insts_[ev.inst].params_gen) params_done(ev.inst);
         return;
       case EvKind::MarketStop:
-        return market_stop(ev.inst);
+        if (ev.gen == insts_[ev.inst].market_gen) market_stop(ev.inst);
+        return;
       case EvKind::MarketResume:
-        return market_resume(ev.inst);
+        if (ev.gen == insts_[ev.inst].market_gen) market_resume(ev.inst);
+        return;
       case EvKind::Prover:
         if (ev.gen == insts_[ev.inst].gen && is_live(insts_[ev.inst])) prover_event(ev.inst);
         return;
@@ -301,6 +306,7 @@ class Engine {
     in.rec.disk_gb = opt_.disk_gb;
     in.rec.origin = "autopilot";
     in.rec.created_at = epoch(now_);
+    in.rented_h = now_ / 3600;
     in.rec.state_since = epoch(now_);
     in.rec.billed_until = epoch(now_);
     in.rec.market_status = "loading";
@@ -312,8 +318,8 @@ class Engine {
       std::vector<core::InstanceRecord> fleet;
       fleet.reserve(insts_.size());
       for (const auto& other : insts_) fleet.push_back(other.rec);
-      const core::RentalTerms terms =
-          core::rental_terms_for(in.rec.offer, predicted_rate, opt_.disk_gb, fleet, bid_config);
+      const core::RentalTerms terms = core::rental_terms_for(
+          in.rec.offer, predicted_rate, opt_.disk_gb, fleet, bid_config, epoch(now_));
       if (terms.bid_price) {
         in.rec.bid_price = terms.bid_price;
         in.bids = {{now_ / 3600, *terms.bid_price}};
@@ -334,12 +340,7 @@ class Engine {
     if (const double boot_s = scenario::boot_after_rent_s(so.truth); boot_s < scenario::kNeverS) {
       push(now_ + boot_s, EvKind::Boot, i);
     }
-    // /3: when the market will stop it and let it run again (scenario/bid_market.h).
-    for (const auto& [from_h, to_h] :
-         scenario::market_stop_periods(so, insts_[i].bids, now_ / 3600, sc_.hours)) {
-      push(from_h * 3600, EvKind::MarketStop, i);
-      if (std::isfinite(to_h)) push(to_h * 3600, EvKind::MarketResume, i);
-    }
+    schedule_market_stops(i);
     machine_changed(so.offer.machine_id);
   }
 
@@ -680,6 +681,39 @@ class Engine {
     ++report_.preemptions;
   }
 
+  // /3: when the market will stop the rental and let it run again from now on, for its bids as
+  // they stand (scenario/bid_market.h); a change of bid schedules them again.
+  void schedule_market_stops(std::size_t i) {
+    Inst& in = insts_[i];
+    const std::uint64_t gen = ++in.market_gen;
+    const double now_h = now_ / 3600;
+    for (const auto& [from_h, to_h] :
+         scenario::market_stop_periods(*in.so, in.bids, in.rented_h, sc_.hours)) {
+      if (from_h >= now_h) push(from_h * 3600, EvKind::MarketStop, i, gen);
+      if (std::isfinite(to_h) && to_h >= now_h) push(to_h * 3600, EvKind::MarketResume, i, gen);
+    }
+  }
+
+  // /3: the manager's changes of bid (core::change_of_bid, which the manager's tick calls too):
+  // raised while stopped, so the market may let it run at once; lowered once the raise has had
+  // its time, so the market may stop it again.
+  void change_bid(std::size_t i) {
+    Inst& in = insts_[i];
+    if (!is_live(in) || in.bids.empty()) return;
+    const auto change = core::change_of_bid(in.rec, epoch(now_),
+                                            sc_.economics.revenue_per_proof_usd, policy_.bids());
+    if (!change) return;
+    bill(in);  // what ran so far, at the old bid
+    const bool raise = change->bid_price > *in.rec.bid_price;
+    ++(raise ? report_.bid_raises : report_.bid_lowerings);
+    in.rec.bid_price = change->bid_price;
+    in.bids.emplace_back(now_ / 3600, change->bid_price);
+    schedule_market_stops(i);
+    const bool stopped_now = scenario::market_stop_at(*in.so, in.bids, now_ / 3600).has_value();
+    if (in.market_stopped && !stopped_now) market_resume(i);
+    if (!in.market_stopped && stopped_now) market_stop(i);
+  }
+
   // /3: on top again. The container starts again: the agent resumes its download, or restarts
   // its prover (a warm-up again); the state's clocks left the stop out (record_market_status).
   void market_resume(std::size_t i) {
@@ -724,6 +758,7 @@ class Engine {
       if (in.booted && !in.offline && !in.market_stopped) in.rec.last_heartbeat_at = epoch(now_);
       if (in.rec.state == S::FetchingParams) in.rec.params_rate_bps = in.params_speed_bps;
       if (in.rec.state == S::Benchmarking) evaluate(i);
+      if (!in.bids.empty()) change_bid(i);
       if (!is_live(in)) continue;
       if (auto closing = in.life->check(in.rec, epoch(now_))) {
         close(i, closing->cause, closing->reason, std::nullopt);

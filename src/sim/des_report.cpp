@@ -61,6 +61,8 @@ nlohmann::json report_json(const DesReport& r, bool details) {
   j["storage_usd"] = r.storage_usd;
   j["bid_rentals"] = r.bid_rentals;
   j["preemptions"] = r.preemptions;
+  j["bid_raises"] = r.bid_raises;
+  j["bid_lowerings"] = r.bid_lowerings;
   j["instances_rejected"] = r.instances_rejected;
   j["ooms_after_first_on_host"] = r.ooms_after_first_on_host;
   j["decisions"] = r.decisions;
@@ -118,7 +120,8 @@ std::string report_text(const DesReport& r) {
       << r.proofs_unpaid << " beyond demand; $/proof " << cost_text(r.cost_per_proof_usd) << "\n"
       << "  instances     " << r.instances_rented << " rented, " << r.instances_accepted
       << " accepted, " << r.instances_rejected << " closed before a verdict or rejected; "
-      << r.bid_rentals << " as bids, preempted " << r.preemptions << " times\n"
+      << r.bid_rentals << " as bids, preempted " << r.preemptions << " times, " << r.bid_raises
+      << " bids raised\n"
       << "  mistakes      " << r.accepted_unprofitable << " accepted unprofitable, "
       << r.rejected_profitable << " rejected profitable (" << r.rejected_by_target
       << " more by its own $/proof target)\n"

@@ -55,6 +55,9 @@ struct DesReport {
   // (a contract's end is not counted: it ends the rental).
   int bid_rentals = 0;
   int preemptions = 0;
+  // Changes of bid (core/bid_change.h): raised while stopped, lowered once a raise had its time.
+  int bid_raises = 0;
+  int bid_lowerings = 0;
   int instances_accepted = 0;
   int instances_rejected = 0;  // destroyed before being accepted, for any reason
   // Accepted, and over its production life the truth's $/proof (billed cost ÷ the proofs the

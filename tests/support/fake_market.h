@@ -28,6 +28,8 @@ class FakeMarket : public market::Market {
   std::vector<std::int64_t> destroyed;
   std::vector<market::CreateRequest> create_requests;
   std::map<std::int64_t, double> bids;  // change_bid's last price per instance
+  int change_bid_failures = 0;          // fail this many changes of bid first
+  int bid_changes = 0;
 
   void add_offer(std::int64_t id, std::int64_t machine, double dph, double ram_gib = 512,
                  const std::string& gpu = "RTX 4090") {
@@ -133,6 +135,12 @@ class FakeMarket : public market::Market {
 
   market::Result<void> change_bid(std::int64_t id, double price) override {
     std::lock_guard lock(mu_);
+    ++bid_changes;
+    if (change_bid_failures > 0) {
+      --change_bid_failures;
+      return tl::unexpected(
+          market::MarketError{market::ErrorKind::Transport, 0, "", "connection reset"});
+    }
     auto it = instances.find(id);
     if (it == instances.end())
       return tl::unexpected(

@@ -5,12 +5,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/text.h"
 #include "store/store.h"
 #include "support/fake_market.h"
 
 namespace pf::manager {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using S = core::InstanceState;
 
@@ -144,6 +146,50 @@ TEST_F(ManagerTest, WithBidsOnACheapBidIsRentedInterruptibleAndADearOneOnDemand)
   ASSERT_TRUE(off) << off.error().message;
   EXPECT_FALSE(market_.create_requests.back().bid_price);
   EXPECT_THAT(store_->events(off->id, 0)[0].message, HasSubstr("[bids] enabled"));
+}
+
+// A stopped bid rental that pays its setup back is raised to the terms' ceiling after
+// raise_stopped_after_s (core/bid_change.h): the intent is an event before the call, the row's
+// bid changes only once the market confirms, and a failed change is sent again.
+TEST_F(ManagerTest, AnAcceptedBidStoppedByTheMarketIsRaisedOnceTheMarketConfirms) {
+  market_.offers[0].min_bid = 0.10;  // offer 101, $0.40/hr: bid 0.13
+  ManagerConfig cfg = manager_->config();
+  cfg.bids.enabled = true;
+  Manager bidding(*store_, market_, cfg, [this] { return now_; });
+  auto rented = bidding.deploy(101, "operator");
+  ASSERT_TRUE(rented) << rented.error().message;
+  core::InstanceRecord rec = get(rented->id);
+  ASSERT_TRUE(rec.market_id);
+  core::Verdict accepted;
+  accepted.decision = core::Verdict::Decision::Accept;
+  accepted.rate = 100;  // $0.80/hr of proofs: pays at the ceiling
+  rec.verdict = accepted;
+  rec.state = S::Proving;
+  rec.market_status = "stopped";
+  rec.market_status_since = now_;
+  store_->update_instance(rec);
+  const double ceiling = core::bid_ceiling(rec.offer, rec.disk_gb, cfg.bids);
+
+  now_ += 60;  // a stop may be short
+  bidding.tick();
+  EXPECT_EQ(market_.bid_changes, 0);
+  market_.change_bid_failures = 1;
+  now_ += 60;
+  bidding.tick();
+  EXPECT_EQ(market_.bid_changes, 1);
+  EXPECT_NEAR(*get(rec.id).bid_price, 0.13, 1e-12) << "unconfirmed: the row keeps its bid";
+  bidding.tick();
+  EXPECT_EQ(market_.bid_changes, 2);
+  EXPECT_NEAR(market_.bids.at(*rec.market_id), ceiling, 1e-12);
+  EXPECT_NEAR(*get(rec.id).bid_price, ceiling, 1e-12);
+  bidding.tick();
+  EXPECT_EQ(market_.bid_changes, 2) << "raised once";
+  std::vector<std::string> messages;
+  for (const auto& e : store_->events(rec.id, 0)) messages.push_back(e.message);
+  EXPECT_THAT(messages, Contains(HasSubstr("changing the bid: stopped by the market for 2 min")));
+  EXPECT_THAT(messages, Contains(HasSubstr("failed, will retry: connection reset")));
+  EXPECT_THAT(messages, Contains(HasSubstr("bid changed from $0.130 to $" +
+                                           core::fixed(ceiling, 3) + "/hr (market confirmed)")));
 }
 
 TEST_F(ManagerTest, SameOfferIsNeverRentedTwice) {

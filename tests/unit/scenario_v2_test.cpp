@@ -12,6 +12,7 @@
 #include "scenario/scenario.h"
 #include "scenario/truth_model.h"
 #include "sim/des_engine.h"
+#include "sim/des_policies.h"
 #include "support/rent_all_once.h"
 #include "support/scenario_doc.h"
 
@@ -242,6 +243,43 @@ TEST(ScenarioV3Engine, AContractEndClosesTheRentalAndAnOutbidBidStopsThenResumes
   const auto off = test::run_rent_all_once(bid_market);
   EXPECT_EQ(off.bid_rentals, 0);
   EXPECT_EQ(off.preemptions, 0);
+}
+
+// The default policy's changes of bid in the simulator (core/bid_change.h, as the manager's
+// tick makes them): outbid from 2 h to 9 h by a rival under the terms' ceiling, an accepted bid
+// rental is raised after 2 min instead of waiting its stop out, goes back to its own bid after
+// 3 h of running, is stopped again by the rival still there, and is raised again.
+TEST(ScenarioV3Engine, AnOutbidAcceptedRentalIsRaisedAndLoweredInsteadOfWaitingItsStopOut) {
+  json doc = v2_doc(30);
+  doc["format"] = kScenarioFormatV3;
+  // Compute $0.273/hr: the ceiling is 85 % of it, $0.232; the rental's own bid 0.13.
+  doc["offers"][0]["bid_market"] = {{"min_bid", 0.1},
+                                    {"rivals", {{{"from_h", 2}, {"to_h", 9}, {"price", 0.2}}}}};
+  const Scenario s = parsed(doc);
+  sim::DefaultPolicyConfig live = sim::serve_defaults();
+  live.bids.enabled = true;
+  auto run = [&](double raise_after_s) {
+    sim::DefaultPolicyConfig c = live;
+    c.bids.raise_stopped_after_s = raise_after_s;
+    auto policy = sim::make_policy("default", s, c);
+    sim::DesOptions options;
+    options.details = true;
+    return sim::run_des(s, *policy, options);
+  };
+  const sim::DesReport raising = run(120);
+  ASSERT_FALSE(raising.instances.empty());
+  EXPECT_EQ(raising.bid_rentals, 1);
+  EXPECT_FALSE(raising.instances[0].closed_h) << raising.instances[0].close_reason;
+  EXPECT_EQ(raising.bid_raises, 3);
+  EXPECT_EQ(raising.bid_lowerings, 2);
+  EXPECT_EQ(raising.preemptions, 3);
+  const sim::DesReport waiting = run(0);
+  EXPECT_EQ(waiting.bid_raises, 0);
+  ASSERT_FALSE(waiting.instances.empty());
+  ASSERT_TRUE(waiting.instances[0].closed_h);
+  EXPECT_THAT(waiting.instances[0].close_reason, HasSubstr("did not resume"));
+  EXPECT_GT(raising.jobs_served_on_time, waiting.jobs_served_on_time);
+  EXPECT_GT(raising.profit_usd, waiting.profit_usd);
 }
 
 TEST(ScenarioV3Parse, EveryBadV3ValueIsNamed) {
