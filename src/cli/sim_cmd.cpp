@@ -1,5 +1,6 @@
 // `proverfleet sim`: run fleet policies over a market scenario in virtual time and report what
 // they earn (spec: docs/scenario-format.md, "The report").
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -38,23 +39,42 @@ void run_sim(const SimCliOptions& o) {
   auto live = load_sim_policy_config(o.config_path);
   if (!live) throw CommandFailed(live.error());
   const sim::ProfitBound bound = sim::profit_bound(*scenario);
-  std::vector<std::string> names;
-  if (o.compare) {
-    names = sim::policy_names();
-  } else {
-    names.push_back(o.policy);
+  // What runs: every policy with --compare, else the one named. On a scenario whose market
+  // takes bids (/3), --compare runs the default policy both ways, `[bids]` off and on (the
+  // config's other [bids] settings kept), so one table says what interruptible rentals earn.
+  struct Run {
+    std::string policy;
+    std::string label;
+    sim::DefaultPolicyConfig config;
+  };
+  std::vector<Run> runs;
+  const bool bid_market =
+      std::any_of(scenario->offers.begin(), scenario->offers.end(),
+                  [](const auto& offer) { return offer.bid_market.has_value(); });
+  for (const auto& name : o.compare ? sim::policy_names() : std::vector<std::string>{o.policy}) {
+    if (o.compare && bid_market && name == "default") {
+      sim::DefaultPolicyConfig on_demand = *live;
+      on_demand.bids.enabled = false;
+      sim::DefaultPolicyConfig bidding = *live;
+      bidding.bids.enabled = true;
+      runs.push_back({name, "default (on-demand)", on_demand});
+      runs.push_back({name, "default (bids)", bidding});
+    } else {
+      runs.push_back({name, name, *live});
+    }
   }
   sim::DesOptions options;
   options.details = o.details;
   options.disk_gb = live->disk_gb;  // the disk serve would rent: storage is billed for it
   std::vector<sim::DesReport> reports;
-  for (const auto& name : names) {
-    std::unique_ptr<sim::DesPolicy> policy = sim::make_policy(name, *scenario, *live);
+  for (const auto& run : runs) {
+    std::unique_ptr<sim::DesPolicy> policy = sim::make_policy(run.policy, *scenario, run.config);
     if (!policy) {
-      throw CommandFailed("--policy: unknown policy \"" + name + "\" (one of " +
+      throw CommandFailed("--policy: unknown policy \"" + run.policy + "\" (one of " +
                           joined_policy_names() + ")");
     }
     reports.push_back(sim::run_des(*scenario, *policy, options));
+    reports.back().policy = run.label;
     reports.back().bound_profit_usd = bound.profit_usd;
   }
   if (o.json) {
@@ -95,7 +115,8 @@ void register_sim(CLI::App& app) {
       "else serve's built-in defaults), classic (the earlier tool as it really ran, its operator\n"
       "choosing offers), clairvoyant (reads the scenario's hidden truth and plays it well).\n"
       "Every report carries the scenario's profit bound (no policy can expect more) and its\n"
-      "share of it. Same scenario, config and seed give the same report.");
+      "share of it. On a /3 scenario (bid markets) --compare runs default twice, [bids] off and\n"
+      "on. Same scenario, config and seed give the same report.");
   cmd->add_option("--scenario", options->scenario_path,
                   "Scenario file (proverfleet-scenario/1, /2 or /3)")
       ->required();

@@ -33,11 +33,7 @@ class MarketCalls {
   // Whether a destroy of the row may be sent now (none yet, or the last one retry_s ago); when
   // it may, `now` is recorded as its attempt.
   bool destroy_due(std::int64_t row_id, double now, double retry_s) {
-    std::lock_guard lock(mu_);
-    const auto last = last_destroy_attempt_.find(row_id);
-    if (last != last_destroy_attempt_.end() && now - last->second < retry_s) return false;
-    last_destroy_attempt_[row_id] = now;
-    return true;
+    return due(last_destroy_attempt_, row_id, now, retry_s);
   }
   // The market confirmed the destroy: nothing more to pace.
   void destroyed(std::int64_t row_id) {
@@ -50,11 +46,7 @@ class MarketCalls {
   // when it may, `now` is recorded as its attempt. A confirmed change updates the row, which
   // ends the decision to send it.
   bool bid_change_due(std::int64_t row_id, double now, double retry_s) {
-    std::lock_guard lock(mu_);
-    const auto last = last_bid_change_.find(row_id);
-    if (last != last_bid_change_.end() && now - last->second < retry_s) return false;
-    last_bid_change_[row_id] = now;
-    return true;
+    return due(last_bid_change_, row_id, now, retry_s);
   }
 
   // Empty when the last reconcile saw a complete market list.
@@ -68,6 +60,15 @@ class MarketCalls {
   }
 
  private:
+  bool due(std::map<std::int64_t, double>& last_sent, std::int64_t row_id, double now,
+           double retry_s) {
+    std::lock_guard lock(mu_);
+    const auto last = last_sent.find(row_id);
+    if (last != last_sent.end() && now - last->second < retry_s) return false;
+    last_sent[row_id] = now;
+    return true;
+  }
+
   mutable std::mutex mu_;
   std::set<std::int64_t> creates_in_flight_;
   std::map<std::int64_t, double> last_destroy_attempt_;

@@ -1,6 +1,7 @@
 #include "sim/des_report.h"
 
 #include <algorithm>
+#include <functional>
 #include <sstream>
 
 #include "core/text.h"
@@ -140,49 +141,88 @@ std::string compare_text(const std::vector<DesReport>& reports, const std::strin
   const DesReport* ref = nullptr;
   for (const auto& r : reports)
     if (r.policy == reference) ref = &r;
-  std::vector<std::pair<std::string, std::vector<std::string>>> rows = {
-      {"profit", {}},
-      {"profit vs bound", {}},
-      {"profit vs " + reference, {}},
-      {"revenue", {}},
-      {"spend", {}},
-      {"benchmark spend", {}},
-      {"$/proof", {}},
-      {"$/proof vs " + reference, {}},
-      {"proofs paid", {}},
-      {"proofs/hour", {}},
-      {"rented", {}},
-      {"accepted", {}},
-      {"accepted unprofitable", {}},
-      {"rejected profitable", {}},
-      {"rejected by own target", {}},
-      {"OOMs", {}},
-      {"OOMs after first on host", {}},
+  const bool jobs =
+      std::any_of(reports.begin(), reports.end(), [](const auto& r) { return r.jobs; });
+  const bool bids =
+      std::any_of(reports.begin(), reports.end(), [](const auto& r) { return r.bid_rentals > 0; });
+  using Cell = std::function<std::string(const DesReport&)>;
+  std::vector<std::pair<std::string, Cell>> row_cells = {
+      {"profit", [](const DesReport& r) { return money(r.profit_usd); }},
+      {"profit vs bound",
+       [](const DesReport& r) {
+         const auto share = share_of_bound(r);
+         return share ? core::percent(*share) : std::string("-");
+       }},
+      {"profit vs " + reference,
+       [ref](const DesReport& r) {
+         return ref && ref->profit_usd != 0 ? core::percent(r.profit_usd / ref->profit_usd)
+                                            : std::string("-");
+       }},
+      {"revenue", [](const DesReport& r) { return money(r.revenue_usd); }},
+      {"spend", [](const DesReport& r) { return money(r.spend_usd); }},
+      // By what vast bills (core/billing.h): compute while it runs, storage in every state but
+      // offline, bandwidth both ways.
+      {"  compute",
+       [](const DesReport& r) { return money(r.spend_usd - r.storage_usd - r.bandwidth_usd); }},
+      {"  storage", [](const DesReport& r) { return money(r.storage_usd); }},
+      {"  bandwidth", [](const DesReport& r) { return money(r.bandwidth_usd); }},
+      {"benchmark spend", [](const DesReport& r) { return money(r.benchmark_spend_usd); }},
+      {"$/proof", [](const DesReport& r) { return cost_text(r.cost_per_proof_usd); }},
+      {"$/proof vs " + reference,
+       [ref](const DesReport& r) {
+         return ref && ref->cost_per_proof_usd && r.cost_per_proof_usd &&
+                        *ref->cost_per_proof_usd > 0
+                    ? "x" + fixed(*r.cost_per_proof_usd / *ref->cost_per_proof_usd, 2)
+                    : std::string("-");
+       }},
+      {"proofs paid", [](const DesReport& r) { return std::to_string(r.proofs); }},
+      {"proofs/hour", [](const DesReport& r) { return fixed(r.mean_proofs_per_hour, 1); }},
   };
-  for (const auto& r : reports) {
-    std::size_t i = 0;
-    auto add = [&](std::string v) { rows[i++].second.push_back(std::move(v)); };
-    add(money(r.profit_usd));
-    const auto share = share_of_bound(r);
-    add(share ? core::percent(*share) : std::string("-"));
-    add(ref && ref->profit_usd != 0 ? core::percent(r.profit_usd / ref->profit_usd)
-                                    : std::string("-"));
-    add(money(r.revenue_usd));
-    add(money(r.spend_usd));
-    add(money(r.benchmark_spend_usd));
-    add(cost_text(r.cost_per_proof_usd));
-    add(ref && ref->cost_per_proof_usd && r.cost_per_proof_usd && *ref->cost_per_proof_usd > 0
-            ? "x" + fixed(*r.cost_per_proof_usd / *ref->cost_per_proof_usd, 2)
-            : std::string("-"));
-    add(std::to_string(r.proofs));
-    add(fixed(r.mean_proofs_per_hour, 1));
-    add(std::to_string(r.instances_rented));
-    add(std::to_string(r.instances_accepted));
-    add(std::to_string(r.accepted_unprofitable));
-    add(std::to_string(r.rejected_profitable));
-    add(std::to_string(r.rejected_by_target));
-    add(std::to_string(r.ooms));
-    add(std::to_string(r.ooms_after_first_on_host));
+  if (jobs) {
+    row_cells.push_back({"jobs on time", [](const DesReport& r) {
+                           return r.jobs_arrived > 0
+                                      ? fixed(100.0 * static_cast<double>(r.jobs_served_on_time) /
+                                                  static_cast<double>(r.jobs_arrived),
+                                              1) +
+                                            "%"
+                                      : std::string("-");
+                         }});
+    row_cells.push_back(
+        {"jobs late", [](const DesReport& r) { return std::to_string(r.jobs_late); }});
+    row_cells.push_back(
+        {"jobs unserved", [](const DesReport& r) { return std::to_string(r.jobs_unserved); }});
+  }
+  row_cells.push_back(
+      {"rented", [](const DesReport& r) { return std::to_string(r.instances_rented); }});
+  if (bids) {
+    row_cells.push_back(
+        {"  as bids", [](const DesReport& r) { return std::to_string(r.bid_rentals); }});
+    row_cells.push_back(
+        {"preemptions", [](const DesReport& r) { return std::to_string(r.preemptions); }});
+    row_cells.push_back({"bids raised/lowered", [](const DesReport& r) {
+                           return std::to_string(r.bid_raises) + "/" +
+                                  std::to_string(r.bid_lowerings);
+                         }});
+  }
+  for (auto& row : std::vector<std::pair<std::string, Cell>>{
+           {"accepted", [](const DesReport& r) { return std::to_string(r.instances_accepted); }},
+           {"accepted unprofitable",
+            [](const DesReport& r) { return std::to_string(r.accepted_unprofitable); }},
+           {"rejected profitable",
+            [](const DesReport& r) { return std::to_string(r.rejected_profitable); }},
+           {"rejected by own target",
+            [](const DesReport& r) { return std::to_string(r.rejected_by_target); }},
+           {"OOMs", [](const DesReport& r) { return std::to_string(r.ooms); }},
+           {"OOMs after first on host",
+            [](const DesReport& r) { return std::to_string(r.ooms_after_first_on_host); }},
+       }) {
+    row_cells.push_back(std::move(row));
+  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> rows;
+  for (const auto& [label, cell] : row_cells) {
+    std::vector<std::string> cells;
+    for (const auto& r : reports) cells.push_back(cell(r));
+    rows.emplace_back(label, std::move(cells));
   }
   std::size_t label_w = 0;
   for (const auto& [label, cells] : rows) label_w = std::max(label_w, label.size());

@@ -145,6 +145,38 @@ TEST(SimCli, AV3ScenarioRunsAndItsBidsFollowTheBidsSettings) {
   EXPECT_NE(report.at("profit_usd"), nlohmann::json::parse(off.out).at("profit_usd"));
 }
 
+// On a /3 market --compare shows what bids earn: default with [bids] off and on, the spend by
+// what vast bills, the jobs on time, the bid rentals and their preemptions.
+TEST(SimCli, CompareOnAV3ScenarioRunsTheDefaultPolicyOnDemandAndWithBids) {
+  const std::string path = std::string(PF_SOURCE_DIR) + "/scenarios/demo-small-v3.json";
+  const Result json_run = run({"sim", "--scenario", path, "--compare", "--json"});
+  ASSERT_EQ(json_run.code, 0) << json_run.err;
+  std::vector<std::string> policies;
+  nlohmann::json by_policy;
+  const auto parsed = nlohmann::json::parse(json_run.out);
+  for (const auto& r : parsed.at("reports")) {
+    policies.push_back(r.at("policy"));
+    by_policy[r.at("policy").get<std::string>()] = r;
+  }
+  EXPECT_EQ(policies, (std::vector<std::string>{"default (on-demand)", "default (bids)", "classic",
+                                                "clairvoyant"}));
+  EXPECT_EQ(by_policy["default (on-demand)"].at("bid_rentals"), 0);
+  EXPECT_GT(by_policy["default (bids)"].at("bid_rentals").get<int>(), 0);
+  // The on-demand run is the plain default run.
+  const Result plain = run({"sim", "--scenario", path, "--policy", "default", "--json"});
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(by_policy["default (on-demand)"].at("profit_usd"),
+            nlohmann::json::parse(plain.out).at("profit_usd"));
+
+  const Result table = run({"sim", "--scenario", path, "--compare"});
+  ASSERT_EQ(table.code, 0) << table.err;
+  for (const char* row :
+       {"default (on-demand)", "default (bids)", "  compute", "  storage", "  bandwidth",
+        "jobs on time", "jobs unserved", "  as bids", "preemptions", "bids raised/lowered"}) {
+    EXPECT_NE(table.out.find(row), std::string::npos) << row << "\n" << table.out;
+  }
+}
+
 // ---- issue 10: nonsense input is refused quickly, never a crash or a run without end ---------
 
 std::string write_temp(const std::string& name, const std::string& text) {
