@@ -85,7 +85,7 @@ export function fleetHeader(snapshot) {
     const n = byState[state] ?? 0;
     return `<span class="chip st-${state}${n ? '' : ' zero'}" data-testid="state-count" data-state="${state}">${esc(stateLabel(state))} <b>${esc(n)}</b></span>`;
   }).join('');
-  return `<div class="cards">${cards}</div><div class="chips">${chips}${hearingBlock(s.hearing)}${replicaBlock(s.replica, snapshot?.at)}${autopilotBlock(snapshot?.autopilot)}</div>${alertsBanner(snapshot?.alerts, snapshot?.at)}${jobsPanel(s.jobs)}`;
+  return `<div class="cards">${cards}</div><div class="chips">${chips}${hearingBlock(s.hearing)}${termsBlock(s.terms)}${replicaBlock(s.replica, snapshot?.at)}${autopilotBlock(snapshot?.autopilot)}</div>${alertsBanner(snapshot?.alerts, snapshot?.at)}${jobsPanel(s.jobs)}`;
 }
 
 // ---- gateway jobs -----------------------------------------------------------------------------
@@ -146,6 +146,23 @@ export function replicaBlock(replica, now) {
   const who = replica.leading ? 'this replica leads' : `follower; leader ${esc(leader.replica_id)}`;
   const age = isNum(now) ? since(leader.taken_at, now) : '';
   return `<span class="pill on" data-testid="replica" data-role="${role}" title="this replica: ${esc(replica.replica_id)}; epoch ${esc(leader.epoch)}">${who} · ${age}</span>`;
+}
+
+// The live rentals' terms (vast's interruptible rentals, src/core/rental_terms.h): shown once any
+// rental is a bid or the market holds one stopped; storage goes on while stopped.
+export function termsBlock(terms) {
+  if (!terms || typeof terms !== 'object') return '';
+  const bids = isNum(terms.bid_instances) ? terms.bid_instances : 0;
+  const stopped = isNum(terms.market_stopped) ? terms.market_stopped : 0;
+  if (bids <= 0 && stopped <= 0) return '';
+  const onDemand = isNum(terms.on_demand_instances) ? terms.on_demand_instances : 0;
+  const stops = isNum(terms.market_stops) ? terms.market_stops : 0;
+  const parts = [`${int(bids)} bid · ${int(onDemand)} on-demand`];
+  if (stopped > 0) parts.push(`${int(stopped)} stopped by the market`);
+  parts.push(`${int(stops)} market stops`);
+  if (isNum(terms.storage_usd_per_hour)) parts.push(`storage ${usd(terms.storage_usd_per_hour, 3)}/h`);
+  const cls = stopped > 0 ? 'paused' : 'on';
+  return `<span class="pill ${cls}" data-testid="terms" title="live rentals by terms; a stopped rental pays its disk only">${esc(parts.join(' · '))}</span>`;
 }
 
 export function hearingBlock(hearing) {

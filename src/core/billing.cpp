@@ -33,6 +33,12 @@ double rental_usd_per_hour(const InstanceRecord& rec) {
   return *rec.bid_price + storage_usd_per_hour(rec.offer, rec.disk_gb);
 }
 
+double fleet_usd_per_hour(const InstanceRecord& rec) {
+  if (rec.state == InstanceState::Destroyed) return 0;
+  if (rec.market_status == "stopped") return storage_usd_per_hour(rec.offer, rec.disk_gb);
+  return rental_usd_per_hour(rec);
+}
+
 Charges accrue_rental_spend(InstanceRecord& rec, double now) {
   if (rec.billed_until <= 0) rec.billed_until = rec.created_at > 0 ? rec.created_at : now;
   Charges c;

@@ -35,6 +35,13 @@ double rental_compute_usd_per_hour(const InstanceRecord& rec);
 // rental, the dph_total it was rented at (search prices the disk rented: allocated_storage).
 double rental_usd_per_hour(const InstanceRecord& rec);
 
+// The rental's hourly cost as the fleet stands: while the market holds it stopped (outbid,
+// contract ended, credit) its disk only; otherwise its price while it runs
+// (rental_usd_per_hour: a bid at its bid), booting ones included, since that is what they are
+// rented to cost; 0 once destroyed. The fleet's $/hour, its budget alert and its profit
+// estimate add these up.
+double fleet_usd_per_hour(const InstanceRecord& rec);
+
 // Market statuses (actual_status) during which vast bills compute / storage.
 bool compute_billed(const std::string& actual_status);
 bool storage_billed(const std::string& actual_status);

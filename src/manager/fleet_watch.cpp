@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/billing.h"
 #include "core/blocklist.h"
 #include "core/job_latency.h"
 #include "core/learned_predictor.h"
@@ -73,7 +74,8 @@ core::AlertsView FleetWatch::run_once() {
     auto [it, fresh] = progress_.try_emplace(rec.id, proofs, now);
     if (!holds_work || (!fresh && it->second.first != proofs)) it->second = {proofs, now};
 
-    const double be = core::objective_break_even(rec.offer.dph_total, config_.policy.scoring);
+    const double be =
+        core::objective_break_even(core::rental_usd_per_hour(rec), config_.policy.scoring);
     const auto& ws = windows[rec.id];
     if (auto a = core::production_alert(rec, ws, be, config_.policy.watch)) found.push_back(*a);
     if (rec.state == InstanceState::FetchingParams) {
@@ -142,7 +144,7 @@ core::AlertsView FleetWatch::run_once() {
   double live_dph = 0, spend = 0;
   for (const auto& r : fleet) {
     spend += r.spend_usd;
-    if (live(r)) live_dph += r.offer.dph_total;
+    if (live(r)) live_dph += core::fleet_usd_per_hour(r);
   }
   if (auto over = core::budget_alert(live_dph, spend, config_.alerts)) {
     auto [entry, first] = fleet_.try_emplace("spend", core::FleetAlert{"spend", *over, now});

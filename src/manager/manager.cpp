@@ -245,8 +245,15 @@ FleetSummary Manager::summary(const std::vector<core::InstanceRecord>& live_rows
     s.proofs += static_cast<int>(totals.proofs_production);
   }
   for (const auto& r : live_rows) {
-    s.dollars_per_hour += r.offer.dph_total;
+    if (r.state == S::Destroyed) continue;
+    s.dollars_per_hour += core::fleet_usd_per_hour(r);
     if (r.state == S::Proving && r.verdict) s.proofs_per_hour += r.verdict->rate;
+    ++(r.bid_price ? s.bid_instances : s.on_demand_instances);
+    if (r.market_status == "stopped") ++s.market_stopped;
+    s.market_stops += r.market_stops;
+    if (core::storage_billed(r.market_status)) {
+      s.storage_usd_per_hour += core::storage_usd_per_hour(r.offer, r.disk_gb);
+    }
   }
   if (s.proofs_per_hour > 0) s.cost_per_proof = s.dollars_per_hour / s.proofs_per_hour;
   s.profit_per_hour =

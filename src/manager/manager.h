@@ -170,7 +170,9 @@ struct EventsReply {
 struct FleetSummary {
   std::map<std::string, int> by_state;  // live and destroyed counts by state name
   double proofs_per_hour = 0;           // accepted instances' measured rates
-  double dollars_per_hour = 0;          // live instances' dph_total
+  // What the live instances cost an hour (core::fleet_usd_per_hour: a bid at its bid, one the
+  // market holds stopped its disk only).
+  double dollars_per_hour = 0;
   std::optional<double> cost_per_proof;
   double profit_per_hour = 0;
   // What profit_per_hour counts (manager/jobs_report.h apply_profit_basis): the measured-proofs
@@ -178,8 +180,15 @@ struct FleetSummary {
   core::ProfitBasis profit_basis = core::ProfitBasis::ProofsMeasured;
   double revenue_per_hour = 0;
   std::string profit_reason;
-  double spend_usd = 0;   // all time
-  int proofs = 0;         // production proofs all time
+  double spend_usd = 0;  // all time
+  int proofs = 0;        // production proofs all time
+  // The live rentals by terms (core/rental_terms.h): interruptible ones, those the market holds
+  // stopped now, the market's stops of them so far, and their disks' storage per hour.
+  int bid_instances = 0;
+  int on_demand_instances = 0;
+  int market_stopped = 0;
+  int market_stops = 0;
+  double storage_usd_per_hour = 0;
   core::Hearing hearing;  // whether silence is judged now, and why not
 };
 

@@ -89,8 +89,23 @@ std::string render_prometheus(const FleetSummary& fleet,
   out << "proverfleet_proofs_total " << fleet.proofs << "\n";
   gauge(out, "proverfleet_proofs_per_hour", "Measured proofs/hour of accepted instances.",
         fleet.proofs_per_hour);
-  gauge(out, "proverfleet_dollars_per_hour", "Rental cost of live instances, USD/hour.",
+  gauge(out, "proverfleet_dollars_per_hour",
+        "What the live instances cost an hour, USD (a bid at its bid; one the market stopped, "
+        "its disk).",
         fleet.dollars_per_hour);
+  gauge(out, "proverfleet_storage_dollars_per_hour",
+        "Storage the live instances' disks are billed now, USD/hour.", fleet.storage_usd_per_hour);
+  header(out, "proverfleet_live_instances_by_terms", "gauge",
+         "Live instances by rental terms: on-demand or interruptible (a bid).");
+  out << "proverfleet_live_instances_by_terms{terms=\"on_demand\"} " << fleet.on_demand_instances
+      << "\n";
+  out << "proverfleet_live_instances_by_terms{terms=\"bid\"} " << fleet.bid_instances << "\n";
+  gauge(out, "proverfleet_market_stopped_instances",
+        "Live instances the market holds stopped now (outbid, contract ended, credit).",
+        fleet.market_stopped);
+  gauge(out, "proverfleet_live_market_stops",
+        "The market's stops of the live instances so far (preemptions of bids among them).",
+        fleet.market_stops);
   gauge(out, "proverfleet_profit_per_hour", "Expected profit of the fleet, USD/hour.",
         fleet.profit_per_hour);
   // An alert's input: while 0, no agent is destroyed or blamed for silence (core/hearing.h), so

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/text.h"
+#include "manager/views.h"
 #include "store/store.h"
 #include "support/fake_market.h"
 
@@ -505,6 +506,45 @@ TEST_F(ManagerTest, FastHostIsAcceptedAndProves) {
   EXPECT_GT(s.proofs_per_hour, 80);
   ASSERT_TRUE(s.cost_per_proof);
   EXPECT_LT(*s.cost_per_proof, 0.40 / 80);
+}
+
+// The summary's $/hour is what the rentals cost as they stand (core::fleet_usd_per_hour): a bid
+// at its bid, one the market stopped its disk only; and it counts the live rentals by terms.
+TEST_F(ManagerTest, TheSummaryBillsEachRentalAsTheMarketDoesNowAndCountsItsTerms) {
+  market_.offers[0].min_bid = 0.10;  // offer 101, $0.40/hr: a bid of 0.13
+  ManagerConfig cfg = manager_->config();
+  cfg.bids.enabled = true;
+  Manager bidding(*store_, market_, cfg, [this] { return now_; });
+  auto bid = bidding.deploy(101, "operator");
+  auto on_demand = bidding.deploy(102, "operator");
+  ASSERT_TRUE(bid && on_demand);
+  core::InstanceRecord b = get(bid->id);
+  ASSERT_TRUE(b.bid_price);
+  b.market_status = "running";
+  store_->update_instance(b);
+  core::InstanceRecord d = get(on_demand->id);
+  d.market_status = "running";
+  store_->update_instance(d);
+  auto running = bidding.summary();
+  EXPECT_EQ(running.bid_instances, 1);
+  EXPECT_EQ(running.on_demand_instances, 1);
+  EXPECT_EQ(running.market_stopped, 0);
+  const double bid_storage = core::storage_usd_per_hour(b.offer, b.disk_gb);
+  const double on_demand_storage = core::storage_usd_per_hour(d.offer, d.disk_gb);
+  EXPECT_NEAR(running.dollars_per_hour, 0.13 + bid_storage + d.offer.dph_total, 1e-9);
+  EXPECT_NEAR(running.storage_usd_per_hour, bid_storage + on_demand_storage, 1e-9);
+
+  b.market_status = "stopped";  // outbid: its disk only
+  b.market_stops = 2;
+  store_->update_instance(b);
+  auto stopped = bidding.summary();
+  EXPECT_EQ(stopped.market_stopped, 1);
+  EXPECT_EQ(stopped.market_stops, 2);
+  EXPECT_NEAR(stopped.dollars_per_hour, bid_storage + d.offer.dph_total, 1e-9);
+  const auto j = to_json(stopped);
+  EXPECT_EQ(j.at("terms").at("bid_instances"), 1);
+  EXPECT_EQ(j.at("terms").at("market_stopped"), 1);
+  EXPECT_EQ(j.at("terms").at("market_stops"), 2);
 }
 
 TEST_F(ManagerTest, DuplicateEventsAreIgnored) {

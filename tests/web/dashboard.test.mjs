@@ -7,7 +7,7 @@ import { intervalBar, niceTicks, scatterChart } from '../../web/charts.js';
 import { duration, esc, usd } from '../../web/format.js';
 import { backoffDelay, SseParser } from '../../web/sse.js';
 import {
-  autopilotBlock, badHostsTable, fleetHeader, hearingBlock, replicaBlock, hostsTable, instancePage, instancesTable,
+  autopilotBlock, badHostsTable, fleetHeader, hearingBlock, termsBlock, replicaBlock, hostsTable, instancePage, instancesTable,
   jobsPanel, machineHistory, offersTable, sortInstances, spendParts,
 } from '../../web/views.js';
 
@@ -231,6 +231,18 @@ test('the header says when silence is not judged, with the reason', () => {
   assert.match(html, /listened for only 12 s &lt;x&gt;/);
   assert.equal(hearingBlock({ judging_silence: true, cause: 'listening', reason: '' }), '');
   assert.equal(hearingBlock(undefined), '');
+});
+
+test('the header counts bid and on-demand rentals, the market\'s stops and storage per hour', () => {
+  const terms = { bid_instances: 3, on_demand_instances: 5, market_stopped: 1, market_stops: 4, storage_usd_per_hour: 0.12 };
+  const html = fleetHeader({ summary: { terms } });
+  assert.match(html, /data-testid="terms"/);
+  assert.match(html, /3 bid · 5 on-demand · 1 stopped by the market · 4 market stops · storage \$0\.120\/h/);
+  assert.match(termsBlock(terms), /class="pill paused"/);
+  assert.match(termsBlock({ ...terms, market_stopped: 0 }), /class="pill on"/);
+  // An all on-demand fleet that the market never stopped: nothing to say.
+  assert.equal(termsBlock({ bid_instances: 0, on_demand_instances: 4, market_stopped: 0, market_stops: 0 }), '');
+  assert.equal(termsBlock(undefined), '');
 });
 
 test('the header names the leader and how long it has led, or a failover in progress', () => {
