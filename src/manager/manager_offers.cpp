@@ -1,7 +1,7 @@
 // The Manager's offers: the market's listing ranked for the operator (and the autopilot) by
 // what each machine is expected to earn, and the rental of one, whose intent is recorded before
-// the market's create is sent so a crash leaves a row for reconciliation to settle; and the raise
-// of a stopped bid (core/bid_change.h), recorded as an event before it is sent.
+// the market's create is sent so a crash leaves a row for reconciliation to settle; and the
+// changes of a bid rental's bid (core/bid_change.h), each recorded as an event before it is sent.
 #include <algorithm>
 
 #include "core/bid_change.h"

@@ -510,7 +510,7 @@ TEST_F(ManagerTest, FastHostIsAcceptedAndProves) {
 
 // The summary's $/hour is what the rentals cost as they stand (core::fleet_usd_per_hour): a bid
 // at its bid, one the market stopped its disk only; and it counts the live rentals by terms.
-TEST_F(ManagerTest, TheSummaryBillsEachRentalAsTheMarketDoesNowAndCountsItsTerms) {
+TEST_F(ManagerTest, TheSummaryCostsEachRentalAtItsTermsAndCountsThem) {
   market_.offers[0].min_bid = 0.10;  // offer 101, $0.40/hr: a bid of 0.13
   ManagerConfig cfg = manager_->config();
   cfg.bids.enabled = true;
