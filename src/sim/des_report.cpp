@@ -204,20 +204,20 @@ std::string compare_text(const std::vector<DesReport>& reports, const std::strin
                                   std::to_string(r.bid_lowerings);
                          }});
   }
-  for (auto& row : std::vector<std::pair<std::string, Cell>>{
-           {"accepted", [](const DesReport& r) { return std::to_string(r.instances_accepted); }},
-           {"accepted unprofitable",
-            [](const DesReport& r) { return std::to_string(r.accepted_unprofitable); }},
-           {"rejected profitable",
-            [](const DesReport& r) { return std::to_string(r.rejected_profitable); }},
-           {"rejected by own target",
-            [](const DesReport& r) { return std::to_string(r.rejected_by_target); }},
-           {"OOMs", [](const DesReport& r) { return std::to_string(r.ooms); }},
-           {"OOMs after first on host",
-            [](const DesReport& r) { return std::to_string(r.ooms_after_first_on_host); }},
-       }) {
-    row_cells.push_back(std::move(row));
-  }
+  row_cells.insert(
+      row_cells.end(),
+      {
+          {"accepted", [](const DesReport& r) { return std::to_string(r.instances_accepted); }},
+          {"accepted unprofitable",
+           [](const DesReport& r) { return std::to_string(r.accepted_unprofitable); }},
+          {"rejected profitable",
+           [](const DesReport& r) { return std::to_string(r.rejected_profitable); }},
+          {"rejected by own target",
+           [](const DesReport& r) { return std::to_string(r.rejected_by_target); }},
+          {"OOMs", [](const DesReport& r) { return std::to_string(r.ooms); }},
+          {"OOMs after first on host",
+           [](const DesReport& r) { return std::to_string(r.ooms_after_first_on_host); }},
+      });
   std::vector<std::pair<std::string, std::vector<std::string>>> rows;
   for (const auto& [label, cell] : row_cells) {
     std::vector<std::string> cells;
