@@ -17,9 +17,9 @@ $(BUILD)/build.ninja: | deps
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Most tests wait on processes, sockets and timers rather than compute (a full run keeps two
-# cores about 60 % busy), so ctest runs six times as many at once as there are cores; the
-# longest are started first (their COST), so none of them is the run's tail.
+# Many tests wait on processes, sockets and timers, so ctest runs six times as many at once as
+# there are cores (a full run then keeps two cores busy to the end); the longest are started
+# first (their COST: seconds in a full run), so none of them is the run's tail.
 TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 6 )))
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS)

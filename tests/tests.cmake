@@ -109,7 +109,7 @@ function(pf_test_executable name dir)
       endif()
     endforeach()
   else()
-    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
       PROPERTIES TIMEOUT 300 COST ${arg_COST} FIXTURES_REQUIRED pg
                  ENVIRONMENT "${PF_TEST_PG_ENV}")
   endif()
@@ -117,17 +117,25 @@ endfunction()
 
 # Shards: enough that none is the run's tail (one process: core ~26 s of CPU, most of it the
 # DES targets; server ~55 s wall, most of it waiting on PostgreSQL restarts and sockets; fleet
-# ~21 s wall), few enough that process start-up stays small. The COST starts the slow ones early.
-pf_test_executable(unit_core_tests unit TESTS ${PF_TESTS_CORE} SHARDS 6 COST 200
+# ~21 s wall), few enough that process start-up stays small.
+#
+# COST, here and on every other test: seconds the test takes in a full `make test` on a 2-core
+# machine (one unit for all, so ctest, which starts tests in descending COST, starts the longest
+# first and none of them is the run's tail). Integration cases take 1-5 s, but those of 10 s or
+# more are listed with their own COST in tests/integration/costs.cmake.
+pf_test_executable(unit_core_tests unit TESTS ${PF_TESTS_CORE} SHARDS 6 COST 50
   LIBS pf_sim pf_scenario pf_vast_json pf_util pf_core)
-pf_test_executable(unit_server_tests unit TESTS ${PF_TESTS_SERVER} SHARDS 8 COST 200 NEEDS_PG
+pf_test_executable(unit_server_tests unit TESTS ${PF_TESTS_SERVER} SHARDS 8 COST 26 NEEDS_PG
   LIBS pf_manager pf_jobs pf_store pf_net pf_market pf_sim pf_scenario pf_util pf_core)
-pf_test_executable(unit_fleet_tests unit TESTS ${PF_TESTS_FLEET} SHARDS 4 COST 200
+pf_test_executable(unit_fleet_tests unit TESTS ${PF_TESTS_FLEET} SHARDS 4 COST 13
   LIBS pf_cli)
-# Integration tests wait on spawned processes (seconds to a minute each): started before the
-# unit tests (COST) so that the run's tail is not one of them.
 pf_test_executable(integration_tests integration TESTS ${PF_TESTS_INTEGRATION} LIBS pf_cli
-  COST 100)
+  COST 3)
+# After the discovery's own include (gtest_discover_tests added it above), at test time.
+set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES
+  ${CMAKE_SOURCE_DIR}/tests/integration/costs.cmake)
+add_test(NAME integration_costs_listed COMMAND ${CMAKE_COMMAND}
+  -DPF_LIST_OF=$<TARGET_FILE:integration_tests> -P ${CMAKE_SOURCE_DIR}/tests/integration/costs.cmake)
 # deploy_onstart runs the binary's onstart text; integration tests spawn it.
 add_dependencies(unit_fleet_tests proverfleet)
 add_dependencies(integration_tests proverfleet)

@@ -10,7 +10,7 @@ set_tests_properties(shellcheck PROPERTIES LABELS deploy TIMEOUT 120)
 add_test(NAME agent_image_entrypoint
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/deploy/entrypoint_test.sh
                  ${CMAKE_SOURCE_DIR}/deploy/agent-image/entrypoint.sh)
-set_tests_properties(agent_image_entrypoint PROPERTIES LABELS deploy TIMEOUT 300 COST 100)
+set_tests_properties(agent_image_entrypoint PROPERTIES LABELS deploy TIMEOUT 300 COST 13)
 
 # The Dockerfile's pins and layout; scripts/build-agent-image against a fake docker.
 add_test(NAME agent_image_dockerfile
