@@ -341,6 +341,7 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
                                           others_on(rec->offer.machine_id, rec->id));
     ScoreContext ctx;
     ctx.lifetime_h = within_contract_h(rec->offer, lifetime, now);
+    ctx.explain = false;
     const Score sc = score_offer(rec->offer, pred, cfg.scoring, ctx);
     committed += sc.p_pays * sc.rate_if_accepted;
     if (sc.exploratory()) pending_exploration += sc.exploration_cost_usd;
@@ -382,7 +383,9 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     if (auto it = downloads.find(offer.machine_id); it != downloads.end())
       c.context.measured_download_mbps = it->second;
     set_rooms(c.context, committed);
-    c.score = score_offer(offer, c.prediction, cfg.scoring, c.context);
+    ScoreContext screening = c.context;  // every listed offer: numbers only, reasons if chosen
+    screening.explain = false;
+    c.score = score_offer(offer, c.prediction, cfg.scoring, screening);
     if (others > 0) {
       // Ours already there slow down too: their lost proofs are part of this rental's price.
       double lost = 0;
@@ -450,6 +453,8 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
             cfg.exploration_budget_usd) {
       continue;
     }
+    if (c.score.reasons.empty())
+      explain_score(c.score, c.offer, c.prediction, cfg.scoring, c.context);
     Action a;
     a.kind = Action::Kind::Rent;
     a.exploratory = exploratory;

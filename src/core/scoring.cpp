@@ -126,6 +126,7 @@ Score score_offer(const Offer& offer, const Prediction& pred, const ScoringConfi
   sc.value_per_proof_usd = sc.expected_proofs > 0 ? sc.value_usd / sc.expected_proofs : 0;
   sc.profit_per_hour = lifetime > 0 ? sc.exploit_value_usd / lifetime : 0;
 
+  if (!ctx.explain) return sc;
   sc.reasons.push_back("predicted " + fixed(m, 1) + "/hr [" + fixed(pred.low, 1) + ", " +
                        fixed(pred.high, 1) + "] from " + pred.source + "; P(≥ break-even " +
                        fixed(b, 1) + "/hr) = " + percent(sc.p_pays) +
@@ -148,6 +149,12 @@ Score score_offer(const Offer& offer, const Prediction& pred, const ScoringConfi
     if (r.rfind("setup ~", 0) != 0) sc.reasons.push_back(r);
   }
   return sc;
+}
+
+void explain_score(Score& score, const Offer& offer, const Prediction& prediction,
+                   const ScoringConfig& config, ScoreContext ctx) {
+  ctx.explain = true;
+  score.reasons = score_offer(offer, prediction, config, ctx).reasons;
 }
 
 }  // namespace pf::core

@@ -54,6 +54,10 @@ struct ScoreContext {
   // replaces the estimate from the advertised speed, which the machine measures itself and
   // shares with its other tenants. nullopt: never measured.
   std::optional<double> measured_download_mbps;
+  // Whether Score::reasons are written. Screening every listed offer each decision needs only
+  // the numbers (the reasons were a fifth of the simulator's decision time): the decision
+  // writes them for the offers it acts on (explain_score). Changes no number.
+  bool explain = true;
 };
 
 struct Score {
@@ -81,6 +85,10 @@ struct Score {
 
 Score score_offer(const Offer& offer, const Prediction& prediction, const ScoringConfig& config,
                   const ScoreContext& context);
+// Writes the reasons of a score made with ctx.explain false, as score_offer would have with it
+// true (the numbers are not touched).
+void explain_score(Score& score, const Offer& offer, const Prediction& prediction,
+                   const ScoringConfig& config, ScoreContext ctx);
 
 // Break-even rate for an instance at `dph_total` under the config's objective.
 double objective_break_even(double dph_total, const ScoringConfig& config);

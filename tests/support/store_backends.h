@@ -5,9 +5,10 @@
 //   INSTANTIATE_TEST_SUITE_P(Db, MyStoreTest, pf::testing::kStoreBackends,
 //                            pf::testing::backend_name);
 //
-// TestDatabase names a new empty database of that kind (SQLite: a file in a private temporary
-// directory or ":memory:"; PostgreSQL: a fresh database on the run's test server,
-// tests/support/pg_server.h) and opens stores on it, as many as a test wants.
+// TestDatabase names a new database of that kind (SQLite: an empty file in a private temporary
+// directory or ":memory:"; PostgreSQL: a fresh database on the run's test server, holding this
+// build's schema unless asked for an empty one, tests/support/pg_server.h) and opens stores on
+// it, as many as a test wants.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -43,7 +44,12 @@ inline const auto kAllStoreBackends =
 
 class TestDatabase {
  public:
-  explicit TestDatabase(Backend backend) : backend_(backend) {
+  // On PostgreSQL, `schema` Latest (the default) copies a database already migrated to this
+  // build's schema (pg_server.h): opening a store on it migrates nothing, as on a running
+  // fleet's database. A test of the migrations themselves asks for PgSchema::Empty. SQLite
+  // always starts empty (its migrations cost a few milliseconds).
+  explicit TestDatabase(Backend backend, pf::test::PgSchema schema = pf::test::PgSchema::Latest)
+      : backend_(backend) {
     switch (backend) {
       case Backend::SqliteMemory:
         url_ = ":memory:";
@@ -52,7 +58,7 @@ class TestDatabase {
         url_ = "sqlite:" + dir_.file("fleet.db");
         break;
       case Backend::Postgres:
-        url_ = pf::test::fresh_pg_database();
+        url_ = pf::test::fresh_pg_database(schema);
         break;
     }
   }

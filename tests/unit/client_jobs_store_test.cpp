@@ -138,7 +138,7 @@ class SchemaTwelveUpgrade : public ::testing::TestWithParam<Backend> {
     if (db_.is_postgres()) return std::make_unique<PgConnection>(db_.url());
     return std::make_unique<SqliteConnection>(db_.url().substr(std::string("sqlite:").size()));
   }
-  TestDatabase db_{GetParam()};
+  TestDatabase db_{GetParam(), pf::test::PgSchema::Empty};  // migrated to 11 by the test
 };
 
 INSTANTIATE_TEST_SUITE_P(Db, SchemaTwelveUpgrade, pf::testing::kStoreBackends,

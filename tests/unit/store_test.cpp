@@ -267,10 +267,11 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
 INSTANTIATE_TEST_SUITE_P(Db, StoreTest, pf::testing::kAllStoreBackends, pf::testing::backend_name);
 
 // Tests that open a database more than once (a restart, a second process): one every store of
-// the test shares, SQLite's file or PostgreSQL's database.
+// the test shares, SQLite's file or PostgreSQL's database, empty at first (the first open
+// migrates it, as a new fleet's does).
 class SharedStoreTest : public ::testing::TestWithParam<Backend> {
  protected:
-  TestDatabase db_{GetParam()};
+  TestDatabase db_{GetParam(), pf::test::PgSchema::Empty};
 };
 
 INSTANTIATE_TEST_SUITE_P(Db, SharedStoreTest, pf::testing::kStoreBackends,
