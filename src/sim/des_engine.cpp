@@ -71,10 +71,10 @@ struct Inst {
   bool failed = false;  // a failure of the host struck (never boots, crash, offline)
   bool offline = false;
   double params_start = 0;
-  double params_speed_bps = 0;      // bytes/s
-  std::uint64_t params_gen = 0;     // invalidates a scheduled end of download when it pauses
-  scenario::BidHistory bids;        // /3: an interruptible rental's bid; empty: on-demand
-  double rented_h = 0;              // /3: when it was created (the market's stops count from it)
+  double params_speed_bps = 0;   // bytes/s
+  std::uint64_t params_gen = 0;  // invalidates a scheduled end of download when it pauses
+  scenario::BidHistory bids;     // /3: an interruptible rental's bid; empty: on-demand
+  double rented_h = 0;  // when it was created (/3 market stops count from it; short rentals)
   std::uint64_t market_gen = 0;     // invalidates scheduled stops and resumes when the bid changes
   bool market_stopped = false;      // /3: the market holds it stopped (its container too)
   bool boot_pending = false;        // stopped at its boot hour: boots when it resumes
@@ -872,6 +872,9 @@ class Engine {
     }
     const auto step = in.life->close(in.rec, {cause, reason}, epoch(now_), others, strike);
     if (!step) return;
+    if (cause == CloseCause::Dropped && now_ / 3600 - in.rented_h < kShortRentalH) {
+      ++report_.short_rentals;
+    }
     transition(in, S::Destroyed, "market confirmed");
     if (!in.decided) {
       in.decided = true;
@@ -938,6 +941,7 @@ class Engine {
       if (in.closed_at) o.closed_h = *in.closed_at / 3600;
       o.final_state = core::to_string(in.rec.state);
       o.close_reason = in.close_reason;
+      if (in.rec.close_cause) o.close_cause = core::to_string(*in.rec.close_cause);
       o.accepted = in.accepted;
       if (in.rec.verdict) {
         o.verdict_rate = in.rec.verdict->rate;

@@ -65,6 +65,7 @@ nlohmann::json report_json(const DesReport& r, bool details) {
   j["bid_raises"] = r.bid_raises;
   j["bid_lowerings"] = r.bid_lowerings;
   j["instances_rejected"] = r.instances_rejected;
+  j["short_rentals"] = r.short_rentals;
   j["ooms_after_first_on_host"] = r.ooms_after_first_on_host;
   j["decisions"] = r.decisions;
   if (r.jobs) {
@@ -91,6 +92,7 @@ nlohmann::json report_json(const DesReport& r, bool details) {
                       {"closed_h", optional_number(i.closed_h)},
                       {"final_state", i.final_state},
                       {"close_reason", i.close_reason},
+                      {"close_cause", i.close_cause},
                       {"accepted", i.accepted},
                       {"verdict_rate", i.verdict_rate},
                       {"verdict_samples", i.verdict_samples},
@@ -121,8 +123,8 @@ std::string report_text(const DesReport& r) {
       << r.proofs_unpaid << " beyond demand; $/proof " << cost_text(r.cost_per_proof_usd) << "\n"
       << "  instances     " << r.instances_rented << " rented, " << r.instances_accepted
       << " accepted, " << r.instances_rejected << " closed before a verdict or rejected; "
-      << r.bid_rentals << " as bids, preempted " << r.preemptions << " times, " << r.bid_raises
-      << " bids raised\n"
+      << r.short_rentals << " dropped within " << fixed(kShortRentalH, 0) << " h; " << r.bid_rentals
+      << " as bids, preempted " << r.preemptions << " times, " << r.bid_raises << " bids raised\n"
       << "  mistakes      " << r.accepted_unprofitable << " accepted unprofitable, "
       << r.rejected_profitable << " rejected profitable (" << r.rejected_by_target
       << " more by its own $/proof target)\n"
@@ -191,9 +193,13 @@ std::string compare_text(const std::vector<DesReport>& reports, const std::strin
         {"jobs late", [](const DesReport& r) { return std::to_string(r.jobs_late); }});
     row_cells.push_back(
         {"jobs unserved", [](const DesReport& r) { return std::to_string(r.jobs_unserved); }});
+    row_cells.push_back({"idle instance-hours",
+                         [](const DesReport& r) { return fixed(r.idle_instance_hours, 1); }});
   }
   row_cells.push_back(
       {"rented", [](const DesReport& r) { return std::to_string(r.instances_rented); }});
+  row_cells.push_back({"  dropped within " + fixed(kShortRentalH, 0) + " h",
+                       [](const DesReport& r) { return std::to_string(r.short_rentals); }});
   if (bids) {
     row_cells.push_back(
         {"  as bids", [](const DesReport& r) { return std::to_string(r.bid_rentals); }});

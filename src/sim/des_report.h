@@ -22,6 +22,7 @@ struct InstanceOutcome {
   std::optional<double> closed_h;  // nullopt: still rented at the horizon
   std::string final_state;
   std::string close_reason;
+  std::string close_cause;  // core::to_string(CloseCause); empty while rented
   bool accepted = false;
   double verdict_rate = 0;  // measured rate at the verdict (0 = none)
   int verdict_samples = 0;
@@ -35,6 +36,8 @@ struct InstanceOutcome {
   bool rejected_profitable = false;
   bool rejected_by_target = false;
 };
+
+inline constexpr double kShortRentalH = 2;  // what DesReport::short_rentals counts as short
 
 struct DesReport {
   std::string scenario;
@@ -60,6 +63,10 @@ struct DesReport {
   int bid_lowerings = 0;
   int instances_accepted = 0;
   int instances_rejected = 0;  // destroyed before being accepted, for any reason
+  // Closed by the policy's own choice (dropped: surplus, a swap, a download or state it judged
+  // not worth finishing) within kShortRentalH of being rented: churn, paid setups that earned
+  // little. Benchmark rejections, host failures, market stops and the horizon are not counted.
+  int short_rentals = 0;
   // Accepted, and over its production life the truth's $/proof (billed cost ÷ the proofs the
   // truth says it delivers) exceeded revenue per proof.
   int accepted_unprofitable = 0;

@@ -11,6 +11,7 @@
 #include "scenario/scenario.h"
 #include "sim/des_engine.h"
 #include "sim/des_policies.h"
+#include "sim/des_report.h"
 #include "sim/profit_bound.h"
 
 namespace pf::sim {
@@ -35,6 +36,26 @@ TEST(DesV2Default, SizesTheFleetForTheObservedJobsNotForUnlimitedDemand) {
   EXPECT_LT(r.idle_instance_hours, 60);
   // Sized for the jobs, it still serves nearly all of them on time.
   EXPECT_GT(r.jobs_served_on_time, 0.95 * static_cast<double>(r.jobs_arrived));
+}
+
+// The churn the report counts (issue 27): rentals the policy dropped within two hours, read
+// back from each rental's own outcome, so the count is neither more nor less than those.
+TEST(DesV2Default, ShortRentalsAreTheDroppedOnesThatLastedUnderTwoHours) {
+  const Scenario s = bundled("demo-small-v2.json");
+  auto policy = make_policy("default", s);
+  DesOptions details;
+  details.details = true;
+  const DesReport r = run_des(s, *policy, details);
+  int dropped = 0, short_dropped = 0;
+  for (const auto& o : r.instances) {
+    if (o.close_cause != "dropped") continue;
+    ASSERT_TRUE(o.closed_h) << o.instance_id;
+    ++dropped;
+    if (*o.closed_h - o.rented_h < kShortRentalH) ++short_dropped;
+  }
+  EXPECT_EQ(r.short_rentals, short_dropped);
+  EXPECT_GT(dropped, 0) << "the scenario should make the default policy drop a rental";
+  EXPECT_EQ(report_json(r).at("short_rentals"), r.short_rentals);
 }
 
 TEST(DesV2Default, SmallMarketEarnsInsteadOfLosing) {
