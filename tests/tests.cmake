@@ -21,7 +21,7 @@ set(PF_TESTS_CORE
   leader_lease learned_predictor lifecycle market_stop offer_json offer_query oom_memory planner policy
   rental_terms
   predictor profit_bound query reconcile_plan reliability_checks scale_to_demand scenario
-  scenario_v2 scoring sprt_acceptance unconfirmed_create)
+  scenario_generate scenario_v2 scoring sprt_acceptance unconfirmed_create)
 # The manager's side without gRPC: store (SQLite, PostgreSQL), job queue, HTTP front, manager.
 set(PF_TESTS_SERVER
   agent_logs_store autopilot client_jobs_store dashboard fleet_watch hearing hot_reads

@@ -22,6 +22,7 @@ int run(int argc, char** argv) {
   register_demo(app);
   register_prove(app);
   register_migrate(app);
+  register_scenario(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -29,5 +29,7 @@ void register_demo(CLI::App& app);
 void register_prove(CLI::App& app);
 // Copies a fleet's history into an empty database (e.g. SQLite → PostgreSQL).
 void register_migrate(CLI::App& app);
+// scenario generate: new /2 scenarios drawn from the bundled ones' families.
+void register_scenario(CLI::App& app);
 
 }  // namespace pf::cli

@@ -242,3 +242,41 @@ TEST(SimCli, NonFiniteFlagsAndEnvironmentAreRefusedNamingThem) {
 }
 
 }  // namespace
+
+namespace {
+
+// `scenario generate` writes a scenario sim runs on; the same options print the same bytes;
+// a wrong option is an error naming it that writes nothing.
+TEST(ScenarioCli, AGeneratedScenarioIsWrittenAndSimulatedAndBadOptionsAreNamed) {
+  const std::string path =
+      ::testing::TempDir() + "generated-" + std::to_string(::getpid()) + ".json";
+  const std::vector<std::string> generate{"scenario", "generate", "--seed", "3",          "--shape",
+                                          "bursty",   "--hours",  "24",     "--machines", "10"};
+  std::vector<std::string> to_file = generate;
+  to_file.insert(to_file.end(), {"--out", path});
+  const Result written = run(to_file);
+  ASSERT_EQ(written.code, 0) << written.err;
+  EXPECT_THAT(written.err, HasSubstr("wrote " + path));
+  const Result printed = run(generate);
+  ASSERT_EQ(printed.code, 0) << printed.err;
+  std::ifstream file(path);
+  const nlohmann::json from_file = nlohmann::json::parse(file);
+  EXPECT_EQ(from_file, nlohmann::json::parse(printed.out));
+  EXPECT_EQ(from_file.at("name"), "generated-bursty-3");
+
+  const Result sim = run({"sim", "--scenario", path, "--json"});
+  ASSERT_EQ(sim.code, 0) << sim.err;
+  EXPECT_GT(nlohmann::json::parse(sim.out).at("jobs_arrived").get<int>(), 0);
+
+  const std::string never = path + ".never";
+  const Result wrong = run({"scenario", "generate", "--shape", "wavy", "--out", never});
+  EXPECT_EQ(wrong.code, 1);
+  EXPECT_THAT(wrong.err, HasSubstr("--shape: 'wavy' is not one of steady, diurnal"));
+  EXPECT_FALSE(std::ifstream(never).good());
+  const Result format = run({"scenario", "generate", "--format", "3"});
+  EXPECT_EQ(format.code, 1);
+  EXPECT_THAT(format.err, HasSubstr("--format: only 2"));
+  std::remove(path.c_str());
+}
+
+}  // namespace
