@@ -41,7 +41,7 @@
 #include "sim/des_engine.h"
 #include "sim/des_policies.h"
 #include "sim/profit_bound.h"
-
+#include "support/generated_markets.h"
 namespace pf::sim {
 namespace {
 
@@ -134,6 +134,40 @@ TEST_P(DesTargets, NoPolicyEarnsMoreThanTheBoundOnAnySeed) {
                 << "%)\n";
     }
   }
+}
+
+// Markets no setting was tuned on (issue 27: tests/support/generated_markets.h, seeds recorded
+// there), small (24 h, 30 machines: about 3 CPU-s for the twelve). No policy earns more than the
+// bound on any of them; default's median share of the bound is held to its measured floor (68 %
+// measured 2026-12-07, floor 60 %). The issue's targets are not met and are printed, not
+// asserted: default ≥ clairvoyant − 2 % on every scenario (it falls far behind on thin markets:
+// seed 686736 offers few machines that pay, and default's profit there is −25 % to 17 % of the
+// bound where clairvoyant's is 40-76 %; bursty demand costs it most everywhere).
+TEST(GeneratedMarkets, NoPolicyBeatsTheBoundAndDefaultHoldsItsMedianFloor) {
+  const auto scores = pf::test::score_generated_set(24, 30);
+  ASSERT_EQ(scores.size(), 12u);
+  std::vector<double> shares;
+  int behind_clairvoyant = 0;
+  for (const auto& s : scores) {
+    ASSERT_GT(s.bound, 0) << s.name;
+    EXPECT_LE(s.default_report.profit_usd, s.bound) << s.name;
+    EXPECT_LE(s.clairvoyant_report.profit_usd, s.bound) << s.name;
+    shares.push_back(s.default_report.profit_usd / s.bound);
+    if (s.default_report.profit_usd < s.clairvoyant_report.profit_usd - 0.02 * s.bound) {
+      ++behind_clairvoyant;
+    }
+    std::cout << s.name << ": default " << s.default_report.profit_usd / s.bound * 100
+              << "% of the bound $" << s.bound << ", clairvoyant "
+              << s.clairvoyant_report.profit_usd / s.bound * 100 << "%, short rentals "
+              << s.default_report.short_rentals << " of " << s.default_report.instances_rented
+              << "\n";
+  }
+  std::sort(shares.begin(), shares.end());
+  const double median = (shares[5] + shares[6]) / 2;
+  EXPECT_GE(median, 0.60);
+  std::cout << "generated set: default median " << median * 100 << "% of the bound, worst "
+            << shares.front() * 100 << "%; more than 2 % of the bound behind clairvoyant on "
+            << behind_clairvoyant << " of 12 (target: none)\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(BundledScenarios, DesTargets,
