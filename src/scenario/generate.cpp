@@ -28,9 +28,11 @@ double rounded(double v, int decimals) {
 
 struct Family {
   json doc;
-  std::vector<std::vector<const json*>> machines;  // offers grouped by machine_id
-  double mean_demand = 0;                          // proofs/hour over the horizon
-  double listed_capacity = 0;                      // Σ rate_full × listed share of the horizon
+  // Offers grouped by machine_id: pointers into doc's offers array, which moving the Family
+  // (and so doc) does not reallocate.
+  std::vector<std::vector<const json*>> machines;
+  double mean_demand = 0;      // proofs/hour over the horizon
+  double listed_capacity = 0;  // Σ rate_full × listed share of the horizon
 };
 
 double listed_share(const json& offer, double hours) {
