@@ -45,9 +45,12 @@ class DefaultOnstart : public ::testing::Test {
     bin_ = fs::path(dir_.path()) / "bin";
     fs::create_directories(bin_);
     // The stand-in agent: records its arguments and whether the secret reached it, then runs
-    // until SIGTERM. The record appears whole (renamed into place): each echo is its own write,
-    // and a test that read it after the first line saw no secret line (seen once in a full run).
+    // until SIGTERM. Its SIGTERM handler is set before anything is recorded (a test stops it
+    // as soon as the record is there), and the record appears whole (renamed into place): each
+    // echo is its own write, and a test that read it after the first line saw no secret line
+    // (seen once in a full run).
     write_executable(bin_ / "proverfleet", R"(#!/bin/sh
+trap 'exit 0' TERM
 echo $$ >"$FAKE_RECORD.pid"
 {
   echo "args=$*"
@@ -55,7 +58,6 @@ echo $$ >"$FAKE_RECORD.pid"
   [ "$PROVERFLEET_SECRET" = "onstart-test-secret" ] && echo "secret=matches"
 } >"$FAKE_RECORD.partial"
 mv "$FAKE_RECORD.partial" "$FAKE_RECORD"
-trap 'exit 0' TERM
 while :; do sleep 0.1; done
 )");
   }
