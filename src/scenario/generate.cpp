@@ -112,15 +112,16 @@ const char* to_string(DemandShape shape) {
 }
 
 std::optional<DemandShape> parse_demand_shape(std::string_view text) {
-  for (auto s :
-       {DemandShape::Steady, DemandShape::Diurnal, DemandShape::Bursty, DemandShape::Trending}) {
+  for (const auto s : kDemandShapes) {
     if (text == to_string(s)) return s;
   }
   return std::nullopt;
 }
 
 std::string demand_shape_names() {
-  return "steady, diurnal, bursty, trending";
+  std::string out;
+  for (const auto s : kDemandShapes) out += std::string(out.empty() ? "" : ", ") + to_string(s);
+  return out;
 }
 
 tl::expected<json, std::string> generate_scenario(const GenerateOptions& options,

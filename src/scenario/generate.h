@@ -18,6 +18,7 @@
 // Same options, same bytes: every draw comes from one seeded Stream (scenario/draws.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -29,6 +30,8 @@
 namespace pf::scenario {
 
 enum class DemandShape { Steady, Diurnal, Bursty, Trending };
+inline constexpr std::array<DemandShape, 4> kDemandShapes{
+    DemandShape::Steady, DemandShape::Diurnal, DemandShape::Bursty, DemandShape::Trending};
 
 const char* to_string(DemandShape shape);
 std::optional<DemandShape> parse_demand_shape(std::string_view text);

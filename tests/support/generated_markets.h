@@ -19,9 +19,6 @@
 namespace pf::test {
 
 inline constexpr std::array<std::uint64_t, 3> kGeneratedSeeds{836746, 686736, 350026};
-inline constexpr std::array<scenario::DemandShape, 4> kGeneratedShapes{
-    scenario::DemandShape::Steady, scenario::DemandShape::Diurnal, scenario::DemandShape::Bursty,
-    scenario::DemandShape::Trending};
 
 struct GeneratedScore {
   std::string name;  // generated-<shape>-<seed>
@@ -35,7 +32,7 @@ struct GeneratedScore {
 inline std::vector<GeneratedScore> score_generated_set(double hours, int machines) {
   std::vector<GeneratedScore> out;
   for (const auto seed : kGeneratedSeeds) {
-    for (const auto shape : kGeneratedShapes) {
+    for (const auto shape : scenario::kDemandShapes) {
       scenario::GenerateOptions options;
       options.seed = seed;
       options.shape = shape;

@@ -55,8 +55,7 @@ TEST(ScenarioGenerate, SameOptionsGiveTheSameDocumentAnotherSeedAnother) {
 }
 
 TEST(ScenarioGenerate, EveryShapeLoadsAndTheSimulatorRunsOnIt) {
-  for (auto shape :
-       {DemandShape::Steady, DemandShape::Diurnal, DemandShape::Bursty, DemandShape::Trending}) {
+  for (const auto shape : kDemandShapes) {
     const json doc = generated(shape, 11, 24, 12);
     auto scenario = parse_scenario_text(doc.dump());
     ASSERT_TRUE(scenario) << to_string(shape) << ": " << scenario.error();
