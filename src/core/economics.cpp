@@ -18,7 +18,7 @@ double download_hours(const Offer& offer, const SetupConfig& s) {
 }
 
 Valuation value_offer(const Offer& offer, const Prediction& pred, const EconomicsConfig& econ,
-                      const SetupConfig& s) {
+                      const SetupConfig& s, Reasons reasons) {
   Valuation v;
   v.min_rate = break_even_rate(offer.dph_total, econ.target_cost_per_proof_usd);
   v.download_hours = download_hours(offer, s);
@@ -36,6 +36,7 @@ Valuation value_offer(const Offer& offer, const Prediction& pred, const Economic
   if (proofs > 0) v.expected_cost_per_proof = cost / proofs;
   v.expected_profit_per_hour = (proofs * econ.revenue_per_proof_usd - cost) / lifetime;
 
+  if (reasons == Reasons::Skipped) return v;
   if (v.download_hours >= s.slow_download_h) {
     v.reasons.push_back("slow download: ~" + fixed(v.download_hours, 1) + " h for " +
                         fixed(s.params_bytes / 1e9, 0) + " GB at a conservative " +

@@ -17,8 +17,8 @@ struct EconomicsConfig {
 };
 
 struct SetupConfig {
-  double boot_h = 0.25;         // image pull and agent start
-  double params_bytes = 47e9;   // parameters every new instance downloads
+  double boot_h = 0.25;        // image pull and agent start
+  double params_bytes = 47e9;  // parameters every new instance downloads
   // Advertised inet_down is self-measured and shared; real downloads are often far slower.
   double download_speed_fraction = 0.35;
   double unknown_download_mbps = 100;  // when the offer does not advertise a speed
@@ -29,8 +29,8 @@ struct SetupConfig {
 };
 
 struct Valuation {
-  double min_rate = 0;        // break-even: dph_total / target $/proof
-  double setup_hours = 0;     // boot + download + warm-up + benchmark
+  double min_rate = 0;     // break-even: dph_total / target $/proof
+  double setup_hours = 0;  // boot + download + warm-up + benchmark
   double download_hours = 0;
   double setup_cost_usd = 0;  // compute billed during setup + parameter bandwidth
   // Over the expected lifetime, setup included. nullopt when the offer proves nothing.
@@ -44,7 +44,9 @@ double break_even_rate(double dph_total, double target_cost_per_proof_usd);
 
 double download_hours(const Offer& offer, const SetupConfig& setup);
 
+// Reasons::Skipped: the same numbers without the words (predictor.h).
 Valuation value_offer(const Offer& offer, const Prediction& prediction,
-                      const EconomicsConfig& economics, const SetupConfig& setup);
+                      const EconomicsConfig& economics, const SetupConfig& setup,
+                      Reasons reasons = Reasons::Written);
 
 }  // namespace pf::core

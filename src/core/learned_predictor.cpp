@@ -29,11 +29,8 @@ double hardware_shape(Offer offer, std::optional<double> ram_gib, double exponen
                       const PredictorConfig& base) {
   if (ram_gib) offer.usable_ram_gib = *ram_gib;
   offer.data_flags.clear();
-  PredictorConfig unit = base;
-  unit.priors.clear();
-  unit.unknown_gpu = GpuPrior{"", 1, 0, ""};
-  unit.multi_gpu_exponent = exponent;
-  return predict_from_prior(offer, unit).rate;
+  const GpuPrior unit{"", 1, 0, ""};
+  return predict_with_prior(offer, base, &unit, exponent, Reasons::Skipped).rate;
 }
 
 struct ContendedRun {
@@ -102,9 +99,8 @@ std::vector<Measurement> join_measurements(const std::vector<BenchRun>& runs,
 }
 
 const ModelKnowledge* FleetKnowledge::model(const std::string& gpu_name) const {
-  const std::string want = lower(gpu_name);
   for (const auto& m : models)
-    if (lower(m.gpu_name) == want) return &m;
+    if (iequals(m.gpu_name, gpu_name)) return &m;
   return nullptr;
 }
 
@@ -389,22 +385,21 @@ double prediction_log_sd(const Prediction& p, double z) {
 }
 
 Prediction predict_offer(const Offer& offer, const FleetKnowledge& k,
-                         const LearnedPredictorConfig& cfg, int others) {
-  PredictorConfig pc = cfg.base;
-  pc.multi_gpu_exponent = k.multi_gpu_exponent;
+                         const LearnedPredictorConfig& cfg, int others, Reasons reasons) {
+  const bool explain = reasons == Reasons::Written;
   const ModelKnowledge* model = k.model(offer.gpu_name);
+  // The fleet's rate for the model, where it has one, in place of the configured prior.
+  GpuPrior learned;
   if (model && model->hosts > 0) {
-    GpuPrior learned{offer.gpu_name, model->rate_per_gpu, 0.3,
-                     "fleet data from " + std::to_string(model->hosts) + " host(s); prior " +
-                         fixed(model->prior_rate_per_gpu, 1)};
-    pc.priors.erase(std::remove_if(pc.priors.begin(), pc.priors.end(),
-                                   [&](const GpuPrior& p) {
-                                     return lower(p.gpu_name) == lower(offer.gpu_name);
-                                   }),
-                    pc.priors.end());
-    pc.priors.push_back(learned);
+    learned = {offer.gpu_name, model->rate_per_gpu, 0.3, ""};
+    if (explain) {
+      learned.basis = "fleet data from " + std::to_string(model->hosts) + " host(s); prior " +
+                      fixed(model->prior_rate_per_gpu, 1);
+    }
   }
-  Prediction p = predict_from_prior(offer, pc);
+  Prediction p = predict_with_prior(
+      offer, cfg.base, model && model->hosts > 0 ? &learned : find_prior(cfg.base, offer.gpu_name),
+      k.multi_gpu_exponent, reasons);
   double s = 0;
   const double flags_sd =
       cfg.base.band_per_data_flag * static_cast<double>(offer.data_flags.size());
@@ -418,7 +413,7 @@ Prediction predict_offer(const Offer& offer, const FleetKnowledge& k,
     // Once the fleet has measured anything, its spread is a better guide than the prior's.
     if (k.measurements > 0) s = std::max(s, k.spread_log_sd + flags_sd);
   }
-  if (k.multi_gpu_hosts > 0 && offer.num_gpus > 1) {
+  if (explain && k.multi_gpu_hosts > 0 && offer.num_gpus > 1) {
     p.reasons.push_back("multi-GPU scaling n^" + fixed(k.multi_gpu_exponent, 2) + " learned from " +
                         std::to_string(k.multi_gpu_hosts) + " multi-GPU host(s)");
   }
@@ -429,8 +424,9 @@ Prediction predict_offer(const Offer& offer, const FleetKnowledge& k,
   if (const CpuKnowledge* cpu = host ? nullptr : k.cpu(offer.cpu_name);
       cpu && cpu->hosts > 0 && std::fabs(cpu->factor - 1) >= 0.005) {
     p.rate *= cpu->factor;
-    p.reasons.push_back("CPU " + cpu->cpu_name + ": x" + fixed(cpu->factor, 2) + " learned from " +
-                        std::to_string(cpu->hosts) + " host(s)");
+    if (explain)
+      p.reasons.push_back("CPU " + cpu->cpu_name + ": x" + fixed(cpu->factor, 2) +
+                          " learned from " + std::to_string(cpu->hosts) + " host(s)");
   }
 
   if (host) {
@@ -438,22 +434,24 @@ Prediction predict_offer(const Offer& offer, const FleetKnowledge& k,
     p.rate = host->rate;
     s = cfg.host_log_sd / std::sqrt(std::max(1, host->runs));
     if (host->derived) s += 0.1;  // its alone rate leans on the learned contention factor
-    p.reasons.insert(p.reasons.begin(),
-                     "host measured before: " + fixed(host->rate, 1) + "/hr (median of " +
-                         std::to_string(host->runs) + " run(s)" +
-                         (host->derived ? ", corrected for our own contention" : "") +
-                         (host->throttles ? ", throttled once hot" : "") + ")");
+    if (explain)
+      p.reasons.insert(p.reasons.begin(),
+                       "host measured before: " + fixed(host->rate, 1) + "/hr (median of " +
+                           std::to_string(host->runs) + " run(s)" +
+                           (host->derived ? ", corrected for our own contention" : "") +
+                           (host->throttles ? ", throttled once hot" : "") + ")");
   }
 
   if (others > 0) {
     const double f = std::pow(k.contention_factor, others);
     p.rate *= f;
     s += 0.05 * others;
-    p.reasons.push_back(std::to_string(others) + " other instance(s) of ours on machine " +
-                        std::to_string(offer.machine_id) + ": x" + fixed(f, 2) +
-                        (k.contention_runs > 0
-                             ? " (learned from " + std::to_string(k.contention_runs) + " run(s))"
-                             : " (prior)"));
+    if (explain)
+      p.reasons.push_back(std::to_string(others) + " other instance(s) of ours on machine " +
+                          std::to_string(offer.machine_id) + ": x" + fixed(f, 2) +
+                          (k.contention_runs > 0
+                               ? " (learned from " + std::to_string(k.contention_runs) + " run(s))"
+                               : " (prior)"));
   }
   s = std::clamp(s, 0.0, 2.5);
   p.rate = std::max(0.0, p.rate);

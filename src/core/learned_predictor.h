@@ -121,9 +121,11 @@ FleetKnowledge learn_fleet(std::span<const Measurement> history,
                            const LearnedPredictorConfig& config);
 
 // Predicts the offer's sustained rate. `our_others_on_machine` is how many of our instances
-// would share the machine with it (their contention is applied).
+// would share the machine with it (their contention is applied). Reasons::Skipped: the same
+// numbers, no words (predictor.h).
 Prediction predict_offer(const Offer& offer, const FleetKnowledge& knowledge,
-                         const LearnedPredictorConfig& config, int our_others_on_machine = 0);
+                         const LearnedPredictorConfig& config, int our_others_on_machine = 0,
+                         Reasons reasons = Reasons::Written);
 
 // What the fleet's parameter downloads say about advertised speeds.
 struct DownloadKnowledge {

@@ -39,6 +39,7 @@ struct Candidate {
   double expected_rate = 0;  // p_pays · E[rate | pays]: what it adds to capacity, on average
   double lost_rate = 0;      // what ours on the same machine lose to its contention
   std::string sharing;       // contention note when the machine already hosts ours
+  int others = 0;            // ours already on its machine
 };
 
 std::string swap_reason(const SwapPlan& swap, const Offer& offer, double revenue) {
@@ -166,6 +167,7 @@ std::optional<SwapPlan> best_swap(const Offer& offer, const Prediction& pred,
     with_room.demand_room = open + plan.displaced_rate;
     if (ctx.lasting_room) with_room.lasting_room = *ctx.lasting_room + plan.displaced_rate;
     plan.score = score_offer(offer, pred, scoring, with_room);
+    plan.context = with_room;
     plan.score.value_usd -= lost_rate * revenue * plan.score.productive_hours;
     // What the displaced would add without the swap: their paid proofs within demand less
     // their price, or nothing where that is negative (the surplus step drops them anyway, so
@@ -337,8 +339,9 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     if (!in_setup(rec->state)) continue;
     ++n_setup;
     machines_in_setup.insert(rec->offer.machine_id);
-    const Prediction pred = predict_offer(rec->offer, knowledge, cfg.predictor,
-                                          others_on(rec->offer.machine_id, rec->id));
+    const Prediction pred =
+        predict_offer(rec->offer, knowledge, cfg.predictor,
+                      others_on(rec->offer.machine_id, rec->id), Reasons::Skipped);
     ScoreContext ctx;
     ctx.lifetime_h = within_contract_h(rec->offer, lifetime, now);
     ctx.explain = false;
@@ -375,7 +378,8 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     if (others > 0 && !cfg.allow_shared_machines) continue;
     Candidate c;
     c.offer = offer;
-    c.prediction = predict_offer(offer, knowledge, cfg.predictor, others);
+    c.others = others;
+    c.prediction = predict_offer(offer, knowledge, cfg.predictor, others, Reasons::Skipped);
     // A contract that ends before the rental pays back its setup leaves it worth less than
     // nothing: valued over the hours it may run, it is not rented.
     c.context.lifetime_h = within_contract_h(offer, lifetime, now);
@@ -383,9 +387,9 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
     if (auto it = downloads.find(offer.machine_id); it != downloads.end())
       c.context.measured_download_mbps = it->second;
     set_rooms(c.context, committed);
-    ScoreContext screening = c.context;  // every listed offer: numbers only, reasons if chosen
-    screening.explain = false;
-    c.score = score_offer(offer, c.prediction, cfg.scoring, screening);
+    // Every listed offer is screened with numbers only; the words are written for what it rents.
+    c.context.explain = false;
+    c.score = score_offer(offer, c.prediction, cfg.scoring, c.context);
     if (others > 0) {
       // Ours already there slow down too: their lost proofs are part of this rental's price.
       double lost = 0;
@@ -453,8 +457,7 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
             cfg.exploration_budget_usd) {
       continue;
     }
-    if (c.score.reasons.empty())
-      explain_score(c.score, c.offer, c.prediction, cfg.scoring, c.context);
+    explain_score(c.score, c.offer, c.prediction, cfg.scoring, swap ? swap->context : c.context);
     Action a;
     a.kind = Action::Kind::Rent;
     a.exploratory = exploratory;
@@ -480,7 +483,8 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
                           fixed(*cfg.demand_proofs_per_hour, 0) + "/hr demand"
                     : "");
     a.offer = c.offer;
-    a.prediction = std::move(c.prediction);
+    // The same numbers, now with their reasons (screening skipped the words).
+    a.prediction = predict_offer(c.offer, knowledge, cfg.predictor, c.others, Reasons::Written);
     a.score = std::move(c.score);
     if (exploratory) pending_exploration += a.score.exploration_cost_usd;
     committed += c.expected_rate;

@@ -187,7 +187,8 @@ struct Displaceable {
 struct SwapPlan {
   std::vector<Displaceable> displaced;
   double displaced_rate = 0;
-  Score score;  // the candidate against the room with the displaced gone
+  Score score;           // the candidate against the room with the displaced gone
+  ScoreContext context;  // what `score` was made with (explain_score writes its words)
   double value_usd = 0;
 };
 // The best swap for the candidate among `proving` (any order): the costliest per proof first,

@@ -40,26 +40,36 @@ const GpuPrior* find_prior(const PredictorConfig& config, const std::string& gpu
   return nullptr;
 }
 
-Prediction predict_from_prior(const Offer& offer, const PredictorConfig& config) {
+Prediction predict_from_prior(const Offer& offer, const PredictorConfig& config, Reasons reasons) {
+  return predict_with_prior(offer, config, find_prior(config, offer.gpu_name),
+                            config.multi_gpu_exponent, reasons);
+}
+
+Prediction predict_with_prior(const Offer& offer, const PredictorConfig& config,
+                              const GpuPrior* prior, double multi_gpu_exponent, Reasons reasons) {
   Prediction out;
   out.source = "prior";
   const int gpus = std::max(1, offer.num_gpus);
-  const GpuPrior* prior = find_prior(config, offer.gpu_name);
   const GpuPrior& used = prior ? *prior : config.unknown_gpu;
   double band = used.band;
+  // The reasons, only when wanted (the numbers do not depend on them).
+  const bool explain = reasons == Reasons::Written;
+  auto say = [&](auto&& words) {
+    if (explain) out.reasons.push_back(words());
+  };
 
-  double rate = used.rate_per_gpu * std::pow(gpus, config.multi_gpu_exponent);
-  if (prior) {
-    out.reasons.push_back(offer.gpu_name + " prior " + fixed(used.rate_per_gpu, 1) +
-                          "/hr per GPU (" + used.basis + ")");
-  } else {
-    out.reasons.push_back("unknown GPU model '" + offer.gpu_name + "': wide prior " +
-                          fixed(used.rate_per_gpu, 0) + "/hr per GPU");
-  }
+  double rate = used.rate_per_gpu * std::pow(gpus, multi_gpu_exponent);
+  say([&] {
+    return prior ? offer.gpu_name + " prior " + fixed(used.rate_per_gpu, 1) + "/hr per GPU (" +
+                       used.basis + ")"
+                 : "unknown GPU model '" + offer.gpu_name + "': wide prior " +
+                       fixed(used.rate_per_gpu, 0) + "/hr per GPU";
+  });
   if (gpus > 1) {
-    out.reasons.push_back(std::to_string(gpus) + " GPUs scale sublinearly: x" +
-                          fixed(std::pow(gpus, config.multi_gpu_exponent), 2) + ", not x" +
-                          std::to_string(gpus));
+    say([&] {
+      return std::to_string(gpus) + " GPUs scale sublinearly: x" +
+             fixed(std::pow(gpus, multi_gpu_exponent), 2) + ", not x" + std::to_string(gpus);
+    });
   }
 
   // Memory decides how many partitions run at once (field note 1: RAM, not the GPU, limits).
@@ -68,15 +78,17 @@ Prediction predict_from_prior(const Offer& offer, const PredictorConfig& config)
     out.partitions = partitions_for_ram(offer.usable_ram_gib, config.memory);
     double f = rate_fraction(out.partitions, out.partitions_full);
     if (out.partitions == 0) {
-      out.reasons.push_back(
-          "RAM " + fixed(offer.usable_ram_gib, 0) + " GiB is below the prover's " +
-          fixed(peak_memory_gib(1, config.memory) + config.memory.headroom_gib, 0) +
-          " GiB minimum: cannot prove");
+      say([&] {
+        return "RAM " + fixed(offer.usable_ram_gib, 0) + " GiB is below the prover's " +
+               fixed(peak_memory_gib(1, config.memory) + config.memory.headroom_gib, 0) +
+               " GiB minimum: cannot prove";
+      });
     } else if (f < 0.999) {
-      out.reasons.push_back("RAM " + fixed(offer.usable_ram_gib, 0) + " GiB allows " +
-                            std::to_string(out.partitions) + " partitions of " +
-                            std::to_string(out.partitions_full) + " → ~" + percent(f) +
-                            " of full rate");
+      say([&] {
+        return "RAM " + fixed(offer.usable_ram_gib, 0) + " GiB allows " +
+               std::to_string(out.partitions) + " partitions of " +
+               std::to_string(out.partitions_full) + " → ~" + percent(f) + " of full rate";
+      });
     }
     rate *= f;
   } else {
@@ -84,7 +96,7 @@ Prediction predict_from_prior(const Offer& offer, const PredictorConfig& config)
     out.partitions = 1;
     double f = rate_fraction(1, out.partitions_full);
     rate *= f;
-    out.reasons.push_back("RAM unknown: assuming 1 partition → ~" + percent(f) + " of full rate");
+    say([&] { return "RAM unknown: assuming 1 partition → ~" + percent(f) + " of full rate"; });
   }
 
   if (offer.usable_cores > 0) {
@@ -92,23 +104,29 @@ Prediction predict_from_prior(const Offer& offer, const PredictorConfig& config)
     if (offer.usable_cores < need) {
       double f = offer.usable_cores / need;
       rate *= f;
-      out.reasons.push_back(fixed(offer.usable_cores, 0) + " cores for " + std::to_string(gpus) +
-                            " GPU(s) (want " + fixed(need, 0) + ") → ~" + percent(f) + " of rate");
+      say([&] {
+        return fixed(offer.usable_cores, 0) + " cores for " + std::to_string(gpus) +
+               " GPU(s) (want " + fixed(need, 0) + ") → ~" + percent(f) + " of rate";
+      });
     }
   }
 
   if (offer.pcie_bw_gbs > 0 && offer.pcie_bw_gbs / gpus < config.pcie_slow_gbs_per_gpu) {
     rate *= config.pcie_slow_factor;
-    out.reasons.push_back(
-        "PCIe " + fixed(offer.pcie_bw_gbs, 1) + " GB/s" +
-        (offer.pci_gen > 0 ? " (gen " + std::to_string(offer.pci_gen) + ")" : "") +
-        " is slow for " + std::to_string(gpus) + " GPU(s) → x" + fixed(config.pcie_slow_factor, 2));
+    say([&] {
+      return "PCIe " + fixed(offer.pcie_bw_gbs, 1) + " GB/s" +
+             (offer.pci_gen > 0 ? " (gen " + std::to_string(offer.pci_gen) + ")" : "") +
+             " is slow for " + std::to_string(gpus) + " GPU(s) → x" +
+             fixed(config.pcie_slow_factor, 2);
+    });
   }
 
   if (!offer.data_flags.empty()) {
     band += config.band_per_data_flag * static_cast<double>(offer.data_flags.size());
-    out.reasons.push_back("incomplete market data (" + offer.data_flags.front() +
-                          (offer.data_flags.size() > 1 ? ", ..." : "") + "): band widened");
+    say([&] {
+      return "incomplete market data (" + offer.data_flags.front() +
+             (offer.data_flags.size() > 1 ? ", ..." : "") + "): band widened";
+    });
   }
   band = std::clamp(band, 0.0, 0.95);
   out.rate = std::max(0.0, rate);

@@ -13,10 +13,10 @@
 namespace pf::core {
 
 struct GpuPrior {
-  std::string gpu_name;           // as the market spells it: "RTX 4090"
-  double rate_per_gpu = 0;        // sustained proofs/hour of one GPU with enough RAM and cores
-  double band = 0.3;              // relative half-width of the band (0.3 → ±30%)
-  std::string basis;              // where the number comes from, shown in reasons
+  std::string gpu_name;     // as the market spells it: "RTX 4090"
+  double rate_per_gpu = 0;  // sustained proofs/hour of one GPU with enough RAM and cores
+  double band = 0.3;        // relative half-width of the band (0.3 → ±30%)
+  std::string basis;        // where the number comes from, shown in reasons
 };
 
 struct PredictorConfig {
@@ -50,6 +50,18 @@ PredictorConfig default_predictor_config();
 // Looks up the prior for a GPU model (exact name match, case-insensitive); nullptr if unknown.
 const GpuPrior* find_prior(const PredictorConfig& config, const std::string& gpu_name);
 
-Prediction predict_from_prior(const Offer& offer, const PredictorConfig& config);
+// Whether a prediction writes its reasons (words for people) or only its numbers: a decision
+// screens every listed offer and puts into words only those it acts on (the numbers are the
+// same either way; formatting them was a tenth of a simulated run's CPU).
+enum class Reasons { Written, Skipped };
+
+Prediction predict_from_prior(const Offer& offer, const PredictorConfig& config,
+                              Reasons reasons = Reasons::Written);
+
+// predict_from_prior with `prior` in place of the table's entry for the offer's model (nullptr:
+// the config's unknown-model guess) and `multi_gpu_exponent` in place of the config's: what a
+// learned model rate or a unit rate needs, without copying the table.
+Prediction predict_with_prior(const Offer& offer, const PredictorConfig& config,
+                              const GpuPrior* prior, double multi_gpu_exponent, Reasons reasons);
 
 }  // namespace pf::core

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "core/break_even.h"
 #include "core/learned_predictor.h"
@@ -26,13 +27,15 @@ Score score_offer(const Offer& offer, const Prediction& pred, const ScoringConfi
   SetupConfig setup = cfg.setup;
   const double lifetime = std::max(0.0, ctx.lifetime_h);
   setup.expected_lifetime_h = lifetime;
-  Offer as_measured = offer;
+  std::optional<Offer> as_measured;  // a copy only where the speed is measured
   if (ctx.measured_download_mbps && *ctx.measured_download_mbps > 0 &&
       setup.download_speed_fraction > 0) {
     // download_hours() derates the advertised speed; the measured one needs no derating.
-    as_measured.inet_down_mbps = *ctx.measured_download_mbps / setup.download_speed_fraction;
+    as_measured = offer;
+    as_measured->inet_down_mbps = *ctx.measured_download_mbps / setup.download_speed_fraction;
   }
-  const Valuation v = value_offer(as_measured, pred, econ, setup);
+  const Valuation v = value_offer(as_measured ? *as_measured : offer, pred, econ, setup,
+                                  ctx.explain ? Reasons::Written : Reasons::Skipped);
   const double dph = offer.dph_total;
   const double revenue = cfg.economics.revenue_per_proof_usd;
 

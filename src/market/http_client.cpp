@@ -229,7 +229,10 @@ tl::expected<HttpResponse, HttpError> http_perform(const HttpOptions& options,
   set(CURLOPT_CONNECTTIMEOUT_MS, to_ms(options.connect_timeout_s));
   set(CURLOPT_TIMEOUT_MS, to_ms(options.request_timeout_s));
   set(CURLOPT_USERAGENT, options.user_agent.c_str());
-  set(CURLOPT_ACCEPT_ENCODING, "");  // any encoding libcurl can decode
+  // gzip only: cheap for the server to make and for us to read. Offered brotli, a server may
+  // spend far more on a reply than we gain (cpp-httplib, market-sim's server, compresses at
+  // brotli's slowest quality: about 3 CPU-s of every full test run went to that).
+  set(CURLOPT_ACCEPT_ENCODING, "gzip");
   set(CURLOPT_HTTPHEADER, headers.get());
   set(CURLOPT_WRITEFUNCTION, &write_body);
   set(CURLOPT_WRITEDATA, static_cast<void*>(&sink));
