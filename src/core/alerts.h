@@ -7,6 +7,7 @@
 // inputs, keeps the alerts, sends webhooks and carries out the drops.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,6 +24,8 @@ enum class AlertKind {
   SlowDownload,     // parameters arriving too slowly to pay (policy's setup watch)
   Stall,            // heard from, but no proof for far longer than its rate allows
 };
+inline constexpr std::array<AlertKind, 3> kAllAlertKinds{AlertKind::ProductionDrift,
+                                                         AlertKind::SlowDownload, AlertKind::Stall};
 // "production_drift" | "slow_download" | "stall" (JSON, webhooks, events).
 const char* to_string(AlertKind kind);
 
@@ -39,6 +42,9 @@ struct Alert {
 };
 
 // An alert about the whole fleet: "spend" (over budget) or "jobs" (deadlines missed).
+inline constexpr const char* kSpendAlert = "spend";
+inline constexpr const char* kJobsAlert = "jobs";
+inline constexpr std::array<const char*, 2> kFleetAlertKinds{kSpendAlert, kJobsAlert};
 struct FleetAlert {
   std::string kind;
   std::string reason;

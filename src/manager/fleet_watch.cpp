@@ -147,7 +147,8 @@ core::AlertsView FleetWatch::run_once() {
     if (live(r)) live_dph += core::fleet_usd_per_hour(r);
   }
   if (auto over = core::budget_alert(live_dph, spend, config_.alerts)) {
-    auto [entry, first] = fleet_.try_emplace("spend", core::FleetAlert{"spend", *over, now});
+    auto [entry, first] =
+        fleet_.try_emplace(core::kSpendAlert, core::FleetAlert{core::kSpendAlert, *over, now});
     entry->second.reason = *over;
     if (first) {
       manager_.notify(kWebhookSpendOverBudget,
@@ -158,7 +159,7 @@ core::AlertsView FleetWatch::run_once() {
                        {"budget_usd", config_.alerts.budget_usd}});
     }
   } else {
-    fleet_.erase("spend");
+    fleet_.erase(core::kSpendAlert);
   }
   if (report) {
     std::vector<std::int64_t> fresh;
@@ -171,7 +172,7 @@ core::AlertsView FleetWatch::run_once() {
     }
     if (auto reason =
             core::deadline_alert(static_cast<int>(fresh.size()), missed, config_.jobs.window_s)) {
-      fleet_["jobs"] = core::FleetAlert{"jobs", *reason, now};
+      fleet_[core::kJobsAlert] = core::FleetAlert{core::kJobsAlert, *reason, now};
       json ids = json::array();
       for (std::size_t i = 0; i < fresh.size() && i < 100; ++i) ids.push_back(fresh[i]);
       manager_.notify(
@@ -183,7 +184,7 @@ core::AlertsView FleetWatch::run_once() {
         missed_announced_.erase(missed_announced_.begin());
       }
     } else if (missed == 0) {
-      fleet_.erase("jobs");
+      fleet_.erase(core::kJobsAlert);
     }
   }
   for (const auto& [kind, alert] : fleet_) view.fleet.push_back(alert);

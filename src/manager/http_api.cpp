@@ -167,7 +167,14 @@ void HttpApi::Impl::build_routes() {
     auto [summary, report] = fleet_with_jobs();
     std::string text = render_prometheus(summary, metrics.requests(), metrics.front_events());
     if (report) text += render_jobs_prometheus(*report, job_counters.snapshot());
-    if (options.leader) text += leader_prometheus(options.leader());
+    // The market list's age is the leader's: a replica that does not lead reads no list.
+    const std::optional<LeaderView> leader =
+        options.leader ? std::optional(options.leader()) : std::nullopt;
+    std::optional<double> list_age;
+    if (const auto at = manager.last_complete_market_list_at(); at && (!leader || leader->leading))
+      list_age = std::max(0.0, options.clock() - *at);
+    text += render_alerts_prometheus(manager.alerts(), list_age);
+    if (leader) text += leader_prometheus(*leader);
     return Reply{200, std::move(text), kPrometheusContentType};
   });
 

@@ -598,7 +598,7 @@ std::string Manager::logs(std::int64_t id) {
 void Manager::reconcile() {
   auto listed = market_.list_instances(std::nullopt);
   if (!listed) {
-    market_calls_.reconcile_listed(listed.error().message);
+    market_calls_.reconcile_listed(listed.error().message, clock_());
     return;  // an incomplete list must not close anything
   }
   const double now = clock_();
@@ -607,7 +607,7 @@ void Manager::reconcile() {
     std::lock_guard lock(mu_);
     // The list may have taken long; a term that ended meanwhile leaves it to the new leader.
     if (!still_leading()) return;
-    market_calls_.reconcile_listed("");
+    market_calls_.reconcile_listed("", now);
     // The plan's rows: the live ones and those of listed deployments (closed ones included).
     std::vector<InstanceRecord> rows = store_.instances(false);
     std::set<std::int64_t> have;

@@ -327,6 +327,9 @@ class Manager {
   store::Store& store() { return store_; }
   // Empty when the last reconcile saw a complete market list.
   std::string last_reconcile_error() const { return market_calls_.last_reconcile_error(); }
+  std::optional<double> last_complete_market_list_at() const {
+    return market_calls_.last_complete_list_at();
+  }
   const ManagerConfig& config() const { return config_; }
 
  private:

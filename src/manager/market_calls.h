@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -49,14 +50,20 @@ class MarketCalls {
     return due(last_bid_change_, row_id, now, retry_s);
   }
 
-  // Empty when the last reconcile saw a complete market list.
-  void reconcile_listed(std::string error) {
+  // Empty when the last reconcile saw a complete market list (at `at`, epoch s).
+  void reconcile_listed(std::string error, double at) {
     std::lock_guard lock(mu_);
+    if (error.empty()) last_complete_list_at_ = at;
     last_reconcile_error_ = std::move(error);
   }
   std::string last_reconcile_error() const {
     std::lock_guard lock(mu_);
     return last_reconcile_error_;
+  }
+  // When a reconcile last saw a complete list; nullopt before the first.
+  std::optional<double> last_complete_list_at() const {
+    std::lock_guard lock(mu_);
+    return last_complete_list_at_;
   }
 
  private:
@@ -74,6 +81,7 @@ class MarketCalls {
   std::map<std::int64_t, double> last_destroy_attempt_;
   std::map<std::int64_t, double> last_bid_change_;
   std::string last_reconcile_error_;
+  std::optional<double> last_complete_list_at_;
 };
 
 }  // namespace pf::manager

@@ -138,6 +138,40 @@ std::string render_prometheus(const FleetSummary& fleet,
   return out.str();
 }
 
+std::string render_alerts_prometheus(const core::AlertsView& alerts,
+                                     std::optional<double> market_list_age_s) {
+  std::ostringstream out;
+  header(out, "proverfleet_instance_alerts", "gauge",
+         "Live instances with an alert of each kind (the manager's watch).");
+  for (auto kind : core::kAllAlertKinds) {
+    const auto n = std::count_if(alerts.instances.begin(), alerts.instances.end(),
+                                 [kind](const core::Alert& a) { return a.kind == kind; });
+    out << "proverfleet_instance_alerts{kind=\"" << core::to_string(kind) << "\"} " << n << "\n";
+  }
+  header(out, "proverfleet_instance_alerts_acting", "gauge",
+         "Of those, the ones whose rule for closing the instance is met.");
+  for (auto kind : core::kAllAlertKinds) {
+    const auto n =
+        std::count_if(alerts.instances.begin(), alerts.instances.end(),
+                      [kind](const core::Alert& a) { return a.kind == kind && a.drop_warranted; });
+    out << "proverfleet_instance_alerts_acting{kind=\"" << core::to_string(kind) << "\"} " << n
+        << "\n";
+  }
+  header(out, "proverfleet_fleet_alert", "gauge",
+         "1 while a fleet alert holds: spend over budget, jobs missing deadlines.");
+  for (const char* kind : core::kFleetAlertKinds) {
+    const bool on = std::any_of(alerts.fleet.begin(), alerts.fleet.end(),
+                                [kind](const core::FleetAlert& a) { return a.kind == kind; });
+    out << "proverfleet_fleet_alert{kind=\"" << kind << "\"} " << (on ? 1 : 0) << "\n";
+  }
+  if (market_list_age_s) {
+    gauge(out, "proverfleet_market_list_age_seconds",
+          "Seconds since the leader last read a complete list of its market instances.",
+          *market_list_age_s);
+  }
+  return out.str();
+}
+
 // ---- jobs -------------------------------------------------------------------------------------
 
 Histogram::Histogram(std::vector<double> upper_bounds)
@@ -253,6 +287,12 @@ std::string render_jobs_prometheus(const JobsReport& report,
     gauge(out, "proverfleet_jobs_on_time_share",
           "Share of jobs settled in the window that were delivered by their deadline.",
           *report.latency.on_time_share);
+  }
+  // What a proof delivered on time earned in the window: the break-even of realised $/proof.
+  if (report.money.delivered_on_time > 0) {
+    gauge(out, "proverfleet_jobs_revenue_per_proof_usd",
+          "Revenue of jobs delivered on time in the jobs window over their count, USD.",
+          report.money.revenue_usd / report.money.delivered_on_time);
   }
   if (report.money.realised_cost_per_proof) {
     gauge(out, "proverfleet_jobs_realised_cost_per_proof_usd",

@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "core/alerts.h"
 #include "core/job_economics.h"
 #include "manager/jobs_report.h"
 #include "manager/manager.h"
@@ -49,6 +51,15 @@ class Metrics {
 std::string render_prometheus(const FleetSummary& fleet,
                               const std::map<RequestKey, std::uint64_t>& requests,
                               const std::map<std::string, std::uint64_t>& front_events = {});
+
+// What the manager's watch holds now (core/alerts.h), for alert rules (deploy/prometheus):
+// proverfleet_instance_alerts{kind} (live instances with an alert of each kind, 0 included),
+// proverfleet_instance_alerts_acting{kind} (those whose rule for closing them is met),
+// proverfleet_fleet_alert{kind} (1 while a fleet alert of each kind holds), and
+// proverfleet_market_list_age_seconds (since the leader last read a complete market list; absent
+// before its first, and on a replica that does not lead).
+std::string render_alerts_prometheus(const core::AlertsView& alerts,
+                                     std::optional<double> market_list_age_s);
 
 // A Prometheus histogram: counts per upper bound (not cumulative here; the text is), sum, count.
 struct Histogram {

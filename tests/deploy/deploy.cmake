@@ -5,6 +5,13 @@ add_test(NAME shellcheck
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/deploy/shellcheck_test.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(shellcheck PROPERTIES LABELS deploy TIMEOUT 120)
 
+# deploy/prometheus: the alert and recording rules load, every alert fires and stays quiet as
+# its unit tests say (promtool, Debian's prometheus package), and they read only series serve
+# writes. About a second.
+add_test(NAME prometheus_rules
+         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/deploy/prometheus_rules_test.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(prometheus_rules PROPERTIES LABELS deploy TIMEOUT 60 COST 1)
+
 # The entrypoint in a scratch root with a fake cuzk and a fake agent: environment, restarts
 # with backoff, logs, SIGTERM, --detach (vast's onstart), one supervisor at a time. ~20 s.
 add_test(NAME agent_image_entrypoint

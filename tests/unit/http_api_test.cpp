@@ -758,6 +758,19 @@ TEST_F(HttpApiTest, MetricsNeedNoTokenAndCountRequestsByRoutePattern) {
   EXPECT_THAT(text, Not(HasSubstr("cost_per_proof")));  // nothing proves yet
 }
 
+TEST_F(HttpApiTest, MetricsCarryTheWatchsAlertsAndTheAgeOfTheLastCompleteMarketList) {
+  auto before = get("/metrics", {});
+  ASSERT_TRUE(before);
+  EXPECT_THAT(before->body, HasSubstr("proverfleet_instance_alerts{kind=\"stall\"} 0\n"));
+  EXPECT_THAT(before->body, HasSubstr("proverfleet_fleet_alert{kind=\"spend\"} 0\n"));
+  EXPECT_THAT(before->body, Not(HasSubstr("proverfleet_market_list_age_seconds")));
+  manager_->reconcile();
+  now_ = now_.load() + 90;
+  auto after = get("/metrics", {});
+  ASSERT_TRUE(after);
+  EXPECT_THAT(after->body, HasSubstr("proverfleet_market_list_age_seconds 90\n"));
+}
+
 // ---- pieces without a server ----------------------------------------------------------------
 
 TEST(HttpApiRoutes, RouteOfMapsPathsToPatterns) {

@@ -1,4 +1,5 @@
-// The jobs' series on /metrics (manager/metrics.h): once-per-job counters and the text format.
+// The jobs' and the alerts' series on /metrics (manager/metrics.h): once-per-job counters and
+// the text format.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -125,6 +126,47 @@ TEST(JobMetricsText, HasTheJobSeriesWithCumulativeBuckets) {
   EXPECT_THAT(text, HasSubstr("proverfleet_job_end_to_end_seconds_bucket{le=\"1200\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE proverfleet_jobs_revenue_usd_total counter\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_revenue_usd_total 0.1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("proverfleet_jobs_revenue_per_proof_usd")));
+}
+
+TEST(JobMetricsText, RevenuePerProofIsTheWindowsRevenueOverItsOnTimeDeliveries) {
+  JobsReport report;
+  report.money.revenue_usd = 0.6;
+  report.money.delivered_on_time = 4;
+  report.money.realised_cost_per_proof = 0.2;
+  const std::string text = render_jobs_prometheus(report, JobCounters(kStart).snapshot());
+  EXPECT_THAT(text, HasSubstr("proverfleet_jobs_revenue_per_proof_usd 0.15\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_jobs_realised_cost_per_proof_usd 0.2\n"));
+}
+
+TEST(AlertMetricsText, EveryKindIsListedWithItsCountAndTheFleetAlertsAreOneOrZero) {
+  core::AlertsView view;
+  view.checked_at = kStart;
+  core::Alert stall;
+  stall.instance_id = 7;
+  stall.kind = core::AlertKind::Stall;
+  stall.drop_warranted = true;
+  core::Alert drift = stall;
+  drift.instance_id = 8;
+  drift.kind = core::AlertKind::ProductionDrift;
+  drift.drop_warranted = false;
+  core::Alert drift2 = drift;
+  drift2.instance_id = 9;
+  view.instances = {stall, drift, drift2};
+  view.fleet.push_back({core::kSpendAlert, "over the budget", kStart});
+  const std::string text = render_alerts_prometheus(view, 42.5);
+  EXPECT_THAT(text, HasSubstr("# TYPE proverfleet_instance_alerts gauge\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_instance_alerts{kind=\"stall\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_instance_alerts{kind=\"production_drift\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_instance_alerts{kind=\"slow_download\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_instance_alerts_acting{kind=\"stall\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_instance_alerts_acting{kind=\"production_drift\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_fleet_alert{kind=\"spend\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_fleet_alert{kind=\"jobs\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_market_list_age_seconds 42.5\n"));
+  // No complete list read (yet, or by this replica): absent, not 0.
+  EXPECT_THAT(render_alerts_prometheus({}, std::nullopt),
+              Not(HasSubstr("proverfleet_market_list_age_seconds")));
 }
 
 TEST(JobMetricsText, ABucketBoundIsInclusive) {
