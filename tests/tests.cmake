@@ -38,7 +38,8 @@ set(PF_TESTS_FLEET
 # tests/integration: they spawn the real binary.
 set(PF_TESTS_INTEGRATION
   agent_cli agent_jobs demo failover gateway_relay gateway manager_e2e market_sim_http
-  migrate_cli replicas sim_cli socket_activation spawned_agents_e2e takeover vast_market_sim)
+  migrate_cli prometheus_alerts replicas sim_cli socket_activation spawned_agents_e2e takeover
+  vast_market_sim)
 
 option(PF_TEST_SHARDS "Run each unit test executable as a few gtest shards, not one ctest test per case" ON)
 option(PF_UNITY_TESTS "Compile the test files of a group eight to a translation unit" ON)
