@@ -29,7 +29,8 @@ set(pf_slow_cases
     "SpawnedAgentsE2E.SigkillOfMarketSimLeavesNoSpawnedProcessRunning=12"
     "Db/ManagerE2E.ManagerKilledMidFlightLosesNothingAndRentsNothingTwice/sqlite=10"
     "Db/ManagerE2E.ManagerKilledMidFlightLosesNothingAndRentsNothingTwice/postgres=10"
-    "SimCli.CompareOnAV3ScenarioRunsTheDefaultPolicyOnDemandAndWithBids=10")
+    "SimCli.CompareOnAV3ScenarioRunsTheDefaultPolicyOnDemandAndWithBids=10"
+    "PrometheusAlerts.ARealPrometheusScrapingServePagesOnSpendOverBudgetAndOnNothingElse=10")
 
 if(PF_LIST_OF)
   cmake_minimum_required(VERSION 3.25)  # script mode: today's policies (IN_LIST)
