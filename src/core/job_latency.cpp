@@ -119,6 +119,13 @@ LatencyStats latency_stats(const std::vector<Job>& jobs, double since, double no
   }
   stats.queue_wait_s = quantiles(std::move(waits));
   stats.end_to_end_s = quantiles(std::move(e2e));
+  if (const auto typical = stats.end_to_end_s.p50) {
+    for (const auto& job : jobs) {
+      if (job.state != JobState::Queued || job.deadline_at <= 0) continue;
+      const double left = job.deadline_at - now;
+      if (left > 0 && left < *typical) ++stats.at_risk;
+    }
+  }
   const int settled = stats.on_time + stats.late + stats.missed;
   if (settled > 0) stats.on_time_share = static_cast<double>(stats.on_time) / settled;
   return stats;

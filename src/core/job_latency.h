@@ -55,6 +55,11 @@ struct LatencyStats {
   double oldest_queued_s = 0;             // the longest any job still queued has waited (0: none)
   int on_time = 0, late = 0, missed = 0;  // settled in the window
   std::optional<double> on_time_share;    // on_time ÷ (on_time + late + missed)
+  // Jobs at risk: still queued, their deadline not passed, with less time left than the
+  // window's median end-to-end time (submission to proof) — jobs have recently needed longer
+  // than that, so one still waiting is likely late. 0 without a finished job in the window
+  // (nothing to compare with; a queue that grows with nothing finishing is its own alert).
+  int at_risk = 0;
 };
 
 // Seconds the job waited for the lease it holds or finished with; none before its first lease

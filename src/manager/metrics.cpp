@@ -282,6 +282,10 @@ std::string render_jobs_prometheus(const JobsReport& report,
   gauge(out, "proverfleet_jobs_revenue_per_hour_usd",
         "Revenue of jobs delivered on time per hour, over the jobs window.",
         report.money.revenue_per_hour);
+  gauge(out, "proverfleet_jobs_at_risk",
+        "Jobs still queued with less time to their deadline than the window's median "
+        "submission-to-proof time.",
+        report.latency.at_risk);
   // Absent while nothing settled or was delivered: "no data", not 0.
   if (report.latency.on_time_share) {
     gauge(out, "proverfleet_jobs_on_time_share",

@@ -96,6 +96,7 @@ TEST(JobMetricsText, HasTheJobSeriesWithCumulativeBuckets) {
   report.arrivals_last_hour = 12;
   report.money.idle_hours = 0.5;
   report.latency.on_time_share = 0.9;
+  report.latency.at_risk = 2;
   JobCounters counters(kStart);
   counters.observe({delivered(1, kStart, 4, 100), delivered(2, kStart, 20, 1000)}, prices(),
                    kStart + 1100);
@@ -112,6 +113,7 @@ TEST(JobMetricsText, HasTheJobSeriesWithCumulativeBuckets) {
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_arrivals_last_hour 12\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_idle_instance_hours 0.5\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_on_time_share 0.9\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_jobs_at_risk 2\n"));
   // Nothing delivered in the report's window: no realised cost rather than 0 or +Inf.
   EXPECT_THAT(text, Not(HasSubstr("proverfleet_jobs_realised_cost_per_proof_usd")));
   EXPECT_THAT(text, HasSubstr("# TYPE proverfleet_job_queue_wait_seconds histogram\n"));

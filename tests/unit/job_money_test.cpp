@@ -159,6 +159,21 @@ TEST(JobLatency, OnTimeShareCountsLateMissedAndOverdueOpenJobs) {
   EXPECT_EQ(stats.queue_wait_s.count, 3);
 }
 
+TEST(JobLatency, AQueuedJobWithLessTimeLeftThanTheMedianEndToEndIsAtRisk) {
+  const double now = kT0 + 4000;
+  std::vector<Job> jobs{
+      done(1, 3000, 3001, 3600, 3601),  // 600 s from submission to proof
+      done(2, 3100, 3101, 3700, 3701),  // 600 s
+      job(3, JobState::Queued, 2500),   // due +4300: 300 s left, queued: at risk
+      job(4, JobState::Queued, 3900),   // due +5700: 1,700 s left
+      job(5, JobState::Queued, 1000),   // due +2800: already late, not "at risk"
+      job(6, JobState::Proving, 2500),  // 300 s left but proving: not waiting any more
+  };
+  EXPECT_EQ(latency_stats(jobs, now - 3600, now).at_risk, 1);
+  // Nothing finished in the window: no median to compare with, nothing called at risk.
+  EXPECT_EQ(latency_stats({job(3, JobState::Queued, 2500)}, now - 3600, now).at_risk, 0);
+}
+
 TEST(JobLatency, NothingSettledMeansNoShareRatherThanZero) {
   const auto stats = latency_stats({job(1, JobState::Queued, 0)}, kT0, kT0 + 10);
   EXPECT_FALSE(stats.on_time_share);
