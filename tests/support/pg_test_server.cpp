@@ -10,10 +10,11 @@
 // CMakeLists.txt registers the start as pg_server_start (FIXTURES_SETUP pg) with the flag, and
 // no cleanup test: ctest runs a fixture's cleanup after every test that requires the fixture,
 // and so schedules those tests one dependency level ahead of every other test, whatever their
-// COST (cmCTestMultiProcessHandler::CreateParallelTestCostList): the unit shards that need no
-// database then started after all 150 that do and were the last 15 s of the run. Every test
-// gets PF_TEST_PG_URL_FILE=DIR/url, which fresh_pg_database() reads. A start that finds a
-// server left by an interrupted run stops that one first.
+// COST (CMake's Source/CTest/cmCTestMultiProcessHandler.cxx, CreateParallelTestCostList; seen
+// in the run order here): the unit shards that need no database then started after all 150
+// that do and were the last 15 s of the run. Every test gets PF_TEST_PG_URL_FILE=DIR/url,
+// which fresh_pg_database() reads. A start that finds a server left by an interrupted run
+// stops that one first.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/syscall.h>
