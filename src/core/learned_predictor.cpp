@@ -388,10 +388,12 @@ Prediction predict_offer(const Offer& offer, const FleetKnowledge& k,
                          const LearnedPredictorConfig& cfg, int others, Reasons reasons) {
   const bool explain = reasons == Reasons::Written;
   const ModelKnowledge* model = k.model(offer.gpu_name);
-  // The fleet's rate for the model, where it has one, in place of the configured prior.
+  // The fleet's rate for the model, where it has one, in place of the configured prior (its
+  // name is never read: the prediction names the offer's model).
   GpuPrior learned;
   if (model && model->hosts > 0) {
-    learned = {offer.gpu_name, model->rate_per_gpu, 0.3, ""};
+    learned.rate_per_gpu = model->rate_per_gpu;
+    learned.band = 0.3;
     if (explain) {
       learned.basis = "fleet data from " + std::to_string(model->hosts) + " host(s); prior " +
                       fixed(model->prior_rate_per_gpu, 1);

@@ -278,7 +278,8 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
   for (const auto* rec : alive) {
     if (rec->state != InstanceState::FetchingParams) continue;
     const int others = others_on(rec->offer.machine_id, rec->id);
-    const Prediction pred = predict_offer(rec->offer, knowledge, cfg.predictor, others);
+    const Prediction pred =
+        predict_offer(rec->offer, knowledge, cfg.predictor, others, Reasons::Skipped);
     auto judged = judge_download(*rec, pred, others, auto_strikes(bad_hosts, rec->offer.machine_id),
                                  now, cfg);
     if (judged) drop(*rec, std::move(judged->reason), std::move(judged->strike));

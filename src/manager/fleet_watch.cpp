@@ -81,7 +81,8 @@ core::AlertsView FleetWatch::run_once() {
     if (rec.state == InstanceState::FetchingParams) {
       const int others = std::max(0, live_on_machine[rec.offer.machine_id] - 1);
       const core::Prediction pred =
-          core::predict_offer(rec.offer, knowledge, config_.policy.predictor, others);
+          core::predict_offer(rec.offer, knowledge, config_.policy.predictor, others,
+                              core::Reasons::Skipped);  // judge_download reads its numbers only
       const auto judged = core::judge_download(rec, pred, others,
                                                core::auto_strikes(bad_hosts, rec.offer.machine_id),
                                                now, config_.policy);

@@ -141,21 +141,25 @@ std::string render_prometheus(const FleetSummary& fleet,
 std::string render_alerts_prometheus(const core::AlertsView& alerts,
                                      std::optional<double> market_list_age_s) {
   std::ostringstream out;
+  // Per kind: instances with an alert of it, and those whose rule for closing them is met.
+  std::map<core::AlertKind, std::pair<int, int>> by_kind;
+  for (auto kind : core::kAllAlertKinds) by_kind[kind] = {0, 0};
+  for (const auto& a : alerts.instances) {
+    auto& [count, acting] = by_kind[a.kind];
+    ++count;
+    if (a.drop_warranted) ++acting;
+  }
   header(out, "proverfleet_instance_alerts", "gauge",
          "Live instances with an alert of each kind (the manager's watch).");
-  for (auto kind : core::kAllAlertKinds) {
-    const auto n = std::count_if(alerts.instances.begin(), alerts.instances.end(),
-                                 [kind](const core::Alert& a) { return a.kind == kind; });
-    out << "proverfleet_instance_alerts{kind=\"" << core::to_string(kind) << "\"} " << n << "\n";
+  for (const auto& [kind, counts] : by_kind) {
+    out << "proverfleet_instance_alerts{kind=\"" << core::to_string(kind) << "\"} " << counts.first
+        << "\n";
   }
   header(out, "proverfleet_instance_alerts_acting", "gauge",
          "Of those, the ones whose rule for closing the instance is met.");
-  for (auto kind : core::kAllAlertKinds) {
-    const auto n =
-        std::count_if(alerts.instances.begin(), alerts.instances.end(),
-                      [kind](const core::Alert& a) { return a.kind == kind && a.drop_warranted; });
-    out << "proverfleet_instance_alerts_acting{kind=\"" << core::to_string(kind) << "\"} " << n
-        << "\n";
+  for (const auto& [kind, counts] : by_kind) {
+    out << "proverfleet_instance_alerts_acting{kind=\"" << core::to_string(kind) << "\"} "
+        << counts.second << "\n";
   }
   header(out, "proverfleet_fleet_alert", "gauge",
          "1 while a fleet alert holds: spend over budget, jobs missing deadlines.");
