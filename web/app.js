@@ -1,15 +1,18 @@
-// The dashboard's page logic: sign-in, hash routes (#/instances, #/instances/ID, #/offers,
-// #/hosts), the live fleet stream, and one delegated listener per event type for every button
+// The dashboard's page logic: sign-in, hash routes (#/instances, #/instances/ID, #/jobs,
+// #/jobs/ID, #/offers, #/hosts), the live fleet stream, and one delegated listener per event type for every button
 // and form (tables are re-rendered whole, so rows carry no listeners of their own).
 
 import { api, FleetStream, token } from './api.js';
 import { duration, esc } from './format.js';
 import * as V from './views.js';
+import * as J from './job_views.js';
 import { tuneBody } from './ops_views.js';
 
 const $ = (selector) => document.querySelector(selector);
 
 const DETAIL_MIN_INTERVAL_MS = 3000; // an instance page refetches at most this often
+const JOBS_MIN_INTERVAL_MS = 5000; // the jobs list and a job's page refetch at most this often
+const JOBS_PAGE_SIZE = 50;
 
 const state = {
   snapshot: null,
@@ -30,6 +33,13 @@ const state = {
   hosts: null,
   badHosts: null,
   blockMachine: '',
+  jobs: null, // the page of jobs shown
+  jobsFilter: null,
+  jobsCursors: [], // the cursor of each older page opened (empty: the newest page, kept live)
+  jobsRequest: 0,
+  jobsFetchedAt: 0,
+  job: null, // the open job's page
+  jobFetchedAt: 0,
 };
 
 let stream = null;
@@ -81,8 +91,11 @@ function setConnection(status, detail) {
 // ---- rendering ------------------------------------------------------------------------------
 
 function parseRoute(hash) {
-  const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean);
+  const [path, query = ''] = hash.replace(/^#\/?/, '').split('?');
+  const parts = path.split('/').filter(Boolean);
   if (parts[0] === 'instances' && /^\d+$/.test(parts[1] ?? '')) return { page: 'instance', id: Number(parts[1]) };
+  if (parts[0] === 'jobs' && parts[1]) return { page: 'job', key: decodeURIComponent(parts[1]) };
+  if (parts[0] === 'jobs') return { page: 'jobs', filter: J.jobFilterFromQuery(new URLSearchParams(query)) };
   if (parts[0] === 'offers') return { page: 'offers' };
   if (parts[0] === 'hosts') return { page: 'hosts' };
   return { page: 'instances' };
@@ -169,6 +182,53 @@ async function loadOffers() {
   }
 }
 
+async function loadJobs() {
+  const request = ++state.jobsRequest;
+  state.jobsFetchedAt = Date.now();
+  const cursor = state.jobsCursors.at(-1) ?? null;
+  const query = J.jobsApiQuery(state.jobsFilter, serverNow(), { limit: JOBS_PAGE_SIZE, cursor });
+  try {
+    const rows = await api('GET', `/api/v1/jobs?${query}`);
+    if (request !== state.jobsRequest || state.route.page !== 'jobs') return;
+    state.jobs = rows;
+    renderJobs();
+  } catch (error) {
+    if (request !== state.jobsRequest) return;
+    const el = $('#jobs-table');
+    if (el) el.innerHTML = `<p class="error" data-testid="jobs-error">${esc(error.message)}</p>`;
+    if (error.status === 401) handleError(error);
+  }
+}
+
+function renderJobs() {
+  const el = $('#jobs-table');
+  if (!el) return;
+  el.innerHTML = J.jobsTable(state.jobs, serverNow());
+  const full = Array.isArray(state.jobs) && state.jobs.length === JOBS_PAGE_SIZE;
+  const page = state.jobsCursors.length;
+  $('#jobs-pager').innerHTML =
+    (page ? '<button type="button" class="small" data-action="jobs-newest">newest</button>' : '') +
+    (full ? '<button type="button" class="small" data-action="jobs-older" data-testid="jobs-older">older →</button>' : '') +
+    `<span class="muted">${page ? `page ${page + 1}` : 'newest first, live'}</span>`;
+}
+
+async function loadJob() {
+  const key = state.route.key;
+  state.jobFetchedAt = Date.now();
+  try {
+    const job = await api('GET', `/api/v1/jobs/${encodeURIComponent(key)}`);
+    if (state.route.page !== 'job' || state.route.key !== key) return;
+    state.job = job;
+    const el = $('#job-detail');
+    if (el) el.innerHTML = J.jobPage(job, serverNow());
+  } catch (error) {
+    const el = $('#job-detail');
+    if (error.status === 404 && el) el.innerHTML = `<p class="empty">There is no job ${esc(key)}.</p>`;
+    else if (el && error.status === 409) el.innerHTML = `<p class="empty">${esc(error.message)}</p>`;
+    else handleError(error);
+  }
+}
+
 function renderHosts() {
   const now = serverNow();
   if ($('#hosts-table')) $('#hosts-table').innerHTML = V.hostsTable(state.hosts, now);
@@ -189,7 +249,7 @@ async function loadHosts() {
 function renderRoute() {
   const route = parseRoute(location.hash);
   state.route = route;
-  const section = route.page === 'instance' ? 'instances' : route.page;
+  const section = { instance: 'instances', job: 'jobs' }[route.page] ?? route.page;
   document.querySelectorAll('[data-nav]').forEach((a) => a.classList.toggle('active', a.dataset.nav === section));
   const view = $('#view');
   clearTimeout(state.detailTimer);
@@ -205,6 +265,22 @@ function renderRoute() {
     state.detail = null;
     state.detailRowKey = JSON.stringify(state.snapshot?.instances.find((r) => r.id === route.id) ?? null);
     loadDetail();
+  } else if (route.page === 'jobs') {
+    const filterKey = J.jobFilterQuery(route.filter);
+    if (!state.jobsFilter || J.jobFilterQuery(state.jobsFilter) !== filterKey) {
+      state.jobsCursors = [];
+      state.jobs = null;
+    }
+    state.jobsFilter = route.filter;
+    view.innerHTML = '<div class="toolbar"><h1>Jobs</h1><span class="muted">every proof request the gateway took, newest first</span></div>' +
+      J.jobsFilterForm(route.filter) +
+      '<div id="jobs-table" class="table-wrap"></div><div id="jobs-pager" class="toolbar pager"></div>';
+    renderJobs();
+    loadJobs();
+  } else if (route.page === 'job') {
+    view.innerHTML = '<div id="job-detail"><p class="empty">Loading…</p></div>';
+    state.job = null;
+    loadJob();
   } else if (route.page === 'offers') {
     view.innerHTML = '<div class="toolbar"><h1>Offers</h1></div>' + V.offersForm(state.offersParams) +
       '<div id="offers-results" class="table-wrap"></div>';
@@ -230,6 +306,11 @@ function onSnapshot(snapshot) {
   state.instancesKey = instancesKey;
   if (state.route.page === 'instances' && rowsChanged) renderInstances();
   else if (state.route.page === 'instance') maybeRefreshDetail();
+  // Jobs are not in the stream: the newest page and an open job follow it by refetching.
+  else if (state.route.page === 'jobs' && !state.jobsCursors.length &&
+    Date.now() - state.jobsFetchedAt >= JOBS_MIN_INTERVAL_MS) loadJobs();
+  else if (state.route.page === 'job' && state.job && !['done', 'failed', 'cancelled'].includes(state.job.state) &&
+    Date.now() - state.jobFetchedAt >= JOBS_MIN_INTERVAL_MS) loadJob();
 }
 
 // "12m 03s" cells count up between events without re-rendering the tables.
@@ -304,6 +385,17 @@ const actions = {
     });
   },
   'refresh-instance': () => loadDetail(),
+  'refresh-job': () => loadJob(),
+  'jobs-older'() {
+    const last = state.jobs?.at(-1);
+    if (!last) return;
+    state.jobsCursors.push(last.id);
+    loadJobs();
+  },
+  'jobs-newest'() {
+    state.jobsCursors = [];
+    loadJobs();
+  },
   async 'remove-bad-host'(el) {
     const machine = el.dataset.machineId;
     const ok = await confirmDialog({
@@ -355,6 +447,11 @@ document.addEventListener('submit', async (event) => {
       limit: Number(data.get('limit')) || 50,
     };
     await loadOffers();
+  } else if (form.dataset.form === 'jobs') {
+    const filter = {};
+    for (const [key, value] of data.entries()) filter[key] = String(value).trim();
+    const query = J.jobFilterQuery(J.jobFilterFromQuery(new URLSearchParams(filter)));
+    location.hash = `#/jobs${query ? `?${query}` : ''}`;
   } else if (form.dataset.form === 'tune') {
     const parsed = tuneBody(data.get('concurrency'), data.get('partitions'));
     if (parsed.error) {
@@ -405,7 +502,9 @@ function signOut(message) {
   if (stream) stream.stop();
   stream = null;
   token.clear();
-  Object.assign(state, { snapshot: null, detail: null, detailId: null, offers: null, hosts: null, badHosts: null });
+  Object.assign(state, {
+    snapshot: null, detail: null, detailId: null, offers: null, hosts: null, badHosts: null, jobs: null, job: null,
+  });
   clearTimeout(state.detailTimer);
   $('#app').hidden = true;
   $('#sign-out').hidden = true;

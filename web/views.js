@@ -27,7 +27,7 @@ export function stateBadge(state) {
 }
 
 // A live "time since" cell: app.js refreshes every [data-since] once a second.
-function since(epoch, now) {
+export function since(epoch, now) {
   if (!isNum(epoch) || epoch <= 0) return '';
   return `<span class="since" data-since="${esc(epoch)}">${esc(duration(now - epoch))}</span>`;
 }
@@ -291,7 +291,7 @@ export function spendParts(r) {
     `bandwidth ${esc(usd(bandwidth))}</span>`;
 }
 
-function fact(label, value) {
+export function fact(label, value) {
   return `<div class="fact"><dt>${esc(label)}</dt><dd>${value}</dd></div>`;
 }
 
@@ -386,7 +386,8 @@ export function instancePage(detail, now) {
     fact('origin', esc(r.origin)) +
     fact('last heartbeat', r.last_heartbeat_at > 0 ? `${since(r.last_heartbeat_at, now)} ago` : '—') +
     fact('spend', spendParts(r)) +
-    fact('proofs', `${esc(int(r.proofs_production))} production, ${esc(int(r.proofs_benchmark))} benchmark`) +
+    fact('proofs', `${esc(int(r.proofs_production))} production, ${esc(int(r.proofs_benchmark))} benchmark` +
+      ` <a href="#/jobs?instance=${esc(r.id)}" data-testid="instance-jobs-link">its jobs</a>`) +
     fact('crashes / OOMs', `${esc(int(r.prover_crashes))} / ${esc(int(r.ooms))}`) +
     fact('GPU util', esc(pct(r.gpu_util))) +
     fact('SSH', sshBlock(detail.ssh)) +

@@ -69,6 +69,12 @@ std::optional<double> end_to_end_s(const Job& job) {
   return std::max(0.0, job.finished_at - job.submitted_at);
 }
 
+bool is_at_risk(const Job& job, double now, double typical_s) {
+  if (job.state != JobState::Queued || job.deadline_at <= 0) return false;
+  const double left = job.deadline_at - now;
+  return left > 0 && left < typical_s;
+}
+
 namespace {
 
 LatencyQuantiles quantiles(std::vector<double> values) {
@@ -121,9 +127,7 @@ LatencyStats latency_stats(const std::vector<Job>& jobs, double since, double no
   stats.end_to_end_s = quantiles(std::move(e2e));
   if (const auto typical = stats.end_to_end_s.p50) {
     for (const auto& job : jobs) {
-      if (job.state != JobState::Queued || job.deadline_at <= 0) continue;
-      const double left = job.deadline_at - now;
-      if (left > 0 && left < *typical) ++stats.at_risk;
+      if (is_at_risk(job, now, *typical)) ++stats.at_risk;
     }
   }
   const int settled = stats.on_time + stats.late + stats.missed;

@@ -68,6 +68,11 @@ std::optional<double> queue_wait_s(const Job& job);
 // Seconds from submission to the proof; none unless done.
 std::optional<double> end_to_end_s(const Job& job);
 
+// Queued with its deadline still ahead but nearer than `typical_s`, the time jobs have recently
+// needed from submission to proof: likely late unless something changes. What
+// LatencyStats::at_risk counts and the operator's "at risk" filter lists (store::JobFilter).
+bool is_at_risk(const Job& job, double now, double typical_s);
+
 LatencyStats latency_stats(const std::vector<Job>& jobs, double since, double now);
 
 }  // namespace pf::core

@@ -37,6 +37,16 @@ inline std::string trim(const std::string& text) {
   return std::string(trim_view(text));
 }
 
+// The longest start of `text` of at most `max_bytes` bytes that does not end inside a UTF-8
+// sequence (a cut never leaves a partial character: PostgreSQL refuses text that is not UTF-8).
+inline std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  std::size_t end = max_bytes;
+  // Back over continuation bytes (10xxxxxx) to the start of the character the cut falls in.
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
 // Equal ignoring ASCII case (GPU model names: "RTX 4090" and "rtx 4090" are one model).
 inline bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {

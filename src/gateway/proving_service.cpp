@@ -130,7 +130,8 @@ ProvingService::WaitResult ProvingService::wait_for(
 
 int ProvingService::queue_position(const core::Job& job) {
   if (job.state != core::JobState::Queued) return 0;
-  const auto queued = queue_.list({core::JobState::Queued}, kMaxQueuedScanned);
+  const auto queued =
+      queue_.list(store::JobFilter::in_states({core::JobState::Queued}), kMaxQueuedScanned);
   return static_cast<int>(std::count_if(queued.begin(), queued.end(), [&job](const core::Job& j) {
     return j.priority > job.priority || (j.priority == job.priority && j.id <= job.id);
   }));

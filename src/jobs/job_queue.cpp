@@ -9,6 +9,7 @@
 
 #include "core/job_lease.h"
 #include "core/job_outcome.h"
+#include "core/text.h"
 #include "jobs/job_queue_impl.h"
 #include "store/store.h"
 #include "util/sha256.h"
@@ -116,6 +117,11 @@ std::string describe(const core::Job& job) {
          core::to_string(job.kind) + ")";
 }
 
+core::JobEvent timeline_event(const core::Job& job, core::JobEventKind kind, double at,
+                              std::string detail) {
+  return core::JobEvent{job.id, at, kind, job.attempts, job.instance_id, std::move(detail)};
+}
+
 JobQueue::Impl::Impl(store::Store& store_in, JobQueueConfig config_in, JobQueueHooks hooks_in,
                      Clock clock_in)
     : store(store_in),
@@ -156,11 +162,14 @@ void JobQueue::Impl::fenced(const std::function<void()>& write) {
   });
 }
 
-void JobQueue::Impl::commit(const std::vector<core::Job>& jobs, const std::function<void()>& also) {
+void JobQueue::Impl::commit(const std::vector<core::Job>& jobs,
+                            const std::vector<core::JobEvent>& events,
+                            const std::function<void()>& also) {
   store.transaction([&] {
     if (hooks.fence) hooks.fence();
     if (also) also();
     for (const auto& job : jobs) store.update_job(job);
+    store.add_job_events(events);
   });
   for (const auto& job : jobs) {
     if (core::is_terminal(job.state)) {
@@ -282,7 +291,9 @@ JobResult<Submitted> JobQueue::submit(const SubmitRequest& request) {
         }
         restart(job, request, input, now, deadline_s);
         job.error = outcome.reason;
-        q.commit({job});
+        q.commit({job}, {timeline_event(job, core::JobEventKind::Resubmitted, now,
+                                        outcome.reason + "; a new run, due in " +
+                                            core::fixed(deadline_s, 0) + " s")});
         out = Submitted{job, false, true};
       } else {
         core::Job job;
@@ -295,7 +306,14 @@ JobResult<Submitted> JobQueue::submit(const SubmitRequest& request) {
         job.input_bytes = input.bytes;
         job.submitted_at = now;
         job.deadline_at = now + deadline_s;
-        q.fenced([&] { job.id = q.store.insert_job(job); });
+        q.fenced([&] {
+          job.id = q.store.insert_job(job);
+          q.store.add_job_events(
+              {timeline_event(job, core::JobEventKind::Recorded, now,
+                              std::to_string(job.input_bytes) + " bytes of input, due in " +
+                                  core::fixed(deadline_s, 0) + " s" +
+                                  (job.client.empty() ? "" : ", from " + job.client))});
+        });
         q.open.emplace(job.id, job);
         out = Submitted{job, false, false};
       }
@@ -333,8 +351,19 @@ JobResult<std::optional<Finished>> JobQueue::await(std::int64_t job_id,
           }
           done.proof = std::move(*proof);
           if (done.job.delivered_at == 0) {
-            done.job.delivered_at = q.clock();
-            q.fenced([&] { q.store.update_job(done.job); });
+            const double now = q.clock();
+            done.job.delivered_at = now;
+            const double spare = done.job.deadline_at - now;
+            const std::string detail =
+                core::fixed(now - done.job.submitted_at, 1) + " s after it was submitted, " +
+                (done.job.deadline_at <= 0 ? std::string("no deadline")
+                 : spare >= 0              ? core::fixed(spare, 1) + " s before its deadline"
+                                           : core::fixed(-spare, 1) + " s after its deadline");
+            q.fenced([&] {
+              q.store.update_job(done.job);
+              q.store.add_job_events(
+                  {timeline_event(done.job, core::JobEventKind::Delivered, now, detail)});
+            });
           }
         }
         return std::optional<Finished>(std::move(done));
@@ -356,7 +385,12 @@ JobResult<void> JobQueue::undeliver(std::int64_t job_id) {
     auto job = q.store.job(job_id);
     if (!job || job->state != core::JobState::Done || job->delivered_at == 0) return {};
     job->delivered_at = 0;
-    q.fenced([&] { q.store.update_job(*job); });
+    q.fenced([&] {
+      q.store.update_job(*job);
+      q.store.add_job_events({timeline_event(
+          *job, core::JobEventKind::Undelivered, q.clock(),
+          "the client left before the proof reached it: its next call is a retry")});
+    });
     return {};
   } catch (const store::StoreError& e) {
     return tl::unexpected(unavailable(e));
@@ -385,7 +419,11 @@ JobResult<bool> JobQueue::cancel(std::int64_t job_id) {
       job.finished_at = q.clock();
       job.lease_expires_at = 0;
       job.error = "cancelled by the client";
-      q.commit({job});
+      q.commit({job}, {timeline_event(job, core::JobEventKind::Cancelled, job.finished_at,
+                                      was_leased && job.instance_id
+                                          ? "by the client, while leased to instance " +
+                                                std::to_string(*job.instance_id)
+                                          : std::string("by the client, while queued"))});
       if (was_leased && job.instance_id) {
         effects.events.emplace_back(*job.instance_id,
                                     describe(job) + " cancelled by the client while leased here");
@@ -479,15 +517,20 @@ double JobQueue::observed_since() {
   return impl_->observed_since;
 }
 
-std::vector<core::Job> JobQueue::list(const std::vector<core::JobState>& states, std::size_t limit,
+std::vector<core::Job> JobQueue::list(const store::JobFilter& filter, std::size_t limit,
                                       std::int64_t before_id) {
   std::lock_guard lock(impl_->mu);
   impl_->enter(nullptr);
-  auto jobs = impl_->store.jobs(states, limit, before_id);
+  auto jobs = impl_->store.jobs(filter, limit, before_id);
   for (auto& job : jobs) {
     if (auto it = impl_->open.find(job.id); it != impl_->open.end()) job = it->second;
   }
   return jobs;
+}
+
+std::vector<core::JobEvent> JobQueue::timeline(std::int64_t job_id, std::size_t limit) {
+  // The store's transaction order is the timeline's: no need for the queue's lock.
+  return impl_->store.job_events(job_id, limit);
 }
 
 // --- manager -------------------------------------------------------------------------------
@@ -505,9 +548,15 @@ void JobQueue::Impl::drain_closed(Effects& effects) {
       if (core::is_leased(job.state) && job.instance_id == instance_id) returned.push_back(job);
     }
     if (returned.empty()) continue;
-    for (auto& job : returned) requeue(job);
+    std::vector<core::JobEvent> steps;
+    const double now = clock();
+    for (auto& job : returned) {
+      requeue(job);
+      steps.push_back(timeline_event(job, core::JobEventKind::Requeued, now,
+                                     "instance " + std::to_string(instance_id) + ": " + why));
+    }
     try {
-      commit(returned);
+      commit(returned, steps);
     } catch (const store::StoreError&) {
       // Tried again by the next caller; the leases also expire on their own meanwhile.
       std::lock_guard guard(closed_mu);
@@ -561,15 +610,18 @@ void JobQueue::tick() {
       if (core::is_leased(job.state) && job.lease_expires_at <= now) expired.push_back(job);
     }
     if (!expired.empty()) {
+      std::vector<core::JobEvent> steps;
       for (auto& job : expired) {
+        const std::string why =
+            "attempt " + std::to_string(job.attempts) + "'s lease was not renewed";
         if (job.instance_id) {
-          effects.events.emplace_back(
-              *job.instance_id, describe(job) + " returned to the queue: attempt " +
-                                    std::to_string(job.attempts) + "'s lease was not renewed");
+          effects.events.emplace_back(*job.instance_id,
+                                      describe(job) + " returned to the queue: " + why);
         }
         Impl::requeue(job);
+        steps.push_back(timeline_event(job, core::JobEventKind::Requeued, now, why));
       }
-      q.commit(expired);
+      q.commit(expired, steps);
       q.wake_workers();
     }
     if (now >= q.alive_written_at + kAliveEveryS || now < q.alive_written_at) {

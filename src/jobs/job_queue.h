@@ -34,9 +34,11 @@
 
 #include "core/blocklist.h"
 #include "core/job.h"
+#include "core/job_event.h"
 #include "core/job_schedule.h"
 #include "jobs/proof_check.h"
 #include "store/confirm.h"
+#include "store/job_store.h"
 
 namespace pf::jobs {
 
@@ -178,9 +180,11 @@ class JobQueue {
   // first job ever submitted, or when the queue was first opened on this store).
   std::vector<double> arrivals_since(double since);
   double observed_since();
-  // Newest first; state filter empty = all; `before_id` > 0: only older jobs (the next page).
-  std::vector<core::Job> list(const std::vector<core::JobState>& states, std::size_t limit,
+  // Newest first, those `filter` matches; `before_id` > 0: only older jobs (the next page).
+  std::vector<core::Job> list(const store::JobFilter& filter, std::size_t limit,
                               std::int64_t before_id = 0);
+  // The job's timeline (core/job_event.h): its newest `limit` steps (0 = all), oldest first.
+  std::vector<core::JobEvent> timeline(std::int64_t job_id, std::size_t limit);
 
   // --- agents -------------------------------------------------------------------------------
   // Long-poll: up to `max_jobs` jobs placed on this instance (core::plan_jobs), waiting up to

@@ -97,6 +97,7 @@ JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_
                       [&](const core::WorkerView& w) { return w.instance_id == instance_id; });
       if (is_worker) {
         std::vector<core::Job> leased;
+        std::vector<core::JobEvent> steps;
         for (const auto& p : q.placements_for(instance_id, max_jobs, std::move(workers), now)) {
           core::Job job = q.open.at(p.job_id);
           job.state = core::JobState::Assigned;
@@ -105,6 +106,8 @@ JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_
           job.assigned_at = now;
           job.started_at = 0;
           job.lease_expires_at = now + q.config.lease_s;
+          steps.push_back(timeline_event(job, core::JobEventKind::Leased, now,
+                                         (p.late ? "expected late: " : "") + p.reason));
           leased.push_back(std::move(job));
           effects.events.emplace_back(instance_id, describe(leased.back()) + " leased, attempt " +
                                                        std::to_string(leased.back().attempts) +
@@ -113,7 +116,7 @@ JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_
         }
         if (!leased.empty()) {
           try {
-            q.commit(leased);
+            q.commit(leased, steps);
           } catch (const store::StoreError& e) {
             // The placements taken are not leased: the next lease plans again.
             q.plan.forget();
@@ -169,6 +172,24 @@ JobResult<InputChunk> JobQueue::read_input(std::int64_t instance_id, std::int64_
   // keeps inputs of open jobs) and its content never changes (its name is its digest).
   auto range = q.inputs.read(digest, offset, std::min(max_bytes, kMaxInputChunk));
   if (!range) return tl::unexpected(job_error(Code::Unavailable, range.error()));
+  // The chunk that ends the input is the download's end on the job's timeline (a resumed
+  // download's earlier chunks are not steps of their own).
+  const auto end = offset + static_cast<std::int64_t>(range->bytes.size());
+  if (!range->bytes.empty() && end == range->total) {
+    std::lock_guard lock(q.mu);
+    q.enter(nullptr);
+    try {
+      const auto job = q.find(job_id);
+      if (job && !Impl::not_held(*job, instance_id, attempt)) {
+        q.fenced([&] {
+          q.store.add_job_events({timeline_event(*job, core::JobEventKind::InputFetched, q.clock(),
+                                                 std::to_string(range->total) + " bytes")});
+        });
+      }
+    } catch (const store::StoreError& e) {
+      return tl::unexpected(job_error(Code::Unavailable, e.what()));
+    }
+  }
   return InputChunk{std::move(range->bytes), offset, range->total, digest};
 }
 
@@ -189,7 +210,9 @@ JobResult<ReportAck> JobQueue::started(std::int64_t instance_id, std::int64_t jo
       if (job->state == core::JobState::Proving) return ReportAck{false, "already proving"};
       job->state = core::JobState::Proving;
       job->started_at = q.clock();
-      q.commit({*job});
+      const double waited = job->started_at - job->assigned_at;
+      q.commit({*job}, {timeline_event(*job, core::JobEventKind::Proving, job->started_at,
+                                       fixed1(waited) + " s after the lease")});
       effects.events.emplace_back(instance_id,
                                   describe(*job) + " proving, attempt " + std::to_string(attempt));
       ack = ReportAck{true, "proving"};
@@ -255,10 +278,19 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
         job.queue_ms = r.queue_ms;
         // The row says done only together with its proof; a proof ends the host's streak.
         const bool had_streak = q.host_failures_in_a_row.count(instance_id) > 0;
-        q.commit({job}, [&] {
-          q.store.put_job_proof(job.id, r.proof);
-          if (had_streak) q.store.put_job_failure_streak(instance_id, 0);
-        });
+        const std::string checked =
+            q.config.proof_check == ProofCheck::None
+                ? ""
+                : ", checked (" + std::string(to_string(q.config.proof_check)) + ")";
+        q.commit({job},
+                 {timeline_event(job, core::JobEventKind::Proved, now,
+                                 fixed1(r.prove_ms / 1000) + " s proving (GPU " +
+                                     fixed1(r.gpu_ms / 1000) + " s), proof sha256 " + proof_digest +
+                                     checked)},
+                 [&] {
+                   q.store.put_job_proof(job.id, r.proof);
+                   if (had_streak) q.store.put_job_failure_streak(instance_id, 0);
+                 });
         q.host_failures_in_a_row.erase(instance_id);
         effects.events.emplace_back(
             instance_id, describe(job) + " done, attempt " + std::to_string(r.attempt) + ", " +
@@ -291,7 +323,16 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
         } else {
           Impl::requeue(job);
         }
-        q.commit({job}, [&] {
+        std::vector<core::JobEvent> steps{timeline_event(
+            job, invalid ? core::JobEventKind::ProofRejected : core::JobEventKind::ProverFailed,
+            now,
+            (invalid ? message + " (proof sha256 " + proof_digest + ")"
+                     : message + (r.oom ? " (out of memory)" : "")) +
+                "; " + outcome.reason)};
+        if (outcome.fail_job) {
+          steps.push_back(timeline_event(job, core::JobEventKind::Failed, now, job.error));
+        }
+        q.commit({job}, steps, [&] {
           q.store.put_job_failure_streak(instance_id, outcome.host_failures_in_a_row);
         });
         if (outcome.host_failures_in_a_row > 0) {

@@ -41,6 +41,10 @@ constexpr double kPlanMaxAgeS = 2;
 // "job 12 (request r-1)": how events and errors name a job.
 std::string describe(const core::Job& job);
 
+// A step of `job`'s timeline at `at`: its current attempt, on the instance it names.
+core::JobEvent timeline_event(const core::Job& job, core::JobEventKind kind, double at,
+                              std::string detail);
+
 struct JobQueue::Impl {
   Impl(store::Store& store_in, JobQueueConfig config_in, JobQueueHooks hooks_in, Clock clock_in);
 
@@ -85,9 +89,11 @@ struct JobQueue::Impl {
   // the next caller that has an Effects when `effects` is null.
   void enter(Effects* effects);
 
-  // Writes the jobs' rows (and whatever `also` writes) in one transaction, then updates `open`
-  // to match (caller holds mu). Throws StoreError, with `open` unchanged.
-  void commit(const std::vector<core::Job>& jobs, const std::function<void()>& also = {});
+  // Writes the jobs' rows, their timeline's new events (core/job_event.h) and whatever `also`
+  // writes in one transaction, then updates `open` to match (caller holds mu). Throws
+  // StoreError, with `open` unchanged.
+  void commit(const std::vector<core::Job>& jobs, const std::vector<core::JobEvent>& events = {},
+              const std::function<void()>& also = {});
   // Runs `write` in one transaction after the fence hook (JobQueueHooks::fence), if any.
   void fenced(const std::function<void()>& write);
   // A leased job back to queued (not a failure): lost lease, closed instance.

@@ -219,6 +219,10 @@ constexpr std::size_t kMaxRequestIdBytes = 256;  // as the gateway accepts them
 
 // ?state=queued,proving: known state names, comma-separated; absent or empty = every state.
 std::vector<core::JobState> job_states_param(const net::HttpRequest& req);
+// ?kind=porep-c2,snap-update: known kind names, the same way.
+std::vector<core::JobKind> job_kinds_param(const net::HttpRequest& req);
+// ?since=EPOCH_S: a finite time in seconds since 1970 (from 0 to year 5138); nullopt if absent.
+std::optional<double> epoch_param(const net::HttpRequest& req, const char* key);
 
 // ?limit=N within [1, max]; `fallback` when absent.
 int limit_param(const net::HttpRequest& req, int fallback, int max);
@@ -311,6 +315,7 @@ struct HttpApi::Impl {
 
   // The queue agents lease from: the one given in the options, else the Manager's own.
   jobs::JobQueue* job_queue_or_null() const;
+  store::JobFilter job_filter_params(const net::HttpRequest& req);
   jobs::JobQueue& job_queue() const;
 
   // The routes, by group: each group's file adds its own.

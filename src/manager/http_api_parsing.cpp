@@ -254,28 +254,62 @@ std::vector<AgentEvent> parse_events(const json& body, std::size_t max_events) {
 
 // ---- job queries --------------------------------------------------------------------------
 
-std::vector<core::JobState> job_states_param(const net::HttpRequest& req) {
-  std::vector<core::JobState> states;
-  const auto text = param(req, "state");
-  if (!text || text->empty()) return states;
-  if (text->size() > 128) fail(400, "query parameter 'state' is too long (at most 128 bytes)");
+namespace {
+
+// ?key=a,b: names `parse` knows, comma-separated, each once; absent or empty = none.
+template <typename Value, typename Parse>
+std::vector<Value> name_list_param(const net::HttpRequest& req, const char* key, Parse parse,
+                                   const char* known) {
+  std::vector<Value> values;
+  const auto text = param(req, key);
+  if (!text || text->empty()) return values;
+  if (text->size() > 128) {
+    fail(400, std::string("query parameter '") + key + "' is too long (at most 128 bytes)");
+  }
   std::size_t from = 0;
   while (from <= text->size()) {
     const auto comma = text->find(',', from);
     const std::string name =
         text->substr(from, comma == std::string::npos ? std::string::npos : comma - from);
-    auto state = core::parse_job_state(name);
-    if (!state) {
-      fail(400,
-           "query parameter 'state' must be a comma-separated list of queued, assigned, "
-           "proving, done, failed, cancelled; got " +
-               in_quotes(name));
+    auto value = parse(name);
+    if (!value) {
+      fail(400, std::string("query parameter '") + key + "' must be a comma-separated list of " +
+                    known + "; got " + in_quotes(name));
     }
-    if (std::find(states.begin(), states.end(), *state) == states.end()) states.push_back(*state);
+    if (std::find(values.begin(), values.end(), *value) == values.end()) values.push_back(*value);
     if (comma == std::string::npos) break;
     from = comma + 1;
   }
-  return states;
+  return values;
+}
+
+}  // namespace
+
+std::vector<core::JobState> job_states_param(const net::HttpRequest& req) {
+  return name_list_param<core::JobState>(req, "state", core::parse_job_state,
+                                         "queued, assigned, proving, done, failed, cancelled");
+}
+
+std::vector<core::JobKind> job_kinds_param(const net::HttpRequest& req) {
+  return name_list_param<core::JobKind>(req, "kind", core::parse_job_kind,
+                                        "porep-c2, snap-update, window-post, winning-post");
+}
+
+std::optional<double> epoch_param(const net::HttpRequest& req, const char* key) {
+  const auto text = param(req, key);
+  if (!text) return std::nullopt;
+  // Seconds since 1970, as every time in the API: no later than the year 5138 (1e11 s).
+  constexpr double kMaxEpochS = 1e11;
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (text->empty() || text->size() > 32 || ec != std::errc() ||
+      end != text->data() + text->size() || !std::isfinite(value) || value < 0 ||
+      value > kMaxEpochS) {
+    fail(400, std::string("query parameter '") + key +
+                  "' must be a time in seconds since 1970 (a number from 0 to 1e11), got " +
+                  in_quotes(*text));
+  }
+  return value;
 }
 
 int limit_param(const net::HttpRequest& req, int fallback, int max) {

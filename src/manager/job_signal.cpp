@@ -13,11 +13,12 @@ JobSignal job_signal(jobs::JobQueue& queue, int admit_window) {
   return [&queue, admit_window](double now, double since) {
     core::QueueSnapshot seen;
     seen.now = now;
-    seen.any_job = !queue.list({}, 1).empty();
+    seen.any_job = !queue.list(store::JobFilter{}, 1).empty();
     if (!seen.any_job) return seen;
     seen.observed_since = queue.observed_since();
     seen.arrivals = queue.arrivals_since(since);
-    for (const auto& job : queue.list({core::JobState::Queued}, kMaxQueuedRead)) {
+    for (const auto& job :
+         queue.list(store::JobFilter::in_states({core::JobState::Queued}), kMaxQueuedRead)) {
       seen.queued_deadlines.push_back(job.deadline_at);
     }
     seen.queued = static_cast<int>(seen.queued_deadlines.size());

@@ -75,13 +75,14 @@ JobsReport build_jobs_report(Manager& manager, jobs::JobQueue& queue,
 
   // Every open job (any age) and the newest jobs, as many as the bound allows.
   std::set<std::int64_t> listed;
-  const auto open =
-      queue.list({JobState::Queued, JobState::Assigned, JobState::Proving}, options.max_scanned);
+  const auto open = queue.list(
+      store::JobFilter::in_states({JobState::Queued, JobState::Assigned, JobState::Proving}),
+      options.max_scanned);
   for (const auto& job : open) {
     listed.insert(job.id);
     report.scanned.push_back(job);
   }
-  const auto newest = queue.list({}, options.max_scanned);
+  const auto newest = queue.list(store::JobFilter{}, options.max_scanned);
   report.has_jobs = !newest.empty() || !open.empty();
   for (const auto& job : newest) {
     if (!touches_window(job, report.since) || listed.count(job.id)) continue;

@@ -7,12 +7,43 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/job.h"
+#include "core/job_event.h"
 #include "store/transactions.h"
 
 namespace pf::store {
+
+// Which jobs a listing returns (the operator's filters: GET /api/v1/jobs). Every field left at
+// its default matches every job; set fields must all match.
+struct JobFilter {
+  std::vector<core::JobState> states;  // any of these
+  std::vector<core::JobKind> kinds;    // any of these
+  std::optional<std::string> client;   // exactly this client
+  // Jobs this instance held on any try (its timeline's leases, or the job's last holder).
+  std::optional<std::int64_t> instance_id;
+  // Jobs any rental of this machine held on any try (vast.ai's machine_id).
+  std::optional<std::int64_t> machine_id;
+  std::string request_id_prefix;          // request ids starting with this ("" = any)
+  std::optional<double> submitted_since;  // submitted_at >= since (epoch s)
+  std::optional<double> submitted_until;  // submitted_at < until
+  // Late at `now` as core::job_timeliness judges it: delivered after the deadline, or not
+  // delivered (open, or done and waiting for its client) with the deadline past.
+  bool late = false;
+  // At risk at `now` as core::is_at_risk judges it with this typical submission-to-proof time:
+  // queued, the deadline still ahead but nearer than that.
+  std::optional<double> at_risk_typical_s;
+  double now = 0;  // for `late` and `at_risk_typical_s`
+
+  // Jobs in these states, whatever else they are.
+  static JobFilter in_states(std::vector<core::JobState> states) {
+    JobFilter filter;
+    filter.states = std::move(states);
+    return filter;
+  }
+};
 
 class JobStore : public virtual Transactions {
  public:
@@ -33,9 +64,9 @@ class JobStore : public virtual Transactions {
                                               const std::string& request_id) = 0;
   // Queued, assigned and proving jobs, by id.
   virtual std::vector<core::Job> open_jobs() = 0;
-  // Newest first (by id), at most `limit` (0 = all); `states` empty = every state. `before_id`
-  // > 0: only jobs with a smaller id (the next page after a page that ended at that id).
-  virtual std::vector<core::Job> jobs(const std::vector<core::JobState>& states, std::size_t limit,
+  // Newest first (by id), at most `limit` (0 = all), those `filter` matches. `before_id` > 0:
+  // only jobs with a smaller id (the next page after a page that ended at that id).
+  virtual std::vector<core::Job> jobs(const JobFilter& filter, std::size_t limit,
                                       std::int64_t before_id = 0) = 0;
   // submitted_at of every job submitted at or after `since`.
   virtual std::vector<double> job_arrivals_since(double since) = 0;
@@ -58,6 +89,12 @@ class JobStore : public virtual Transactions {
   // running streak only. Putting 0 ends the streak (removes the row).
   virtual std::map<std::int64_t, int> job_failure_streaks() = 0;
   virtual void put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) = 0;
+
+  // --- job timelines (core/job_event.h) -----------------------------------------------------
+  // Appends in order; a detail longer than core::kMaxJobEventDetailBytes keeps its start.
+  virtual void add_job_events(const std::vector<core::JobEvent>& events) = 0;
+  // The job's newest `limit` events (0 = all), oldest first.
+  virtual std::vector<core::JobEvent> job_events(std::int64_t job_id, std::size_t limit) = 0;
 };
 
 }  // namespace pf::store

@@ -102,7 +102,7 @@ class SqlStore final : public Store {
   std::optional<core::Job> client_job(const std::string& client,
                                       const std::string& request_id) override;
   std::vector<core::Job> open_jobs() override;
-  std::vector<core::Job> jobs(const std::vector<core::JobState>& states, std::size_t limit,
+  std::vector<core::Job> jobs(const JobFilter& filter, std::size_t limit,
                               std::int64_t before_id = 0) override;
   std::vector<double> job_arrivals_since(double since) override;
   std::map<core::JobState, std::int64_t> job_counts() override;
@@ -114,6 +114,8 @@ class SqlStore final : public Store {
                        double lease_expires_at) override;
   std::map<std::int64_t, int> job_failure_streaks() override;
   void put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) override;
+  void add_job_events(const std::vector<core::JobEvent>& events) override;
+  std::vector<core::JobEvent> job_events(std::int64_t job_id, std::size_t limit) override;
   std::optional<core::LeaseRow> leader_lease(const std::string& name) override;
   std::optional<core::LeaseRow> lock_leader_lease(const std::string& name,
                                                   double idle_limit_s) override;

@@ -1,9 +1,11 @@
 // SqlStore's proof jobs (issue 12): the `jobs` table.
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "core/text.h"
 #include "store/sql_columns.h"
 #include "store/sql_store.h"
 #include "store/sql_store_detail.h"
@@ -87,10 +89,26 @@ std::string job_select(std::string_view where) {
   return select + std::string(where);
 }
 
+using EventColumns = sql::Columns<core::JobEvent, sql::RowRead>;
+using E = sql::ColumnsOf<core::JobEvent, sql::RowRead>;
+
+const EventColumns& job_event_columns() {
+  static const EventColumns columns{
+      E::int64("job_id", &core::JobEvent::job_id),
+      E::real("at", &core::JobEvent::at),
+      E::named("kind", &core::JobEvent::kind, core::parse_job_event_kind),
+      E::int32("attempt", &core::JobEvent::attempt),
+      E::opt_int64("instance_id", &core::JobEvent::instance_id),
+      E::text("detail", &core::JobEvent::detail),
+  };
+  return columns;
+}
+
 }  // namespace
 
 std::vector<std::string> sql::job_tables_columns(std::string_view table) {
   if (table == "jobs") return job_columns().names();
+  if (table == "job_events") return job_event_columns().names();
   return {};
 }
 
@@ -155,28 +173,87 @@ std::vector<core::Job> SqlStore::open_jobs() {
   return out;
 }
 
-std::vector<core::Job> SqlStore::jobs(const std::vector<core::JobState>& states, std::size_t limit,
+std::vector<core::Job> SqlStore::jobs(const JobFilter& filter, std::size_t limit,
                                       std::int64_t before_id) {
   std::lock_guard lock(mutex_);
-  // One statement for every filter: a slot per state there is, unused ones NULL (which IN
-  // never matches).
-  static constexpr const char* kSlots[] = {":s0", ":s1", ":s2", ":s3", ":s4", ":s5"};
-  static_assert(std::size(kSlots) == static_cast<std::size_t>(core::JobState::Cancelled) + 1,
-                "one slot per job state");
-  Statement s(*conn_,
-              job_select("WHERE (:all = 1 OR state IN (:s0, :s1, :s2, :s3, :s4, :s5)) "
-                         "AND (:before = 0 OR id < :before) ORDER BY id DESC LIMIT :limit"),
-              "listing jobs");
-  s.bind_bool(":all", states.empty());
-  s.bind_int(":before", std::max<std::int64_t>(before_id, 0));
-  bool wanted[std::size(kSlots)] = {};
-  for (auto st : states) wanted[static_cast<std::size_t>(st)] = true;
-  for (std::size_t i = 0; i < std::size(kSlots); ++i) {
-    if (wanted[i])
-      s.bind_text(kSlots[i], core::to_string(static_cast<core::JobState>(i)));
-    else
-      s.bind_null(kSlots[i]);
+  // The WHERE clause holds only the filters set, so each combination is its own prepared
+  // statement with its own plan (at most one per combination: a few dozen in practice).
+  std::string where = "WHERE 1 = 1";
+  std::vector<std::function<void(Statement&)>> binds;
+  const auto any_of = [&](const char* column, const char* prefix, const auto& values) {
+    if (values.empty()) return;
+    std::string slots;
+    std::size_t i = 0;
+    for (const auto& value : values) {
+      const std::string name = std::string(":") + prefix + std::to_string(i++);
+      slots += (slots.empty() ? "" : ", ") + name;
+      binds.push_back([name, text = std::string(core::to_string(value))](Statement& st) {
+        st.bind_text(name.c_str(), text);
+      });
+    }
+    where += std::string(" AND ") + column + " IN (" + slots + ")";
+  };
+  any_of("state", "s", filter.states);
+  any_of("kind", "k", filter.kinds);
+  if (filter.client) {
+    where += " AND client = :client";
+    binds.push_back([&](Statement& st) { st.bind_text(":client", *filter.client); });
   }
+  // A job's instance_id is its last holder; the timeline's leases name every earlier one.
+  if (filter.instance_id) {
+    where +=
+        " AND (instance_id = :instance OR id IN (SELECT job_id FROM job_events WHERE "
+        "instance_id = :instance AND kind = 'leased'))";
+    binds.push_back([&](Statement& st) { st.bind_int(":instance", *filter.instance_id); });
+  }
+  if (filter.machine_id) {
+    where +=
+        " AND (instance_id IN (SELECT id FROM instances WHERE machine_id = :machine) OR id IN "
+        "(SELECT e.job_id FROM job_events e JOIN instances i ON i.id = e.instance_id WHERE "
+        "i.machine_id = :machine AND e.kind = 'leased'))";
+    binds.push_back([&](Statement& st) { st.bind_int(":machine", *filter.machine_id); });
+  }
+  if (!filter.request_id_prefix.empty()) {
+    // Request ids are printable ASCII (jobs/job_queue.cpp check_request): characters are bytes.
+    where += " AND substr(request_id, 1, :prefix_len) = :prefix";
+    binds.push_back([&](Statement& st) {
+      st.bind_int(":prefix_len", static_cast<std::int64_t>(filter.request_id_prefix.size()));
+      st.bind_text(":prefix", filter.request_id_prefix);
+    });
+  }
+  if (filter.submitted_since) {
+    where += " AND submitted_at >= :since";
+    binds.push_back([&](Statement& st) { st.bind_real(":since", *filter.submitted_since); });
+  }
+  if (filter.submitted_until) {
+    where += " AND submitted_at < :until";
+    binds.push_back([&](Statement& st) { st.bind_real(":until", *filter.submitted_until); });
+  }
+  if (filter.late) {
+    // core::job_timeliness's Late: delivered after the deadline, or undelivered past it (open,
+    // or done and not yet handed over). Failed and cancelled jobs are missed or withdrawn.
+    where +=
+        " AND deadline_at > 0 AND state IN ('queued', 'assigned', 'proving', 'done') AND "
+        "(CASE WHEN state = 'done' AND delivered_at > 0 THEN delivered_at ELSE :late_now END) > "
+        "deadline_at";
+    binds.push_back([&](Statement& st) { st.bind_real(":late_now", filter.now); });
+  }
+  if (filter.at_risk_typical_s) {
+    // core::is_at_risk, in the same arithmetic (left = deadline - now; 0 < left < typical).
+    where +=
+        " AND state = 'queued' AND deadline_at > 0 AND deadline_at - :risk_now > 0 AND "
+        "deadline_at - :risk_now < :typical";
+    binds.push_back([&](Statement& st) {
+      st.bind_real(":risk_now", filter.now);
+      st.bind_real(":typical", *filter.at_risk_typical_s);
+    });
+  }
+  if (before_id > 0) {
+    where += " AND id < :before";
+    binds.push_back([&](Statement& st) { st.bind_int(":before", before_id); });
+  }
+  Statement s(*conn_, job_select(where + " ORDER BY id DESC LIMIT :limit"), "listing jobs");
+  for (const auto& bind : binds) bind(s);
   s.bind_int(":limit", sql::limit_or_all(limit));
   std::vector<core::Job> out;
   while (s.next()) out.push_back(read_job(s));
@@ -296,6 +373,50 @@ void SqlStore::put_job_failure_streak(std::int64_t instance_id, int failures_in_
   s.bind_int(":instance", instance_id);
   s.bind_int(":n", failures_in_a_row);
   s.run();
+}
+
+// --- job timelines
+// --------------------------------------------------------------------------------
+
+void SqlStore::add_job_events(const std::vector<core::JobEvent>& events) {
+  if (events.empty()) return;
+  std::lock_guard lock(mutex_);
+  static const std::string sql = "INSERT INTO job_events (" + job_event_columns().list() +
+                                 ") VALUES (" + job_event_columns().placeholders() + ")";
+  for (const auto& event : events) {
+    Statement s(*conn_, sql,
+                "recording '" + std::string(core::to_string(event.kind)) + "' of job " +
+                    std::to_string(event.job_id));
+    if (event.detail.size() > core::kMaxJobEventDetailBytes) {
+      core::JobEvent cut = event;
+      cut.detail = std::string(core::utf8_prefix(event.detail, core::kMaxJobEventDetailBytes));
+      job_event_columns().bind(s, cut);
+    } else {
+      job_event_columns().bind(s, event);
+    }
+    s.run();
+  }
+}
+
+std::vector<core::JobEvent> SqlStore::job_events(std::int64_t job_id, std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  const std::string doing = "reading the timeline of job " + std::to_string(job_id);
+  Statement s(*conn_,
+              "SELECT * FROM (SELECT id, " + job_event_columns().list() +
+                  " FROM job_events WHERE job_id = :job ORDER BY id DESC LIMIT :limit) AS recent "
+                  "ORDER BY id",
+              doing);
+  s.bind_int(":job", job_id);
+  s.bind_int(":limit", sql::limit_or_all(limit));
+  std::vector<core::JobEvent> out;
+  while (s.next()) {
+    core::JobEvent e;
+    sql::RowRead context{"event " + std::to_string(s.integer("id")) + " of job " +
+                         std::to_string(job_id)};
+    job_event_columns().read(s, e, context);
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 }  // namespace pf::store

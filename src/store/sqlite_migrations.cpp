@@ -374,6 +374,22 @@ ALTER TABLE instances ADD COLUMN market_stopped_s REAL NOT NULL DEFAULT 0.0
 ALTER TABLE instances ADD COLUMN bid_price REAL CHECK (bid_price IS NULL OR bid_price > 0);
 ALTER TABLE instances ADD COLUMN market_stops INTEGER NOT NULL DEFAULT 0 CHECK (market_stops >= 0);
 )sql"},
+    // Each job's timeline (issue 36, core/job_event.h): written with the job's row. No foreign
+    // key to jobs: a store copy (store_copy.cpp) loads tables by name after instances, and
+    // job_events sorts before jobs; the queue writes both in one transaction.
+    Migration{16, "job timelines", R"sql(
+CREATE TABLE job_events (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL,
+  at REAL NOT NULL,
+  kind TEXT NOT NULL,
+  attempt INTEGER NOT NULL CHECK (attempt >= 0),
+  instance_id INTEGER,
+  detail TEXT NOT NULL
+) STRICT;
+CREATE INDEX job_events_job ON job_events(job_id, id);
+CREATE INDEX job_events_instance ON job_events(instance_id, job_id) WHERE instance_id IS NOT NULL;
+)sql"},
 };
 
 static_assert(versions_are_consecutive(kMigrations),

@@ -1,6 +1,7 @@
 // Browser test of the dashboard during a real `proverfleet demo` run, in Debian's headless
 // Chromium driven by playwright-core: sign in, see instances appear and change state, open an
-// instance page, deploy an offer, destroy an instance. Screenshots go to $PF_ARTIFACT_DIR.
+// instance page, deploy an offer, destroy an instance, block a host, follow a proved job from
+// the jobs list to its timeline and the instance that proved it. Screenshots go to $PF_ARTIFACT_DIR.
 // Run by ctest (CMakeLists.txt passes PF_BINARY, PF_SOURCE_DIR, PF_ARTIFACT_DIR); exits 1 with
 // the step that failed.
 import { spawn } from 'node:child_process';
@@ -228,6 +229,39 @@ async function main() {
     .catch(() => null);
   if (dialog) await page.click('[data-testid=confirm-ok]');
   await page.waitForSelector(blocked, { state: 'detached', timeout: 15_000 });
+
+  step = 'jobs page: the gateway\'s jobs, live';
+  await page.click('[data-testid=nav-jobs]');
+  await page.waitForSelector('[data-testid=jobs-filter]', { timeout: 15_000 });
+  await page.waitForSelector('[data-testid=job-row]', { timeout: 120_000 });
+  await page.screenshot({ path: join(artifacts, '08-jobs.png'), fullPage: true });
+
+  step = 'jobs page: filtering on done jobs';
+  await page.selectOption('[data-testid=jobs-filter-state]', 'done');
+  await page.click('[data-testid=jobs-filter-apply]');
+  await page.waitForFunction(() => location.hash.includes('state=done'), null, { timeout: 5_000 });
+  // Done and delivered (its client took the proof), so its timeline is whole.
+  const delivered = '[data-testid=job-row][data-state=done][data-delivered="1"]';
+  await page.waitForSelector(delivered, { timeout: 150_000 });
+  const shown = await page.$$eval('[data-testid=job-row]', (rows) => rows.map((r) => r.dataset.state));
+  if (shown.some((s) => s !== 'done')) throw new Error(`the done filter shows ${JSON.stringify(shown)}`);
+
+  step = 'following a job to its timeline';
+  const jobId = await page.getAttribute(`${delivered} >> nth=0`, 'data-id');
+  await page.click(`[data-testid=job-row][data-id="${jobId}"] [data-testid=job-link]`);
+  await page.waitForSelector(`[data-testid=job-page][data-id="${jobId}"]`, { timeout: 15_000 });
+  const steps = await page.$$eval('[data-testid=job-step]', (items) => items.map((i) => i.dataset.kind));
+  for (const kind of ['recorded', 'leased', 'proved', 'delivered']) {
+    if (!steps.includes(kind)) throw new Error(`job ${jobId}'s timeline has no '${kind}' step: ${JSON.stringify(steps)}`);
+  }
+  log(`job ${jobId}: ${steps.join(' -> ')}`);
+  await page.screenshot({ path: join(artifacts, '09-job.png'), fullPage: true });
+
+  step = 'from the job to the instance that proved it';
+  await page.click('[data-testid=job-page] .facts [data-testid=job-instance-link]');
+  await page.waitForSelector('[data-testid=instance-page]', { timeout: 15_000 });
+  await page.click('[data-testid=instance-jobs-link]');
+  await page.waitForSelector(`[data-testid=job-row][data-id="${jobId}"]`, { timeout: 30_000 });
 
   if (pageErrors.length) throw new Error(`script errors on the page:\n${pageErrors.join('\n')}`);
 }

@@ -173,7 +173,7 @@ TEST_P(GatewayRelay, AFollowerRelaysToTheLeadersQueueAndARetriedRequestIdIsOneJo
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(reply.job_id(), "relay-1");
   }
-  EXPECT_EQ(queue_->list({core::JobState::Queued}, 100).size(), 1u);
+  EXPECT_EQ(queue_->list(store::JobFilter::in_states({core::JobState::Queued}), 100).size(), 1u);
   EXPECT_EQ(follower_->relayed(), 2u);
   EXPECT_EQ(leader_->metrics().joined(), 1u);
   // Counted on both sides: the follower's front and the leader's.
@@ -202,7 +202,7 @@ TEST_P(GatewayRelay, NoLeaderKnownIsUnavailableWithARetryHint) {
   const auto hint = trailers.find(kRetryAfterMetadata);
   ASSERT_NE(hint, trailers.end());
   EXPECT_EQ(std::string(hint->second.data(), hint->second.size()), "2000");
-  EXPECT_TRUE(queue_->list({core::JobState::Queued}, 100).empty());
+  EXPECT_TRUE(queue_->list(store::JobFilter::in_states({core::JobState::Queued}), 100).empty());
 }
 
 // A failover takes seconds and Curio fails a task on any error (SnapDeals has 3 tries, no wait):
@@ -290,12 +290,12 @@ TEST_P(GatewayRelay, ARelayThatReachesItsOwnReplicaIsToldApart) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(status.error_message(), HasSubstr("relay reached itself"));
   EXPECT_EQ(follower_->relayed(), 1u);
-  EXPECT_TRUE(queue_->list({core::JobState::Queued}, 100).empty());
+  EXPECT_TRUE(queue_->list(store::JobFilter::in_states({core::JobState::Queued}), 100).empty());
   // Once the address is the leader's alone, the same follower relays there.
   set_leader(address_of(*leader_));
   grpc::ClientContext again;
   ASSERT_TRUE(submit("relay-self", reply, again).ok());
-  EXPECT_EQ(queue_->list({core::JobState::Queued}, 100).size(), 1u);
+  EXPECT_EQ(queue_->list(store::JobFilter::in_states({core::JobState::Queued}), 100).size(), 1u);
 }
 
 TEST_P(GatewayRelay, TheFollowersAllowListRefusesBeforeRelaying) {
@@ -307,7 +307,7 @@ TEST_P(GatewayRelay, TheFollowersAllowListRefusesBeforeRelaying) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(follower_->relayed(), 0u);
   EXPECT_EQ(follower_->metrics().denied(), 1u);
-  EXPECT_TRUE(queue_->list({core::JobState::Queued}, 100).empty());
+  EXPECT_TRUE(queue_->list(store::JobFilter::in_states({core::JobState::Queued}), 100).empty());
 }
 
 TEST_P(GatewayRelay, AFollowerThatStartsLeadingAnswersFromItsQueueAndEndsRelayedCalls) {
@@ -323,8 +323,10 @@ TEST_P(GatewayRelay, AFollowerThatStartsLeadingAnswersFromItsQueueAndEndsRelayed
     cuzk::v1::ProveResponse reply;
     return stub_->Prove(&ctx, call, &reply);
   });
-  eventually([&] { return !queue_->list({core::JobState::Queued}, 100).empty(); });
-  ASSERT_EQ(queue_->list({core::JobState::Queued}, 100).size(), 1u);
+  eventually([&] {
+    return !queue_->list(store::JobFilter::in_states({core::JobState::Queued}), 100).empty();
+  });
+  ASSERT_EQ(queue_->list(store::JobFilter::in_states({core::JobState::Queued}), 100).size(), 1u);
   follower_->serve_queue(*queue_);  // its term: the same store, so the same job
   ASSERT_EQ(waiting.wait_for(30s), std::future_status::ready);
   const grpc::Status ended = waiting.get();
@@ -335,7 +337,7 @@ TEST_P(GatewayRelay, AFollowerThatStartsLeadingAnswersFromItsQueueAndEndsRelayed
   cuzk::v1::SubmitProofResponse reply;
   ASSERT_TRUE(submit("relay-6", reply, ctx).ok());
   EXPECT_EQ(follower_->relayed(), 1u);
-  EXPECT_EQ(queue_->list({core::JobState::Queued}, 100).size(), 1u);
+  EXPECT_EQ(queue_->list(store::JobFilter::in_states({core::JobState::Queued}), 100).size(), 1u);
 }
 
 // A takeover or a lost lease ends a term while Curio's Prove waits on that replica's queue: the
@@ -359,7 +361,9 @@ TEST_P(GatewayRelay, AProveWhoseTermEndsUnderItIsAnsweredByTheNextLeader) {
     const grpc::Status status = rig->Prove(&ctx, call, &reply);
     return std::make_pair(status, reply);
   });
-  eventually([&] { return !queue_->list({core::JobState::Queued}, 100).empty(); });
+  eventually([&] {
+    return !queue_->list(store::JobFilter::in_states({core::JobState::Queued}), 100).empty();
+  });
   follower_->stop_serving_queue();  // its term ends: the call is held, not failed
   EXPECT_EQ(waiting.wait_for(1500ms), std::future_status::timeout);
   set_leader(address_of(*leader_));  // the next leader, over the same store

@@ -378,6 +378,24 @@ TEST_P(ManagerE2E, JobsCommandPagesWithACursor) {
   EXPECT_EQ(rows[0]["client"], "default");  // the operator's cluster: no client token
   auto [bad_code, bad_out] = cli({"jobs", "--cursor", "0"});
   EXPECT_NE(bad_code, 0) << bad_out;
+
+  // Filters (issue 36): a request id's start, and a bad kind named by the manager.
+  auto by_request = pf::test::run_cli({"jobs", "--json", "--request", "page-1"}, mgr_url_, token_);
+  ASSERT_EQ(by_request.code, 0) << by_request.out << by_request.err;
+  const json matched = json::parse(by_request.out);
+  ASSERT_EQ(matched.size(), 1u) << by_request.out;
+  EXPECT_EQ(matched[0]["request_id"], "page-1");
+  auto [kind_code, kind_out] = cli({"jobs", "--kind", "porep"});
+  EXPECT_EQ(kind_code, 1);
+  EXPECT_THAT(kind_out, ::testing::HasSubstr("'kind'"));
+  // One job by its request id: its facts and timeline.
+  auto [one_code, one_out] = cli({"jobs", "page-1"});
+  ASSERT_EQ(one_code, 0) << one_out;
+  EXPECT_THAT(one_out, ::testing::HasSubstr("request page-1"));
+  EXPECT_THAT(one_out, ::testing::HasSubstr("recorded"));
+  auto [none_code, none_out] = cli({"jobs", "no-such-request"});
+  EXPECT_EQ(none_code, 1);
+  EXPECT_THAT(none_out, ::testing::HasSubstr("unknown job"));
 }
 
 }  // namespace

@@ -854,21 +854,29 @@ TEST_P(JobStore, QueriesAndRetention) {
 
   EXPECT_EQ(store.open_jobs().size(), 1u);
   EXPECT_EQ(store.open_jobs()[0].id, open);
-  const auto done = store.jobs({core::JobState::Done}, 0);
+  const auto done = store.jobs(store::JobFilter::in_states({core::JobState::Done}), 0);
   ASSERT_EQ(done.size(), 2u);
   EXPECT_EQ(done[0].id, new_done);  // newest first
   EXPECT_EQ(store.jobs({}, 3).size(), 3u);
-  EXPECT_EQ(store.jobs({core::JobState::Done, core::JobState::Failed}, 0).size(), 3u);
-  // Repeats change nothing; every state at once is every job.
   EXPECT_EQ(
-      store.jobs({core::JobState::Done, core::JobState::Done, core::JobState::Queued}, 0).size(),
+      store.jobs(store::JobFilter::in_states({core::JobState::Done, core::JobState::Failed}), 0)
+          .size(),
       3u);
+  // Repeats change nothing; every state at once is every job.
   EXPECT_EQ(store
-                .jobs({core::JobState::Queued, core::JobState::Assigned, core::JobState::Proving,
-                       core::JobState::Done, core::JobState::Failed, core::JobState::Cancelled},
-                      2)
+                .jobs(store::JobFilter::in_states(
+                          {core::JobState::Done, core::JobState::Done, core::JobState::Queued}),
+                      0)
                 .size(),
-            2u);
+            3u);
+  EXPECT_EQ(
+      store
+          .jobs(store::JobFilter::in_states({core::JobState::Queued, core::JobState::Assigned,
+                                             core::JobState::Proving, core::JobState::Done,
+                                             core::JobState::Failed, core::JobState::Cancelled}),
+                2)
+          .size(),
+      2u);
   EXPECT_EQ(store.job_counts()[core::JobState::Done], 2);
   EXPECT_EQ(store.job_arrivals_since(250).size(), 2u);
   EXPECT_EQ(store.job_proof(old_done), std::string("p\0roof", 6));  // bytes, not text
@@ -910,7 +918,7 @@ TEST_P(JobStore, ListingPagesByCursor) {
     cursor = jobs.back().id;
   }
   EXPECT_EQ(seen, std::vector<std::int64_t>(ids.rbegin(), ids.rend()));
-  const auto queued = store->jobs({core::JobState::Queued}, 2, ids[5]);
+  const auto queued = store->jobs(store::JobFilter::in_states({core::JobState::Queued}), 2, ids[5]);
   ASSERT_EQ(queued.size(), 2u);
   EXPECT_EQ(queued[0].id, ids[4]);
   EXPECT_EQ(queued[1].id, ids[2]);

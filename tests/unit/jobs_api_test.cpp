@@ -158,6 +158,75 @@ TEST_F(JobsApiTest, BadQueryParametersAre400NamingTheParameter) {
 
 // Pages of at most `limit`, newest first: a full page names the next cursor; following it walks
 // every job once; the last page has no cursor.
+TEST_F(JobsApiTest, BadFiltersAre400NamingTheFilter) {
+  expect_error("/api/v1/jobs?kind=porep", 400, "'kind'");
+  expect_error("/api/v1/jobs?client=", 400, "'client'");
+  expect_error("/api/v1/jobs?client=" + std::string(300, 'c'), 400, "'client'");
+  expect_error("/api/v1/jobs?instance=0", 400, "'instance'");
+  expect_error("/api/v1/jobs?instance=x", 400, "'instance'");
+  expect_error("/api/v1/jobs?machine=-4", 400, "'machine'");
+  expect_error("/api/v1/jobs?request=a%20b", 400, "'request'");
+  expect_error("/api/v1/jobs?request=%C3%A9", 400, "'request'");
+  for (const char* since : {"abc", "nan", "inf", "-1", "1e12", "", "1.5.2"}) {
+    expect_error(std::string("/api/v1/jobs?since=") + since, 400, "'since'");
+  }
+  expect_error("/api/v1/jobs?until=1e300", 400, "'until'");
+  expect_error("/api/v1/jobs?since=2000&until=1000", 400, "'until'");
+  expect_error("/api/v1/jobs?late=maybe", 400, "'late'");
+  expect_error("/api/v1/jobs?at_risk=2", 400, "'at_risk'");
+}
+
+TEST_F(JobsApiTest, FiltersNarrowTheListing) {
+  const auto first = submit("sector-1");
+  submit("sector-2");
+  now_ = now_.load() + 100;
+  const auto third = submit("snap-3");
+  prove_and_deliver(first.id, 60);
+  const auto ids = [&](const std::string& query) {
+    std::vector<std::int64_t> out;
+    for (const auto& row : get_json("/api/v1/jobs?" + query)) out.push_back(row["id"]);
+    return out;
+  };
+  EXPECT_EQ(ids("request=sector-").size(), 2u);
+  EXPECT_EQ(ids("request=snap"), std::vector<std::int64_t>{third.id});
+  EXPECT_EQ(ids("client=127.0.0.1").size(), 3u);
+  EXPECT_TRUE(ids("client=10.9.9.9").empty());
+  EXPECT_EQ(ids("instance=1"), std::vector<std::int64_t>{first.id});
+  EXPECT_TRUE(ids("instance=2").empty());
+  EXPECT_EQ(ids("kind=porep-c2").size(), 3u);
+  EXPECT_TRUE(ids("kind=snap-update").empty());
+  EXPECT_EQ(ids("since=" + std::to_string(third.submitted_at)),
+            std::vector<std::int64_t>{third.id});
+  EXPECT_EQ(ids("until=" + std::to_string(third.submitted_at)).size(), 2u);
+  EXPECT_TRUE(ids("late=1").empty());
+  // One proof took 160 s from submission (the window's median): a queued job with less than
+  // that left is at risk, as /metrics counts it; past its deadline it is late.
+  EXPECT_TRUE(ids("at_risk=1").empty());
+  now_ = third.deadline_at - 100;
+  EXPECT_EQ(ids("at_risk=true"), std::vector<std::int64_t>{third.id});
+  EXPECT_EQ(ids("at_risk=1&state=queued&kind=porep-c2"), std::vector<std::int64_t>{third.id});
+  EXPECT_TRUE(ids("at_risk=1&state=done").empty());
+  now_ = third.deadline_at + 1;
+  EXPECT_EQ(ids("late=1").size(), 2u);  // both queued jobs; the done one was on time
+}
+
+TEST_F(JobsApiTest, AJobShowsItsTimeline) {
+  const auto job = submit("r-9");
+  prove_and_deliver(job.id, 75);
+  const json got = get_json("/api/v1/jobs/r-9");
+  ASSERT_TRUE(got["timeline"].is_array()) << got.dump();
+  std::vector<std::string> kinds;
+  for (const auto& step : got["timeline"]) kinds.push_back(step["kind"]);
+  EXPECT_EQ(kinds,
+            (std::vector<std::string>{"recorded", "leased", "proving", "proved", "delivered"}));
+  const json& leased = got["timeline"][1];
+  EXPECT_EQ(leased["instance_id"], 1);
+  EXPECT_EQ(leased["attempt"], 1);
+  EXPECT_TRUE(leased["machine_id"].is_null());  // instance 1 has no row in this test's store
+  EXPECT_FALSE(got["timeline_truncated"].get<bool>());
+  EXPECT_THAT(got["timeline"][3]["detail"].get<std::string>(), HasSubstr("75.0 s proving"));
+}
+
 TEST_F(JobsApiTest, TheListingPagesWithACursor) {
   std::vector<std::string> submitted;
   for (int i = 0; i < 5; ++i) submitted.push_back(submit("p-" + std::to_string(i)).request_id);

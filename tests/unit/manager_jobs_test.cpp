@@ -8,7 +8,9 @@
 #include <filesystem>
 
 #include "jobs/job_queue.h"
+#include "core/fleet.h"
 #include "manager/manager.h"
+#include "store/store.h"
 #include "support/fake_market.h"
 
 namespace pf::manager {

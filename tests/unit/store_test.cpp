@@ -1183,6 +1183,7 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
            "DROP TABLE destroyed_totals;"
            "DROP TABLE job_failure_streaks;"
            "DROP TABLE jobs;"
+           "DROP TABLE job_events;"
            "DROP TABLE agent_logs;"
            "DROP TABLE memory_observations;"
            "DROP INDEX instances_live;"
