@@ -1,11 +1,12 @@
 // The dashboard's page logic: sign-in, hash routes (#/instances, #/instances/ID, #/jobs,
-// #/jobs/ID, #/offers, #/hosts), the live fleet stream, and one delegated listener per event type for every button
+// #/jobs/ID, #/offers, #/hosts, #/hosts/MACHINE), the live fleet stream, and one delegated listener per event type for every button
 // and form (tables are re-rendered whole, so rows carry no listeners of their own).
 
 import { api, FleetStream, token } from './api.js';
 import { duration, esc } from './format.js';
 import * as V from './views.js';
 import * as J from './job_views.js';
+import { hostPage } from './host_views.js';
 import { tuneBody } from './ops_views.js';
 
 const $ = (selector) => document.querySelector(selector);
@@ -97,6 +98,7 @@ function parseRoute(hash) {
   if (parts[0] === 'jobs' && parts[1]) return { page: 'job', key: decodeURIComponent(parts[1]) };
   if (parts[0] === 'jobs') return { page: 'jobs', filter: J.jobFilterFromQuery(new URLSearchParams(query)) };
   if (parts[0] === 'offers') return { page: 'offers' };
+  if (parts[0] === 'hosts' && /^\d+$/.test(parts[1] ?? '')) return { page: 'host', machine: Number(parts[1]) };
   if (parts[0] === 'hosts') return { page: 'hosts' };
   return { page: 'instances' };
 }
@@ -229,6 +231,26 @@ async function loadJob() {
   }
 }
 
+async function loadHost() {
+  const machine = state.route.machine;
+  try {
+    const detail = await api('GET', `/api/v1/hosts/${machine}`);
+    if (state.route.page !== 'host' || state.route.machine !== machine) return;
+    const el = $('#host-detail');
+    if (el) el.innerHTML = hostPage(detail, serverNow());
+  } catch (error) {
+    const el = $('#host-detail');
+    if (error.status === 404 && el) el.innerHTML = `<p class="empty">${esc(error.message)}</p>`;
+    else handleError(error);
+  }
+}
+
+// After a block or unblock: whichever hosts view is open shows it.
+async function reloadHostViews() {
+  if (state.route.page === 'host') await loadHost();
+  else await loadHosts();
+}
+
 function renderHosts() {
   const now = serverNow();
   if ($('#hosts-table')) $('#hosts-table').innerHTML = V.hostsTable(state.hosts, now);
@@ -249,7 +271,7 @@ async function loadHosts() {
 function renderRoute() {
   const route = parseRoute(location.hash);
   state.route = route;
-  const section = { instance: 'instances', job: 'jobs' }[route.page] ?? route.page;
+  const section = { instance: 'instances', job: 'jobs', host: 'hosts' }[route.page] ?? route.page;
   document.querySelectorAll('[data-nav]').forEach((a) => a.classList.toggle('active', a.dataset.nav === section));
   const view = $('#view');
   clearTimeout(state.detailTimer);
@@ -281,6 +303,9 @@ function renderRoute() {
     view.innerHTML = '<div id="job-detail"><p class="empty">Loading…</p></div>';
     state.job = null;
     loadJob();
+  } else if (route.page === 'host') {
+    view.innerHTML = '<div id="host-detail"><p class="empty">Loading…</p></div>';
+    loadHost();
   } else if (route.page === 'offers') {
     view.innerHTML = '<div class="toolbar"><h1>Offers</h1></div>' + V.offersForm(state.offersParams) +
       '<div id="offers-results" class="table-wrap"></div>';
@@ -408,7 +433,7 @@ const actions = {
     await withBusy(el, async () => {
       await api('DELETE', `/api/v1/bad-hosts/${machine}`);
       toast(`Machine ${machine} unblocked`);
-      await loadHosts();
+      await reloadHostViews();
     });
   },
   'block-host'(el) {
@@ -476,7 +501,7 @@ document.addEventListener('submit', async (event) => {
       toast(`Machine ${body.machine_id} blocked`);
       state.blockMachine = '';
       form.reset();
-      await loadHosts();
+      await reloadHostViews();
     });
   }
 });

@@ -373,7 +373,7 @@ export function instancePage(detail, now) {
   const v = r.verdict;
   const facts = '<dl class="facts">' +
     fact('GPU', esc(gpus(o.num_gpus, o.gpu_name))) +
-    fact('machine / host', `${esc(o.machine_id ?? '—')} / ${esc(o.host_id ?? '—')}`) +
+    fact('machine / host', `${isNum(o.machine_id) ? `<a href="#/hosts/${esc(o.machine_id)}" data-testid="instance-host-link">${esc(o.machine_id)}</a>` : '—'} / ${esc(o.host_id ?? '—')}`) +
     fact('location', esc(o.geolocation || '—')) +
     fact('$ / hour', esc(usd(o.dph_total, 3))) +
     fact('terms', isNum(r.bid_price)
@@ -517,7 +517,7 @@ export function hostsTable(hosts, now) {
     const history = h.history ?? [];
     const marked = history.filter((r) => r.contended || r.throttled).length;
     return `<tr data-testid="host-row" data-machine-id="${esc(h.machine_id)}">` +
-      `<td>${esc(h.machine_id)}</td><td>${esc(gpus(h.num_gpus, h.gpu_name))}</td>` +
+      `<td><a href="#/hosts/${esc(h.machine_id)}" data-testid="host-link">${esc(h.machine_id)}</a></td><td>${esc(gpus(h.num_gpus, h.gpu_name))}</td>` +
       `<td class="num">${esc(int(h.runs))}${marked ? `<div class="sub">${esc(marked)} marked</div>` : ''}</td>` +
       `<td class="num">${esc(perHour(h.median))}</td><td class="num">${esc(perHour(h.p10))}</td>` +
       `<td class="num">${esc(perHour(h.latest))}</td><td class="num">${esc(perHour(h.ewma))}</td>` +

@@ -18,6 +18,7 @@
 #include "jobs/job_queue.h"
 #include "manager/autopilot.h"
 #include "manager/dashboard.h"
+#include "manager/dashboard_snapshot.h"
 #include "manager/http_api_impl.h"
 #include "manager/views.h"
 #include "market/query.h"
@@ -27,6 +28,13 @@
 #include "util/exception_message.h"
 
 namespace pf::manager {
+namespace {
+
+// The host page reads each rental's newest audit events for its strikes and block changes: a
+// machine rented many times still answers in bounded time.
+constexpr std::size_t kMaxHostEventsPerRental = 500;
+
+}  // namespace
 
 using namespace api_detail;  // this file is part of the API's implementation
 
@@ -120,6 +128,64 @@ void HttpApi::Impl::add_operator_routes() {
     }
     return json_reply(200, out);
   });
+
+  // One machine (vast.ai's machine_id) as the host page shows it: every rental of it, its
+  // measured runs over time with their summary, the strikes and block changes the rentals'
+  // audit trails hold, and its entries on the bad-host list.
+  add("GET", "/api/v1/hosts/{machine_id}", Access::Operator,
+      [this](const net::HttpRequest& req, std::int64_t) {
+        reject_unknown_params(req, {});
+        const std::int64_t machine = path_id(req, "machine id");
+        auto& store = manager.store();
+        const double now = options.clock();
+        const auto rentals = store.instances_on_machine(machine);
+        json out = {{"machine_id", machine}};
+        json rental_rows = json::array();
+        json history = json::array();  // strikes ("blame") and block changes ("bad_host")
+        std::vector<core::BenchRun> runs;
+        double spend = 0;
+        std::int64_t proofs = 0;
+        for (const auto& rec : rentals) {
+          rental_rows.push_back(dashboard_row(rec));
+          spend += rec.spend_usd;
+          proofs += rec.proofs_production;
+          for (auto& run : store.instance_bench_runs(rec.id)) runs.push_back(std::move(run));
+          for (const auto& e : store.events(rec.id, kMaxHostEventsPerRental)) {
+            if (e.kind == "blame" || e.kind == "bad_host") history.push_back(to_json(e));
+          }
+        }
+        std::sort(runs.begin(), runs.end(),
+                  [](const auto& a, const auto& b) { return a.at < b.at; });
+        json entries = json::array();
+        for (const auto& entry : store.bad_hosts()) {
+          if (entry.machine_id != machine) continue;
+          json row = to_json(entry);
+          row["active"] = core::is_active(entry, now);
+          entries.push_back(std::move(row));
+        }
+        if (rentals.empty() && runs.empty() && entries.empty()) {
+          fail(404, "machine " + std::to_string(machine) +
+                        " was never rented, measured or blocked by this fleet");
+        }
+        json run_rows = json::array();
+        for (const auto& run : runs) run_rows.push_back(to_json(run));
+        json summaries = json::array();
+        for (const auto& summary : core::summarize_hosts(runs))
+          summaries.push_back(to_json(summary));
+        std::sort(history.begin(), history.end(), [](const json& a, const json& b) {
+          return a.value("at", 0.0) < b.value("at", 0.0);
+        });
+        out["rentals"] = std::move(rental_rows);
+        out["runs"] = std::move(run_rows);
+        out["summaries"] = std::move(summaries);
+        out["history"] = std::move(history);
+        out["bad_host_entries"] = std::move(entries);
+        out["blocked"] = std::any_of(out["bad_host_entries"].begin(), out["bad_host_entries"].end(),
+                                     [](const json& e) { return e.value("active", false); });
+        out["totals"] = {
+            {"rentals", rentals.size()}, {"spend_usd", spend}, {"proofs_production", proofs}};
+        return json_reply(200, out);
+      });
 
   add("GET", "/api/v1/bad-hosts", Access::Operator,
       [this](const net::HttpRequest& req, std::int64_t) {

@@ -1,7 +1,7 @@
 // Browser test of the dashboard during a real `proverfleet demo` run, in Debian's headless
 // Chromium driven by playwright-core: sign in, see instances appear and change state, open an
 // instance page, deploy an offer, destroy an instance, block a host, follow a proved job from
-// the jobs list to its timeline and the instance that proved it. Screenshots go to $PF_ARTIFACT_DIR.
+// the jobs list to its timeline, the machine and the instance that proved it. Screenshots go to $PF_ARTIFACT_DIR.
 // Run by ctest (CMakeLists.txt passes PF_BINARY, PF_SOURCE_DIR, PF_ARTIFACT_DIR); exits 1 with
 // the step that failed.
 import { spawn } from 'node:child_process';
@@ -256,6 +256,20 @@ async function main() {
   }
   log(`job ${jobId}: ${steps.join(' -> ')}`);
   await page.screenshot({ path: join(artifacts, '09-job.png'), fullPage: true });
+
+  step = 'from the job to the machine that proved it';
+  const hostHref = await page.getAttribute('[data-testid=job-page] .facts [data-testid=job-host-link]', 'href');
+  await page.click('[data-testid=job-page] .facts [data-testid=job-host-link]');
+  const machine = hostHref.split('/').pop();
+  await page.waitForSelector(`[data-testid=host-page][data-machine-id="${machine}"]`, { timeout: 15_000 });
+  await page.waitForSelector('[data-testid=host-rental]', { timeout: 15_000 });
+  await page.screenshot({ path: join(artifacts, '10-host.png'), fullPage: true });
+  await page.click('[data-testid=host-jobs-link]');
+  await page.waitForSelector(`[data-testid=job-row][data-id="${jobId}"]`, { timeout: 30_000 });
+  await page.goBack();
+  await page.waitForSelector(`[data-testid=host-page][data-machine-id="${machine}"]`, { timeout: 15_000 });
+  await page.goBack();
+  await page.waitForSelector(`[data-testid=job-page][data-id="${jobId}"]`, { timeout: 15_000 });
 
   step = 'from the job to the instance that proved it';
   await page.click('[data-testid=job-page] .facts [data-testid=job-instance-link]');

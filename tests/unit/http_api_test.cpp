@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -166,6 +167,7 @@ const std::vector<RouteCall>& operator_routes() {
       {"GET", "/api/v1/instances/1", ""},
       {"DELETE", "/api/v1/instances/1", ""},
       {"GET", "/api/v1/hosts", ""},
+      {"GET", "/api/v1/hosts/11", ""},
       {"GET", "/api/v1/bad-hosts", ""},
       {"POST", "/api/v1/bad-hosts", R"({"machine_id": 11, "reason": "slow"})"},
       {"DELETE", "/api/v1/bad-hosts/11", ""},
@@ -706,6 +708,50 @@ TEST_F(HttpApiTest, HostsSummariseRunsWithTheirHistory) {
   EXPECT_EQ(history[0]["contended"], true);
   EXPECT_DOUBLE_EQ(history[1]["rate"].get<double>(), 61.4);
   EXPECT_EQ(history[1]["contended"], false);
+}
+
+// The host page's data (issue 36): one machine's rentals, runs, strikes and blocks.
+TEST_F(HttpApiTest, AHostHoldsEveryRentalRunStrikeAndBlockOfItsMachine) {
+  expect_error(get("/api/v1/hosts/11"), 404, "never rented");
+  expect_error(get("/api/v1/hosts/x"), 400, "machine id");
+  expect_error(get("/api/v1/hosts/11?verbose=1"), 400, "unknown query parameter");
+  const Agent agent = deploy_and_register(101);  // offer 101 is on machine 11
+  core::BenchRun run;
+  run.host = {11, "RTX 4090", 1};
+  run.instance_id = agent.instance_id;
+  run.at = now_;
+  run.rate = 52.5;
+  run.samples = 10;
+  store_->insert_bench_run(run);
+  core::Strike strike;
+  strike.kind = core::StrikeKind::FailedProofs;
+  strike.instance_id = agent.instance_id;
+  strike.machine_id = 11;
+  strike.at = now_;
+  strike.reason = "3 failed proofs in a row";
+  manager_->record_strike(agent.instance_id, strike);
+  auto added = post("/api/v1/bad-hosts", R"({"machine_id": 11, "reason": "flaky"})");
+  ASSERT_TRUE(added && added->status == 201);
+
+  const json host = parse(get("/api/v1/hosts/11")->body);
+  EXPECT_EQ(host["machine_id"], 11);
+  ASSERT_EQ(host["rentals"].size(), 1u);
+  EXPECT_EQ(host["rentals"][0]["id"], agent.instance_id);
+  EXPECT_EQ(host["totals"]["rentals"], 1);
+  ASSERT_EQ(host["runs"].size(), 1u);
+  EXPECT_DOUBLE_EQ(host["runs"][0]["rate"].get<double>(), 52.5);
+  ASSERT_EQ(host["summaries"].size(), 1u);
+  EXPECT_EQ(host["blocked"], true);
+  // The strike's own entry (source auto) and the operator's.
+  std::set<std::string> sources;
+  for (const auto& e : host["bad_host_entries"]) sources.insert(e["source"].get<std::string>());
+  EXPECT_EQ(sources, (std::set<std::string>{"auto", "operator"})) << host.dump();
+  std::set<std::string> kinds;
+  for (const auto& e : host["history"]) kinds.insert(e["kind"].get<std::string>());
+  EXPECT_TRUE(kinds.count("blame")) << host["history"].dump();
+  EXPECT_TRUE(kinds.count("bad_host")) << host["history"].dump();
+  // Another machine is not this one's business.
+  expect_error(get("/api/v1/hosts/12"), 404, "machine 12");
 }
 
 TEST_F(HttpApiTest, FleetSummaryListsEveryState) {
