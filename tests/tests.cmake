@@ -18,7 +18,7 @@
 set(PF_TESTS_CORE
   acceptance alerts billing blocklist bounded_json demand_estimate demand_forecast des_engine
   des_targets des_v2_default economics host_stats job_money job_outcome job_schedule
-  leader_lease learned_predictor lifecycle market_stop offer_json offer_query oom_memory planner policy
+  leader_lease learned_predictor lifecycle market_stop money_ledger offer_json offer_query oom_memory planner policy
   rental_terms
   predictor profit_bound query reconcile_plan reliability_checks scale_to_demand scenario
   scenario_generate scenario_v2 scoring sprt_acceptance unconfirmed_create)

@@ -1,5 +1,5 @@
 // The dashboard's page logic: sign-in, hash routes (#/instances, #/instances/ID, #/jobs,
-// #/jobs/ID, #/offers, #/hosts, #/hosts/MACHINE), the live fleet stream, and one delegated listener per event type for every button
+// #/jobs/ID, #/money, #/offers, #/hosts, #/hosts/MACHINE), the live fleet stream, and one delegated listener per event type for every button
 // and form (tables are re-rendered whole, so rows carry no listeners of their own).
 
 import { api, FleetStream, token } from './api.js';
@@ -7,6 +7,7 @@ import { duration, esc } from './format.js';
 import * as V from './views.js';
 import * as J from './job_views.js';
 import { hostPage } from './host_views.js';
+import { moneyPage, moneyRangeFromQuery } from './money_views.js';
 import { tuneBody } from './ops_views.js';
 
 const $ = (selector) => document.querySelector(selector);
@@ -14,6 +15,7 @@ const $ = (selector) => document.querySelector(selector);
 const DETAIL_MIN_INTERVAL_MS = 3000; // an instance page refetches at most this often
 const JOBS_MIN_INTERVAL_MS = 5000; // the jobs list and a job's page refetch at most this often
 const JOBS_PAGE_SIZE = 50;
+const MONEY_MIN_INTERVAL_MS = 15000; // the money page refetches at most this often
 
 const state = {
   snapshot: null,
@@ -41,6 +43,7 @@ const state = {
   jobsFetchedAt: 0,
   job: null, // the open job's page
   jobFetchedAt: 0,
+  moneyFetchedAt: 0,
 };
 
 let stream = null;
@@ -97,6 +100,7 @@ function parseRoute(hash) {
   if (parts[0] === 'instances' && /^\d+$/.test(parts[1] ?? '')) return { page: 'instance', id: Number(parts[1]) };
   if (parts[0] === 'jobs' && parts[1]) return { page: 'job', key: decodeURIComponent(parts[1]) };
   if (parts[0] === 'jobs') return { page: 'jobs', filter: J.jobFilterFromQuery(new URLSearchParams(query)) };
+  if (parts[0] === 'money') return { page: 'money', range: moneyRangeFromQuery(new URLSearchParams(query)) };
   if (parts[0] === 'offers') return { page: 'offers' };
   if (parts[0] === 'hosts' && /^\d+$/.test(parts[1] ?? '')) return { page: 'host', machine: Number(parts[1]) };
   if (parts[0] === 'hosts') return { page: 'hosts' };
@@ -231,6 +235,21 @@ async function loadJob() {
   }
 }
 
+async function loadMoney() {
+  const range = state.route.range;
+  state.moneyFetchedAt = Date.now();
+  try {
+    const ledger = await api('GET', `/api/v1/money?range=${encodeURIComponent(range)}`);
+    if (state.route.page !== 'money' || state.route.range !== range) return;
+    const el = $('#money');
+    if (el) el.innerHTML = moneyPage(ledger, range);
+  } catch (error) {
+    const el = $('#money');
+    if (el) el.innerHTML = `<p class="error" data-testid="money-error">${esc(error.message)}</p>`;
+    if (error.status === 401) handleError(error);
+  }
+}
+
 async function loadHost() {
   const machine = state.route.machine;
   try {
@@ -303,6 +322,9 @@ function renderRoute() {
     view.innerHTML = '<div id="job-detail"><p class="empty">Loading…</p></div>';
     state.job = null;
     loadJob();
+  } else if (route.page === 'money') {
+    view.innerHTML = '<div id="money"><p class="empty">Loading…</p></div>';
+    loadMoney();
   } else if (route.page === 'host') {
     view.innerHTML = '<div id="host-detail"><p class="empty">Loading…</p></div>';
     loadHost();
@@ -334,6 +356,7 @@ function onSnapshot(snapshot) {
   // Jobs are not in the stream: the newest page and an open job follow it by refetching.
   else if (state.route.page === 'jobs' && !state.jobsCursors.length &&
     Date.now() - state.jobsFetchedAt >= JOBS_MIN_INTERVAL_MS) loadJobs();
+  else if (state.route.page === 'money' && Date.now() - state.moneyFetchedAt >= MONEY_MIN_INTERVAL_MS) loadMoney();
   else if (state.route.page === 'job' && state.job && !['done', 'failed', 'cancelled'].includes(state.job.state) &&
     Date.now() - state.jobFetchedAt >= JOBS_MIN_INTERVAL_MS) loadJob();
 }

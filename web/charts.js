@@ -163,3 +163,45 @@ export function barChart({ bars = [], limit = null, limitLabel = '', unit = '', 
   }
   return `${out}</svg>`;
 }
+
+// Money per bucket (the money page): revenue up from zero, spend down (compute, storage and
+// bandwidth stacked), profit as a line through the buckets. `buckets`: [{from, revenue_usd,
+// spend: {compute_usd, storage_usd, bandwidth_usd}, profit_usd}], oldest first.
+export function moneyChart({ buckets = [], width = 720, height = 220, xFormat = (v) => num(v, 0) } = {}) {
+  if (!buckets.length) return '<p class="empty">No data yet</p>';
+  const m = { l: 56, r: 10, t: 10, b: 22 };
+  const spendOf = (b) => b.spend?.total_usd ?? 0;
+  const top = Math.max(...buckets.map((b) => Math.max(b.revenue_usd ?? 0, spendOf(b))), 0.01) * 1.1;
+  const w = width - m.l - m.r;
+  const h = height - m.t - m.b;
+  const zero = m.t + h / 2;
+  const sy = (v) => f(zero - (v / top) * (h / 2));
+  const step = w / buckets.length;
+  const barW = Math.max(1, step * 0.7);
+  let out = `<svg class="chart money" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="revenue, spend and profit over time">`;
+  for (const v of [top / 1.1, top / 2.2, 0, -top / 2.2, -top / 1.1]) {
+    out += `<line class="grid" x1="${m.l}" x2="${width - m.r}" y1="${sy(v)}" y2="${sy(v)}"/>`;
+    out += `<text class="tick" x="${m.l - 6}" y="${f(sy(v) + 4)}" text-anchor="end">${esc(`${v < 0 ? '−' : ''}$${num(Math.abs(v), 2)}`)}</text>`;
+  }
+  const line = [];
+  buckets.forEach((b, i) => {
+    const x = f(m.l + i * step + (step - barW) / 2);
+    const revenue = b.revenue_usd ?? 0;
+    if (revenue > 0) out += `<rect class="bar revenue" x="${x}" y="${sy(revenue)}" width="${f(barW)}" height="${f(zero - sy(revenue))}"><title>${esc(`revenue $${num(revenue, 3)}`)}</title></rect>`;
+    let below = 0;
+    for (const [key, cls] of [['compute_usd', 'compute'], ['storage_usd', 'storage'], ['bandwidth_usd', 'bandwidth']]) {
+      const v = b.spend?.[key] ?? 0;
+      if (v <= 0) continue;
+      out += `<rect class="bar spend ${cls}" x="${x}" y="${sy(-below)}" width="${f(barW)}" height="${f(sy(-(below + v)) - sy(-below))}"><title>${esc(`${cls} $${num(v, 3)}`)}</title></rect>`;
+      below += v;
+    }
+    line.push(`${f(m.l + i * step + step / 2)},${sy(b.profit_usd ?? 0)}`);
+  });
+  out += `<polyline class="profit-line" points="${line.join(' ')}"/>`;
+  const every = Math.max(1, Math.ceil(buckets.length / 8));
+  buckets.forEach((b, i) => {
+    if (i % every) return;
+    out += `<text class="tick" x="${f(m.l + i * step + step / 2)}" y="${height - 6}" text-anchor="middle">${esc(xFormat(b.from))}</text>`;
+  });
+  return `${out}</svg>`;
+}

@@ -38,7 +38,7 @@ function destroyButton(id, label = 'Destroy') {
 
 // ---- fleet header ---------------------------------------------------------------------------
 
-function card(label, value, cls = '', testid = '', title = '') {
+export function card(label, value, cls = '', testid = '', title = '') {
   return `<div class="card ${cls}"${testid ? ` data-testid="${testid}"` : ''}${title ? ` title="${esc(title)}"` : ''}><div class="card-label">${esc(label)}</div><div class="card-value">${esc(value)}</div></div>`;
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/billing.h"
 #include "core/job_latency.h"
+#include "core/money_ledger.h"
 #include "core/text.h"
 
 namespace pf::core {
@@ -96,26 +97,17 @@ JobsMoney jobs_money(const std::vector<Job>& jobs, const std::vector<InstanceRec
   JobsMoney money;
   money.since = since;
   money.until = now;
-  for (const auto& job : jobs) {
-    if (job.state != JobState::Done || job.delivered_at < since || job.delivered_at > now ||
-        job.delivered_at <= 0) {
-      continue;
-    }
-    if (job_timeliness(job, job.delivered_at).timeliness != Timeliness::OnTime) {
-      ++money.delivered_late;
-      continue;
-    }
-    ++money.delivered_on_time;
-    if (auto price = price_usd(prices, job.kind)) {
-      money.revenue_usd += *price;
-    } else {
-      ++money.delivered_unpriced;
-    }
-  }
-  for (const auto& instance : instances) money.spend_usd += spend_in_window(instance, since, now);
-  if (money.delivered_on_time > 0) {
-    money.realised_cost_per_proof = money.spend_usd / money.delivered_on_time;
-  }
+  // The money ledger's rules over one bucket, the window (core/money_ledger.h): the money page
+  // and this report count delivered jobs and spend the same way.
+  const double span = now > since ? now - since : 1;
+  const auto ledger =
+      money_ledger(count_deliveries(jobs, since, now, span), instances, prices, since, now, span);
+  money.revenue_usd = ledger.total.revenue_usd;
+  money.delivered_on_time = static_cast<int>(ledger.total.delivered_on_time);
+  money.delivered_unpriced = static_cast<int>(ledger.total.delivered_unpriced);
+  money.delivered_late = static_cast<int>(ledger.total.delivered_late);
+  money.spend_usd = ledger.total.spend.total();
+  money.realised_cost_per_proof = ledger.total.cost_per_proof();
   const double hours = (now - since) / 3600;
   if (hours > 0) money.revenue_per_hour = money.revenue_usd / hours;
   money.idle_hours = idle_hours(accepted, jobs, since, now);

@@ -328,6 +328,7 @@ struct HttpApi::Impl {
   // up: http_api_job_routes.cpp.
   void add_operator_routes();
   void add_operator_job_routes();
+  void add_operator_money_routes();
   // The operator's hands-on routes (http_api_ops_routes.cpp): alerts, remote tuning.
   void add_ops_routes();
   jobs::JobQueue& operator_job_queue() const;

@@ -245,6 +245,7 @@ void HttpApi::Impl::add_operator_routes() {
     return json_reply(200, out);
   });
   add_operator_job_routes();
+  add_operator_money_routes();
   add_ops_routes();
   add("GET", "/api/v1/autopilot", Access::Operator,
       [this](const net::HttpRequest& req, std::int64_t) {

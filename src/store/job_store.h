@@ -12,6 +12,7 @@
 
 #include "core/job.h"
 #include "core/job_event.h"
+#include "core/money_ledger.h"
 #include "store/transactions.h"
 
 namespace pf::store {
@@ -89,6 +90,12 @@ class JobStore : public virtual Transactions {
   // running streak only. Putting 0 ends the streak (removes the row).
   virtual std::map<std::int64_t, int> job_failure_streaks() = 0;
   virtual void put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) = 0;
+
+  // Done jobs delivered in [since, until], counted by bucket of `bucket_s` seconds from `since`,
+  // holder, kind and whether they were on time: core::count_deliveries over every such job,
+  // computed by the database (the money page's ledger over days of jobs).
+  virtual std::vector<core::DeliveryCount> delivery_counts(double since, double until,
+                                                           double bucket_s) = 0;
 
   // --- job timelines (core/job_event.h) -----------------------------------------------------
   // Appends in order; a detail longer than core::kMaxJobEventDetailBytes keeps its start.

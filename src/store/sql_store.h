@@ -114,6 +114,8 @@ class SqlStore final : public Store {
                        double lease_expires_at) override;
   std::map<std::int64_t, int> job_failure_streaks() override;
   void put_job_failure_streak(std::int64_t instance_id, int failures_in_a_row) override;
+  std::vector<core::DeliveryCount> delivery_counts(double since, double until,
+                                                   double bucket_s) override;
   void add_job_events(const std::vector<core::JobEvent>& events) override;
   std::vector<core::JobEvent> job_events(std::int64_t job_id, std::size_t limit) override;
   std::optional<core::LeaseRow> leader_lease(const std::string& name) override;

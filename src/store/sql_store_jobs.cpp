@@ -375,6 +375,43 @@ void SqlStore::put_job_failure_streak(std::int64_t instance_id, int failures_in_
   s.run();
 }
 
+std::vector<core::DeliveryCount> SqlStore::delivery_counts(double since, double until,
+                                                           double bucket_s) {
+  std::lock_guard lock(mutex_);
+  const std::string doing = "counting the jobs delivered in a range";
+  if (!(bucket_s > 0)) throw StoreError(doing + ": the bucket must be positive");
+  // The bucket index rounded down (SQLite's CAST truncates, which is the same for the range's
+  // non-negative offsets; PostgreSQL's rounds, hence FLOOR). On time as core::job_timeliness
+  // judges a delivered job: no deadline, or delivered by it.
+  const std::string bucket = conn_->dialect() == sql::Dialect::Postgres
+                                 ? "CAST(FLOOR((delivered_at - :since) / :bucket) AS BIGINT)"
+                                 : "CAST((delivered_at - :since) / :bucket AS INTEGER)";
+  Statement s(*conn_,
+              "SELECT " + bucket +
+                  " AS bucket, instance_id, kind, CASE WHEN deadline_at <= 0 OR delivered_at <= "
+                  "deadline_at THEN 1 ELSE 0 END AS on_time, COUNT(*) AS n FROM jobs WHERE "
+                  "state = 'done' AND delivered_at > 0 AND delivered_at >= :since AND "
+                  "delivered_at <= :until GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+              doing);
+  s.bind_real(":since", since);
+  s.bind_real(":until", until);
+  s.bind_real(":bucket", bucket_s);
+  std::vector<core::DeliveryCount> out;
+  while (s.next()) {
+    core::DeliveryCount d;
+    d.bucket = s.integer("bucket");
+    if (!s.is_null("instance_id")) d.instance_id = s.integer("instance_id");
+    const std::string kind = s.text("kind");
+    const auto parsed = core::parse_job_kind(kind);
+    if (!parsed) throw StoreError(doing + ": unknown kind '" + kind + "'");
+    d.kind = *parsed;
+    d.on_time = s.integer("on_time") != 0;
+    d.jobs = s.integer("n");
+    out.push_back(d);
+  }
+  return out;
+}
+
 // --- job timelines
 // --------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 // Browser test of the dashboard during a real `proverfleet demo` run, in Debian's headless
 // Chromium driven by playwright-core: sign in, see instances appear and change state, open an
 // instance page, deploy an offer, destroy an instance, block a host, follow a proved job from
-// the jobs list to its timeline, the machine and the instance that proved it. Screenshots go to $PF_ARTIFACT_DIR.
+// the jobs list to its timeline, the machine and the instance that proved it, read the money
+// page and follow a machine from it. Screenshots go to $PF_ARTIFACT_DIR.
 // Run by ctest (CMakeLists.txt passes PF_BINARY, PF_SOURCE_DIR, PF_ARTIFACT_DIR); exits 1 with
 // the step that failed.
 import { spawn } from 'node:child_process';
@@ -276,6 +277,16 @@ async function main() {
   await page.waitForSelector('[data-testid=instance-page]', { timeout: 15_000 });
   await page.click('[data-testid=instance-jobs-link]');
   await page.waitForSelector(`[data-testid=job-row][data-id="${jobId}"]`, { timeout: 30_000 });
+
+  step = 'money page: the day, then the week';
+  await page.click('[data-testid=nav-money]');
+  await page.waitForSelector('[data-testid=money-page][data-range=day] [data-testid=money-revenue]', { timeout: 15_000 });
+  await page.waitForSelector('[data-testid=money-host-row]', { timeout: 15_000 });
+  await page.screenshot({ path: join(artifacts, '11-money.png'), fullPage: true });
+  await page.click('[data-testid=money-range-week]');
+  await page.waitForSelector('[data-testid=money-page][data-range=week]', { timeout: 15_000 });
+  await page.click('[data-testid=money-host-link] >> nth=0');
+  await page.waitForSelector('[data-testid=host-page]', { timeout: 15_000 });
 
   if (pageErrors.length) throw new Error(`script errors on the page:\n${pageErrors.join('\n')}`);
 }

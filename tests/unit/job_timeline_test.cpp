@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/job_latency.h"
+#include "core/money_ledger.h"
 #include "jobs/job_queue.h"
 #include "store/sql_store.h"
 #include "support/store_backends.h"
@@ -89,6 +90,41 @@ TEST_P(JobTimelineTest, LateAndAtRiskFiltersJudgeAsCoreDoes) {
   EXPECT_EQ(listed(f), at_risk);
   f.at_risk_typical_s = 0;  // no finished job to compare with: nothing is at risk
   EXPECT_TRUE(listed(f).empty());
+}
+
+// The money page's counts come from the database: the same as core::count_deliveries over the
+// jobs themselves, on every bucket edge, timeliness and holder.
+TEST_P(JobTimelineTest, DeliveryCountsAreCoreCountsMadeByTheDatabase) {
+  const double since = kTimelineNow, until = kTimelineNow + 7200, bucket = 1800;
+  std::vector<core::Job> jobs;
+  int n = 0;
+  for (double delivered :
+       {0.0, since - 1, since, since + 1799.5, since + 1800, since + 5000, until, until + 1}) {
+    for (double deadline : {0.0, since + 1000, since + 1800}) {
+      for (auto state : {JobState::Done, JobState::Failed}) {
+        core::Job j;
+        j.request_id = "count-" + std::to_string(n++);
+        j.kind = n % 3 ? core::JobKind::PorepC2 : core::JobKind::SnapUpdate;
+        j.state = state;
+        j.submitted_at = since - 100;
+        j.deadline_at = deadline;
+        j.delivered_at = delivered;
+        if (n % 4) j.instance_id = 1 + n % 3;
+        j.id = insert(j);
+        jobs.push_back(j);
+      }
+    }
+  }
+  const auto key = [](const core::DeliveryCount& d) {
+    return std::to_string(d.bucket) + "/" + (d.instance_id ? std::to_string(*d.instance_id) : "-") +
+           "/" + core::to_string(d.kind) + "/" + (d.on_time ? "on" : "late") + "=" +
+           std::to_string(d.jobs);
+  };
+  std::multiset<std::string> want, got;
+  for (const auto& d : core::count_deliveries(jobs, since, until, bucket)) want.insert(key(d));
+  for (const auto& d : store_->delivery_counts(since, until, bucket)) got.insert(key(d));
+  EXPECT_FALSE(want.empty());
+  EXPECT_EQ(got, want);
 }
 
 TEST_P(JobTimelineTest, FiltersByKindClientRequestTimeInstanceAndMachine) {

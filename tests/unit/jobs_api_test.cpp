@@ -227,6 +227,31 @@ TEST_F(JobsApiTest, AJobShowsItsTimeline) {
   EXPECT_THAT(got["timeline"][3]["detail"].get<std::string>(), HasSubstr("75.0 s proving"));
 }
 
+// The money page's ledger (issue 36): the same revenue as the fleet's jobs window, per bucket
+// and per instance; bad ranges named.
+TEST_F(JobsApiTest, MoneyCountsWhatTheJobsReportCounts) {
+  expect_error("/api/v1/money?range=year", 400, "'range'");
+  expect_error("/api/v1/money?range=day&bucket=minute", 400, "'bucket'");
+  expect_error("/api/v1/money?range=month&bucket=5m", 400, "'bucket'");
+  expect_error("/api/v1/money?range=hour&bucket=day", 400, "'bucket'");
+  expect_error("/api/v1/money?window=1", 400, "unknown query parameter");
+  const auto job = submit("m-1");
+  prove_and_deliver(job.id, 60);
+  const json money = get_json("/api/v1/money?range=hour");
+  EXPECT_EQ(money["range"], "hour");
+  EXPECT_EQ(money["buckets"].size(), 12u);  // 5-minute buckets
+  EXPECT_DOUBLE_EQ(money["total"]["revenue_usd"].get<double>(), 0.05);
+  EXPECT_EQ(money["total"]["delivered_on_time"], 1);
+  double by_bucket = 0;
+  for (const auto& b : money["buckets"]) by_bucket += b["revenue_usd"].get<double>();
+  EXPECT_DOUBLE_EQ(by_bucket, 0.05);
+  const json fleet = get_json("/api/v1/fleet");
+  EXPECT_DOUBLE_EQ(fleet["jobs"]["revenue_usd"].get<double>(),
+                   money["total"]["revenue_usd"].get<double>());
+  EXPECT_EQ(get_json("/api/v1/money")["buckets"].size(), 24u);  // a day by the hour
+  EXPECT_EQ(get_json("/api/v1/money?range=week&bucket=hour")["buckets"].size(), 168u);
+}
+
 TEST_F(JobsApiTest, TheListingPagesWithACursor) {
   std::vector<std::string> submitted;
   for (int i = 0; i < 5; ++i) submitted.push_back(submit("p-" + std::to_string(i)).request_id);

@@ -9,7 +9,7 @@ namespace {
 using K = ReconcileAction::Kind;
 using S = InstanceState;
 
-constexpr double kNow = 10'000;
+constexpr double kReconcileNow = 10'000;
 
 InstanceRecord row(std::int64_t id, const std::string& dep, S state,
                    std::optional<std::int64_t> market_id, double created_at = 0) {
@@ -44,10 +44,10 @@ TEST(ReconcilePlan, EveryCase) {
       row(1, "steady", S::Proving, 501),
       row(2, "closed", S::Destroyed, 502),
       row(3, "dup", S::Proving, 503),
-      row(4, "lost-reply", S::Renting, std::nullopt, kNow - 30),
+      row(4, "lost-reply", S::Renting, std::nullopt, kReconcileNow - 30),
       row(5, "gone", S::Proving, 505),
-      row(6, "never", S::Renting, std::nullopt, kNow - 900),
-      row(7, "young", S::Booting, 507, kNow - 10),
+      row(6, "never", S::Renting, std::nullopt, kReconcileNow - 900),
+      row(7, "young", S::Booting, 507, kReconcileNow - 10),
       row(8, "leaving", S::Destroying, 508),
   };
   const std::vector<ListedInstance> market{
@@ -59,7 +59,7 @@ TEST(ReconcilePlan, EveryCase) {
       listed(600, "proverfleet:nobody", "running"),
       listed(700, "someone-else", "running"),
   };
-  const auto plan = plan_reconcile(rows, market, kNow, {}, {120, 600});
+  const auto plan = plan_reconcile(rows, market, kReconcileNow, {}, {120, 600});
   const std::vector<std::pair<K, std::int64_t>> expected{
       {K::DestroyListed, 2},  // destroyed but still listed
       {K::DestroyListed, 3},  // a second instance for one deployment
@@ -99,11 +99,11 @@ TEST(ReconcilePlan, AMarketStopIsRecordedWithItsCauseAndAnEndedContractCloses) {
   outbid.intended_status = outbid.cur_state = outbid.next_state = "stopped";
   ListedInstance ended = listed(502, "proverfleet:ended", "stopped");
   ended.intended_status = "running";
-  ended.end_date = kNow - 120;
+  ended.end_date = kReconcileNow - 120;
   ListedInstance leaving = ended;
   leaving.id = 503;
   leaving.label = "proverfleet:leaving";
-  const auto plan = plan_reconcile(rows, {outbid, ended, leaving}, kNow, {}, {120, 600});
+  const auto plan = plan_reconcile(rows, {outbid, ended, leaving}, kReconcileNow, {}, {120, 600});
   ASSERT_EQ(kinds(plan), (std::vector<std::pair<K, std::int64_t>>{
                              {K::RecordStatus, 1}, {K::Close, 2}, {K::RecordStatus, 3}}));
   EXPECT_NE(plan[0].reason.find("outbid"), std::string::npos) << plan[0].reason;
@@ -114,9 +114,9 @@ TEST(ReconcilePlan, AMarketStopIsRecordedWithItsCauseAndAnEndedContractCloses) {
 }
 
 TEST(ReconcilePlan, ACreateInFlightIsNotClosed) {
-  const std::vector<InstanceRecord> rows{row(6, "never", S::Renting, std::nullopt, kNow - 300)};
-  EXPECT_EQ(plan_reconcile(rows, {}, kNow, {}, {120, 600}).size(), 1u);
-  EXPECT_TRUE(plan_reconcile(rows, {}, kNow, {6}, {120, 600}).empty());
+  const std::vector<InstanceRecord> rows{row(6, "never", S::Renting, std::nullopt, kReconcileNow - 300)};
+  EXPECT_EQ(plan_reconcile(rows, {}, kReconcileNow, {}, {120, 600}).size(), 1u);
+  EXPECT_TRUE(plan_reconcile(rows, {}, kReconcileNow, {6}, {120, 600}).empty());
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ Seen steady_seen(double per_hour) {
   return s;
 }
 
-ScaleToDemandConfig config() {
+ScaleToDemandConfig scale_config() {
   ScaleToDemandConfig c;
   return c;
 }
@@ -49,11 +49,11 @@ ScaleToDemandConfig config() {
 TEST(ScaleToDemand, NothingUntilEnoughHasBeenWatched) {
   Seen s;
   s.now = kStart + 60;
-  EXPECT_FALSE(demand_to_serve(s.view(), std::nullopt, 0, config()));
+  EXPECT_FALSE(demand_to_serve(s.view(), std::nullopt, 0, scale_config()));
 }
 
 TEST(ScaleToDemand, SteadyArrivalsAreTheDemand) {
-  const auto d = demand_to_serve(steady_seen(300).view(), std::nullopt, 320, config());
+  const auto d = demand_to_serve(steady_seen(300).view(), std::nullopt, 320, scale_config());
   ASSERT_TRUE(d);
   EXPECT_NEAR(d->proofs_per_hour, 300, 2);
   EXPECT_FALSE(d->would_miss);
@@ -69,7 +69,7 @@ TEST(ScaleToDemand, ABacklogThatWouldMissDeadlinesAsksForTheCapacityThatMeetsThe
   Seen s = steady_seen(100);
   for (int k = 0; k < 60; ++k) s.deadlines.push_back(s.now + 20 * 60 + k * 20);
   s.queued = 60;
-  const auto d = demand_to_serve(s.view(), std::nullopt, 60, config());
+  const auto d = demand_to_serve(s.view(), std::nullopt, 60, scale_config());
   ASSERT_TRUE(d);
   EXPECT_TRUE(d->would_miss);
   // k = 1 at 1200 s: 3/hr; k = 60 at 1200 + 59·20 = 2380 s: 90.8/hr — the largest.
@@ -79,7 +79,7 @@ TEST(ScaleToDemand, ABacklogThatWouldMissDeadlinesAsksForTheCapacityThatMeetsThe
   Seen burst = steady_seen(100);
   for (int k = 0; k < 200; ++k) burst.deadlines.push_back(burst.now + 15 * 60);
   burst.queued = 200;
-  const auto b = demand_to_serve(burst.view(), std::nullopt, 100, config());
+  const auto b = demand_to_serve(burst.view(), std::nullopt, 100, scale_config());
   ASSERT_TRUE(b);
   EXPECT_NEAR(b->deadline_rate, 800, 1);
   EXPECT_NEAR(b->proofs_per_hour, 800, 1);
@@ -89,7 +89,7 @@ TEST(ScaleToDemand, ABacklogTheFleetClearsInTimeAddsOnlyItsDrain) {
   Seen s = steady_seen(100);
   for (int k = 0; k < 10; ++k) s.deadlines.push_back(s.now + 40 * 60);
   s.queued = 10;
-  const auto d = demand_to_serve(s.view(), std::nullopt, 200, config());
+  const auto d = demand_to_serve(s.view(), std::nullopt, 200, scale_config());
   ASSERT_TRUE(d);
   EXPECT_FALSE(d->would_miss);
   // 100/hr + 10 jobs drained within 2 h (5/hr); the 15/hr deadline need is below it.
@@ -101,7 +101,7 @@ TEST(ScaleToDemand, JobsDueTooSoonOrPastTheirDeadlineAskForNothingFromRenting) {
   for (int k = 0; k < 50; ++k) s.deadlines.push_back(s.now + 60);  // due in a minute
   for (int k = 0; k < 50; ++k) s.deadlines.push_back(s.now - 60);  // already late
   s.queued = 100;
-  const auto d = demand_to_serve(s.view(), std::nullopt, 100, config());
+  const auto d = demand_to_serve(s.view(), std::nullopt, 100, scale_config());
   ASSERT_TRUE(d);
   EXPECT_DOUBLE_EQ(d->deadline_rate, 0);
   EXPECT_TRUE(d->would_miss);  // the fleet will miss them, but rentals cannot help
@@ -114,20 +114,20 @@ TEST(ScaleToDemand, AFullAdmissionWindowMeansAtLeastMoreThanCapacity) {
   s.queued = 40;
   s.in_flight = 24;
   s.window = 64;
-  const auto d = demand_to_serve(s.view(), std::nullopt, 200, config());
+  const auto d = demand_to_serve(s.view(), std::nullopt, 200, scale_config());
   ASSERT_TRUE(d);
   EXPECT_TRUE(d->censored);
   EXPECT_NEAR(d->proofs_per_hour, 250, 1e-9);
   EXPECT_THAT(d->reason, HasSubstr("admission window full"));
   // Next decision, capacity has grown to 250/hr and the window is still full: 312.5/hr, never
   // held at the old figure.
-  const auto again = demand_to_serve(s.view(), d->proofs_per_hour, 250, config());
+  const auto again = demand_to_serve(s.view(), d->proofs_per_hour, 250, scale_config());
   ASSERT_TRUE(again);
   EXPECT_FALSE(again->held);
   EXPECT_NEAR(again->proofs_per_hour, 312.5, 1e-9);
   // The window not full: the same arrivals are the demand, held near the previous figure.
   s.queued = 10;
-  const auto open = demand_to_serve(s.view(), std::nullopt, 250, config());
+  const auto open = demand_to_serve(s.view(), std::nullopt, 250, scale_config());
   ASSERT_TRUE(open);
   EXPECT_FALSE(open->censored);
   EXPECT_LT(open->proofs_per_hour, 250);
@@ -141,7 +141,7 @@ TEST(ScaleToDemand, TheDailyPatternRaisesTheDemandBeforeThePeak) {
   add_steady(s.arrivals, kStart, kStart + 9 * kHour, 100);
   add_steady(s.arrivals, kStart + 9 * kHour, kStart + 12 * kHour, 600);
   add_steady(s.arrivals, kStart + 12 * kHour, s.now, 100);
-  const auto d = demand_to_serve(s.view(), 100, 110, config());
+  const auto d = demand_to_serve(s.view(), 100, 110, scale_config());
   ASSERT_TRUE(d);
   ASSERT_TRUE(d->forecast);
   // The window around 09:15 yesterday: 45 min at 600/hr + 15 min at 100/hr = 475/hr.
@@ -149,7 +149,7 @@ TEST(ScaleToDemand, TheDailyPatternRaisesTheDemandBeforeThePeak) {
   EXPECT_NEAR(d->proofs_per_hour, 0.5 * 475 + 0.5 * 100, 3);
   EXPECT_FALSE(d->held);
   // Without the forecast the trailing rate alone is held at 100.
-  auto cfg = config();
+  auto cfg = scale_config();
   cfg.use_forecast = false;
   const auto plain = demand_to_serve(s.view(), 100, 110, cfg);
   ASSERT_TRUE(plain);
@@ -164,7 +164,7 @@ TEST(ScaleToDemand, AForecastThatMissedLatelyLeavesTheTrailingRate) {
   s.now = kStart + kDay + 8 * kHour;
   add_steady(s.arrivals, kStart, kStart + kDay, 50);
   add_steady(s.arrivals, kStart + kDay, s.now, 500);
-  const auto d = demand_to_serve(s.view(), std::nullopt, 500, config());
+  const auto d = demand_to_serve(s.view(), std::nullopt, 500, scale_config());
   ASSERT_TRUE(d);
   ASSERT_TRUE(d->forecast);
   EXPECT_NEAR(d->proofs_per_hour, 500, 5);
@@ -182,7 +182,7 @@ TEST(ScaleToDemand, AForecastThatPredictedWellLowersTheDemandBeforeALull) {
     add_steady(s.arrivals, day + 12 * kHour, day + kDay, 100);
   }
   std::erase_if(s.arrivals, [&](double t) { return t > s.now; });
-  const auto d = demand_to_serve(s.view(), 600, 600, config());
+  const auto d = demand_to_serve(s.view(), 600, 600, scale_config());
   ASSERT_TRUE(d);
   ASSERT_TRUE(d->forecast);
   EXPECT_LT(d->proofs_per_hour, 300);
@@ -190,11 +190,11 @@ TEST(ScaleToDemand, AForecastThatPredictedWellLowersTheDemandBeforeALull) {
 }
 
 TEST(ScaleToDemand, HysteresisHoldsTheFigureWithinTheNoise) {
-  const auto d = demand_to_serve(steady_seen(300).view(), 310, 300, config());
+  const auto d = demand_to_serve(steady_seen(300).view(), 310, 300, scale_config());
   ASSERT_TRUE(d);
   EXPECT_TRUE(d->held);
   EXPECT_DOUBLE_EQ(d->proofs_per_hour, 310);
-  const auto moved = demand_to_serve(steady_seen(300).view(), 500, 300, config());
+  const auto moved = demand_to_serve(steady_seen(300).view(), 500, 300, scale_config());
   ASSERT_TRUE(moved);
   EXPECT_FALSE(moved->held);
   EXPECT_NEAR(moved->proofs_per_hour, 300, 2);
@@ -244,7 +244,7 @@ TEST(ScaleToDemand, AnIdleFleetDropsTheLeastEfficientInstance) {
   policy.scoring.economics.revenue_per_proof_usd = 0.012;
   Seen s = steady_seen(5);
   const auto out = decide_for_jobs(fleet, {}, PolicyHistory{}, {}, s.now, policy, s.view(),
-                                   std::nullopt, config());
+                                   std::nullopt, scale_config());
   ASSERT_TRUE(out.demand);
   ASSERT_TRUE(out.sized_for);
   EXPECT_NEAR(*out.sized_for, 5, 1);
@@ -261,7 +261,7 @@ TEST(ScaleToDemand, TheBacklogToDrainIsNotLastingDemand) {
   Seen s = steady_seen(300);
   for (int k = 0; k < 100; ++k) s.deadlines.push_back(s.now + 40 * 60);
   s.queued = 100;
-  const auto d = demand_to_serve(s.view(), std::nullopt, 400, config());
+  const auto d = demand_to_serve(s.view(), std::nullopt, 400, scale_config());
   ASSERT_TRUE(d);
   EXPECT_FALSE(d->would_miss);
   EXPECT_NEAR(d->proofs_per_hour, 350, 3);
@@ -270,7 +270,7 @@ TEST(ScaleToDemand, TheBacklogToDrainIsNotLastingDemand) {
   // capacity (480/hr), not a backlog, and it lasts.
   s.deadlines.assign(200, s.now + 25 * 60);
   s.queued = 200;
-  const auto short_of = demand_to_serve(s.view(), std::nullopt, 100, config());
+  const auto short_of = demand_to_serve(s.view(), std::nullopt, 100, scale_config());
   ASSERT_TRUE(short_of);
   EXPECT_TRUE(short_of->would_miss);
   EXPECT_NEAR(short_of->lasting_proofs_per_hour, short_of->deadline_rate, 1e-9);
@@ -283,7 +283,7 @@ TEST(ScaleToDemand, AStepUpInArrivalsLastsBeforeTheTrailingHourSeesIt) {
   Seen s;
   add_steady(s.arrivals, kStart, kStart + 1.5 * kHour, 100);
   add_steady(s.arrivals, kStart + 1.5 * kHour, s.now, 500);
-  const auto d = demand_to_serve(s.view(), std::nullopt, 300, config());
+  const auto d = demand_to_serve(s.view(), std::nullopt, 300, scale_config());
   ASSERT_TRUE(d);
   EXPECT_NEAR(d->recent.arrival_rate, 300, 3);
   EXPECT_NEAR(d->lasting_proofs_per_hour, 500, 3);
@@ -316,14 +316,14 @@ TEST(ScaleToDemand, WithTransientBacklogACandidateIsNotRentedForAQueueWorkedOffB
     return std::count_if(out.actions.begin(), out.actions.end(),
                          [](const Action& a) { return a.kind == Action::Kind::Rent; });
   };
-  ScaleToDemandConfig lasting = config();
+  ScaleToDemandConfig lasting = scale_config();
   lasting.transient_backlog = false;
   const auto as_lasting = decide_for_jobs(fleet, {offer}, PolicyHistory{}, {}, s.now, policy,
                                           s.view(), std::nullopt, lasting);
   ASSERT_TRUE(as_lasting.demand);
   EXPECT_FALSE(as_lasting.demand->would_miss);
   EXPECT_EQ(rents(as_lasting), 1);
-  ScaleToDemandConfig transient = config();
+  ScaleToDemandConfig transient = scale_config();
   transient.transient_backlog = true;
   transient.transient_room_h = 0.5;
   const auto as_transient = decide_for_jobs(fleet, {offer}, PolicyHistory{}, {}, s.now, policy,
@@ -339,11 +339,11 @@ TEST(ScaleToDemand, TooLittleWatchedKeepsThePreviousFigureOrTheShellsFallback) {
   Seen s;
   s.now = kStart + 60;
   auto out = decide_for_jobs(fleet, {}, PolicyHistory{}, {}, s.now, policy, s.view(), std::nullopt,
-                             config());
+                             scale_config());
   EXPECT_FALSE(out.demand);
   ASSERT_TRUE(out.sized_for);
   EXPECT_DOUBLE_EQ(*out.sized_for, 123);
-  out = decide_for_jobs(fleet, {}, PolicyHistory{}, {}, s.now, policy, s.view(), 40.0, config());
+  out = decide_for_jobs(fleet, {}, PolicyHistory{}, {}, s.now, policy, s.view(), 40.0, scale_config());
   ASSERT_TRUE(out.sized_for);
   EXPECT_DOUBLE_EQ(*out.sized_for, 40);
   EXPECT_TRUE(out.actions.empty());
