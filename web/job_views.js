@@ -171,6 +171,9 @@ export function jobPage(job, now) {
     fact('instance', instanceLink(job.instance_id)) +
     fact('host', hostLink(job.machine_id)) +
     fact('earned', esc(usd(job.earned_usd, 4))) +
+    fact('cost', isNum(job.instance_cost_per_proof_usd)
+      ? `${esc(usd(job.instance_cost_per_proof_usd, 4))} <span class="muted">its instance's spend per proof</span>`
+      : '—') +
     fact('input', `${esc(int(job.input_bytes))} bytes <span class="muted mono" title="sha256">${esc(String(job.input_digest ?? '').slice(0, 16))}</span>`) +
     (job.proof_digest ? fact('proof sha256', `<span class="mono">${esc(job.proof_digest.slice(0, 16))}…</span>`) : '') +
     (job.error ? fact('error', `<span class="bad">${esc(job.error)}</span>`) : '') +

@@ -1,6 +1,7 @@
 #include "manager/hands_on.h"
 
 #include <algorithm>
+#include <charconv>
 
 namespace pf::manager {
 namespace {
@@ -101,6 +102,48 @@ std::vector<std::string> HandsOn::pending_commands(std::int64_t id) const {
   return it == commands_.end() ? std::vector<std::string>{} : it->second;
 }
 
+void HandsOn::set_commands(std::int64_t id, std::vector<std::string> commands) {
+  std::lock_guard lock(mu_);
+  if (commands.empty()) {
+    commands_.erase(id);
+  } else {
+    commands_[id] = std::move(commands);
+  }
+}
+
+json HandsOn::pending_json() const {
+  std::lock_guard lock(mu_);
+  json out = json::object();
+  for (const auto& [id, commands] : commands_) {
+    if (!commands.empty()) out[std::to_string(id)] = commands;
+  }
+  return out;
+}
+
+void HandsOn::restore(const json& pending) {
+  std::map<std::int64_t, std::vector<std::string>> restored;
+  if (pending.is_object()) {
+    for (const auto& [key, list] : pending.items()) {
+      std::int64_t id = 0;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || end != key.data() + key.size() || id <= 0 || !list.is_array() ||
+          list.size() > kMaxPendingCommands) {
+        continue;
+      }
+      std::vector<std::string> commands;
+      for (const auto& c : list) {
+        if (c.is_string() && !c.get_ref<const std::string&>().empty() &&
+            c.get_ref<const std::string&>().size() <= kMaxCommandBytes) {
+          commands.push_back(c.get<std::string>());
+        }
+      }
+      if (!commands.empty()) restored[id] = std::move(commands);
+    }
+  }
+  std::lock_guard lock(mu_);
+  commands_ = std::move(restored);
+}
+
 void HandsOn::heard(std::int64_t id, LiveStatus status) {
   std::lock_guard lock(mu_);
   live_[id] = std::move(status);
@@ -125,11 +168,12 @@ std::optional<core::SshEndpoints> HandsOn::ssh_endpoints(std::int64_t id) const 
   return it->second;
 }
 
-void HandsOn::forget(std::int64_t id) {
+bool HandsOn::forget(std::int64_t id) {
   std::lock_guard lock(mu_);
-  commands_.erase(id);
+  const bool had_commands = commands_.erase(id) > 0;
   live_.erase(id);
   ssh_.erase(id);
+  return had_commands;
 }
 
 }  // namespace pf::manager

@@ -165,11 +165,18 @@ void HttpApi::Impl::add_operator_job_routes() {
         for (const auto& e : steps) {
           if (e.instance_id) machines.emplace(*e.instance_id, 0);
         }
+        // What a proof cost on the instance that made it: its spend over its production
+        // proofs (setup, benchmarks and idle time included), once it has any.
+        json cost_per_proof = nullptr;
         for (auto& [instance_id, machine] : machines) {
           if (const auto rec = manager.store().instance(instance_id)) {
             machine = rec->offer.machine_id;
+            if (instance_id == job->instance_id && rec->proofs_production > 0) {
+              cost_per_proof = rec->spend_usd / static_cast<double>(rec->proofs_production);
+            }
           }
         }
+        out["instance_cost_per_proof_usd"] = cost_per_proof;
         json timeline = json::array();
         for (const auto& e : steps) timeline.push_back(to_json(e, machines));
         out["timeline"] = std::move(timeline);

@@ -65,7 +65,24 @@ Manager::Manager(store::Store& store, market::Market& market, ManagerConfig conf
       job_worker_roster_([this] { return store_.instances(false); },
                          [](const InstanceRecord& rec) { return plan_slots(rec.plan_json); },
                          config_.heartbeat_s,
-                         [](const InstanceRecord& rec) { return plan_kinds(rec.plan_json); }) {}
+                         [](const InstanceRecord& rec) { return plan_kinds(rec.plan_json); }) {
+  // The operator's tune commands acknowledged before a restart are still to be sent.
+  load_pending_commands();
+}
+
+void Manager::store_pending_commands() {
+  store_.put_setting(kPendingCommandsSetting, hands_on_.pending_json().dump());
+}
+
+void Manager::load_pending_commands() {
+  const auto text = store_.setting(kPendingCommandsSetting);
+  if (!text) {
+    hands_on_.restore(json::object());
+    return;
+  }
+  const auto pending = util::parse_json(*text);
+  hands_on_.restore(pending ? *pending : json::object());
+}
 
 void Manager::set_serving(bool serving) {
   listening_.set_serving(serving, clock_());
@@ -115,7 +132,7 @@ void Manager::transition(InstanceRecord& rec, S to, const std::string& reason) {
   if (auto notice = transition_notice(rec, to, reason)) {
     notify(notice->event, std::move(notice->data));
   }
-  if (to == S::Destroyed) hands_on_.forget(rec.id);
+  if (to == S::Destroyed && hands_on_.forget(rec.id)) store_pending_commands();
   job_worker_roster_.changed();
 }
 
@@ -359,6 +376,8 @@ std::optional<std::int64_t> Manager::authenticate_agent(const std::string& token
 void Manager::instances_written() {
   store_.forget_written_copies();
   job_worker_roster_.changed();
+  // Another replica's term may have queued or sent tune commands meanwhile.
+  load_pending_commands();
 }
 
 ApiResult<HeartbeatReply> Manager::agent_heartbeat(std::int64_t id, const Heartbeat& hb) {
@@ -421,6 +440,9 @@ Committing<HeartbeatReply> Manager::agent_heartbeat_sent(std::int64_t id, const 
     // The operator's tuning (Manager::tune) rides on this reply, once.
     if (auto queued = hands_on_.take_commands(id); !queued.empty()) {
       reply->commands = std::move(queued);
+      // Written with the heartbeat's other writes: should they not commit, the store still
+      // holds the commands and the next term or restart sends them.
+      store_pending_commands();
       std::string sent;
       for (const auto& c : reply->commands) sent += (sent.empty() ? "" : ", ") + c;
       event(id, "operator", "sent to the agent: " + sent);

@@ -393,6 +393,9 @@ class Manager {
   TransferMeter transfers_;                     // bandwidth not billed yet
   // Live reports, SSH endpoints and queued tune commands (manager/hands_on.h): its own lock.
   HandsOn hands_on_;
+  // The tune commands not yet sent, written to / read from the store (hands_on.h).
+  void store_pending_commands();
+  void load_pending_commands();
   // The fleet watch's alerts and the webhook sink: their own lock, not mu_, so that a read of
   // them never waits behind a reconcile or a tick.
   std::mutex signals_mu_;

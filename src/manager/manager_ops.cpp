@@ -46,7 +46,15 @@ ApiResult<std::vector<std::string>> Manager::tune(std::int64_t id, const TuneReq
   if (request.concurrency) {
     commands.push_back("set_concurrency:" + std::to_string(*request.concurrency));
   }
+  // Stored before it is acknowledged: a restart or a new leader still sends it.
+  const auto before = hands_on_.pending_commands(id);
   hands_on_.queue_commands(id, commands);
+  try {
+    store_pending_commands();
+  } catch (const store::StoreError&) {
+    hands_on_.set_commands(id, before);
+    throw;
+  }
   json data = {{"who", request.who}, {"commands", commands}};
   if (request.concurrency) data["concurrency"] = *request.concurrency;
   if (request.partitions) data["partitions"] = *request.partitions;

@@ -224,6 +224,7 @@ TEST_F(JobsApiTest, AJobShowsItsTimeline) {
   EXPECT_EQ(leased["attempt"], 1);
   EXPECT_TRUE(leased["machine_id"].is_null());  // instance 1 has no row in this test's store
   EXPECT_FALSE(got["timeline_truncated"].get<bool>());
+  EXPECT_TRUE(got["instance_cost_per_proof_usd"].is_null());  // no row for instance 1 here
   EXPECT_THAT(got["timeline"][3]["detail"].get<std::string>(), HasSubstr("75.0 s proving"));
 }
 

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "manager/hands_on.h"
 #include "manager/manager.h"
 #include "manager/webhooks.h"
 #include "store/store.h"
@@ -86,6 +87,43 @@ TEST_F(ManagerOpsTest, TuneQueuesCommandsForTheNextHeartbeatOnceAndRecordsEvents
   EXPECT_THAT(trail[0], HasSubstr("at most 6 partitions"));
   EXPECT_THAT(trail[0], HasSubstr("operator via CLI"));
   EXPECT_THAT(trail[2], HasSubstr("sent to the agent: replan:6, set_concurrency:4"));
+}
+
+// A tune acknowledged is the operator's request (issue 29): a restarted manager, or a replica
+// that takes over, still sends it; once sent, or once the instance is gone, it is not sent again.
+TEST_F(ManagerOpsTest, TuneCommandsSurviveARestartAndAreSentOnce) {
+  const auto id = deploy_and_register();
+  ASSERT_TRUE(manager_->tune(id, {3, 6, "operator"}));
+  ManagerConfig cfg;
+  manager_ = std::make_unique<Manager>(*store_, market_, cfg, [this] { return now_; });
+  EXPECT_THAT(manager_->pending_commands(id), ElementsAre("replan:6", "set_concurrency:3"));
+  Heartbeat hb;
+  hb.phase = "fetching_params";
+  auto reply = manager_->agent_heartbeat(id, hb);
+  ASSERT_TRUE(reply);
+  EXPECT_THAT(reply->commands, ElementsAre("replan:6", "set_concurrency:3"));
+  manager_ = std::make_unique<Manager>(*store_, market_, cfg, [this] { return now_; });
+  EXPECT_TRUE(manager_->pending_commands(id).empty());  // sent: not again after a restart
+  reply = manager_->agent_heartbeat(id, hb);
+  ASSERT_TRUE(reply);
+  EXPECT_TRUE(reply->commands.empty());
+
+  // Another replica's term queued one: this one reads it when its own term begins.
+  ASSERT_TRUE(manager_->tune(id, {2, std::nullopt, "operator"}));
+  Manager other(*store_, market_, cfg, [this] { return now_; });
+  EXPECT_THAT(other.pending_commands(id), ElementsAre("set_concurrency:2"));
+  other.instances_written();
+  EXPECT_THAT(other.pending_commands(id), ElementsAre("set_concurrency:2"));
+
+  // A hand-edited setting is read for what it holds and no more.
+  store_->put_setting(kPendingCommandsSetting,
+                      R"({"x": ["a"], "7": "no", "8": [1, "set_concurrency:5", ""], "-1": ["b"]})");
+  manager_->instances_written();
+  EXPECT_THAT(manager_->pending_commands(8), ElementsAre("set_concurrency:5"));
+  EXPECT_TRUE(manager_->pending_commands(id).empty());
+  store_->put_setting(kPendingCommandsSetting, "not json");
+  manager_->instances_written();
+  EXPECT_TRUE(manager_->pending_commands(8).empty());
 }
 
 TEST_F(ManagerOpsTest, TuneRefusesOutOfRangeNothingAskedUnknownAndUnregistered) {

@@ -40,6 +40,7 @@ function job(overrides = {}) {
       { at: NOW - 100, kind: 'delivered', attempt: 2, instance_id: 5, machine_id: null, detail: '' },
     ],
     timeline_truncated: false,
+    instance_cost_per_proof_usd: 0.0123,
     ...overrides,
   };
 }
@@ -89,6 +90,7 @@ test("a job's page shows every try with its instance and host", () => {
   assert.match(html, /href="#\/hosts\/444"/);
   assert.match(html, /href="#\/hosts\/555"/);
   assert.match(html, /synthesis &lt;crashed&gt;/);
+  assert.match(html, /\$0\.0123/);
   assert.match(html, /class="step bad"[^>]*data-kind="prover_failed"/);
   assert.match(jobTimeline(job({ timeline: [] })), /No steps recorded/);
   assert.match(jobTimeline(job({ timeline_truncated: true })), /newest steps/);
