@@ -705,6 +705,7 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   jobs.count("strike_after_failures", j.strike_after_failures, 1, 100);
   jobs.count("max_open_jobs", j.max_open_jobs, 1, 1'000'000);
   jobs.number("retention_h", j.retention_h, Range{0, kMaxHours});
+  jobs.number("timeline_retention_days", j.timeline_retention_days, Range{0, kMaxHours / 24});
   jobs.string("data_dir", j.data_dir);
   jobs.string("proof_check", j.proof_check);
   jobs.finish();

@@ -114,6 +114,7 @@ struct JobsSettings {
   int strike_after_failures = 2;     // failed proofs in a row on one host → a strike
   int max_open_jobs = 10000;         // queued + running; beyond, submissions are refused
   double retention_h = 24;           // inputs and proofs kept after a job finished/delivered
+  double timeline_retention_days = 90;  // job timelines kept this long; 0 = for ever
   std::string data_dir;              // "" = the database file's directory
   // What a rented machine's proof must be before a client gets it (jobs/proof_check.h):
   // "groth16" (cuzk's proofs), "sim" (a fleet of sim provers: market-sim, the demo), "none".

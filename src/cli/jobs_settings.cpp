@@ -35,6 +35,7 @@ jobs::JobQueueConfig job_queue_config(const JobsSettings& s, const std::string& 
   c.max_attempts = s.max_attempts;
   c.strike_after_failures = s.strike_after_failures;
   c.retention_s = s.retention_h * 3600;
+  c.timeline_retention_s = s.timeline_retention_days * 86400;
   // Checked when the config is read (config.cpp): one of the three names.
   c.proof_check = jobs::parse_proof_check(s.proof_check).value_or(jobs::ProofCheck::Groth16);
   return c;

@@ -632,6 +632,9 @@ void JobQueue::tick() {
       q.next_sweep_at = now + kSweepEveryS;
       const double keep_since = now - q.config.retention_s;
       q.store.drop_job_proofs(keep_since);
+      if (q.config.timeline_retention_s > 0) {
+        q.store.drop_job_events(now - q.config.timeline_retention_s);
+      }
       const auto in_use = q.store.job_inputs_in_use(keep_since);
       const auto swept = q.inputs.sweep(std::set<std::string>(in_use.begin(), in_use.end()));
       for (const auto& e : swept.errors) sweep_errors += (sweep_errors.empty() ? "" : "; ") + e;

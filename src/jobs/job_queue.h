@@ -66,6 +66,8 @@ struct JobQueueConfig {
   int max_attempts = 3;              // failed proofs (not lost leases) before the job fails
   int strike_after_failures = 2;     // failed proofs on one host (any job) in a row → strike
   double retention_s = 24 * 3600;    // inputs and proofs of finished jobs kept this long
+  // Job timelines (core/job_event.h) kept this long after their steps; 0 = for ever.
+  double timeline_retention_s = 90 * 86400;
   // What a reported proof must be before it is accepted (jobs/proof_check.h); serve sets it
   // from [jobs] proof_check (default groth16).
   ProofCheck proof_check = ProofCheck::None;

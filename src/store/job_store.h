@@ -102,6 +102,9 @@ class JobStore : public virtual Transactions {
   virtual void add_job_events(const std::vector<core::JobEvent>& events) = 0;
   // The job's newest `limit` events (0 = all), oldest first.
   virtual std::vector<core::JobEvent> job_events(std::int64_t job_id, std::size_t limit) = 0;
+  // Removes timeline steps recorded before `before` (the retention sweep: a job ends hours after
+  // its first step, so a timeline older than the retention goes whole); returns how many.
+  virtual int drop_job_events(double before) = 0;
 };
 
 }  // namespace pf::store

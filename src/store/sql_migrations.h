@@ -10,7 +10,7 @@
 namespace pf::store::sql {
 
 // The newest migration's version: what this build writes, on every dialect.
-inline constexpr int kLatestSchemaVersion = 16;
+inline constexpr int kLatestSchemaVersion = 17;
 
 struct Migration {
   int version;

@@ -118,6 +118,7 @@ class SqlStore final : public Store {
                                                    double bucket_s) override;
   void add_job_events(const std::vector<core::JobEvent>& events) override;
   std::vector<core::JobEvent> job_events(std::int64_t job_id, std::size_t limit) override;
+  int drop_job_events(double before) override;
   std::optional<core::LeaseRow> leader_lease(const std::string& name) override;
   std::optional<core::LeaseRow> lock_leader_lease(const std::string& name,
                                                   double idle_limit_s) override;

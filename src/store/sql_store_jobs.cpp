@@ -456,4 +456,12 @@ std::vector<core::JobEvent> SqlStore::job_events(std::int64_t job_id, std::size_
   return out;
 }
 
+int SqlStore::drop_job_events(double before) {
+  std::lock_guard lock(mutex_);
+  Statement s(*conn_, "DELETE FROM job_events WHERE at < :before", "removing old job timelines");
+  s.bind_real(":before", before);
+  s.run();
+  return static_cast<int>(s.changes());
+}
+
 }  // namespace pf::store

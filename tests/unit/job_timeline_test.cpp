@@ -212,6 +212,38 @@ TEST_P(JobTimelineTest, EventsKeepTheirOrderTheNewestWithALimitAndCutLongDetails
   EXPECT_TRUE(store_->job_events(id + 1, 0).empty());
 }
 
+// The retention sweep (issue 29): steps older than the retention go, newer ones stay; the
+// queue's tick runs it with [jobs] timeline_retention_days.
+TEST_P(JobTimelineTest, OldTimelinesAreSweptByAge) {
+  core::Job j;
+  j.request_id = "old";
+  const auto id = insert(j);
+  store_->add_job_events({{id, 100, JobEventKind::Recorded, 0, std::nullopt, ""},
+                          {id, 200, JobEventKind::Leased, 1, 4, ""},
+                          {id, 300, JobEventKind::Proved, 1, 4, ""}});
+  EXPECT_EQ(store_->drop_job_events(200), 1);
+  EXPECT_EQ(store_->job_events(id, 0).size(), 2u);
+  EXPECT_EQ(store_->drop_job_events(200), 0);
+
+  double now = kTimelineNow;
+  jobs::JobQueueConfig config;
+  config.data_dir = db_.dir().file("sweep-inputs");
+  config.timeline_retention_s = 3600;
+  jobs::JobQueue queue(*store_, config, {}, [&] { return now; });
+  jobs::SubmitRequest request;
+  request.request_id = "fresh";
+  request.input = "x";
+  const auto fresh = queue.submit(request);
+  ASSERT_TRUE(fresh);
+  queue.tick();  // the old job's steps (at 200, 300) are far older than an hour
+  EXPECT_TRUE(store_->job_events(id, 0).empty());
+  EXPECT_EQ(queue.timeline(fresh->job.id, 0).size(), 1u);
+  now += 2 * 3600;  // and the fresh one's, two hours on (the sweep runs once a minute)
+  queue.tick();
+  EXPECT_TRUE(queue.timeline(fresh->job.id, 0).empty());
+  queue.shutdown();
+}
+
 // One job's whole life through the queue: a failed proof on instance 1, a lease instance 2 let
 // lapse, a proof on instance 2, the delivery. And a cancelled one.
 TEST_P(JobTimelineTest, TheQueueWritesEveryTryOfAJob) {
