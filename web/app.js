@@ -1,6 +1,7 @@
 // The dashboard's page logic: sign-in, hash routes (#/instances, #/instances/ID, #/jobs,
-// #/jobs/ID, #/money, #/offers, #/hosts, #/hosts/MACHINE), the live fleet stream, and one delegated listener per event type for every button
-// and form (tables are re-rendered whole, so rows carry no listeners of their own).
+// #/jobs/ID, #/money, #/offers, #/hosts, #/hosts/MACHINE), the live fleet stream, and one
+// delegated listener per event type for every button and form (tables are re-rendered whole,
+// so rows carry no listeners of their own).
 
 import { api, FleetStream, token } from './api.js';
 import { duration, esc } from './format.js';
@@ -94,11 +95,21 @@ function setConnection(status, detail) {
 
 // ---- rendering ------------------------------------------------------------------------------
 
+// A path segment as typed or linked; one that is not valid percent-encoding stays as it is (the
+// API then says there is no such job) rather than breaking the page.
+function decodeSegment(text) {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
 function parseRoute(hash) {
   const [path, query = ''] = hash.replace(/^#\/?/, '').split('?');
   const parts = path.split('/').filter(Boolean);
   if (parts[0] === 'instances' && /^\d+$/.test(parts[1] ?? '')) return { page: 'instance', id: Number(parts[1]) };
-  if (parts[0] === 'jobs' && parts[1]) return { page: 'job', key: decodeURIComponent(parts[1]) };
+  if (parts[0] === 'jobs' && parts[1]) return { page: 'job', key: decodeSegment(parts[1]) };
   if (parts[0] === 'jobs') return { page: 'jobs', filter: J.jobFilterFromQuery(new URLSearchParams(query)) };
   if (parts[0] === 'money') return { page: 'money', range: moneyRangeFromQuery(new URLSearchParams(query)) };
   if (parts[0] === 'offers') return { page: 'offers' };
@@ -499,7 +510,10 @@ document.addEventListener('submit', async (event) => {
     const filter = {};
     for (const [key, value] of data.entries()) filter[key] = String(value).trim();
     const query = J.jobFilterQuery(J.jobFilterFromQuery(new URLSearchParams(filter)));
-    location.hash = `#/jobs${query ? `?${query}` : ''}`;
+    const hash = `#/jobs${query ? `?${query}` : ''}`;
+    // The same filter again is a refresh: no hashchange comes for an unchanged address.
+    if (location.hash === hash) loadJobs();
+    else location.hash = hash;
   } else if (form.dataset.form === 'tune') {
     const parsed = tuneBody(data.get('concurrency'), data.get('partitions'));
     if (parsed.error) {
