@@ -36,6 +36,7 @@
 #include "store/sql_store.h"
 #include "store/store.h"
 #include "store/store_url.h"
+#include "support/bench_args.h"
 #include "support/bench_stores.h"
 #include "support/served_api.h"
 #include "support/temp_dir.h"
@@ -60,14 +61,6 @@ struct Options {
   int destroyed = 100000;
   int runs = 9;
 };
-
-bool parse_int(const char* text, int& out) {
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || v < 0 || v > 10'000'000) return false;
-  out = static_cast<int>(v);
-  return true;
-}
 
 // Events, proof samples and bench runs per instance, in the proportion a rental leaves: a few
 // lifecycle and agent events, a benchmark's samples, one verdict run.
@@ -426,11 +419,13 @@ int main(int argc, char** argv) {
     const bool has_value = i + 1 < argc;
     if (arg == "--db" && has_value) {
       opt.db = argv[++i];
-    } else if (arg == "--live" && has_value && parse_int(argv[i + 1], opt.live)) {
+    } else if (arg == "--live" && has_value && pf::bench::parse_count(argv[i + 1], opt.live)) {
       ++i;
-    } else if (arg == "--destroyed" && has_value && parse_int(argv[i + 1], opt.destroyed)) {
+    } else if (arg == "--destroyed" && has_value &&
+               pf::bench::parse_count(argv[i + 1], opt.destroyed)) {
       ++i;
-    } else if (arg == "--runs" && has_value && parse_int(argv[i + 1], opt.runs) && opt.runs > 0) {
+    } else if (arg == "--runs" && has_value && pf::bench::parse_count(argv[i + 1], opt.runs) &&
+               opt.runs > 0) {
       ++i;
     } else {
       std::fprintf(stderr,

@@ -28,6 +28,7 @@
 #include "manager/manager.h"
 #include "store/sql_connection.h"
 #include "store/sql_store.h"
+#include "support/bench_args.h"
 #include "support/bench_stores.h"
 #include "support/served_api.h"
 #include "support/temp_dir.h"
@@ -50,14 +51,6 @@ struct Options {
 constexpr int kBaselineJobs = 1000;
 constexpr int kRentals = 200;   // instances, over kMachines machines
 constexpr int kMachines = 100;  // machine ids 5000..5099
-
-bool parse_int(const char* text, int& out) {
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || v < 0 || v > 10'000'000) return false;
-  out = static_cast<int>(v);
-  return true;
-}
 
 void add_rentals(pf::store::Store& store) {
   store.transaction([&] {
@@ -218,9 +211,11 @@ int main(int argc, char** argv) {
     const bool has_value = i + 1 < argc;
     if (arg == "--db" && has_value) {
       opt.db = argv[++i];
-    } else if (arg == "--jobs" && has_value && parse_int(argv[i + 1], opt.jobs) && opt.jobs >= 1) {
+    } else if (arg == "--jobs" && has_value && pf::bench::parse_count(argv[i + 1], opt.jobs) &&
+               opt.jobs >= 1) {
       ++i;
-    } else if (arg == "--runs" && has_value && parse_int(argv[i + 1], opt.runs) && opt.runs >= 1) {
+    } else if (arg == "--runs" && has_value && pf::bench::parse_count(argv[i + 1], opt.runs) &&
+               opt.runs >= 1) {
       ++i;
     } else {
       std::fprintf(stderr, "usage: jobs_page_bench [--db URL] [--jobs N>=1] [--runs N>=1]\n");

@@ -75,12 +75,11 @@ export function hostPage(detail, now) {
   const history = Array.isArray(detail.history) ? detail.history : [];
   const entries = Array.isArray(detail.bad_host_entries) ? detail.bad_host_entries : [];
   const status = detail.blocked ? '<span class="pill bad" data-testid="host-blocked">blocked</span>' : '<span class="pill off">not blocked</span>';
-  const costPerProof = totals.proofs_production > 0 ? totals.spend_usd / totals.proofs_production : null;
   const facts = '<dl class="facts">' +
     fact('rentals', esc(int(totals.rentals))) +
     fact('spend', esc(usd(totals.spend_usd))) +
     fact('production proofs', esc(int(totals.proofs_production))) +
-    fact('$ / proof', esc(usd(costPerProof, 4))) +
+    fact('$ / proof', esc(usd(totals.cost_per_proof_usd, 4))) +
     fact('jobs', `<a href="#/jobs?machine=${esc(machine)}" data-testid="host-jobs-link">jobs on this machine</a>`) +
     '</dl>';
   return `<div class="host-page" data-testid="host-page" data-machine-id="${esc(machine)}">` +

@@ -74,6 +74,11 @@ SpendParts spend_parts_in_window(const InstanceRecord& instance, double since, d
   return parts;
 }
 
+std::optional<double> spend_per_proof(double spend_usd, std::int64_t proofs_production) {
+  if (proofs_production <= 0) return std::nullopt;
+  return spend_usd / static_cast<double>(proofs_production);
+}
+
 std::optional<double> MoneyLine::cost_per_proof() const {
   if (delivered_on_time <= 0) return std::nullopt;
   return spend.total() / static_cast<double>(delivered_on_time);

@@ -43,6 +43,10 @@ struct SpendParts {
 };
 SpendParts spend_parts_in_window(const InstanceRecord& instance, double since, double until);
 
+// What a production proof cost over a rental's (or a machine's) whole life: its spend, setup,
+// benchmarks and idle time included, over its production proofs; none before the first.
+std::optional<double> spend_per_proof(double spend_usd, std::int64_t proofs_production);
+
 struct MoneyLine {
   double revenue_usd = 0;
   SpendParts spend;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/host_stats.h"
+#include "core/money_ledger.h"
 #include "jobs/job_queue.h"
 #include "manager/autopilot.h"
 #include "manager/dashboard.h"
@@ -171,9 +172,8 @@ void HttpApi::Impl::add_operator_job_routes() {
         for (auto& [instance_id, machine] : machines) {
           if (const auto rec = manager.store().instance(instance_id)) {
             machine = rec->offer.machine_id;
-            if (instance_id == job->instance_id && rec->proofs_production > 0) {
-              cost_per_proof = rec->spend_usd / static_cast<double>(rec->proofs_production);
-            }
+            const auto per_proof = core::spend_per_proof(rec->spend_usd, rec->proofs_production);
+            if (instance_id == job->instance_id && per_proof) cost_per_proof = *per_proof;
           }
         }
         out["instance_cost_per_proof_usd"] = cost_per_proof;

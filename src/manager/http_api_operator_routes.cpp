@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/host_stats.h"
+#include "core/money_ledger.h"
 #include "jobs/job_queue.h"
 #include "manager/autopilot.h"
 #include "manager/dashboard.h"
@@ -182,8 +183,12 @@ void HttpApi::Impl::add_operator_routes() {
         out["bad_host_entries"] = std::move(entries);
         out["blocked"] = std::any_of(out["bad_host_entries"].begin(), out["bad_host_entries"].end(),
                                      [](const json& e) { return e.value("active", false); });
-        out["totals"] = {
-            {"rentals", rentals.size()}, {"spend_usd", spend}, {"proofs_production", proofs}};
+        // A machine's $/proof over every rental, by the rule a job's page uses for one.
+        const auto per_proof = core::spend_per_proof(spend, proofs);
+        out["totals"] = {{"rentals", rentals.size()},
+                         {"spend_usd", spend},
+                         {"proofs_production", proofs},
+                         {"cost_per_proof_usd", per_proof ? json(*per_proof) : json(nullptr)}};
         return json_reply(200, out);
       });
 

@@ -22,7 +22,7 @@ function host(overrides = {}) {
     history: [{ at: NOW - 3700, instance_id: 7, kind: 'blame', message: 'strike: 3 failed proofs', data: { machine_id: 555 } }],
     bad_host_entries: [{ machine_id: 555, reason: 'flaky', source: 'auto', strikes: 2, added_at: NOW - 3600, active: true }],
     blocked: true,
-    totals: { rentals: 2, spend_usd: 1.3, proofs_production: 42 },
+    totals: { rentals: 2, spend_usd: 1.3, proofs_production: 42, cost_per_proof_usd: 1.3 / 42 },
     ...overrides,
   };
 }
