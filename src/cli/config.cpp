@@ -595,6 +595,8 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   dep.number("heartbeat_s", d.heartbeat_s, Range{0.1, 3600});
   dep.string("params_manifest", d.params_manifest);
   dep.count("log_kib_per_instance", d.log_kib_per_instance, 1, 64 * 1024);
+  dep.number("log_retention_days", d.log_retention_days, Range{0, kMaxHours / 24});
+  dep.number("event_retention_days", d.event_retention_days, Range{0, kMaxHours / 24});
   dep.string("params_gateway", d.params_gateway);
   dep.string("benchmark_input", d.benchmark_input);
   dep.finish();

@@ -50,6 +50,10 @@ struct DeploySettings {
   std::string benchmark_input;
   // Agent log kept per instance in the store (oldest lines dropped beyond it); survives restarts.
   int log_kib_per_instance = 256;
+  // A destroyed instance's agent log, and its audit trail (events: the host page's evidence),
+  // are removed this long after its destroy; 0 keeps them for ever.
+  double log_retention_days = 30;
+  double event_retention_days = 365;
 };
 
 // The manager's autopilot: runs core::decide() on the live fleet every interval.
@@ -107,15 +111,15 @@ struct GatewaySettings {
 
 // [jobs]: the gateway's job queue (jobs::JobQueueConfig, design §11).
 struct JobsSettings {
-  int max_input_mib = 256;           // larger inputs are refused (RESOURCE_EXHAUSTED)
-  double default_deadline_min = 30;  // a client's ProveTimeout when it names none (Curio: 30)
-  double lease_s = 60;               // a lease no heartbeat renews returns to the queue
-  int max_attempts = 3;              // failed proofs before a job fails
-  int strike_after_failures = 2;     // failed proofs in a row on one host → a strike
-  int max_open_jobs = 10000;         // queued + running; beyond, submissions are refused
-  double retention_h = 24;           // inputs and proofs kept after a job finished/delivered
+  int max_input_mib = 256;              // larger inputs are refused (RESOURCE_EXHAUSTED)
+  double default_deadline_min = 30;     // a client's ProveTimeout when it names none (Curio: 30)
+  double lease_s = 60;                  // a lease no heartbeat renews returns to the queue
+  int max_attempts = 3;                 // failed proofs before a job fails
+  int strike_after_failures = 2;        // failed proofs in a row on one host → a strike
+  int max_open_jobs = 10000;            // queued + running; beyond, submissions are refused
+  double retention_h = 24;              // inputs and proofs kept after a job finished/delivered
   double timeline_retention_days = 90;  // job timelines kept this long; 0 = for ever
-  std::string data_dir;              // "" = the database file's directory
+  std::string data_dir;                 // "" = the database file's directory
   // What a rented machine's proof must be before a client gets it (jobs/proof_check.h):
   // "groth16" (cuzk's proofs), "sim" (a fleet of sim provers: market-sim, the demo), "none".
   std::string proof_check = "groth16";

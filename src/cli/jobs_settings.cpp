@@ -9,8 +9,8 @@ namespace pf::cli {
 namespace {
 
 // The database file's directory, from a store URL as store::open_store reads it; the working
-// directory for a server database (replicas on several hosts need jobs.data_dir on storage
-// they share: an agent may fetch an input from any replica).
+// directory for a server database. Nothing there is shared between replicas (job inputs are in
+// the database): it holds the takeover socket and, after an upgrade, the input files to import.
 std::string database_directory(std::string_view db) {
   if (store::is_postgres_url(db)) return ".";
   constexpr std::string_view kScheme = "sqlite:";

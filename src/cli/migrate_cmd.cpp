@@ -96,8 +96,9 @@ void register_migrate(CLI::App& app) {
       "empty; the copy is one transaction (all or nothing), ids are kept, and each table's\n"
       "count is checked. Database URLs: a SQLite file path or sqlite:PATH, postgres://... or\n"
       "postgresql://... (password from PGPASSFILE or $PGPASSWORD, never in the URL).\n"
-      "Open jobs' inputs are files (jobs.data_dir/job-inputs), not rows: copy that directory\n"
-      "to the data_dir the new servers share.\n"
+      "Job inputs are rows (since schema 18) and travel with the copy. A source last served by\n"
+      "an older proverfleet keeps them as files in jobs.data_dir/job-inputs: run `serve` on it\n"
+      "once first, which moves them into its database.\n"
       "Example: proverfleet migrate --from ./proverfleet.db --to postgres://pf@db1/proverfleet");
   cmd->add_option("--from", o->from, "Database to copy from")->required();
   cmd->add_option("--to", o->to, "Empty database to copy into")->required();

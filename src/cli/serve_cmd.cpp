@@ -553,6 +553,8 @@ void run_serve(const ServeOptions& o) {
   manager_config.onstart = cfg->deploy.onstart;
   manager_config.heartbeat_s = cfg->deploy.heartbeat_s;
   manager_config.log_ring_bytes = static_cast<std::size_t>(cfg->deploy.log_kib_per_instance) * 1024;
+  manager_config.log_retention_s = cfg->deploy.log_retention_days * 86400;
+  manager_config.event_retention_s = cfg->deploy.event_retention_days * 86400;
   manager_config.public_url = o.public_url.value_or(own_url);
   const std::string manifest = o.params_manifest.value_or(cfg->deploy.params_manifest);
   if (!manifest.empty()) {
@@ -601,10 +603,9 @@ void run_serve(const ServeOptions& o) {
   ServeOps ops = make_serve_ops(fleet, *cfg, fleet_cfg, epoch_now);
   if (!gateway_cfg) spdlog::info("gateway: off ([gateway] listen / --grpc-listen)");
   spdlog::info(
-      "jobs: inputs under {}/job-inputs (at most {} MiB each), leases of {:.0f} s, proofs "
+      "jobs: inputs in the database (at most {} MiB each), leases of {:.0f} s, proofs "
       "checked: {}",
-      jobs_config.data_dir, cfg->jobs.max_input_mib, jobs_config.lease_s,
-      jobs::to_string(jobs_config.proof_check));
+      cfg->jobs.max_input_mib, jobs_config.lease_s, jobs::to_string(jobs_config.proof_check));
   if (jobs_config.proof_check == jobs::ProofCheck::None) {
     spdlog::warn(
         "jobs: [jobs] proof_check = \"none\": proofs from rented machines reach clients "

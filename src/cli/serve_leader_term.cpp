@@ -4,6 +4,7 @@
 
 #include "core/leader_lease.h"
 #include "gateway/listen_exposure.h"
+#include "jobs/input_store.h"
 #include "store/store.h"
 
 namespace pf::cli {
@@ -66,6 +67,7 @@ void LeaderTerm::begin(std::int64_t epoch) {
     }
   };
   try {
+    import_input_files(epoch);
     queues_.push_back(std::make_unique<jobs::JobQueue>(store_, jobs_config_, hooks, clock_));
     queue_ = queues_.back().get();
   } catch (const std::exception& e) {
@@ -79,6 +81,23 @@ void LeaderTerm::begin(std::int64_t epoch) {
     gateway_->serve_queue(*queue_);
     spdlog::info("term {}: the gateway on port {} answers from this replica's queue", epoch,
                  gateway_->port());
+  }
+}
+
+void LeaderTerm::import_input_files(std::int64_t epoch) {
+  // Schema 18 moved job inputs from files into the database: those a job still needs come along
+  // the first time a term begins after the upgrade (a no-op once the directory is gone).
+  jobs::InputStore inputs(store_, clock_);
+  const auto imported = jobs::import_input_files(jobs_config_.data_dir, store_, inputs,
+                                                 clock_() - jobs_config_.retention_s);
+  if (imported.imported > 0 || imported.removed > 0) {
+    spdlog::info(
+        "term {}: {} job input file(s) ({} bytes) moved into the database, {} no job needed "
+        "removed",
+        epoch, imported.imported, imported.bytes, imported.removed);
+  }
+  for (const auto& error : imported.errors) {
+    spdlog::warn("term {}: job input files: {}", epoch, error);
   }
 }
 

@@ -70,6 +70,8 @@ class LeaderTerm {
   // Starts the gateway (caller holds mu_), serving queue_ if a term runs, and advertises its
   // address; logs a failure once until it starts.
   void start_gateway_locked();
+  // Job input files from before schema 18 into the store (jobs/input_store.h), logged.
+  void import_input_files(std::int64_t epoch);
   // The leader's gateway address for relaying, or why there is none.
   tl::expected<std::string, std::string> leader_grpc();
   // Every term's queue, shut down after its term: request handlers may still hold a pointer

@@ -1,240 +1,167 @@
 #include "jobs/input_store.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <memory>
-#include <vector>
+#include <fstream>
+#include <set>
+#include <system_error>
+#include <utility>
 
+#include "store/confirm.h"
+#include "store/job_store.h"
 #include "util/sha256.h"
 
 namespace pf::jobs {
-namespace {
 
-constexpr std::string_view kTempPrefix = ".tmp-";
-// put(): bytes hashed and written at a time.
-constexpr std::size_t kWritePiece = 1 << 20;
-
-std::string errno_text() {
-  return std::strerror(errno);
+InputStore::InputStore(store::JobInputStore& store, Clock clock, std::int64_t chunk_bytes)
+    : store_(store), clock_(std::move(clock)), chunk_bytes_(chunk_bytes) {
+  if (chunk_bytes_ < 1) throw InputStoreError("job inputs: the chunk size must be positive");
 }
 
-// Closes on scope exit; the error of an explicit close() is the caller's to check.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
+std::int64_t InputStore::chunks_of(std::int64_t bytes) const {
+  return (bytes + chunk_bytes_ - 1) / chunk_bytes_;
+}
+
+InputStore::Stored InputStore::finish(const std::string& digest, std::int64_t bytes) {
+  store::StoredInput header;
+  header.digest = digest;
+  header.bytes = bytes;
+  header.chunk_bytes = chunk_bytes_;
+  header.chunks = chunks_of(bytes);
+  if (!store_.finish_job_input(header, clock_())) {
+    // Only a sweep that outran a write longer than the grace can do this.
+    throw InputStoreError("job input " + digest + ": a chunk went missing while it was written");
   }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  bool close() {
-    const int fd = fd_;
-    fd_ = -1;
-    return ::close(fd) == 0;
+  return Stored{digest, bytes};
+}
+
+InputStore::Stored InputStore::put(std::string_view bytes, const std::string& digest) {
+  const std::string address = digest.empty() ? util::sha256_hex(bytes) : digest;
+  const auto size = static_cast<std::int64_t>(bytes.size());
+  if (store_.claim_job_input(address, size, clock_())) return Stored{address, size};
+  for (std::int64_t seq = 0, chunks = chunks_of(size); seq < chunks; ++seq) {
+    const auto from = static_cast<std::size_t>(seq * chunk_bytes_);
+    store_.put_job_input_chunk(
+        address, seq, bytes.substr(from, static_cast<std::size_t>(chunk_bytes_)), clock_());
   }
-
- private:
-  int fd_;
-};
-
-void make_private_dir(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    throw InputStoreError("job inputs: cannot create '" + dir + "': " + errno_text());
-  }
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw InputStoreError("job inputs: '" + dir + "' is not a directory");
-  }
-  if ((st.st_mode & 077) != 0 && ::chmod(dir.c_str(), 0700) != 0) {
-    throw InputStoreError("job inputs: cannot make '" + dir + "' private: " + errno_text());
-  }
+  return finish(address, size);
 }
 
-void fsync_dir(const std::string& dir) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0 || ::fsync(fd.get()) != 0) {
-    throw InputStoreError("job inputs: cannot sync '" + dir + "': " + errno_text());
-  }
-}
-
-}  // namespace
-
-InputStore::Pin::Pin(InputStore* store, std::string digest)
-    : store_(store), digest_(std::move(digest)) {
-  store_->pin(digest_);
-}
-InputStore::Pin::Pin(Pin&& other) noexcept
-    : store_(std::exchange(other.store_, nullptr)), digest_(std::move(other.digest_)) {}
-InputStore::Pin& InputStore::Pin::operator=(Pin&& other) noexcept {
-  if (this != &other) {
-    release();
-    store_ = std::exchange(other.store_, nullptr);
-    digest_ = std::move(other.digest_);
-  }
-  return *this;
-}
-InputStore::Pin::~Pin() {
-  release();
-}
-void InputStore::Pin::release() {
-  if (store_ != nullptr) store_->unpin(digest_);
-  store_ = nullptr;
-}
-
-InputStore::InputStore(const std::string& data_dir) {
-  if (data_dir.empty()) throw InputStoreError("job inputs: the data directory is empty");
-  std::error_code ec;
-  std::filesystem::create_directories(data_dir, ec);
-  if (ec) {
-    throw InputStoreError("job inputs: cannot create '" + data_dir + "': " + ec.message());
-  }
-  dir_ = (std::filesystem::path(data_dir) / "job-inputs").string();
-  make_private_dir(dir_);
-}
-
-std::string InputStore::path_of(const std::string& digest) const {
-  return dir_ + "/" + digest;
-}
-
-void InputStore::pin(const std::string& digest) {
-  std::lock_guard lock(mu_);
-  ++pins_[digest];
-}
-
-void InputStore::unpin(const std::string& digest) {
-  std::lock_guard lock(mu_);
-  auto it = pins_.find(digest);
-  if (it != pins_.end() && --it->second <= 0) pins_.erase(it);
-}
-
-InputStore::Stored InputStore::put(std::string_view bytes) {
-  std::string temp_name;
-  {
-    std::lock_guard lock(mu_);
-    temp_name =
-        std::string(kTempPrefix) + std::to_string(::getpid()) + "-" + std::to_string(next_temp_++);
-    writing_.insert(temp_name);
-  }
-  struct Unmark {
-    InputStore* self;
-    std::string name;
-    ~Unmark() {
-      std::lock_guard lock(self->mu_);
-      self->writing_.erase(name);
-    }
-  } unmark{this, temp_name};
-  const std::string temp_path = dir_ + "/" + temp_name;
-  const auto fail = [&](const std::string& what) -> InputStoreError {
-    const std::string why = errno_text();
-    ::unlink(temp_path.c_str());
-    return InputStoreError("job inputs: " + what + " '" + temp_path + "': " + why);
-  };
-
-  // One pass over the bytes: each piece is hashed and written while it is in the CPU's cache.
-  Fd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (fd.get() < 0) throw fail("cannot create");
+tl::expected<InputStore::Stored, std::string> InputStore::put_file(const std::string& path,
+                                                                   const std::string& digest) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return tl::unexpected("cannot open '" + path + "'");
+  // Stored whole already: its chunks are vouched for by its header and are not written over.
+  if (const auto header = store_.job_input(digest)) return Stored{digest, header->bytes};
   util::Sha256 hash;
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const std::size_t piece = std::min(kWritePiece, bytes.size() - done);
-    hash.update(bytes.substr(done, piece));
-    for (std::size_t written = 0; written < piece;) {
-      const ssize_t n = ::write(fd.get(), bytes.data() + done + written, piece - written);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        throw fail("cannot write");
-      }
-      written += static_cast<std::size_t>(n);
-    }
-    done += piece;
+  std::string piece(static_cast<std::size_t>(chunk_bytes_), '\0');
+  std::int64_t size = 0;
+  for (std::int64_t seq = 0;; ++seq) {
+    in.read(piece.data(), static_cast<std::streamsize>(piece.size()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    if (got == 0) break;
+    const std::string_view data(piece.data(), got);
+    hash.update(data);
+    store_.put_job_input_chunk(digest, seq, data, clock_());
+    size += static_cast<std::int64_t>(got);
+    if (got < piece.size()) break;
   }
-
-  Stored out;
-  out.digest = hash.hex();
-  out.bytes = static_cast<std::int64_t>(bytes.size());
-  // Pinned before the final name is looked at: from here the sweep cannot remove it.
-  out.pin = Pin(this, out.digest);
-  const std::string final_path = path_of(out.digest);
-  struct stat st {};
-  if (::stat(final_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-      st.st_size == static_cast<off_t>(bytes.size())) {
-    // Same address, same content: the file there is kept (a temporary left by a failed unlink
-    // is swept).
-    ::unlink(temp_path.c_str());
-    return out;
+  if (in.bad()) return tl::unexpected("cannot read '" + path + "'");
+  if (const auto actual = hash.hex(); actual != digest) {
+    return tl::unexpected("'" + path + "' holds bytes whose SHA-256 is " + actual);
   }
-  if (::fsync(fd.get()) != 0) throw fail("cannot sync");
-  if (!fd.close()) throw fail("cannot close");
-  if (::rename(temp_path.c_str(), final_path.c_str()) != 0) throw fail("cannot rename");
-  fsync_dir(dir_);
-  return out;
+  return finish(digest, size);
 }
 
 tl::expected<InputStore::Range, std::string> InputStore::read(const std::string& digest,
                                                               std::int64_t offset,
                                                               std::int64_t max_bytes) const {
-  if (!util::is_sha256_hex(digest)) return tl::unexpected("not an input digest: '" + digest + "'");
-  if (offset < 0 || max_bytes < 0) return tl::unexpected(std::string("negative range"));
-  Fd fd(::open(path_of(digest).c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return tl::unexpected("input " + digest + ": " + errno_text());
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return tl::unexpected("input " + digest + ": " + errno_text());
-  Range out;
-  out.total = st.st_size;
-  if (offset >= out.total) return out;
-  const std::int64_t want = std::min(max_bytes, out.total - offset);
-  out.bytes.resize(static_cast<std::size_t>(want));
-  std::int64_t got = 0;
-  while (got < want) {
-    const ssize_t n =
-        ::pread(fd.get(), out.bytes.data() + got, static_cast<std::size_t>(want - got),
-                static_cast<off_t>(offset + got));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return tl::unexpected("input " + digest + ": " + errno_text());
+  try {
+    const auto header = store_.job_input(digest);
+    if (!header) return tl::unexpected("job input " + digest + " is not stored");
+    Range range;
+    range.total = header->bytes;
+    if (offset < 0 || max_bytes < 1 || offset >= header->bytes) return range;
+    const std::int64_t end = std::min(header->bytes, offset + max_bytes);
+    const std::int64_t size = header->chunk_bytes;
+    const std::int64_t first = offset / size;
+    const std::int64_t last = (end - 1) / size;
+    const auto chunks = store_.job_input_chunks(digest, first, last);
+    range.bytes.reserve(static_cast<std::size_t>(end - offset));
+    std::int64_t seq = first;
+    for (const auto& [stored_seq, data] : chunks) {
+      const std::int64_t start = seq * size;
+      const std::int64_t expected = std::min(size, header->bytes - start);
+      if (stored_seq != seq || static_cast<std::int64_t>(data.size()) != expected) {
+        return tl::unexpected("job input " + digest + ": chunk " + std::to_string(seq) +
+                              (stored_seq != seq ? " is missing" : " has the wrong size"));
+      }
+      const std::int64_t from = std::max(offset, start) - start;
+      const std::int64_t to = std::min(end, start + expected) - start;
+      range.bytes.append(data, static_cast<std::size_t>(from), static_cast<std::size_t>(to - from));
+      ++seq;
     }
-    if (n == 0) break;  // shorter than stat said: cannot happen to a renamed-in file
-    got += n;
+    if (seq != last + 1) {
+      return tl::unexpected("job input " + digest + ": chunk " + std::to_string(seq) +
+                            " is missing");
+    }
+    return range;
+  } catch (const store::StoreError& e) {
+    return tl::unexpected(std::string(e.what()));
   }
-  out.bytes.resize(static_cast<std::size_t>(got));
-  return out;
 }
 
-bool InputStore::contains(const std::string& digest) const {
-  if (!util::is_sha256_hex(digest)) return false;
-  struct stat st {};
-  return ::stat(path_of(digest).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+store::InputsSwept InputStore::sweep(double finished_since) {
+  return store_.drop_job_inputs(finished_since, clock_() - kInputGraceS);
 }
 
-InputStore::Swept InputStore::sweep(const std::set<std::string>& in_use) {
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(dir_.c_str()), &::closedir);
-  if (!dir) throw InputStoreError("job inputs: cannot list '" + dir_ + "': " + errno_text());
-  std::lock_guard lock(mu_);
-  Swept out;
-  while (const dirent* entry = ::readdir(dir.get())) {
-    const std::string name = entry->d_name;
-    bool remove = false;
-    if (name.starts_with(kTempPrefix)) {
-      remove = !writing_.contains(name);
-    } else if (util::is_sha256_hex(name)) {
-      remove = !in_use.contains(name) && !pins_.contains(name);
-    }
-    // Anything else is not ours: left alone.
-    if (!remove) continue;
-    if (::unlink((dir_ + "/" + name).c_str()) == 0) {
+ImportedInputs import_input_files(const std::string& data_dir, store::JobStore& jobs,
+                                  InputStore& inputs, double finished_since) {
+  namespace fs = std::filesystem;
+  ImportedInputs out;
+  const fs::path dir = fs::path(data_dir) / "job-inputs";
+  std::error_code ec;
+  if (data_dir.empty() || !fs::is_directory(dir, ec)) return out;
+  const auto in_use_list = jobs.job_inputs_in_use(finished_since);
+  const std::set<std::string> in_use(in_use_list.begin(), in_use_list.end());
+  std::vector<fs::path> files;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    files.push_back(it->path());
+  }
+  if (ec) {
+    out.errors.push_back("cannot list '" + dir.string() + "': " + ec.message());
+    return out;
+  }
+  std::sort(files.begin(), files.end());
+  const auto remove = [&](const fs::path& file) {
+    std::error_code gone;
+    if (fs::remove(file, gone)) {
       ++out.removed;
-    } else if (errno != ENOENT) {
-      out.errors.push_back(name + ": " + errno_text());
+    } else {
+      out.errors.push_back("cannot remove '" + file.string() + "': " + gone.message());
+    }
+  };
+  for (const auto& file : files) {
+    const std::string name = file.filename().string();
+    if (name.starts_with(".tmp-")) {
+      remove(file);  // a write the old store's crash cut short: nothing ever served it
+    } else if (!util::is_sha256_hex(name) || !fs::is_regular_file(file, ec)) {
+      out.errors.push_back("'" + file.string() + "' is not a job input: left as it is");
+    } else if (!in_use.contains(name)) {
+      remove(file);
+    } else if (auto stored = inputs.put_file(file.string(), name); !stored) {
+      out.errors.push_back(stored.error() + ": left as it is");
+    } else {
+      ++out.imported;
+      out.bytes += stored->bytes;
+      std::error_code gone;
+      if (!fs::remove(file, gone)) {
+        out.errors.push_back("imported, but cannot remove '" + file.string() +
+                             "': " + gone.message());
+      }
     }
   }
+  fs::remove(dir, ec);  // only once empty; what was left is named in errors
   return out;
 }
 

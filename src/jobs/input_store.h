@@ -1,23 +1,29 @@
-// Job inputs on disk, content-addressed: <data_dir>/job-inputs/<sha256 hex> (directory 0700,
-// files 0600). A file appears under its final name only whole: it is written to a temporary
-// name, fsynced and renamed, so a crash leaves at most a stray temporary file, which the next
-// sweep removes and nothing ever serves.
+// Job inputs, content-addressed by SHA-256, in the fleet's database (store/job_input_store.h):
+// whichever replica leads reads what any replica wrote, so replicas on separate hosts share
+// nothing but the database (issue 29).
 //
-// Who may remove what: the sweep removes files no job needs any more (the caller says which are
-// in use) and leaves alone any digest pinned by a submission that has written its file but not
-// yet committed the row naming it.
+// An input is written in chunks of kInputChunkBytes, each in its own transaction, and becomes
+// readable only when its header is written after the last chunk: a crash mid-write leaves
+// chunks no reader serves, which the sweep removes after the grace. Reads fetch only the chunks
+// a range covers, so neither side holds a whole input for an agent's ranged download.
+//
+// Before schema 18 inputs were files (<data_dir>/job-inputs/<sha256>); import_input_files moves
+// those an open or retained job names into the database when a term begins.
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <set>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tl/expected.hpp>
 #include <vector>
+
+#include "store/job_input_store.h"
+
+namespace pf::store {
+class JobStore;
+}
 
 namespace pf::jobs {
 
@@ -25,69 +31,67 @@ struct InputStoreError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Bytes per stored chunk. 1 MiB: a range read costs at most one chunk more than it asked for,
+// and a chunk is one short transaction (a heartbeat never waits behind a whole input).
+inline constexpr std::int64_t kInputChunkBytes = 1 << 20;
+// How long an input (or a chunk of one being written) no job names yet is kept: a submission
+// writes its input and then, within moments, the row naming it; a sweep on any replica must not
+// fall between the two.
+inline constexpr double kInputGraceS = 15 * 60;
+
 class InputStore {
  public:
-  // Creates <data_dir>/job-inputs (0700) if needed. Throws InputStoreError.
-  explicit InputStore(const std::string& data_dir);
-  InputStore(const InputStore&) = delete;
-  InputStore& operator=(const InputStore&) = delete;
-
-  // Keeps the sweep away from one digest while it lives.
-  class Pin {
-   public:
-    Pin() = default;
-    Pin(InputStore* store, std::string digest);
-    Pin(Pin&& other) noexcept;
-    Pin& operator=(Pin&& other) noexcept;
-    Pin(const Pin&) = delete;
-    Pin& operator=(const Pin&) = delete;
-    ~Pin();
-
-   private:
-    void release();
-    InputStore* store_ = nullptr;
-    std::string digest_;
-  };
+  using Clock = std::function<double()>;  // epoch seconds: when chunks and headers are written
+  InputStore(store::JobInputStore& store, Clock clock, std::int64_t chunk_bytes = kInputChunkBytes);
 
   struct Stored {
     std::string digest;
     std::int64_t bytes = 0;
-    Pin pin;  // hold until the row naming the digest is committed
   };
-  // Writes `bytes` under its digest (a file already there with the same size is kept: same
-  // address, same content). Throws InputStoreError (disk full, permissions...).
-  Stored put(std::string_view bytes);
+  // Stores `bytes` under its digest (`digest` when the caller computed it already; bytes already
+  // stored are claimed, not written again). Throws store::StoreError (the database failed) or
+  // InputStoreError.
+  Stored put(std::string_view bytes, const std::string& digest = {});
+  // Stores the file at `path` as the input `digest`, read and written a chunk at a time. Error:
+  // the file cannot be read, or its bytes are not `digest` (what was written then is swept).
+  // An input already stored whole is left as it is.
+  // Throws store::StoreError.
+  tl::expected<Stored, std::string> put_file(const std::string& path, const std::string& digest);
 
   struct Range {
     std::string bytes;
-    std::int64_t total = 0;  // the whole file's size
+    std::int64_t total = 0;  // the whole input's size
   };
   // Up to max_bytes from offset (an offset at or past the end returns no bytes). Error: the
-  // file is missing or unreadable.
+  // input is not stored whole, a chunk is missing or has the wrong size, or the database failed.
   tl::expected<Range, std::string> read(const std::string& digest, std::int64_t offset,
                                         std::int64_t max_bytes) const;
-  bool contains(const std::string& digest) const;
 
-  // Removes every input file whose digest is not in `in_use` and not pinned, and every
-  // temporary file no put() is writing.
-  struct Swept {
-    int removed = 0;
-    std::vector<std::string> errors;  // files that could not be removed, and why
-  };
-  Swept sweep(const std::set<std::string>& in_use);
-
-  const std::string& dir() const { return dir_; }
+  // The retention sweep (store::JobInputStore::drop_job_inputs with this store's grace).
+  store::InputsSwept sweep(double finished_since);
 
  private:
-  std::string path_of(const std::string& digest) const;
-  void pin(const std::string& digest);
-  void unpin(const std::string& digest);
+  std::int64_t chunks_of(std::int64_t bytes) const;
+  // The header once every chunk is written; throws InputStoreError when one went missing.
+  Stored finish(const std::string& digest, std::int64_t bytes);
 
-  std::string dir_;
-  mutable std::mutex mu_;
-  std::map<std::string, int> pins_;  // digest → live pins
-  std::set<std::string> writing_;    // temporary file names put() is writing
-  std::uint64_t next_temp_ = 0;
+  store::JobInputStore& store_;
+  Clock clock_;
+  std::int64_t chunk_bytes_;
 };
+
+// Schema-18 upgrade: the input files under <data_dir>/job-inputs that a job still needs
+// (store::JobStore::job_inputs_in_use since `finished_since`) are copied into the store in
+// chunks (never whole in memory), checked against their names, and removed; stray temporary
+// files (".tmp-*") and files no job needs are removed too; anything else is left and named in
+// `errors`. The directory goes once it is empty. No directory: nothing to do.
+struct ImportedInputs {
+  int imported = 0;
+  std::int64_t bytes = 0;
+  int removed = 0;                  // files no job needed, and temporary files
+  std::vector<std::string> errors;  // files left where they are, and why
+};
+ImportedInputs import_input_files(const std::string& data_dir, store::JobStore& jobs,
+                                  InputStore& inputs, double finished_since);
 
 }  // namespace pf::jobs

@@ -128,7 +128,7 @@ JobQueue::Impl::Impl(store::Store& store_in, JobQueueConfig config_in, JobQueueH
       config(std::move(config_in)),
       hooks(std::move(hooks_in)),
       clock(std::move(clock_in)),
-      inputs(config.data_dir) {
+      inputs(store, clock) {
   const double now = clock();
   // Leases held when the manager stopped keep what they had left then (renewals included):
   // their agents name them on their next heartbeat; a lease that had run out returns at once.
@@ -243,10 +243,11 @@ JobResult<Submitted> JobQueue::submit(const SubmitRequest& request) {
     }
   }
 
-  // The input is written (fsynced, renamed) before the row that names it; pinned until then.
+  // The input is stored whole before the row that names it (the sweep's grace keeps it until
+  // then), outside the queue's lock: a large input does not hold up leases and heartbeats.
   InputStore::Stored input;
   try {
-    input = q.inputs.put(request.input);
+    input = q.inputs.put(request.input, digest.value_or(std::string()));
   } catch (const std::exception& e) {
     return tl::unexpected(unavailable(e));
   }
@@ -599,7 +600,7 @@ void JobQueue::return_jobs_of(std::int64_t instance_id, const std::string& why) 
 void JobQueue::tick() {
   Impl& q = *impl_;
   Effects effects;
-  std::string sweep_errors;
+  std::optional<double> sweep_inputs_since;
   {
     std::lock_guard lock(q.mu);
     q.enter(nullptr);
@@ -635,16 +636,14 @@ void JobQueue::tick() {
       if (q.config.timeline_retention_s > 0) {
         q.store.drop_job_events(now - q.config.timeline_retention_s);
       }
-      const auto in_use = q.store.job_inputs_in_use(keep_since);
-      const auto swept = q.inputs.sweep(std::set<std::string>(in_use.begin(), in_use.end()));
-      for (const auto& e : swept.errors) sweep_errors += (sweep_errors.empty() ? "" : "; ") + e;
+      sweep_inputs_since = keep_since;
     }
     q.enter(&effects);
   }
   effects.run(q.hooks);
-  if (!sweep_errors.empty()) {
-    throw InputStoreError("job inputs: the retention sweep could not remove: " + sweep_errors);
-  }
+  // Without the queue's lock: deleting many MiB of chunks holds up no lease. Whether an input
+  // is needed is read from the job rows, not from this queue's memory.
+  if (sweep_inputs_since) q.inputs.sweep(*sweep_inputs_since);
 }
 
 void JobQueue::shutdown() {

@@ -7,9 +7,10 @@
 // without holding the queue's lock.
 //
 // Guarantees:
-//  - submit writes the input (content-addressed file, fsynced, renamed into place) and then the
-//    row in one store transaction before it returns; a crash in between leaves at most an
-//    unreferenced file, which the retention sweep removes. Nothing half-written is visible.
+//  - submit stores the input in the database (content-addressed chunks, then the header that
+//    makes it whole: jobs/input_store.h) and then the row in one store transaction before it
+//    returns; a crash in between leaves at most an input no job names, which the retention
+//    sweep removes. Nothing half-written is visible. Any replica reads any input.
 //  - (client, request_id) is the idempotency key: a request_id that is queued or running joins the
 //    existing job of that client; one whose proof was delivered means the client rejected that
 //    proof: the job opens a new attempt on another instance and the instance that made it gets a
@@ -58,7 +59,9 @@ template <typename T>
 using JobResult = tl::expected<T, JobError>;
 
 struct JobQueueConfig {
-  std::string data_dir;  // inputs under <data_dir>/job-inputs/<sha256>, created 0700
+  // Inputs lived under <data_dir>/job-inputs before schema 18 (import_input_files moves them
+  // into the store); serve's takeover socket lives here too.
+  std::string data_dir;
   std::int64_t max_input_bytes = 256LL * 1024 * 1024;
   int max_open_jobs = 10000;         // queued + leased; beyond: ResourceExhausted
   double default_deadline_s = 1800;  // a client's ProveTimeout (Curio: 30 min)

@@ -168,7 +168,7 @@ JobResult<InputChunk> JobQueue::read_input(std::int64_t instance_id, std::int64_
     }
     digest = job->input_digest;
   }
-  // The file is read without the lock: it cannot go away while the job is open (the sweep
+  // The input is read without the lock: it cannot go away while the job is open (the sweep
   // keeps inputs of open jobs) and its content never changes (its name is its digest).
   auto range = q.inputs.read(digest, offset, std::min(max_bytes, kMaxInputChunk));
   if (!range) return tl::unexpected(job_error(Code::Unavailable, range.error()));

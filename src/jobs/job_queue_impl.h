@@ -4,7 +4,7 @@
 // Locking: `mu` guards everything here and is held across each store write, so the in-memory
 // view of open jobs and the store never disagree. Hooks (which call into the Manager, itself
 // calling the queue under its own lock) run only after `mu` is released: every method gathers
-// them in an Effects and runs it last. Order: mu → the store's lock → the input store's lock.
+// them in an Effects and runs it last. Order: mu → the store's lock.
 #pragma once
 
 #include <condition_variable>

@@ -811,8 +811,20 @@ void Manager::tick() {
       event(d.id, "market", outcome);
     }
   }
+  sweep_old_records(now);
   // Lost leases back to the queue, retention (outside mu_: the queue calls back into us).
   if (auto* queue = jobs_.load()) queue->tick();
+}
+
+void Manager::sweep_old_records(double now) {
+  // Due once an hour (and at once after the clock went back); one caller sweeps (tick also
+  // runs on an operator's destroy).
+  double due = next_record_sweep_at_.load();
+  if (now < due && now >= due - kRecordSweepEveryS) return;
+  if (!next_record_sweep_at_.compare_exchange_strong(due, now + kRecordSweepEveryS)) return;
+  // Outside mu_ (the store has its own lock): a large first sweep holds up no agent.
+  if (config_.log_retention_s > 0) store_.drop_agent_logs(now - config_.log_retention_s);
+  if (config_.event_retention_s > 0) store_.drop_events(now - config_.event_retention_s);
 }
 
 // --- proof jobs ----------------------------------------------------------------------------------

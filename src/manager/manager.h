@@ -101,6 +101,10 @@ struct ManagerConfig {
   nlohmann::json prover_settings = nlohmann::json::object();
   // Agent log kept per instance in the store (oldest chunks dropped beyond it).
   std::size_t log_ring_bytes = 256 * 1024;
+  // The agent logs, and the audit trails, of instances destroyed this long ago are removed by
+  // an hourly sweep (the instance rows stay); 0 keeps them for ever.
+  double log_retention_s = 30 * 86400.0;
+  double event_retention_s = 365 * 86400.0;
   // Rows whose instance is missing from the market list are closed only after this long,
   // because reads can lag a create.
   double vanish_grace_s = 120;
@@ -273,7 +277,8 @@ class Manager {
   // Compares the store with the market's instance list: adopts/destroys our-labelled
   // instances the store does not track, closes rows whose instance is gone, records status.
   void reconcile();
-  // Deadlines, heartbeats, spend accrual, and (re)sending destroys until confirmed.
+  // Deadlines, heartbeats, spend accrual, (re)sending destroys until confirmed, and the hourly
+  // retention sweep of destroyed instances' logs and audit trails.
   void tick();
   // The shell's self-check of its own HTTP front: while it fails, no agent is judged by
   // silence; when it recovers, silence is counted afresh from `now`.
@@ -354,6 +359,9 @@ class Manager {
   // Records the production windows of a proving instance completed since those on its row
   // (core::new_production_windows), and counts them on the row.
   void record_production_windows(core::InstanceRecord& rec);
+  // Removes the agent logs and audit trails of instances destroyed longer ago than the config's
+  // retention, once an hour; without mu_.
+  void sweep_old_records(double now);
   // Carries out one step of a reconcile plan (core/reconcile.h); market destroys are
   // collected in `to_destroy` and sent after the lock is released.
   void execute(const core::ReconcileAction& action, double now,
@@ -386,6 +394,9 @@ class Manager {
   // proofs_production at the last window check: only saves re-reading the samples when no
   // proof came (what was recorded is on the row, so a restart merely looks once more).
   std::map<std::int64_t, int> production_checked_;
+  // The retention sweep of destroyed instances' logs and audit trails (sweep_old_records).
+  static constexpr double kRecordSweepEveryS = 3600;
+  std::atomic<double> next_record_sweep_at_{0};
   Listening listening_;  // whether the manager itself can hear its agents (its own lock)
   // Creates in flight, destroy pacing, the last reconcile's list error (its own lock).
   MarketCalls market_calls_;

@@ -33,6 +33,13 @@ class EventStore : public virtual Transactions {
                                 std::size_t max_bytes) = 0;
   // What is kept of the instance's log, oldest first ("" when nothing).
   virtual std::string agent_log(std::int64_t instance_id) = 0;
+
+  // --- retention (issue 29: [deploy] log_retention_days, event_retention_days) ----------------
+  // Remove the agent logs, or the audit trails, of instances destroyed before `destroyed_before`
+  // (epoch s); a live instance's are kept whatever their age. The instance rows stay (the
+  // money pages count them). Return how many rows went.
+  virtual std::int64_t drop_agent_logs(double destroyed_before) = 0;
+  virtual std::int64_t drop_events(double destroyed_before) = 0;
 };
 
 }  // namespace pf::store

@@ -294,6 +294,12 @@ struct PgConnection::Outgoing {
   std::string plain;
   std::vector<std::string> values;
   std::vector<char> bound;  // values[k] is sent only where bound[k]; otherwise NULL
+  // values[k] travels in binary form (bytea: the bytes themselves) where binary[k]; otherwise
+  // as text. Blobs go binary: half the bytes of the hex text form, and nothing to encode.
+  std::vector<char> binary;
+  // Results in binary form (Cursor::prefer_binary_results): bytea arrives as its bytes, not as
+  // hex text twice their size.
+  bool binary_results = false;
   std::string doing;
 };
 
@@ -311,29 +317,50 @@ bool succeeded(const PGresult* result) {
   return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
 }
 
+// A prepared statement's values as libpq takes them: pointers (null: NULL), and, when any value
+// is binary, each value's length and format.
+struct ParamArrays {
+  explicit ParamArrays(const PgConnection::Outgoing& out) : values(out.values.size(), nullptr) {
+    bool any_binary = false;
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      if (out.bound[k] != 0) values[k] = out.values[k].c_str();
+      any_binary = any_binary || (out.bound[k] != 0 && out.binary[k] != 0);
+    }
+    if (!any_binary) return;
+    lengths.assign(values.size(), 0);
+    formats.assign(values.size(), 0);
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      lengths[k] = static_cast<int>(out.values[k].size());
+      formats[k] = out.bound[k] != 0 && out.binary[k] != 0 ? 1 : 0;
+    }
+  }
+  int count() const { return static_cast<int>(values.size()); }
+  const int* lengths_or_null() const { return lengths.empty() ? nullptr : lengths.data(); }
+  const int* formats_or_null() const { return formats.empty() ? nullptr : formats.data(); }
+
+  std::vector<const char*> values;
+  std::vector<int> lengths;
+  std::vector<int> formats;
+};
+
 // Sends one statement without waiting (pipeline mode); 1 on success, as libpq says.
 int send_statement(PGconn* conn, const PgConnection::Outgoing& out) {
   if (out.prepared == nullptr) {
     return PQsendQueryParams(conn, out.plain.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0);
   }
-  std::vector<const char*> values(out.values.size(), nullptr);
-  for (std::size_t k = 0; k < values.size(); ++k) {
-    if (out.bound[k] != 0) values[k] = out.values[k].c_str();
-  }
-  return PQsendQueryPrepared(conn, out.prepared->name.c_str(), static_cast<int>(values.size()),
-                             values.data(), nullptr, nullptr, 0);
+  const ParamArrays params(out);
+  return PQsendQueryPrepared(conn, out.prepared->name.c_str(), params.count(), params.values.data(),
+                             params.lengths_or_null(), params.formats_or_null(), 0);
 }
 
 // Runs one statement and waits for its result (never null: libpq's own failure is a result
 // too, or the nullptr case is turned into one by the caller's check).
 PgResult run_statement(PGconn* conn, const PgConnection::Outgoing& out) {
   if (out.prepared == nullptr) return PgResult(PQexec(conn, out.plain.c_str()));
-  std::vector<const char*> values(out.values.size(), nullptr);
-  for (std::size_t k = 0; k < values.size(); ++k) {
-    if (out.bound[k] != 0) values[k] = out.values[k].c_str();
-  }
-  return PgResult(PQexecPrepared(conn, out.prepared->name.c_str(), static_cast<int>(values.size()),
-                                 values.data(), nullptr, nullptr, 0));
+  const ParamArrays params(out);
+  return PgResult(PQexecPrepared(conn, out.prepared->name.c_str(), params.count(),
+                                 params.values.data(), params.lengths_or_null(),
+                                 params.formats_or_null(), out.binary_results ? 1 : 0));
 }
 
 }  // namespace
@@ -348,6 +375,7 @@ class PgConnection::PgCursor final : public sql::Cursor {
     out_.doing = std::move(doing);
     out_.values.resize(prepared.sql.names.size());
     out_.bound.assign(prepared.sql.names.size(), 0);
+    out_.binary.assign(prepared.sql.names.size(), 0);
   }
 
   void bind_int(const char* name, std::int64_t value) override {
@@ -369,19 +397,13 @@ class PgConnection::PgCursor final : public sql::Cursor {
     set(name, std::string(value));
   }
   void bind_blob(const char* name, std::string_view value) override {
-    // bytea's hex input form: any bytes, NUL included, travel as text.
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string hex;
-    hex.reserve(2 + 2 * value.size());
-    hex += "\\x";
-    for (const char ch : value) {
-      const auto byte = static_cast<unsigned char>(ch);
-      hex += kHex[byte >> 4];
-      hex += kHex[byte & 0xf];
-    }
-    set(name, std::move(hex));
+    // Binary: bytea's binary form is the bytes themselves, NUL included. The statement's
+    // parameter must be a bytea (every blob column here is one).
+    set(name, std::string(value));
+    out_.binary[static_cast<std::size_t>(index_of(name))] = 1;
   }
   void bind_null(const char* name) override { out_.bound[index_of(name)] = 0; }
+  void prefer_binary_results() override { out_.binary_results = true; }
 
   bool next() override {
     if (deferred_) throw StoreError(out_.doing + ": reading a statement that was held back");
@@ -453,6 +475,7 @@ class PgConnection::PgCursor final : public sql::Cursor {
   std::int64_t integer(int index) const override {
     if (null_at(index)) return 0;  // as SQLite reads NULL
     const std::string_view text = value_at(index);
+    if (binary_at(index)) return binary_integer(index, text);
     if (type_of(index) == kBoolOid) return text == "t" ? 1 : 0;
     std::int64_t value = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -465,6 +488,10 @@ class PgConnection::PgCursor final : public sql::Cursor {
   double real(int index) const override {
     if (null_at(index)) return 0.0;
     const std::string_view text = value_at(index);
+    if (binary_at(index)) {
+      throw StoreError(out_.doing + ": column " + name_of(index) +
+                       " came in binary form, read only for integers and bytes");
+    }
     if (text == "Infinity") return std::numeric_limits<double>::infinity();
     if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
     if (text == "NaN") return std::numeric_limits<double>::quiet_NaN();
@@ -483,19 +510,21 @@ class PgConnection::PgCursor final : public sql::Cursor {
   std::string blob(int index) const override {
     if (null_at(index)) return {};
     const std::string_view text = value_at(index);
-    if (type_of(index) != kByteaOid) return std::string(text);
+    if (type_of(index) != kByteaOid || binary_at(index)) return std::string(text);
     if (text.size() < 2 || text[0] != '\\' || text[1] != 'x' || text.size() % 2 != 0) {
       throw StoreError(out_.doing + ": column " + name_of(index) + " is not bytea in hex form");
     }
-    std::string bytes;
-    bytes.reserve(text.size() / 2 - 1);
-    for (std::size_t i = 2; i < text.size(); i += 2) {
+    // Sized once and written in place: job input chunks are MiBs (store/job_input_store.h).
+    std::string bytes(text.size() / 2 - 1, '\0');
+    int bad = 0;
+    for (std::size_t i = 2, o = 0; i < text.size(); i += 2, ++o) {
       const int hi = hex_digit(text[i]);
       const int lo = hex_digit(text[i + 1]);
-      if (hi < 0 || lo < 0) {
-        throw StoreError(out_.doing + ": column " + name_of(index) + " is not bytea in hex form");
-      }
-      bytes.push_back(static_cast<char>(hi * 16 + lo));
+      bad |= hi | lo;  // negative once any digit was not one
+      bytes[o] = static_cast<char>(((hi & 0xf) << 4) | (lo & 0xf));
+    }
+    if (bad < 0) {
+      throw StoreError(out_.doing + ": column " + name_of(index) + " is not bytea in hex form");
     }
     return bytes;
   }
@@ -512,6 +541,7 @@ class PgConnection::PgCursor final : public sql::Cursor {
     const auto k = static_cast<std::size_t>(index_of(name));
     out_.values[k] = std::move(value);
     out_.bound[k] = 1;
+    out_.binary[k] = 0;
   }
   void learn_columns() {
     if (prepared_.columns_known) return;
@@ -546,6 +576,37 @@ class PgConnection::PgCursor final : public sql::Cursor {
             static_cast<std::size_t>(PQgetlength(result_.get(), row_, col))};
   }
   std::string name_of(int index) const { return PQfname(result_.get(), index); }
+  bool binary_at(int index) const { return PQfformat(result_.get(), index) == 1; }
+  // An integer column in binary form: big-endian, of its type's width.
+  std::int64_t binary_integer(int index, std::string_view bytes) const {
+    std::size_t width = 0;
+    switch (type_of(index)) {
+      case kBoolOid:
+        width = 1;
+        break;
+      case kInt2Oid:
+        width = 2;
+        break;
+      case kInt4Oid:
+        width = 4;
+        break;
+      case kInt8Oid:
+        width = 8;
+        break;
+      default:
+        break;
+    }
+    if (width == 0 || bytes.size() != width) {
+      throw StoreError(out_.doing + ": column " + name_of(index) +
+                       " is not an integer in binary form");
+    }
+    std::uint64_t value = 0;
+    for (const char b : bytes) value = (value << 8) | static_cast<unsigned char>(b);
+    if (width < 8 && type_of(index) != kBoolOid && (value >> (8 * width - 1)) != 0) {
+      value |= ~std::uint64_t{0} << (8 * width);  // sign-extend
+    }
+    return static_cast<std::int64_t>(value);
+  }
   Oid type_of(int index) const { return prepared_.column_types[static_cast<std::size_t>(index)]; }
 
   PgConnection& connection_;

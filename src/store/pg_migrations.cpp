@@ -337,6 +337,24 @@ CREATE INDEX job_events_instance ON job_events(instance_id, job_id) WHERE instan
     Migration{17, "job timelines by age", R"sql(
 CREATE INDEX job_events_at ON job_events(at);
 )sql"},
+    Migration{18, "job inputs in the database", R"sql(
+CREATE TABLE job_input_chunks (
+  digest TEXT NOT NULL,
+  seq BIGINT NOT NULL CHECK (seq >= 0),
+  data BYTEA NOT NULL,
+  written_at DOUBLE PRECISION NOT NULL,
+  PRIMARY KEY (digest, seq)
+);
+CREATE INDEX job_input_chunks_written_at ON job_input_chunks(written_at);
+CREATE TABLE job_inputs (
+  digest TEXT PRIMARY KEY,
+  size_bytes BIGINT NOT NULL CHECK (size_bytes >= 0),
+  chunk_bytes BIGINT NOT NULL CHECK (chunk_bytes > 0),
+  chunks BIGINT NOT NULL CHECK (chunks >= 0),
+  written_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX job_inputs_written_at ON job_inputs(written_at);
+)sql"},
 };
 
 static_assert(versions_are_consecutive(kMigrations),

@@ -41,6 +41,10 @@ class Cursor {
   virtual void bind_text(const char* name, std::string_view value) = 0;  // valid UTF-8
   virtual void bind_blob(const char* name, std::string_view value) = 0;  // any bytes
   virtual void bind_null(const char* name) = 0;
+  // Asks for the results in the database's binary form where it has one (PostgreSQL: bytea as
+  // its bytes rather than hex text); then only integer(), blob() and text_view() of text
+  // columns may read them. Before the first next(). Default: nothing changes (SQLite).
+  virtual void prefer_binary_results() {}
 
   // True while a row is available. Throws StoreError naming what was being done.
   virtual bool next() = 0;
@@ -133,6 +137,8 @@ class Statement {
   void bind_text(const char* name, std::string_view value) { cursor_->bind_text(name, value); }
   void bind_blob(const char* name, std::string_view value) { cursor_->bind_blob(name, value); }
   void bind_null(const char* name) { cursor_->bind_null(name); }
+  // See Cursor::prefer_binary_results: for statements that read MiBs of blobs.
+  void prefer_binary_results() { cursor_->prefer_binary_results(); }
   void bind_opt_real(const char* name, const std::optional<double>& value) {
     if (value)
       bind_real(name, *value);

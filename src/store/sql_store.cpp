@@ -26,10 +26,21 @@ int latest_schema_version() {
   return sql::kLatestSchemaVersion;
 }
 
-SqlStore::SqlStore(std::unique_ptr<sql::Connection> connection, std::string where)
+SqlStore::SqlStore(std::unique_ptr<sql::Connection> connection, std::string where,
+                   std::function<std::unique_ptr<sql::Connection>()> open_input_connection)
     : conn_(std::move(connection)), where_(std::move(where)), caches_(std::make_unique<Caches>()) {
   sql::migrate(*conn_, where_);
   conn_->on_sent_outcomes([this](bool failed) { on_sent_outcomes(failed); });
+  // After the migrations: a pooled connection is opened on first use, on the migrated schema.
+  if (open_input_connection) {
+    input_pool_ = std::make_unique<ConnectionPool>(std::move(open_input_connection),
+                                                   kInputConnections, kInputConnectionCheckAfterS);
+  }
+}
+
+std::optional<ConnectionPool::Stats> SqlStore::input_pool_stats() const {
+  if (!input_pool_) return std::nullopt;
+  return input_pool_->stats();
 }
 
 SqlStore::~SqlStore() {

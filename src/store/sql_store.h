@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/connection_pool.h"
 #include "store/store.h"
 #include "store/written_copies.h"
 #include "util/unique_fd.h"
@@ -32,11 +33,22 @@ struct SentCommit;
 // The schema version this build writes (the same on every database kind).
 int latest_schema_version();
 
+// Connections of a store's job input pool (SqlStore): PostgreSQL serves them in parallel;
+// SQLite's readers run beside its one writer.
+inline constexpr std::size_t kInputConnections = 4;
+// A pooled connection idle this long answers a health check before it is lent again.
+inline constexpr double kInputConnectionCheckAfterS = 30;
+
 class SqlStore final : public Store {
  public:
   // Applies pending migrations; refuses a database written by a newer proverfleet. `where`
   // names the database in errors (never with a password: store_url.h redacted_url).
-  SqlStore(std::unique_ptr<sql::Connection> connection, std::string where);
+  // `open_input_connection`, when given, opens more connections to the same database: job input
+  // I/O (store/job_input_store.h) runs on a bounded pool of them (kInputConnections), so MiBs of
+  // chunks never hold up the serialised connection every other call uses. Without it (an
+  // in-memory database) inputs use that one connection.
+  SqlStore(std::unique_ptr<sql::Connection> connection, std::string where,
+           std::function<std::unique_ptr<sql::Connection>()> open_input_connection = {});
   ~SqlStore() override;
   SqlStore(const SqlStore&) = delete;
   SqlStore& operator=(const SqlStore&) = delete;
@@ -48,6 +60,8 @@ class SqlStore final : public Store {
   // The connection itself, for whole-database work outside the Store interface (proverfleet
   // migrate copies tables). Only while no other thread uses this store.
   sql::Connection& connection() { return *conn_; }
+  // The job inputs' connection pool (nullopt: none, inputs share the one connection).
+  std::optional<ConnectionPool::Stats> input_pool_stats() const;
 
   void transaction(const std::function<void()>& fn) override;
   Confirm transaction_sent(const std::function<void()>& fn) override;
@@ -73,6 +87,8 @@ class SqlStore final : public Store {
   void append_agent_log(std::int64_t instance_id, double at, std::string_view text,
                         std::size_t max_bytes) override;
   std::string agent_log(std::int64_t instance_id) override;
+  std::int64_t drop_agent_logs(double destroyed_before) override;
+  std::int64_t drop_events(double destroyed_before) override;
 
   bool mark_agent_seq(std::int64_t instance_id, std::int64_t seq) override;
   void insert_proof_sample(const core::ProofSample& sample) override;
@@ -119,6 +135,18 @@ class SqlStore final : public Store {
   void add_job_events(const std::vector<core::JobEvent>& events) override;
   std::vector<core::JobEvent> job_events(std::int64_t job_id, std::size_t limit) override;
   int drop_job_events(double before) override;
+  // In sql_store_inputs.cpp.
+  std::optional<StoredInput> job_input(const std::string& digest) override;
+  bool claim_job_input(const std::string& digest, std::int64_t bytes, double now) override;
+  void put_job_input_chunk(const std::string& digest, std::int64_t seq, std::string_view data,
+                           double now) override;
+  bool finish_job_input(const StoredInput& input, double now) override;
+  std::vector<std::pair<std::int64_t, std::string>> job_input_chunks(const std::string& digest,
+                                                                     std::int64_t first,
+                                                                     std::int64_t last) override;
+  InputsSwept drop_job_inputs(double finished_since, double written_before) override;
+  std::vector<StoredInput> job_inputs() override;
+  InputTotals job_input_totals() override;
   std::optional<core::LeaseRow> leader_lease(const std::string& name) override;
   std::optional<core::LeaseRow> lock_leader_lease(const std::string& name,
                                                   double idle_limit_s) override;
@@ -157,11 +185,16 @@ class SqlStore final : public Store {
   // holds mutex_.
   std::vector<core::InstanceRecord> read_instances(sql::Statement& s);
   std::vector<core::BenchRun> read_bench_runs(sql::Statement& s);
+  // fn(connection) on a connection of the input pool (closed rather than lent again when fn
+  // throws), or on the one connection under mutex_ without a pool. In sql_store_inputs.cpp.
+  template <typename Fn>
+  auto on_input_connection(Fn&& fn);
 
   std::recursive_mutex mutex_;  // held for every call and across a whole transaction
   std::unique_ptr<sql::Connection> conn_;
   std::string where_;  // the database, for errors
   std::unique_ptr<Caches> caches_;
+  std::unique_ptr<ConnectionPool> input_pool_;  // null: inputs use conn_
   int depth_ = 0;          // transaction nesting; >0 means BEGIN has run on this connection
   WrittenCopies written_;  // what this process wrote (instance_as_written, mark_agent_seq)
 

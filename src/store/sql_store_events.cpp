@@ -122,4 +122,33 @@ std::string SqlStore::agent_log(std::int64_t instance_id) {
   return out;
 }
 
+// --- retention -------------------------------------------------------------------------------
+
+namespace {
+
+// Deletes the rows of `table` whose instance was destroyed before `before`: through the index on
+// instances(state, destroyed_at), so a sweep that finds nothing old reads little.
+std::int64_t drop_rows_of_destroyed(sql::Connection& c, const char* table, double before) {
+  Statement s(c,
+              std::string("DELETE FROM ") + table +
+                  " WHERE instance_id IN (SELECT id FROM instances WHERE state = 'destroyed' AND "
+                  "destroyed_at IS NOT NULL AND destroyed_at > 0 AND destroyed_at < :before)",
+              std::string("removing the ") + table + " of instances destroyed long ago");
+  s.bind_real(":before", before);
+  s.run();
+  return s.changes();
+}
+
+}  // namespace
+
+std::int64_t SqlStore::drop_agent_logs(double destroyed_before) {
+  std::lock_guard lock(mutex_);
+  return drop_rows_of_destroyed(*conn_, "agent_logs", destroyed_before);
+}
+
+std::int64_t SqlStore::drop_events(double destroyed_before) {
+  std::lock_guard lock(mutex_);
+  return drop_rows_of_destroyed(*conn_, "instance_events", destroyed_before);
+}
+
 }  // namespace pf::store

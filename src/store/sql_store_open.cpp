@@ -1,4 +1,5 @@
 // Choosing the database a store URL names (store/store_url.h reads URLs).
+#include <functional>
 #include <string_view>
 
 #include "store/pg_connection.h"
@@ -11,7 +12,8 @@ namespace pf::store {
 std::unique_ptr<SqlStore> open_sql_store(const std::string& url) {
   if (is_postgres_url(url)) {
     // PgConnection's errors carry the URL redacted; so do the store's.
-    return std::make_unique<SqlStore>(std::make_unique<PgConnection>(url), redacted_url(url));
+    return std::make_unique<SqlStore>(std::make_unique<PgConnection>(url), redacted_url(url),
+                                      [url] { return std::make_unique<PgConnection>(url); });
   }
   std::string_view path = url;
   constexpr std::string_view kScheme = "sqlite:";
@@ -25,7 +27,11 @@ std::unique_ptr<SqlStore> open_sql_store(const std::string& url) {
   }
   if (path.empty()) throw StoreError("store URL '" + url + "' names no database path");
   const std::string file(path);
-  return std::make_unique<SqlStore>(std::make_unique<SqliteConnection>(file), file);
+  // Each ":memory:" connection is a database of its own: inputs stay on the one connection.
+  std::function<std::unique_ptr<sql::Connection>()> open_more;
+  if (file != ":memory:") open_more = [file] { return std::make_unique<SqliteConnection>(file); };
+  return std::make_unique<SqlStore>(std::make_unique<SqliteConnection>(file), file,
+                                    std::move(open_more));
 }
 
 std::unique_ptr<Store> open_store(const std::string& url) {

@@ -390,6 +390,11 @@ SqliteConnection::SqliteConnection(const std::string& path)
     fail(db, doing + ": setting busy_timeout");
   }
 
+  // Job inputs come and go by the hundreds of MiB (store/job_input_store.h): a database made
+  // now frees their pages back to the file system when the sweep asks (PRAGMA
+  // incremental_vacuum). SQLite takes this only before the first table exists; on an older
+  // file it changes nothing, and freed pages are reused for the next inputs instead.
+  exec_on(db, "PRAGMA auto_vacuum=INCREMENTAL", doing + ": setting auto_vacuum");
   // WAL lets CLI commands read while the manager writes; :memory: reports "memory".
   const std::string mode = switch_to_wal(db, doing + ": enabling WAL");
   if (mode != "wal" && !(path == ":memory:" && mode == "memory")) {

@@ -395,6 +395,28 @@ CREATE INDEX job_events_instance ON job_events(instance_id, job_id) WHERE instan
     Migration{17, "job timelines by age", R"sql(
 CREATE INDEX job_events_at ON job_events(at);
 )sql"},
+    // Job inputs in the database (issue 29, store/job_input_store.h): any replica reads what any
+    // replica wrote. Chunks first, the header once they are all there; both carry written_at
+    // for the sweep's grace. Inputs written before this version are files in the data
+    // directory, imported at the next term's start (jobs/input_store.h).
+    Migration{18, "job inputs in the database", R"sql(
+CREATE TABLE job_input_chunks (
+  digest TEXT NOT NULL,
+  seq INTEGER NOT NULL CHECK (seq >= 0),
+  data BLOB NOT NULL,
+  written_at REAL NOT NULL,
+  PRIMARY KEY (digest, seq)
+);
+CREATE INDEX job_input_chunks_written_at ON job_input_chunks(written_at);
+CREATE TABLE job_inputs (
+  digest TEXT PRIMARY KEY,
+  size_bytes INTEGER NOT NULL CHECK (size_bytes >= 0),
+  chunk_bytes INTEGER NOT NULL CHECK (chunk_bytes > 0),
+  chunks INTEGER NOT NULL CHECK (chunks >= 0),
+  written_at REAL NOT NULL
+);
+CREATE INDEX job_inputs_written_at ON job_inputs(written_at);
+)sql"},
 };
 
 static_assert(versions_are_consecutive(kMigrations),

@@ -10,6 +10,7 @@
 #include "store/event_store.h"
 #include "store/host_store.h"
 #include "store/instance_store.h"
+#include "store/job_input_store.h"
 #include "store/job_store.h"
 #include "store/lease_store.h"
 #include "store/settings_store.h"
@@ -24,6 +25,7 @@ class Store : public InstanceStore,
               public HostStore,
               public SettingsStore,
               public JobStore,
+              public JobInputStore,
               public LeaseStore {
  public:
   ~Store() override = default;

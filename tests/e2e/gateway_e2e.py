@@ -296,10 +296,11 @@ class Replica:
     """One `serve` of the run: its ports, its process (None before its first start) and how
     many times it was started (its log files: serve-r<index>-<generation>.log)."""
 
-    def __init__(self, index, http_port, grpc_port):
+    def __init__(self, index, http_port, grpc_port, work_dir):
         self.index = index
         self.http_port = http_port
         self.grpc_port = grpc_port
+        self.dir = work_dir  # its working directory: its [jobs] data_dir on a server database
         self.url = "http://127.0.0.1:%d" % http_port
         self.child = None
         self.generation = 0
@@ -401,9 +402,15 @@ class Run:
         # The run's `serve` processes: one (today's run), or --replicas on one database, each on
         # its own ports, behind two balancers (HTTP and gRPC).
         if o.replicas == 1:
-            self.replicas = [Replica(0, self.http_port, self.grpc_port)]
+            self.replicas = [Replica(0, self.http_port, self.grpc_port, self.data)]
         else:
-            self.replicas = [Replica(i, free_port(), free_port()) for i in range(o.replicas)]
+            # --separate-dirs: each its own working directory, as on its own host (issue 29).
+            self.replicas = [
+                Replica(i, free_port(), free_port(),
+                        os.path.join(self.dir, "replica-%d" % i) if o.separate_dirs else self.data)
+                for i in range(o.replicas)]
+            for r in self.replicas:
+                os.makedirs(r.dir, mode=0o700, exist_ok=True)
         self.balancers = {}  # "http" / "grpc": Child running a Balancer
         self.grpc_target = "127.0.0.1:%d" % self.grpc_port  # the Curio nodes' [Cuzk] Address
         self.client = None
@@ -476,12 +483,12 @@ class Run:
                         argv, os.path.join(self.dir, log_name),
                         {"VAST_API_KEY": self.key, "PROVERFLEET_TOKEN": None,
                          "PROVERFLEET_DB": None},
-                        cwd=self.data, pass_fds=pass_fds)
+                        cwd=r.dir, pass_fds=pass_fds)
         r.child.wait_for(r"proverfleet serve listening on", 60)
-        # Every replica runs in the data directory: on SQLite the token file lies beside the
-        # database, so they all share it; on PostgreSQL the first creates it there and the
-        # others serve the recorded token.
-        with open(os.path.join(self.data, "operator.token")) as f:
+        # Every replica runs in the data directory (or, --separate-dirs, its own): on SQLite the
+        # token file lies beside the database, so they all share it; on PostgreSQL the first
+        # creates it in its working directory and the others serve the recorded token.
+        with open(os.path.join(self.replicas[0].dir, "operator.token")) as f:
             self.token = f.readline().strip()
         if not self.token:
             raise RunError("serve wrote no operator token")
@@ -558,6 +565,7 @@ class Run:
             "--max-pending", str(o.max_pending), "--summary", self.client_summary,
             "--proto-dir", os.path.join(o.source, "proto"), "--give-up-s", str(o.give_up_s),
             "--drain-s", "30", "--prove-timeout-s", "600",
+            "--vanilla-bytes", str(o.vanilla_bytes),
         ], os.path.join(self.dir, "client.log"), {})
 
     # --- the operator API and the market ---------------------------------------------------
@@ -943,6 +951,12 @@ class Run:
                    "store's proof digest differs from the proof Curio needs: %s" % store_wrong[:20])
         no_digest = [r for r, v in by_request.items() if not v[0].get("proof_digest")]
         self.check(not no_digest, "done jobs without a proof digest: %s" % no_digest[:20])
+        # Inputs live in the database (issue 29): none is a file on any replica's disk, so a
+        # replica that dies takes nothing another needs.
+        on_disk = sorted(r.dir for r in self.replicas
+                         if os.path.isdir(os.path.join(r.dir, "job-inputs")))
+        self.check(not on_disk, "job input files on a replica's disk: %s" % on_disk)
+        self.facts["input_bytes_per_task"] = o.vanilla_bytes
         attempts = collections.Counter(int(v[0].get("attempts", 0)) for v in by_request.values())
         self.facts["attempts_histogram"] = dict(sorted(attempts.items()))
         # Jobs leased more than once, other than those of the agent killed on purpose: a restart
@@ -1179,6 +1193,13 @@ def main():
     p.add_argument("--upgrade", action="store_true",
                    help="instead of SIGKILLing serve, upgrade it mid-run (serve --takeover beside "
                         "it): no Curio call may fail, and the old serve must exit 0")
+    p.add_argument("--separate-dirs", action="store_true",
+                   help="with --replicas on a server database: each replica in its own working "
+                        "directory (its [jobs] data_dir), sharing only the database, as replicas "
+                        "on separate hosts do; no job input may be a file on any of them")
+    p.add_argument("--vanilla-bytes", type=int, default=4096,
+                   help="the vanilla proof bytes in each Curio task (curio_cluster.py): the size "
+                        "of each job's input")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--result", help="write the facts and failures as JSON here")
     p.add_argument("--figures-out",
@@ -1201,6 +1222,10 @@ def main():
                 "--supervised or --replicas")
     if not 2 <= o.lease_ttl_s <= 20:
         p.error("--lease-ttl-s must be 2..20")
+    if o.separate_dirs and (o.replicas < 2 or o.db in ("", "sqlite")):
+        p.error("--separate-dirs needs --replicas 2 or more on a server database (--db)")
+    if o.vanilla_bytes < 1:
+        p.error("--vanilla-bytes must be at least 1")
     o.binary = os.path.abspath(o.binary)
     o.source = os.path.abspath(o.source)
     run = Run(o)

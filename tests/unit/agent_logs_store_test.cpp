@@ -5,6 +5,7 @@
 
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "store/store.h"
@@ -53,6 +54,41 @@ TEST_P(AgentLogsStore, KeepsTheNewestBytesPerInstanceAndSurvivesAReopen) {
   reopened->append_agent_log(a, 2000, std::string(50, 'x') + "END", 10);
   EXPECT_EQ(reopened->agent_log(a), "xxxxxxxEND");
   EXPECT_EQ(reopened->agent_log(b), "other instance\n");
+}
+
+// The retention sweep ([deploy] log_retention_days, event_retention_days): logs and audit trails
+// of instances destroyed before the cutoff go; a live instance's, and a recently destroyed
+// one's, stay whatever their age; the instance rows stay.
+TEST_P(AgentLogsStore, RetentionRemovesOnlyWhatLongDestroyedInstancesLeft) {
+  auto store = db_.open();
+  const auto old_id = add_instance(*store, "dep-old");
+  const auto recent_id = add_instance(*store, "dep-recent");
+  const auto live_id = add_instance(*store, "dep-live");
+  for (const auto& [id, destroyed_at] : {std::pair{old_id, 1000.0}, std::pair{recent_id, 9000.0}}) {
+    auto r = *store->instance(id);
+    r.state = core::InstanceState::Destroyed;
+    r.destroyed_at = destroyed_at;
+    store->update_instance(r);
+  }
+  for (const auto id : {old_id, recent_id, live_id}) {
+    store->append_agent_log(id, 500, "log of " + std::to_string(id) + "\n", 1024);
+    core::InstanceEvent e;
+    e.instance_id = id;
+    e.at = 500;
+    e.kind = "state";
+    e.message = "an old event";
+    store->append_event(e);
+  }
+  EXPECT_EQ(store->drop_agent_logs(5000), 1);
+  EXPECT_EQ(store->drop_events(5000), 1);
+  EXPECT_EQ(store->agent_log(old_id), "");
+  EXPECT_TRUE(store->events(old_id, 0).empty());
+  for (const auto id : {recent_id, live_id}) {
+    EXPECT_EQ(store->agent_log(id), "log of " + std::to_string(id) + "\n");
+    EXPECT_EQ(store->events(id, 0).size(), 1u);
+  }
+  EXPECT_TRUE(store->instance(old_id));
+  EXPECT_EQ(store->drop_agent_logs(5000), 0);  // nothing left to find
 }
 
 TEST_P(AgentLogsStore, TheNumberOfChunksIsBoundedToo) {

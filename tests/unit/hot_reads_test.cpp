@@ -471,9 +471,11 @@ TEST_P(HotReadsBackendTest, MigrationElevenBackfillsTheHistory) {
     r.proofs_production = 3 * n;
     store_->insert_instance(r);
   }
-  // Migrations 12 to 16 came after 11 (and this build's inserts write their columns): undone
-  // now, so the file really is a schema-10 database.
+  // Migrations 12 to 18 came after 11 (and this build's inserts write their columns): undone
+  // now, so the file really is a schema-10 database (17's index goes with 16's table).
   conn.begin();
+  conn.exec("DROP TABLE job_inputs", "undoing 18");
+  conn.exec("DROP TABLE job_input_chunks", "undoing 18");
   conn.exec("DROP TABLE job_events", "undoing 16");
   conn.exec("ALTER TABLE instances DROP COLUMN market_stops", "undoing 15");
   conn.exec("ALTER TABLE instances DROP COLUMN bid_price", "undoing 15");

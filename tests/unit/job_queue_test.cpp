@@ -12,7 +12,9 @@
 #include <mutex>
 #include <thread>
 
+#include "jobs/input_store.h"
 #include "store/pg_connection.h"
+#include "store/sql_connection.h"
 #include "store/sql_migrations.h"
 #include "store/sql_store.h"
 #include "store/sqlite_connection.h"
@@ -148,11 +150,10 @@ class JobQueueTest : public ::testing::TestWithParam<pf::testing::Backend> {
     if (!*f) throw std::runtime_error("await timed out");
     return **f;
   }
-  std::vector<std::string> input_files() {
+  // The digests of the whole inputs the database holds.
+  std::vector<std::string> stored_inputs() {
     std::vector<std::string> out;
-    const fs::path dir = fs::path(config_.data_dir) / "job-inputs";
-    if (!fs::exists(dir)) return out;
-    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+    for (const auto& input : store_->job_inputs()) out.push_back(input.digest);
     return out;
   }
 
@@ -196,15 +197,43 @@ TEST_P(JobQueueTest, EveryClientGetsTheProofOfItsOwnInput) {
   EXPECT_TRUE(fleet_.has_event(7, "done"));
 }
 
-TEST_P(JobQueueTest, InputFilesArePrivateAndContentAddressed) {
-  const auto a = submit("req-a", "some input");
-  const fs::path dir = fs::path(config_.data_dir) / "job-inputs";
-  EXPECT_EQ(fs::status(dir).permissions() & fs::perms::all, fs::perms::owner_all);
-  const fs::path file = dir / a.job.input_digest;
-  EXPECT_EQ(a.job.input_digest, util::sha256_hex("some input"));
-  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
-            fs::perms::owner_read | fs::perms::owner_write);
-  EXPECT_EQ(fs::file_size(file), 10u);
+// Inputs live in the database, content-addressed, in chunks (issue 29): what an agent reads
+// back, in any ranges across chunk boundaries, is exactly what the client sent, and a replica
+// that never saw the submission reads it from the database alone.
+TEST_P(JobQueueTest, InputsAreStoredInChunksAndReadByRange) {
+  fleet_.set_workers({7});
+  std::string input(3 * jobs::kInputChunkBytes + 12345, '\0');
+  for (std::size_t i = 0; i < input.size(); ++i) input[i] = static_cast<char>((i * 131) % 251);
+  const auto a = submit("req-a", input);
+  EXPECT_EQ(a.job.input_digest, util::sha256_hex(input));
+  const auto header = store_->job_input(a.job.input_digest);
+  ASSERT_TRUE(header);
+  EXPECT_EQ(header->bytes, static_cast<std::int64_t>(input.size()));
+  EXPECT_EQ(header->chunks, 4);
+  EXPECT_EQ(store_->job_input_totals().bytes, static_cast<std::int64_t>(input.size()));
+
+  const auto held = lease(7);
+  ASSERT_EQ(held.size(), 1u);
+  open();  // another process: nothing but the database
+  std::string got;
+  for (const std::int64_t step : {std::int64_t{1}, std::int64_t{777777}, jobs::kInputChunkBytes}) {
+    got.clear();
+    while (static_cast<std::int64_t>(got.size()) < a.job.input_bytes) {
+      auto chunk = queue_->read_input(7, a.job.id, 1, static_cast<std::int64_t>(got.size()),
+                                      got.empty() ? step : step + 777777);
+      ASSERT_TRUE(chunk) << chunk.error().message;
+      ASSERT_FALSE(chunk->bytes.empty());
+      EXPECT_EQ(chunk->total, a.job.input_bytes);
+      got += chunk->bytes;
+    }
+    EXPECT_EQ(got, input) << "reading " << step << " bytes first";
+  }
+  const auto past = queue_->read_input(7, a.job.id, 1, a.job.input_bytes, 10);
+  ASSERT_TRUE(past);
+  EXPECT_TRUE(past->bytes.empty());
+  // The same bytes again are claimed, not written again.
+  EXPECT_EQ(submit("req-b", input).job.input_digest, a.job.input_digest);
+  EXPECT_EQ(store_->job_inputs().size(), 1u);
 }
 
 TEST_P(JobQueueTest, RestartLosesNoJobAndAReturningRequestGetsItsResult) {
@@ -257,7 +286,7 @@ TEST_P(JobQueueTest, DuplicateRequestIdsJoinTheOpenJob) {
   EXPECT_TRUE(third.joined);
   EXPECT_EQ(third.job.state, core::JobState::Assigned);
   EXPECT_EQ(queue_->list({}, 0).size(), 1u);
-  EXPECT_EQ(input_files().size(), 1u);
+  EXPECT_EQ(stored_inputs().size(), 1u);
 }
 
 // A request_id names one request (issue 25): the same id with another input while the job is
@@ -599,7 +628,7 @@ TEST_P(JobQueueTest, BadRequestsAreRefusedNamingTheFieldAndWriteNothing) {
   EXPECT_EQ(queue_->submit(r).error().code, JobError::Code::InvalidArgument);
   r.request_id = "bad\nid";
   EXPECT_THAT(queue_->submit(r).error().message, HasSubstr("request_id"));
-  EXPECT_TRUE(input_files().empty());
+  EXPECT_TRUE(stored_inputs().empty());
   EXPECT_TRUE(queue_->list({}, 0).empty());
 }
 
@@ -618,20 +647,71 @@ TEST_P(JobQueueTest, TheOpenJobsCapRefusesMore) {
 TEST_P(JobQueueTest, AHalfWrittenInputIsNeverServedAndIsSwept) {
   fleet_.set_workers({7});
   const auto a = submit("req-a", "input a");
-  const fs::path dir = fs::path(config_.data_dir) / "job-inputs";
-  // What a crash mid-write leaves: a temporary file; and a whole input no row names (crash
-  // between the rename and the row).
-  std::ofstream(dir / ".tmp-0123456789abcdef-1-0") << "half";
-  const std::string orphan = util::sha256_hex("orphan");
-  std::ofstream(dir / orphan) << "orphan";
-  std::ofstream(dir / "README") << "not ours";
+  // What a crash mid-write leaves: chunks with no header (never readable); and a whole input no
+  // row names (a crash between the input and the row).
+  const std::string half = util::sha256_hex("half written");
+  store_->put_job_input_chunk(half, 0, "half", now_.load());
+  jobs::InputStore inputs(*store_, [this] { return now_.load(); });
+  EXPECT_THAT(inputs.read(half, 0, 10).error(), HasSubstr("not stored"));
+  const auto orphan = inputs.put("orphan");
 
   open();  // the restart after the crash
   queue_->tick();
-  EXPECT_THAT(input_files(), ::testing::UnorderedElementsAre("README", a.job.input_digest));
+  // Within the grace: a submission on another replica may be about to name them.
+  EXPECT_THAT(stored_inputs(), ::testing::UnorderedElementsAre(a.job.input_digest, orphan.digest));
+  now_ = now_ + jobs::kInputGraceS + 1;
+  open();
+  queue_->tick();
+  EXPECT_THAT(stored_inputs(), ::testing::ElementsAre(a.job.input_digest));
+  EXPECT_TRUE(store_->job_input_chunks(half, 0, 10).empty());
+  EXPECT_TRUE(store_->job_input_chunks(orphan.digest, 0, 10).empty());
   auto leased = lease(7);
   ASSERT_EQ(leased.size(), 1u);
   EXPECT_TRUE(prove(7, leased[0]).applied);
+}
+
+// Schema 18's upgrade: input files an open job names move into the database (and are read
+// from there), files no job needs and temporary files are removed, a file whose bytes are not
+// its name's and anything else are left where they are.
+TEST_P(JobQueueTest, InputFilesFromBeforeTheDatabaseAreImported) {
+  const auto b = submit("req-b", "input b");
+  const auto c = submit("req-c", "input c");
+  // As an older proverfleet left them: the inputs as files, no rows.
+  {
+    store::sql::Statement chunks(store_->connection(), "DELETE FROM job_input_chunks", "test");
+    chunks.run();
+    store::sql::Statement headers(store_->connection(), "DELETE FROM job_inputs", "test");
+    headers.run();
+  }
+  const fs::path dir = fs::path(config_.data_dir) / "job-inputs";
+  fs::create_directories(dir);
+  std::ofstream(dir / b.job.input_digest) << "input b";
+  std::ofstream(dir / c.job.input_digest) << "not input c";
+  std::ofstream(dir / util::sha256_hex("nobody's")) << "nobody's";
+  std::ofstream(dir / ".tmp-0123456789abcdef-1-0") << "half";
+  std::ofstream(dir / "README") << "not ours";
+
+  jobs::InputStore inputs(*store_, [this] { return now_.load(); });
+  const auto imported =
+      jobs::import_input_files(config_.data_dir, *store_, inputs, now_.load() - 3600);
+  EXPECT_EQ(imported.imported, 1);
+  EXPECT_EQ(imported.bytes, 7);
+  EXPECT_EQ(imported.removed, 2);  // nobody's, the temporary file
+  EXPECT_EQ(imported.errors.size(), 2u);
+  EXPECT_THAT(::testing::PrintToString(imported.errors), HasSubstr("README"));
+  EXPECT_THAT(::testing::PrintToString(imported.errors), HasSubstr(c.job.input_digest));
+  EXPECT_FALSE(fs::exists(dir / b.job.input_digest));
+  EXPECT_TRUE(fs::exists(dir / c.job.input_digest));
+  EXPECT_TRUE(fs::exists(dir / "README"));
+  EXPECT_EQ(inputs.read(b.job.input_digest, 0, 100)->bytes, "input b");
+  EXPECT_FALSE(inputs.read(c.job.input_digest, 0, 100));
+  // The wrong bytes written under c's name never become c: the real input, when it comes,
+  // replaces them.
+  EXPECT_EQ(inputs.put("input c").digest, c.job.input_digest);
+  EXPECT_EQ(inputs.read(c.job.input_digest, 0, 100)->bytes, "input c");
+  // Nothing to do once the directory is gone (or never was).
+  fs::remove_all(dir);
+  EXPECT_EQ(jobs::import_input_files(config_.data_dir, *store_, inputs, 0).imported, 0);
 }
 
 TEST_P(JobQueueTest, RetentionRemovesInputsAndProofsOfOldFinishedJobs) {
@@ -642,10 +722,10 @@ TEST_P(JobQueueTest, RetentionRemovesInputsAndProofsOfOldFinishedJobs) {
   ASSERT_TRUE(prove(7, lease(7)[0]).applied);
   ASSERT_EQ(await_now(a.job.id).proof, proof_of("input a"));
   queue_->tick();
-  EXPECT_EQ(input_files().size(), 1u);  // within retention
+  EXPECT_EQ(stored_inputs().size(), 1u);  // within retention
   now_ = now_ + 3601;
   queue_->tick();
-  EXPECT_TRUE(input_files().empty());
+  EXPECT_TRUE(stored_inputs().empty());
   EXPECT_FALSE(store_->job_proof(a.job.id));
   EXPECT_EQ(queue_->job(a.job.id)->state, core::JobState::Done);
 }

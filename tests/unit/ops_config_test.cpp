@@ -22,6 +22,8 @@ TEST(OpsConfig, TheExampleGivesTheDefaults) {
   EXPECT_TRUE(cfg->webhooks.urls.empty());
   EXPECT_EQ(cfg->webhooks.max_attempts, defaults.webhooks.max_attempts);
   EXPECT_EQ(cfg->deploy.log_kib_per_instance, 256);
+  EXPECT_EQ(cfg->deploy.log_retention_days, 30);
+  EXPECT_EQ(cfg->deploy.event_retention_days, 365);
 }
 
 TEST(OpsConfig, SettingsFromTheFileAndTheEnvironment) {
@@ -63,6 +65,9 @@ TEST(OpsConfig, BadValuesAreRefusedNamingTheKey) {
   EXPECT_THAT(bad("[alerts]\ninterval_s = 0\n"), HasSubstr("alerts.interval_s"));
   EXPECT_THAT(bad("[deploy]\nlog_kib_per_instance = 0\n"),
               HasSubstr("deploy.log_kib_per_instance"));
+  EXPECT_THAT(bad("[deploy]\nlog_retention_days = -1\n"), HasSubstr("deploy.log_retention_days"));
+  EXPECT_THAT(bad("[deploy]\nevent_retention_days = inf\n"),
+              HasSubstr("deploy.event_retention_days"));
 }
 
 }  // namespace

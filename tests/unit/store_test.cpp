@@ -1184,6 +1184,8 @@ TEST(SqliteStoreOpen, SchemaOneUpgradesWithCausesAndRestartState) {
            "DROP TABLE job_failure_streaks;"
            "DROP TABLE jobs;"
            "DROP TABLE job_events;"
+           "DROP TABLE job_inputs;"
+           "DROP TABLE job_input_chunks;"
            "DROP TABLE agent_logs;"
            "DROP TABLE memory_observations;"
            "DROP INDEX instances_live;"

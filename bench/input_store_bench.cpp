@@ -1,0 +1,154 @@
+// Job inputs through the database (issue 29) against local disk. For a 64 MB input of random
+// bytes, best of 3:
+//   input_write_mb_per_s_<db>: jobs::InputStore::put (1 MiB chunks, each its own transaction,
+//     then the header) on <db> = sqlite (a file database, as serve opens it) or pg (a local
+//     PostgreSQL server this bench starts: tests/support/pg_server.h, fsync off);
+//   input_read_mb_per_s_<db>: the same input read back as an agent's download asks for it,
+//     4 MiB ranges (the agent route's reply size) through InputStore::read;
+//   input_{write,read}_vs_disk_<db>: those rates over local disk's on the same machine in the
+//     same run — the file store inputs had before schema 18: written to a temporary file,
+//     renamed into place (no fsync, as the bench's PostgreSQL runs without one), read back in 4
+//     MiB ranges with pread (the page cache answers: the disk's best case). Target for pg: ≥ 0.5.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "jobs/input_store.h"
+#include "store/store.h"
+#include "support/pg_server.h"
+#include "support/timing.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::size_t kInputBytes = 64'000'000;
+constexpr std::int64_t kReadRange = 4 << 20;  // options.max_input_chunk_bytes: one agent reply
+constexpr int kRounds = 3;
+
+using pf::bench::epoch_now;
+
+std::string random_bytes(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i + 8 <= n; i += 8) {
+    const std::uint64_t v = rng();
+    std::memcpy(&s[i], &v, 8);
+  }
+  return s;
+}
+
+struct Rates {
+  double write_s = 1e9;
+  double read_s = 1e9;
+  bool ok = true;
+};
+
+// A fresh input per round (a digest already stored would only be claimed).
+Rates through_store(const std::string& url, const char* label) {
+  auto store = pf::store::open_store(url);
+  pf::jobs::InputStore inputs(*store, epoch_now);
+  Rates best;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string input = random_bytes(kInputBytes, 100 + static_cast<std::uint64_t>(round));
+    pf::jobs::InputStore::Stored stored;
+    best.write_s =
+        std::min(best.write_s, pf::bench::seconds_of([&] { stored = inputs.put(input); }));
+    std::string back;
+    best.read_s = std::min(best.read_s, pf::bench::seconds_of([&] {
+                             back.clear();
+                             while (back.size() < input.size()) {
+                               auto range =
+                                   inputs.read(stored.digest,
+                                               static_cast<std::int64_t>(back.size()), kReadRange);
+                               if (!range || range->bytes.empty()) break;
+                               back += range->bytes;
+                             }
+                           }));
+    if (back != input) {
+      std::fprintf(stderr, "%s: the input read back differs (%zu bytes)\n", label, back.size());
+      best.ok = false;
+      return best;
+    }
+  }
+  return best;
+}
+
+Rates through_disk(const fs::path& dir) {
+  Rates best;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string input = random_bytes(kInputBytes, 200 + static_cast<std::uint64_t>(round));
+    const fs::path temp = dir / ".tmp-input";
+    const fs::path file = dir / ("input-" + std::to_string(round));
+    best.write_s = std::min(
+        best.write_s, pf::bench::seconds_of([&] {
+          const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+          std::size_t done = 0;
+          while (fd >= 0 && done < input.size()) {
+            const auto n = ::write(fd, input.data() + done,
+                                   std::min<std::size_t>(1 << 20, input.size() - done));
+            if (n <= 0) break;
+            done += static_cast<std::size_t>(n);
+          }
+          best.ok = best.ok && fd >= 0 && done == input.size() && ::close(fd) == 0;
+          fs::rename(temp, file);
+        }));
+    std::string back;
+    best.read_s = std::min(best.read_s, pf::bench::seconds_of([&] {
+                             const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+                             back.clear();
+                             std::string range(static_cast<std::size_t>(kReadRange), '\0');
+                             while (fd >= 0 && back.size() < input.size()) {
+                               const auto n = ::pread(fd, range.data(), range.size(),
+                                                      static_cast<off_t>(back.size()));
+                               if (n <= 0) break;
+                               back.append(range, 0, static_cast<std::size_t>(n));
+                             }
+                             if (fd >= 0) ::close(fd);
+                           }));
+    best.ok = best.ok && back == input;
+    fs::remove(file);
+  }
+  return best;
+}
+
+}  // namespace
+
+int main() {
+  const fs::path dir =
+      fs::temp_directory_path() / ("pf-input-store-bench-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  Rates disk, sqlite, pg;
+  bool ok = true;
+  try {
+    disk = through_disk(dir);
+    sqlite = through_store((dir / "bench.db").string(), "sqlite");
+    pf::test::PgServer server;
+    pg = through_store(server.url("postgres"), "pg");
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "input_store_bench: %s\n", error.what());
+    ok = false;
+  }
+  fs::remove_all(dir);
+  ok = ok && disk.ok && sqlite.ok && pg.ok;
+  if (!ok) return 1;
+  const double mb = kInputBytes / 1e6;
+  for (const auto& [label, r] : {std::pair{"sqlite", sqlite}, std::pair{"pg", pg}}) {
+    const std::string db = label;
+    pf::bench::print_figure("input_write_mb_per_s_" + db, mb / r.write_s, 0);
+    pf::bench::print_figure("input_read_mb_per_s_" + db, mb / r.read_s, 0);
+    pf::bench::print_figure("input_write_vs_disk_" + db, disk.write_s / r.write_s, 3);
+    pf::bench::print_figure("input_read_vs_disk_" + db, disk.read_s / r.read_s, 3);
+  }
+  std::printf(
+      "# %.0f MB input, best of %d; local disk: write %.0f MB/s, read (4 MiB ranges) %.0f MB/s\n",
+      mb, kRounds, mb / disk.write_s, mb / disk.read_s);
+  return 0;
+}
