@@ -103,6 +103,7 @@ JobsReport build_jobs_report(Manager& manager, jobs::JobQueue& queue,
     }
   }
   report.arrivals_last_hour = static_cast<int>(queue.arrivals_since(now - 3600).size());
+  report.inputs = manager.store().job_input_totals();
 
   report.latency = core::latency_stats(report.scanned, report.since, now);
 

@@ -18,6 +18,7 @@
 #include "core/job_latency.h"
 #include "jobs/job_queue.h"
 #include "manager/manager.h"
+#include "store/job_input_store.h"
 
 namespace pf::manager {
 
@@ -36,6 +37,9 @@ struct JobsReport {
   std::map<core::JobState, int> open_by_state;            // queued, assigned, proving
   std::int64_t completed = 0, failed = 0, cancelled = 0;  // since the store began
   int arrivals_last_hour = 0;
+  // Job inputs the database holds now (open jobs' and those within retention): what an
+  // operator sizes the database for (docs/operating.md).
+  store::InputTotals inputs;
   std::map<std::int64_t, int> in_flight_by_instance;  // assigned or proving, by holder
   core::LatencyStats latency;
   core::JobsMoney money;

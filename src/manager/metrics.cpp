@@ -281,6 +281,11 @@ std::string render_jobs_prometheus(const JobsReport& report,
   out << "proverfleet_jobs_cancelled_total " << report.cancelled << "\n";
   gauge(out, "proverfleet_jobs_arrivals_last_hour", "Jobs submitted in the last hour.",
         report.arrivals_last_hour);
+  gauge(out, "proverfleet_job_inputs_stored",
+        "Job inputs the database holds (open jobs' and those within [jobs] retention_h).",
+        static_cast<double>(report.inputs.inputs));
+  gauge(out, "proverfleet_job_inputs_stored_bytes", "The bytes of those job inputs.",
+        static_cast<double>(report.inputs.bytes));
   gauge(out, "proverfleet_jobs_idle_instance_hours",
         "Hours accepted instances held no job, within the jobs window.", report.money.idle_hours);
   gauge(out, "proverfleet_jobs_revenue_per_hour_usd",

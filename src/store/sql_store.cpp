@@ -1,8 +1,8 @@
 // SqlStore (store/sql_store.h): opening (migrations), the schema version and what each table's
 // description holds. Each aggregate's statements live in a file of their own:
 // sql_store_instances.cpp, sql_store_events.cpp, sql_store_hosts.cpp, sql_store_jobs.cpp,
-// sql_store_settings.cpp, sql_store_leader.cpp; transactions and sent commits in
-// sql_store_commits.cpp, the hot reads in sql_store_summary.cpp.
+// sql_store_inputs.cpp, sql_store_settings.cpp, sql_store_leader.cpp; transactions and sent
+// commits in sql_store_commits.cpp, the hot reads in sql_store_summary.cpp.
 #include "store/sql_store.h"
 
 #include <string_view>

@@ -363,6 +363,10 @@ TEST_F(JobsApiTest, MetricsCarryJobGaugesHistogramsAndRevenueCountedOnce) {
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs{state=\"queued\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs{state=\"proving\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_queued{kind=\"porep-c2\"} 1\n"));
+  // Both inputs are in the database (the delivered one within retention): "input:r-a" and
+  // "input:r-b", 9 bytes each.
+  EXPECT_THAT(text, HasSubstr("proverfleet_job_inputs_stored 2\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_job_inputs_stored_bytes 18\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE proverfleet_job_queue_wait_seconds histogram\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_job_queue_wait_seconds_count 1\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE proverfleet_job_end_to_end_seconds histogram\n"));
