@@ -6,9 +6,10 @@
 //   input_read_mb_per_s_<db>: the same input read back as an agent's download asks for it,
 //     4 MiB ranges (the agent route's reply size) through InputStore::read;
 //   input_{write,read}_vs_disk_<db>: those rates over local disk's on the same machine in the
-//     same run — the file store inputs had before schema 18: written to a temporary file,
-//     renamed into place (no fsync, as the bench's PostgreSQL runs without one), read back in 4
-//     MiB ranges with pread (the page cache answers: the disk's best case). Target for pg: ≥ 0.5.
+//     same run — the file store inputs had before schema 18: hashed (SHA-256, its name, as put
+//     hashes) while written to a temporary file in 1 MiB pieces, renamed into place (no fsync,
+//     as the bench's PostgreSQL runs without one), read back in 4 MiB ranges with pread (the
+//     page cache answers: the disk's best case). Target for pg: ≥ 0.5.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,11 +20,13 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 
 #include "jobs/input_store.h"
 #include "store/store.h"
 #include "support/pg_server.h"
 #include "support/timing.h"
+#include "util/sha256.h"
 
 namespace {
 
@@ -87,16 +90,20 @@ Rates through_disk(const fs::path& dir) {
     const std::string input = random_bytes(kInputBytes, 200 + static_cast<std::uint64_t>(round));
     const fs::path temp = dir / ".tmp-input";
     const fs::path file = dir / ("input-" + std::to_string(round));
+    std::string file_name;
     best.write_s = std::min(
         best.write_s, pf::bench::seconds_of([&] {
           const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+          pf::util::Sha256 hash;
           std::size_t done = 0;
           while (fd >= 0 && done < input.size()) {
-            const auto n = ::write(fd, input.data() + done,
-                                   std::min<std::size_t>(1 << 20, input.size() - done));
-            if (n <= 0) break;
-            done += static_cast<std::size_t>(n);
+            const std::size_t piece = std::min<std::size_t>(1 << 20, input.size() - done);
+            hash.update(std::string_view(input).substr(done, piece));
+            const auto n = ::write(fd, input.data() + done, piece);
+            if (n != static_cast<ssize_t>(piece)) break;
+            done += piece;
           }
+          file_name = hash.hex();  // the name the file store gave it
           best.ok = best.ok && fd >= 0 && done == input.size() && ::close(fd) == 0;
           fs::rename(temp, file);
         }));
@@ -113,7 +120,7 @@ Rates through_disk(const fs::path& dir) {
                              }
                              if (fd >= 0) ::close(fd);
                            }));
-    best.ok = best.ok && back == input;
+    best.ok = best.ok && back == input && file_name == pf::util::sha256_hex(input);
     fs::remove(file);
   }
   return best;

@@ -433,6 +433,13 @@ void run_serve(const ServeOptions& o) {
   spdlog::info("config: {}", cfg->source);
   // The gateway's job queue: its rows in the same store, inputs beside the database.
   const jobs::JobQueueConfig jobs_config = job_queue_config(cfg->jobs, o.db);
+  // It holds the takeover socket (below) and, after an upgrade from file inputs, the files the
+  // first term imports: made here, whether or not this replica ever leads.
+  if (std::error_code made; !std::filesystem::create_directories(jobs_config.data_dir, made) &&
+                            made) {
+    throw CommandFailed("[jobs] data_dir '" + jobs_config.data_dir +
+                        "' cannot be created: " + made.message());
+  }
   // Planned restarts (cli/serve_takeover.h): this serve offers its sockets to a successor here,
   // and --takeover asks the running serve here for them.
   const std::string takeover_path =
