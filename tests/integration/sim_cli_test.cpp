@@ -223,6 +223,20 @@ TEST(SimCli, ServeWithAConfigDirectoryOrMissingFileIsAnError) {
   EXPECT_THAT(missing.err, HasSubstr("'/nonexistent/proverfleet.toml': no such file"));
 }
 
+// [jobs] data_dir holds serve's takeover socket: serve makes it at start, and one it cannot make
+// (here: below a plain file) stops it at once, naming the path.
+TEST(SimCli, ServeWithADataDirItCannotMakeIsAnError) {
+  const std::string file = write_temp("sim_cli_not_a_dir", "a file, not a directory");
+  const std::string config =
+      write_temp("sim_cli_data_dir.toml", "[jobs]\ndata_dir = \"" + file + "/data\"\n");
+  const Result r =
+      run({"serve", "--config", config, "--listen", "127.0.0.1:0", "--db", ":memory:"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("[jobs] data_dir '" + file + "/data' cannot be created"));
+  std::remove(config.c_str());
+  std::remove(file.c_str());
+}
+
 TEST(SimCli, NonFiniteFlagsAndEnvironmentAreRefusedNamingThem) {
   const Result revenue = run({"offers", "--revenue", "nan"});
   EXPECT_NE(revenue.code, 0);
