@@ -75,13 +75,10 @@ void Manager::store_pending_commands() {
 }
 
 void Manager::load_pending_commands() {
+  // None stored, or a setting that does not parse: nothing is pending (restore() also skips
+  // entries it cannot read).
   const auto text = store_.setting(kPendingCommandsSetting);
-  if (!text) {
-    hands_on_.restore(json::object());
-    return;
-  }
-  const auto pending = util::parse_json(*text);
-  hands_on_.restore(pending ? *pending : json::object());
+  hands_on_.restore(text ? util::parse_json(*text).value_or(json::object()) : json::object());
 }
 
 void Manager::set_serving(bool serving) {

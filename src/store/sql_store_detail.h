@@ -50,6 +50,13 @@ inline std::string read_bytes(Dialect dialect, const Statement& s, const char* c
   return dialect == Dialect::Postgres ? s.blob(col) : s.text(col);
 }
 
+// The digests of the job inputs some job still needs (store/job_store.h job_inputs_in_use):
+// open jobs', and those of jobs finished or delivered at or after :since. One rule, read by the
+// listing and by the input sweep's NOT IN (sql_store_inputs.cpp).
+inline constexpr const char* kJobInputsInUseSql =
+    "SELECT input_digest FROM jobs WHERE state IN ('queued', 'assigned', 'proving') OR "
+    "finished_at >= :since OR delivered_at >= :since";
+
 // A list of ids as one parameter (a JSON array in :name), and the SQL that reads it back as a
 // one-column table: a heartbeat renews all its leases in one statement whatever their number.
 inline std::string id_list_sql(Dialect dialect, std::string_view name) {

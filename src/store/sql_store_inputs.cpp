@@ -3,6 +3,7 @@
 
 #include "store/sql_connection.h"
 #include "store/sql_store.h"
+#include "store/sql_store_detail.h"
 
 namespace pf::store {
 namespace {
@@ -128,9 +129,9 @@ InputsSwept SqlStore::drop_job_inputs(double finished_since, double written_befo
     InputsSwept swept;
     // What job_inputs_in_use reads, as a subquery: no digest list travels.
     Statement headers(c,
-                      "DELETE FROM job_inputs WHERE written_at < :before AND digest NOT IN (SELECT "
-                      "input_digest FROM jobs WHERE state IN ('queued', 'assigned', 'proving') OR "
-                      "finished_at >= :since OR delivered_at >= :since)",
+                      std::string("DELETE FROM job_inputs WHERE written_at < :before AND digest "
+                                  "NOT IN (") +
+                          sql::kJobInputsInUseSql + ")",
                       "removing job inputs no job needs");
     headers.bind_real(":before", written_before);
     headers.bind_real(":since", finished_since);

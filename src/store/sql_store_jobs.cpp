@@ -315,10 +315,10 @@ int SqlStore::drop_job_proofs(double before) {
 
 std::vector<std::string> SqlStore::job_inputs_in_use(double since) {
   std::lock_guard lock(mutex_);
-  Statement s(*conn_,
-              "SELECT DISTINCT input_digest FROM jobs WHERE state IN ('queued', 'assigned', "
-              "'proving') OR finished_at >= :since OR delivered_at >= :since",
-              "reading the job inputs in use");
+  Statement s(
+      *conn_,
+      std::string("SELECT DISTINCT input_digest FROM (") + sql::kJobInputsInUseSql + ") AS in_use",
+      "reading the job inputs in use");
   s.bind_real(":since", since);
   std::vector<std::string> out;
   while (s.next()) out.push_back(s.text("input_digest"));
