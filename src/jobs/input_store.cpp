@@ -4,8 +4,10 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <span>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "store/confirm.h"
 #include "store/job_store.h"
@@ -39,11 +41,12 @@ InputStore::Stored InputStore::put(std::string_view bytes, const std::string& di
   const std::string address = digest.empty() ? util::sha256_hex(bytes) : digest;
   const auto size = static_cast<std::int64_t>(bytes.size());
   if (store_.claim_job_input(address, size, clock_())) return Stored{address, size};
-  for (std::int64_t seq = 0, chunks = chunks_of(size); seq < chunks; ++seq) {
-    const auto from = static_cast<std::size_t>(seq * chunk_bytes_);
-    store_.put_job_input_chunk(
-        address, seq, bytes.substr(from, static_cast<std::size_t>(chunk_bytes_)), clock_());
+  std::vector<std::string_view> chunks;
+  for (std::int64_t seq = 0, count = chunks_of(size); seq < count; ++seq) {
+    chunks.push_back(bytes.substr(static_cast<std::size_t>(seq * chunk_bytes_),
+                                  static_cast<std::size_t>(chunk_bytes_)));
   }
+  store_.put_job_input_chunks(address, 0, chunks, clock_());
   return finish(address, size);
 }
 
@@ -62,7 +65,7 @@ tl::expected<InputStore::Stored, std::string> InputStore::put_file(const std::st
     if (got == 0) break;
     const std::string_view data(piece.data(), got);
     hash.update(data);
-    store_.put_job_input_chunk(digest, seq, data, clock_());
+    store_.put_job_input_chunks(digest, seq, std::span(&data, 1), clock_());
     size += static_cast<std::int64_t>(got);
     if (got < piece.size()) break;
   }

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,9 +50,12 @@ class JobInputStore : public virtual Transactions {
   // A new submission of bytes already stored: marks the whole input `digest` of `bytes` bytes
   // as written at `now` (so the sweep's grace starts again). False when there is none.
   virtual bool claim_job_input(const std::string& digest, std::int64_t bytes, double now) = 0;
-  // Writes chunk `seq` of `digest` (one transaction), over one already there, at `now`.
-  virtual void put_job_input_chunk(const std::string& digest, std::int64_t seq,
-                                   std::string_view data, double now) = 0;
+  // Writes chunks[k] as chunk `first_seq + k` of `digest`, each in its own transaction, over one
+  // already there, at `now`; returns once every one is written (throws when one is not). A
+  // backend may write several at once, on connections of its own (PostgreSQL: a chunk's
+  // statement is mostly server CPU, so two of them keep two cores busy).
+  virtual void put_job_input_chunks(const std::string& digest, std::int64_t first_seq,
+                                    std::span<const std::string_view> chunks, double now) = 0;
   // Writes the header `input` (its written_at is `now`) when all input.chunks chunks are
   // stored; returns whether the input is whole now. An existing header is marked written at now.
   virtual bool finish_job_input(const StoredInput& input, double now) = 0;

@@ -1,5 +1,10 @@
 // SqlStore's job inputs (store/job_input_store.h, issue 29): `job_inputs` and `job_input_chunks`.
+#include <algorithm>
+#include <exception>
+#include <span>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "store/sql_connection.h"
 #include "store/sql_store.h"
@@ -64,24 +69,68 @@ bool SqlStore::claim_job_input(const std::string& digest, std::int64_t bytes, do
   });
 }
 
-void SqlStore::put_job_input_chunk(const std::string& digest, std::int64_t seq,
-                                   std::string_view data, double now) {
-  return on_input_connection([&](sql::Connection& c) {
-    // A chunk already there is written over: without a header nothing vouches for its bytes (an
-    // import whose file did not match its name leaves such chunks). Marked written now, so a
-    // sweep racing this write never takes a chunk the header about to be written counts on.
-    Statement s(
-        c,
-        "INSERT INTO job_input_chunks (digest, seq, data, written_at) VALUES (:digest, :seq, "
-        ":data, :now) ON CONFLICT (digest, seq) DO UPDATE SET data = excluded.data, "
-        "written_at = excluded.written_at",
-        "writing chunk " + std::to_string(seq) + " of job input " + digest);
-    s.bind_text(":digest", digest);
-    s.bind_int(":seq", seq);
-    s.bind_blob(":data", data);
-    s.bind_real(":now", now);
-    s.run();
-  });
+namespace {
+
+// One chunk's own transaction (a statement outside BEGIN is one on both databases). A chunk
+// already there is written over: without a header nothing vouches for its bytes (an import whose
+// file did not match its name leaves such chunks). Marked written now, so a sweep racing this
+// write never takes a chunk the header about to be written counts on.
+void write_chunk(sql::Connection& c, const std::string& digest, std::int64_t seq,
+                 std::string_view data, double now) {
+  Statement s(c,
+              "INSERT INTO job_input_chunks (digest, seq, data, written_at) VALUES (:digest, :seq, "
+              ":data, :now) ON CONFLICT (digest, seq) DO UPDATE SET data = excluded.data, "
+              "written_at = excluded.written_at",
+              "writing chunk " + std::to_string(seq) + " of job input " + digest);
+  s.bind_text(":digest", digest);
+  s.bind_int(":seq", seq);
+  s.bind_blob(":data", data);
+  s.bind_real(":now", now);
+  s.run();
+}
+
+}  // namespace
+
+void SqlStore::put_job_input_chunks(const std::string& digest, std::int64_t first_seq,
+                                    std::span<const std::string_view> chunks, double now) {
+  // Chunks k, k + writers, k + 2 × writers, … of writer k, each on its own pooled connection.
+  const auto write_share = [&](std::size_t writer, std::size_t writers) {
+    on_input_connection([&](sql::Connection& c) {
+      for (std::size_t k = writer; k < chunks.size(); k += writers) {
+        write_chunk(c, digest, first_seq + static_cast<std::int64_t>(k), chunks[k], now);
+      }
+    });
+  };
+  const std::size_t writers = input_pool_ && conn_->dialect() == sql::Dialect::Postgres
+                                  ? std::min(kInputWriters, chunks.size())
+                                  : 1;
+  if (writers <= 1) {
+    write_share(0, 1);
+    return;
+  }
+  // Every writer runs to its end before this returns (a writer's failure does not stop the
+  // others: their chunks are harmless without a header, and the sweep takes them).
+  std::vector<std::exception_ptr> failures(writers);
+  {
+    std::vector<std::jthread> others;
+    for (std::size_t w = 1; w < writers; ++w) {
+      others.emplace_back([&, w] {
+        try {
+          write_share(w, writers);
+        } catch (...) {
+          failures[w] = std::current_exception();
+        }
+      });
+    }
+    try {
+      write_share(0, writers);
+    } catch (...) {
+      failures[0] = std::current_exception();
+    }
+  }
+  for (const auto& failure : failures) {
+    if (failure) std::rethrow_exception(failure);
+  }
 }
 
 bool SqlStore::finish_job_input(const StoredInput& input, double now) {

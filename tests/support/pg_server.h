@@ -174,7 +174,11 @@ class PgServer {
   // A new data directory (initdb's, copied: copy_initdb_output) in a new temporary directory,
   // then starts the server and waits until it accepts connections. Throws std::runtime_error saying
   // why it could not (with the log's tail).
-  PgServer() : bin_(pg_server_detail::bin_dir()), user_(pg_server_detail::server_user()) {
+  // Synced: fsync and full-page writes on, as a production server runs (benches that compare
+  // with a disk that syncs); the default runs without them.
+  enum class Durability { FsyncOff, Synced };
+  explicit PgServer(Durability durability = Durability::FsyncOff)
+      : bin_(pg_server_detail::bin_dir()), user_(pg_server_detail::server_user()) {
     std::string pattern = (std::filesystem::temp_directory_path() / "pf_pg_XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
       throw std::runtime_error("PostgreSQL test server: mkdtemp failed");
@@ -190,7 +194,8 @@ class PgServer {
       conf << "\n# proverfleet test server\n"
            << "listen_addresses = '127.0.0.1'\n"
            << "unix_socket_directories = '" << dir_.string() << "'\n"
-           << "fsync = off\nfull_page_writes = off\n"
+           << (durability == Durability::Synced ? "fsync = on\nfull_page_writes = on\n"
+                                                : "fsync = off\nfull_page_writes = off\n")
            << "max_connections = 300\nshared_buffers = 32MB\n";
       conf.close();
       if (!conf) throw std::runtime_error("PostgreSQL test server: cannot write postgresql.conf");

@@ -650,7 +650,8 @@ TEST_P(JobQueueTest, AHalfWrittenInputIsNeverServedAndIsSwept) {
   // What a crash mid-write leaves: chunks with no header (never readable); and a whole input no
   // row names (a crash between the input and the row).
   const std::string half = util::sha256_hex("half written");
-  store_->put_job_input_chunk(half, 0, "half", now_.load());
+  const std::string_view piece = "half";
+  store_->put_job_input_chunks(half, 0, std::span(&piece, 1), now_.load());
   jobs::InputStore inputs(*store_, [this] { return now_.load(); });
   EXPECT_THAT(inputs.read(half, 0, 10).error(), HasSubstr("not stored"));
   const auto orphan = inputs.put("orphan");
