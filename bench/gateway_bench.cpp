@@ -22,26 +22,17 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "agent/manager_client.h"
-#include "agent/prover_cuzk.h"
-#include "agent/work_client.h"
-#include "agent/work_loop.h"
 #include "gateway/gateway_server.h"
 #include "jobs/job_queue.h"
-#include "manager/manager.h"
-#include "store/store.h"
-#include "support/accepted_instance.h"
 #include "support/fake_cuzk.h"
-#include "support/served_api.h"
+#include "support/in_process_fleet.h"
 #include "support/timing.h"
-#include "support/unreachable_market.h"
 
 namespace {
 
@@ -53,8 +44,6 @@ constexpr std::size_t kInputBytes = 50'000'000;
 constexpr int kProofMs = 20000;
 constexpr int kSlots = 2;
 constexpr int kJobs = 2;
-
-using pf::testing::UnreachableMarket;
 
 using pf::bench::epoch_now;
 
@@ -143,35 +132,13 @@ int main() {
     const double direct_s = run_jobs(cuzk.address(), kSlots, 0, requests);
 
     // --- through the fleet ---------------------------------------------------------------------
-    auto store = pf::store::open_store((dir / "bench.db").string());
-    UnreachableMarket market;
-    pf::manager::ManagerConfig cfg;
-    pf::manager::Manager manager(*store, market, cfg, epoch_now);
-    const auto accepted =
-        pf::testing::insert_accepted_instance(*store, "bench-gateway", epoch_now());
-    const std::int64_t instance = accepted.id;
-    const std::string& token = accepted.token;
-
-    pf::jobs::JobQueueConfig qc;
-    qc.data_dir = (dir / "data").string();
-    pf::jobs::JobQueueHooks hooks;
-    hooks.workers = [instance] {
-      pf::core::WorkerView w;
-      w.instance_id = instance;
-      w.seconds_per_proof = kProofMs / 1000.0;
-      w.slots = kSlots;
-      return std::vector<pf::core::WorkerView>{w};
-    };
-    hooks.strike = [](std::int64_t, const pf::core::Strike&) {};
-    hooks.event = [](std::int64_t, const std::string&) {};
-    pf::jobs::JobQueue queue(*store, qc, hooks, epoch_now);
-    manager.attach_jobs(queue);
-
-    auto served = pf::bench::ServedApi::start(manager, &queue);
-    if (!served) {
-      std::fprintf(stderr, "%s\n", served.error().c_str());
+    auto fleet = pf::bench::InProcessFleet::start(
+        {(dir / "bench.db").string(), dir, cuzk.address(), kSlots, kProofMs / 1000.0});
+    if (!fleet) {
+      std::fprintf(stderr, "%s\n", fleet.error().c_str());
       return 2;
     }
+    auto& queue = (*fleet)->queue();
 
     pf::gateway::GatewayConfig gc;
     gc.listen = "127.0.0.1:0";
@@ -180,43 +147,6 @@ int main() {
     if (!gateway) {
       std::fprintf(stderr, "gateway: %s\n", gateway.error().c_str());
       return 2;
-    }
-
-    // The agent: its job client and work loop, its cuzk prover on the fake daemon.
-    pf::agent::ManagerClient agent_http("http://127.0.0.1:" + std::to_string((*served)->port()));
-    agent_http.set_token(token);
-    pf::agent::WorkClientOptions wo;
-    wo.cache_dir = (dir / "agent" / "job-inputs").string();
-    wo.lease_wait =
-        std::chrono::milliseconds(2000);  // a short long-poll: the end is not waited for
-    pf::agent::WorkClient work_client(agent_http, wo);
-    pf::agent::WorkLoop work(work_client, {});
-    pf::agent::CuzkOptions co;
-    co.daemon = "";  // the fake daemon already listens
-    co.listen = cuzk.address();
-    co.status_listen = "";
-    co.c1_path = (dir / "c1.json").string();  // the benchmark input: not used once jobs come
-    std::ofstream(co.c1_path) << R"({"SectorNum":1,"Phase1Out":"e30=","SectorSize":34359738368})";
-    pf::agent::CuzkProver prover(co);
-    pf::core::ProverPlan plan;
-    plan.proofs_in_flight = kSlots;
-    if (auto started = prover.start(plan, false); !started) {
-      std::fprintf(stderr, "prover: %s\n", started.error().c_str());
-      return 2;
-    }
-    work.set_slots(kSlots);
-    work.on_heartbeat(true, {});
-    std::atomic<bool> done{false};
-    std::vector<std::thread> workers;
-    for (int i = 0; i < kSlots; ++i) {
-      workers.emplace_back([&] {
-        while (!done) {
-          work.prove_next(
-              std::chrono::milliseconds(250),
-              [&](pf::agent::ProofJob job) { return prover.prove(job); },
-              [&] { return done.load(); });
-        }
-      });
     }
 
     const double calls_at = epoch_now();
@@ -228,7 +158,9 @@ int main() {
     // agent leased it, until its input was fetched and checked (the agent's `started`), until
     // its result arrived (the call to cuzk, the proof, the result's upload), until the reply.
     double phase[5] = {0, 0, 0, 0, 0};
-    const auto done_jobs = queue.list({pf::core::JobState::Done}, kJobs);
+    pf::store::JobFilter done_filter;
+    done_filter.states = {pf::core::JobState::Done};
+    const auto done_jobs = queue.list(done_filter, kJobs);
     for (const auto& j : done_jobs) {
       phase[0] += j.submitted_at - calls_at;
       phase[1] += j.assigned_at - j.submitted_at;
@@ -238,13 +170,8 @@ int main() {
     }
     for (double& p : phase) p /= std::max<double>(1, static_cast<double>(done_jobs.size()));
 
-    done = true;
-    work.stop(std::chrono::milliseconds(2000));
-    for (auto& t : workers) t.join();
-    prover.stop();
     (*gateway)->shutdown();
-    queue.shutdown();
-    (*served)->stop();
+    (*fleet)->stop();
 
     if (direct_s <= 0 || gateway_s <= 0) {
       status = 1;
