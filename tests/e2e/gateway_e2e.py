@@ -656,9 +656,18 @@ class Run:
                 last_note = time.time()
                 live = collections.Counter(i.get("state") for i in self.instances())
                 log("jobs %s | instances %s" % (dict(by_state), dict(live)))
+            open_now = sum(by_state.get(st, 0) for st in ("queued", "assigned", "proving"))
+            self.facts["most_jobs_open"] = max(self.facts.get("most_jobs_open", 0), open_now)
+            if o.kill_leader_at_open and not serve_killed and open_now >= o.kill_leader_at_open:
+                log("%d jobs open: %s" % (open_now, dict(by_state)))
+                self.facts["jobs_open_at_the_sigkill"] = open_now
+                self.restart_serve()
+                serve_killed = True
+                continue
             if killed_job is None and done >= o.jobs * 0.1:
                 killed_job = self.kill_agent_mid_proof(jobs)
-            if not serve_killed and killed_job is not None and done >= o.jobs * 0.4:
+            if (not serve_killed and not o.kill_leader_at_open and killed_job is not None and
+                    done >= o.jobs * 0.4):
                 self.restart_serve()
                 serve_killed = True
             time.sleep(1)
@@ -669,7 +678,10 @@ class Run:
         self.facts["client_s"] = round(time.time() - started, 1)
         self.check(killed_job is not None, "no agent was killed mid-proof (no job seen proving)")
         self.check(serve_killed, "the manager was never killed and restarted" +
-                   (" (its leading replica)" if len(self.replicas) > 1 else ""))
+                   (" (its leading replica)" if len(self.replicas) > 1 else "") +
+                   ("" if not o.kill_leader_at_open else
+                    ": at most %d jobs were open at once, want %d" %
+                    (self.facts.get("most_jobs_open", 0), o.kill_leader_at_open)))
         self.verify(killed_job)
         if o.second_run_without_local_cuzk:
             self.check_without_local_cuzk()
@@ -1200,6 +1212,10 @@ def main():
     p.add_argument("--vanilla-bytes", type=int, default=4096,
                    help="the vanilla proof bytes in each Curio task (curio_cluster.py): the size "
                         "of each job's input")
+    p.add_argument("--kill-leader-at-open", type=int, default=0,
+                   help="SIGKILL serve (the leader, with --replicas) as soon as this many jobs are "
+                        "open (queued, assigned or proving) instead of once 40%% are done; the "
+                        "agent is SIGKILLed mid-proof after it, once 10%% are done")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--result", help="write the facts and failures as JSON here")
     p.add_argument("--figures-out",
@@ -1286,9 +1302,12 @@ def main():
                      (run.facts.get("crash") or {}).get("probe_failures"),
                      (run.facts.get("crash") or {}).get("probe_calls")))
             elif o.replicas > 1:
-                details.append("%d serve replicas, the leader SIGKILLed: tasks whose every try "
-                               "fell in the failover: %d (counted in curio_tries_exhausted)" %
-                               (o.replicas, figures.get("tries_exhausted_in_serve_outage", 0)))
+                details.append("%d serve replicas, the leader SIGKILLed%s: tasks whose every "
+                               "try fell in the failover: %d (counted in curio_tries_exhausted)" %
+                               (o.replicas,
+                                "" if "jobs_open_at_the_sigkill" not in run.facts else
+                                " with %d jobs open" % run.facts["jobs_open_at_the_sigkill"],
+                                figures.get("tries_exhausted_in_serve_outage", 0)))
         else:
             details.append("tasks whose every try fell in the serve outage (no replica): %d" %
                            figures.get("tries_exhausted_in_serve_outage", 0))
