@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
+#include "cli/fleet_client.h"
 #include "cli/manager_client.h"
 #include "cli/secrets.h"
 #include "cli/table.h"
@@ -23,106 +24,10 @@
 #include "market/http_client.h"
 
 namespace pf::cli {
+namespace fleet {
 namespace {
 
 using nlohmann::json;
-
-struct ClientFlags {
-  std::string manager = kDefaultManagerUrl;
-  RefusedSecretFlag token_flag{"--token", "$PROVERFLEET_TOKEN or --token-file PATH", std::nullopt};
-  std::string token_file = "operator.token";
-  bool json = false;
-};
-
-void add_client_flags(CLI::App* cmd, ClientFlags& flags) {
-  cmd->add_option("--manager", flags.manager, "Manager base URL")
-      ->envname("PROVERFLEET_MANAGER")
-      ->capture_default_str();
-  add_refused_secret_flag(cmd, flags.token_flag);
-  cmd->add_option("--token-file", flags.token_file,
-                  "File holding the operator token ('serve' writes operator.token next to its "
-                  "database)")
-      ->envname("PROVERFLEET_TOKEN_FILE")
-      ->capture_default_str();
-  cmd->add_flag("--json", flags.json, "Print the API's JSON instead of a table");
-}
-
-ManagerClient connect(const ClientFlags& flags) {
-  check_refused_secret_flag(flags.token_flag);
-  auto token = resolve_operator_token(secret_from_env("PROVERFLEET_TOKEN"), flags.token_file);
-  if (!token) throw CommandFailed(token.error());
-  auto client = ManagerClient::create(ManagerEndpoint{flags.manager, *token});
-  if (!client) throw CommandFailed(client.error());
-  return std::move(*client);
-}
-
-json ok_or_fail(tl::expected<json, std::string> reply) {
-  if (!reply) throw CommandFailed(reply.error());
-  return std::move(*reply);
-}
-
-void print_json(const json& value) {
-  std::cout << value.dump(2) << "\n";
-}
-
-// Tolerant field access for display: a missing or null field prints as "-" rather than
-// aborting the whole table.
-double num(const json& object, const char* key, double fallback = 0) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_number() ? it->get<double>() : fallback;
-}
-std::optional<double> opt_num(const json& object, const char* key) {
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
-}
-std::string str(const json& object, const char* key, const std::string& fallback = "-") {
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) {
-    return fallback;
-  }
-  return it->get<std::string>();
-}
-std::string integer(const json& object, const char* key) {
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_number()) return "-";
-  return std::to_string(it->get<std::int64_t>());
-}
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// 45s, 12m, 3h05m, 2d04h.
-std::string duration(double seconds) {
-  if (!std::isfinite(seconds)) return "-";
-  const auto s = static_cast<long long>(std::llround(std::max(0.0, seconds)));
-  char buf[32];
-  if (s < 60) {
-    std::snprintf(buf, sizeof buf, "%llds", s);
-  } else if (s < 3600) {
-    std::snprintf(buf, sizeof buf, "%lldm", s / 60);
-  } else if (s < 86400) {
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, (s % 3600) / 60);
-  } else {
-    std::snprintf(buf, sizeof buf, "%lldd%02lldh", s / 86400, (s % 86400) / 3600);
-  }
-  return buf;
-}
-
-std::string ago(const json& object, const char* key) {
-  auto at = opt_num(object, key);
-  if (!at || *at <= 0) return "-";
-  return duration(now_s() - *at) + " ago";
-}
-
-std::string money(double usd, int decimals) {
-  return (usd < 0 ? "-$" : "$") + core::fixed(std::fabs(usd), decimals);
-}
-
-std::string gpu(const json& offer) {
-  return str(offer, "gpu_name", "?") + " x" + integer(offer, "num_gpus");
-}
 
 void print_instance_line(const json& rec, const std::string& what) {
   const json offer = rec.value("offer", json::object());
@@ -477,248 +382,6 @@ void register_status(CLI::App& app) {
   });
 }
 
-// ---- jobs -----------------------------------------------------------------------------------
-
-void print_jobs(const json& rows) {
-  using A = Table::Align;
-  Table t({{"ID", A::Right},
-           {"CLIENT", A::Left, 20},
-           {"REQUEST", A::Left, 28},
-           {"KIND"},
-           {"STATE"},
-           {"TRIES", A::Right},
-           {"INSTANCE", A::Right},
-           {"AGE", A::Right},
-           {"WAIT", A::Right},
-           {"TOTAL", A::Right},
-           {"DUE", A::Right},
-           {"TIMELY"},
-           {"EARNED", A::Right},
-           {"NOTE", A::Left, 50}});
-  const double now = now_s();
-  for (const auto& j : rows) {
-    std::string due = "-";
-    if (auto at = opt_num(j, "deadline_at")) {
-      due = *at > now ? "in " + duration(*at - now) : duration(now - *at) + " ago";
-    }
-    const auto wait = opt_num(j, "queue_wait_s");
-    const auto total = opt_num(j, "end_to_end_s");
-    t.add_row({integer(j, "id"), str(j, "client"), str(j, "request_id"), str(j, "kind"),
-               str(j, "state"), integer(j, "attempts"), integer(j, "instance_id"),
-               duration(now - num(j, "submitted_at", now)), wait ? duration(*wait) : "-",
-               total ? duration(*total) : "-", due, str(j, "timeliness"),
-               money(num(j, "earned_usd"), 4), str(j, "error")});
-  }
-  if (t.rows() == 0) {
-    std::cout << "no jobs\n";
-    return;
-  }
-  t.print(std::cout);
-}
-
-// One job's facts and timeline (GET /api/v1/jobs/{key}).
-void print_job(const json& j) {
-  const double now = now_s();
-  std::cout << "job " << integer(j, "id") << " (request " << str(j, "request_id") << ", "
-            << str(j, "kind") << "): " << str(j, "state") << ", " << str(j, "timeliness") << "\n";
-  std::cout << "client " << str(j, "client", "-") << "; submitted " << ago(j, "submitted_at");
-  if (auto due = opt_num(j, "deadline_at")) {
-    std::cout << "; deadline "
-              << (*due > now ? "in " + duration(*due - now) : duration(now - *due) + " ago");
-  }
-  std::cout << "; " << integer(j, "attempts") << " tries; earned " << money(num(j, "earned_usd"), 4)
-            << "\n";
-  if (!str(j, "error", "").empty()) std::cout << "error: " << str(j, "error") << "\n";
-  const json steps = j.value("timeline", json::array());
-  if (steps.empty()) {
-    std::cout << "no timeline (a job from before timelines were kept)\n";
-    return;
-  }
-  using A = Table::Align;
-  Table t({{"AFTER", A::Right},
-           {"STEP"},
-           {"TRY", A::Right},
-           {"INSTANCE", A::Right},
-           {"MACHINE", A::Right},
-           {"DETAIL", A::Left, 90}});
-  const double submitted = num(j, "submitted_at");
-  for (const auto& e : steps) {
-    t.add_row({duration(num(e, "at", submitted) - submitted), str(e, "kind"), integer(e, "attempt"),
-               integer(e, "instance_id"), integer(e, "machine_id"), str(e, "detail")});
-  }
-  t.print(std::cout);
-  if (j.value("timeline_truncated", false)) std::cout << "(the newest steps only)\n";
-}
-
-void register_jobs(CLI::App& app) {
-  struct JobsFlags {
-    ClientFlags client;
-    std::string key;
-    std::string state, kind, from, request;
-    std::int64_t instance = 0, machine = 0;
-    bool late = false, at_risk = false;
-    int limit = 50;
-    std::int64_t cursor = 0;
-  };
-  auto f = std::make_shared<JobsFlags>();
-  auto* cmd = app.add_subcommand(
-      "jobs",
-      "Proof jobs the gateway took (GET /api/v1/jobs), newest first: state, attempts, the\n"
-      "instance holding it, queue wait, end-to-end time, deadline, whether it was on time and\n"
-      "what it earned. With a job id or request_id: that job's timeline, every try (lease,\n"
-      "instance and machine, input, proving, proof accepted or rejected, requeued and why).");
-  cmd->add_option("JOB", f->key, "A job id or request_id: show that job and its timeline");
-  cmd->add_option("--state", f->state,
-                  "Only jobs in these states, comma-separated (queued, assigned, proving, done, "
-                  "failed, cancelled)");
-  cmd->add_option("--kind", f->kind,
-                  "Only these kinds, comma-separated (porep-c2, snap-update, window-post, "
-                  "winning-post)");
-  cmd->add_option("--client", f->from, "Only this client's jobs (as the list shows it)");
-  cmd->add_option("--request", f->request, "Only request ids starting with this");
-  cmd->add_option("--instance", f->instance, "Only jobs this instance held on any try")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--machine", f->machine,
-                  "Only jobs any rental of this vast.ai machine held on any try")
-      ->check(CLI::PositiveNumber);
-  cmd->add_flag("--late", f->late,
-                "Only late jobs (delivered after, or still open past, the deadline)");
-  cmd->add_flag("--at-risk", f->at_risk,
-                "Only queued jobs with less time left than jobs have recently needed");
-  cmd->add_option("--limit", f->limit, "At most this many jobs (one page)")
-      ->check(CLI::Range(1, 1000))
-      ->capture_default_str();
-  cmd->add_option("--cursor", f->cursor,
-                  "The next page: jobs older than this job id (what the page before ended with)")
-      ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
-  add_client_flags(cmd, f->client);
-  cmd->callback([f] {
-    auto client = connect(f->client);
-    if (!f->key.empty()) {
-      json job = ok_or_fail(client.get("/api/v1/jobs/" + market::url_encode(f->key)));
-      if (f->client.json) return print_json(job);
-      print_job(job);
-      return;
-    }
-    std::string query = "limit=" + std::to_string(f->limit);
-    if (f->cursor > 0) query += "&cursor=" + std::to_string(f->cursor);
-    // The filters as flags again, for the command that lists the next page.
-    std::string again;
-    // The manager names a bad value; the texts travel percent-encoded.
-    for (const auto& [key, value] :
-         {std::pair{"state", &f->state}, std::pair{"kind", &f->kind}, std::pair{"client", &f->from},
-          std::pair{"request", &f->request}}) {
-      if (value->empty()) continue;
-      query += std::string("&") + key + "=" + market::url_encode(*value);
-      again += std::string(" --") + key + " '" + *value + "'";
-    }
-    for (const auto& [key, id] :
-         {std::pair{"instance", f->instance}, std::pair{"machine", f->machine}}) {
-      if (id <= 0) continue;
-      query += std::string("&") + key + "=" + std::to_string(id);
-      again += std::string(" --") + key + " " + std::to_string(id);
-    }
-    if (f->late) {
-      query += "&late=1";
-      again += " --late";
-    }
-    if (f->at_risk) {
-      query += "&at_risk=1";
-      again += " --at-risk";
-    }
-    json rows = ok_or_fail(client.get("/api/v1/jobs?" + query));
-    if (f->client.json) return print_json(rows);
-    print_jobs(rows);
-    // A full page may have older jobs behind it (the API's X-Next-Cursor is the same id).
-    if (rows.is_array() && static_cast<int>(rows.size()) == f->limit) {
-      const auto last = rows.back().value("id", std::int64_t{0});
-      if (last > 1) {
-        std::cout << "older jobs: proverfleet jobs --limit " << f->limit << " --cursor " << last
-                  << again << "\n";
-      }
-    }
-  });
-}
-
-// ---- money ----------------------------------------------------------------------------------
-
-void print_money(const json& m) {
-  const json total = m.value("total", json::object());
-  const json spend = total.value("spend", json::object());
-  std::cout << "money over the last " << str(m, "range") << ": revenue "
-            << money(num(total, "revenue_usd"), 2) << ", spend "
-            << money(num(spend, "total_usd"), 2) << " (compute "
-            << money(num(spend, "compute_usd"), 2) << ", storage "
-            << money(num(spend, "storage_usd"), 2) << ", bandwidth "
-            << money(num(spend, "bandwidth_usd"), 2) << "), profit "
-            << money(num(total, "profit_usd"), 2) << "\n";
-  std::cout << "jobs delivered on time " << integer(total, "delivered_on_time") << ", late "
-            << integer(total, "delivered_late") << "; realised $/proof "
-            << (opt_num(total, "cost_per_proof_usd") ? money(num(total, "cost_per_proof_usd"), 4)
-                                                     : std::string("-"))
-            << " (target " << money(num(m, "target_cost_per_proof_usd"), 4)
-            << ", revenue per proof " << money(num(m, "revenue_per_proof_usd"), 4) << ")\n";
-  using A = Table::Align;
-  Table buckets({{"FROM", A::Right},
-                 {"REVENUE", A::Right},
-                 {"SPEND", A::Right},
-                 {"PROFIT", A::Right},
-                 {"ON TIME", A::Right},
-                 {"LATE", A::Right}});
-  for (const auto& b : m.value("buckets", json::array())) {
-    buckets.add_row({ago(b, "from"), money(num(b, "revenue_usd"), 3),
-                     money(num(b.value("spend", json::object()), "total_usd"), 3),
-                     money(num(b, "profit_usd"), 3), integer(b, "delivered_on_time"),
-                     integer(b, "delivered_late")});
-  }
-  buckets.print(std::cout);
-  const json hosts = m.value("hosts", json::array());
-  if (hosts.empty()) return;
-  std::cout << "\nby machine, losing first:\n";
-  std::vector<json> sorted(hosts.begin(), hosts.end());
-  std::sort(sorted.begin(), sorted.end(), [](const json& a, const json& b) {
-    return num(a, "profit_usd") < num(b, "profit_usd");
-  });
-  Table t({{"MACHINE", A::Right},
-           {"RENTALS", A::Right},
-           {"REVENUE", A::Right},
-           {"SPEND", A::Right},
-           {"PROFIT", A::Right},
-           {"$/PROOF", A::Right}});
-  for (const auto& h : sorted) {
-    t.add_row({integer(h, "machine_id"), integer(h, "rentals"), money(num(h, "revenue_usd"), 3),
-               money(num(h.value("spend", json::object()), "total_usd"), 3),
-               money(num(h, "profit_usd"), 3),
-               opt_num(h, "cost_per_proof_usd") ? money(num(h, "cost_per_proof_usd"), 4) : "-"});
-  }
-  t.print(std::cout);
-}
-
-void register_money(CLI::App& app) {
-  auto flags = std::make_shared<ClientFlags>();
-  auto range = std::make_shared<std::string>("day");
-  auto bucket = std::make_shared<std::string>();
-  auto* cmd = app.add_subcommand(
-      "money",
-      "Revenue, spend by what vast.ai billed (compute, storage, bandwidth) and profit over a\n"
-      "range (GET /api/v1/money): per hour or day, and per machine, losing first. The same\n"
-      "rules as the jobs figures of 'status' and /metrics.");
-  cmd->add_option("--range", *range, "hour, day, week or month")
-      ->check(CLI::IsMember({"hour", "day", "week", "month"}))
-      ->capture_default_str();
-  cmd->add_option("--bucket", *bucket, "5m, hour or day (default: the range's own)")
-      ->check(CLI::IsMember({"5m", "hour", "day"}));
-  add_client_flags(cmd, *flags);
-  cmd->callback([flags, range, bucket] {
-    auto client = connect(*flags);
-    std::string path = "/api/v1/money?range=" + *range;
-    if (!bucket->empty()) path += "&bucket=" + *bucket;
-    json m = ok_or_fail(client.get(path));
-    if (flags->json) return print_json(m);
-    print_money(m);
-  });
-}
-
 // ---- autopilot ------------------------------------------------------------------------------
 
 void print_autopilot(const json& st) {
@@ -844,19 +507,20 @@ void register_logs(CLI::App& app) {
 }
 
 }  // namespace
+}  // namespace fleet
 
 void register_fleet_commands(CLI::App& app) {
-  register_tune(app);
-  register_logs(app);
-  register_deploy(app);
-  register_destroy(app);
-  register_instances(app);
-  register_hosts(app);
-  register_bad_hosts(app);
-  register_status(app);
-  register_jobs(app);
-  register_money(app);
-  register_autopilot(app);
+  fleet::register_tune(app);
+  fleet::register_logs(app);
+  fleet::register_deploy(app);
+  fleet::register_destroy(app);
+  fleet::register_instances(app);
+  fleet::register_hosts(app);
+  fleet::register_bad_hosts(app);
+  fleet::register_status(app);
+  fleet::register_jobs(app);
+  fleet::register_money(app);
+  fleet::register_autopilot(app);
 }
 
 }  // namespace pf::cli
