@@ -64,6 +64,7 @@ constexpr double kMaxUsd = 1e6;                    // per proof or per hour
 constexpr double kMaxBudgetUsd = 1e9;              // totals
 constexpr double kMaxSeconds = 365.0 * 24 * 3600;  // any timeout or interval
 constexpr double kMaxHours = 10 * 365.0 * 24;      // lifetimes, TTLs, cool-downs
+constexpr double kMaxJobInputMb = 65536;           // 64 GB: above any proof input the gateway takes
 constexpr double kMaxMbps = 1e6;                   // 1 Tbit/s
 constexpr double kMaxFactor = 1000;                // slacks, multipliers, standard deviations
 constexpr int kMaxCount = 10'000;                  // samples, instances, crashes
@@ -478,6 +479,9 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   econ.number("target_cost_per_proof_usd", cfg.rank.economics.target_cost_per_proof_usd,
               positive_up_to(kMaxUsd));
   econ.boolean("profit_objective", cfg.profit_objective);
+  double job_input_mb = cfg.rank.economics.job_input_bytes / 1e6;
+  econ.number("job_input_mb", job_input_mb, non_negative_up_to(kMaxJobInputMb));
+  cfg.rank.economics.job_input_bytes = job_input_mb * 1e6;
   econ.finish();
   read_prices(TableReader(subtable(root, "prices"), "prices", &env),
               cfg.rank.economics.revenue_per_proof_usd, cfg.prices);

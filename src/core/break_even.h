@@ -11,10 +11,11 @@ namespace pf::core {
 // The $/proof an instance must beat.
 double break_even_price(const EconomicsConfig& economics, bool profit_objective);
 
-// Proofs/hour at which an instance costing `dph_total` breaks even (0 when the price is not
-// positive).
-double instance_break_even_rate(double dph_total, const EconomicsConfig& economics,
-                                bool profit_objective);
+// Proofs/hour at which an instance costing `dph_total` breaks even when each paid proof also
+// pays `transfer_per_proof_usd` for its input and proof (core::transfer_per_proof_usd of its
+// offer); infinite where that transfer costs what a proof may (it never breaks even).
+double instance_break_even_rate(double dph_total, double transfer_per_proof_usd,
+                                const EconomicsConfig& economics, bool profit_objective);
 
 // Both break-evens of an offer, for display next to the one every decision uses: the rate at
 // which a proof earns what it costs (revenue) and the rate that meets the operator's $/proof
@@ -27,7 +28,7 @@ struct BreakEvenRates {
   const char* objective() const { return profit_objective ? "revenue" : "target"; }
   bool differ() const;  // the two differ by more than 0.5% (worth a second figure)
 };
-BreakEvenRates break_even_rates(double dph_total, const EconomicsConfig& economics,
-                                bool profit_objective);
+BreakEvenRates break_even_rates(double dph_total, double transfer_per_proof_usd,
+                                const EconomicsConfig& economics, bool profit_objective);
 
 }  // namespace pf::core

@@ -1,13 +1,20 @@
 #include "core/economics.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/text.h"
 
 namespace pf::core {
 
 double break_even_rate(double dph_total, double target) {
-  return target > 0 ? dph_total / target : 0;
+  if (target > 0) return dph_total / target;
+  return dph_total > 0 ? std::numeric_limits<double>::infinity() : 0;
+}
+
+double transfer_per_proof_usd(const Offer& offer, const EconomicsConfig& economics) {
+  return std::max(0.0, economics.job_input_bytes) / 1e9 * offer.inet_down_cost_per_gb +
+         std::max(0.0, economics.proof_bytes) / 1e9 * offer.inet_up_cost_per_gb;
 }
 
 double download_hours(const Offer& offer, const SetupConfig& s) {
@@ -20,7 +27,9 @@ double download_hours(const Offer& offer, const SetupConfig& s) {
 Valuation value_offer(const Offer& offer, const Prediction& pred, const EconomicsConfig& econ,
                       const SetupConfig& s, Reasons reasons) {
   Valuation v;
-  v.min_rate = break_even_rate(offer.dph_total, econ.target_cost_per_proof_usd);
+  // A proof's own transfer comes out of the $/proof it must beat.
+  const double transfer = transfer_per_proof_usd(offer, econ);
+  v.min_rate = break_even_rate(offer.dph_total, econ.target_cost_per_proof_usd - transfer);
   v.download_hours = download_hours(offer, s);
   double bench_h = pred.rate > 0 ? s.benchmark_proofs / pred.rate : 0;
   v.setup_hours = s.boot_h + v.download_hours + s.warmup_h + bench_h;
@@ -32,7 +41,7 @@ Valuation value_offer(const Offer& offer, const Prediction& pred, const Economic
   double lifetime = std::max(s.expected_lifetime_h, v.setup_hours);
   double productive_h = lifetime - v.setup_hours;
   double proofs = pred.rate * productive_h;
-  double cost = lifetime * offer.dph_total + bandwidth_usd;
+  double cost = lifetime * offer.dph_total + bandwidth_usd + proofs * transfer;
   if (proofs > 0) v.expected_cost_per_proof = cost / proofs;
   v.expected_profit_per_hour = (proofs * econ.revenue_per_proof_usd - cost) / lifetime;
 

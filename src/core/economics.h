@@ -11,10 +11,24 @@
 
 namespace pf::core {
 
+// What a paid proof moves through the instance's network, which vast.ai bills per GB
+// (inet_down_cost, inet_up_cost): its job's input down — a PoRep C2 input is Curio's C1 output
+// in the cuzk envelope, about 51 MB (curio lib/ffi/cuzk_funcs.go wrapC1Output; the Snark Market's
+// sample c1.json) — and its proof up (a PoRep C2 proof: 10 partitions × 192 bytes).
+inline constexpr double kPorepC2InputBytes = 51e6;
+inline constexpr double kPorepC2ProofBytes = 1920;
+
 struct EconomicsConfig {
   double revenue_per_proof_usd = 0.012;
   double target_cost_per_proof_usd = 0.008;  // the classic ceiling; sets the break-even rate
+  // Bytes each paid proof moves (above); 0 where proofs move nothing (no gateway: an instance
+  // proves its benchmark input again).
+  double job_input_bytes = kPorepC2InputBytes;
+  double proof_bytes = kPorepC2ProofBytes;
 };
+
+// What the network of `offer` costs a paid proof: its input down and its proof up.
+double transfer_per_proof_usd(const Offer& offer, const EconomicsConfig& economics);
 
 struct SetupConfig {
   double boot_h = 0.25;        // image pull and agent start
@@ -39,7 +53,8 @@ struct Valuation {
   std::vector<std::string> reasons;
 };
 
-// dph_total / target_cost_per_proof; 0 when the target is not positive.
+// dph_total / target_cost_per_proof; infinite (it never breaks even) when the target is not
+// positive and the offer costs anything, 0 when it costs nothing.
 double break_even_rate(double dph_total, double target_cost_per_proof_usd);
 
 double download_hours(const Offer& offer, const SetupConfig& setup);

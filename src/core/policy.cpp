@@ -263,7 +263,7 @@ std::vector<Action> decide(const std::vector<InstanceRecord>& fleet,
   std::map<std::int64_t, double> measured;  // proving instance → its current rate
   for (const auto* rec : alive) {
     if (rec->state != InstanceState::Proving) continue;
-    const double be = objective_break_even(rental_usd_per_hour(*rec), cfg.scoring);
+    const double be = objective_break_even(rec->offer, rental_usd_per_hour(*rec), cfg.scoring);
     const auto& ws = windows[rec->id];
     const WatchResult w = watch_production(*rec, ws, be, cfg.watch);
     if (w.drop) {

@@ -66,7 +66,9 @@ std::vector<RankedOffer> rank_offers(std::vector<Offer> offers, const RankConfig
               "% of the advertised speed (measured on " + std::to_string(download.machines) +
               " machine(s); configured " + fixed(100 * download.prior_fraction, 0) + "%)");
     }
-    r.break_even = break_even_rates(offer.dph_total, config.economics, config.profit_objective);
+    r.break_even =
+        break_even_rates(offer.dph_total, transfer_per_proof_usd(offer, config.economics),
+                         config.economics, config.profit_objective);
     r.history = machine_history({offer.machine_id, offer.gpu_name, offer.num_gpus}, history.fleet,
                                 history.runs, history.bad_hosts, history.now);
     r.offer = std::move(offer);

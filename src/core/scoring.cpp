@@ -15,8 +15,9 @@ double normal_cdf(double x) {
   return 0.5 * std::erfc(-x / std::sqrt(2.0));
 }
 
-double objective_break_even(double dph_total, const ScoringConfig& cfg) {
-  return instance_break_even_rate(dph_total, cfg.economics, cfg.profit_objective);
+double objective_break_even(const Offer& offer, double dph_total, const ScoringConfig& cfg) {
+  return instance_break_even_rate(dph_total, transfer_per_proof_usd(offer, cfg.economics),
+                                  cfg.economics, cfg.profit_objective);
 }
 
 Score score_offer(const Offer& offer, const Prediction& pred, const ScoringConfig& cfg,
@@ -37,7 +38,8 @@ Score score_offer(const Offer& offer, const Prediction& pred, const ScoringConfi
   const Valuation v = value_offer(as_measured ? *as_measured : offer, pred, econ, setup,
                                   ctx.explain ? Reasons::Written : Reasons::Skipped);
   const double dph = offer.dph_total;
-  const double revenue = cfg.economics.revenue_per_proof_usd;
+  // What a paid proof brings in once its own input and proof have crossed the network.
+  const double revenue = cfg.economics.revenue_per_proof_usd - transfer_per_proof_usd(offer, econ);
 
   sc.break_even_rate = v.min_rate;
   sc.cost_per_proof = v.expected_cost_per_proof;

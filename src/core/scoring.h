@@ -90,8 +90,10 @@ Score score_offer(const Offer& offer, const Prediction& prediction, const Scorin
 void explain_score(Score& score, const Offer& offer, const Prediction& prediction,
                    const ScoringConfig& config, ScoreContext ctx);
 
-// Break-even rate for an instance at `dph_total` under the config's objective.
-double objective_break_even(double dph_total, const ScoringConfig& config);
+// Break-even rate for an instance of `offer` paying `dph_total` (the listed price, or what the
+// rental pays: an interruptible one's bid) under the config's objective, its proofs' transfer
+// (core::transfer_per_proof_usd) counted.
+double objective_break_even(const Offer& offer, double dph_total, const ScoringConfig& config);
 
 // Standard normal CDF.
 double normal_cdf(double x);

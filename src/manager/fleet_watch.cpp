@@ -74,8 +74,8 @@ core::AlertsView FleetWatch::run_once() {
     auto [it, fresh] = progress_.try_emplace(rec.id, proofs, now);
     if (!holds_work || (!fresh && it->second.first != proofs)) it->second = {proofs, now};
 
-    const double be =
-        core::objective_break_even(core::rental_usd_per_hour(rec), config_.policy.scoring);
+    const double be = core::objective_break_even(rec.offer, core::rental_usd_per_hour(rec),
+                                                 config_.policy.scoring);
     const auto& ws = windows[rec.id];
     if (auto a = core::production_alert(rec, ws, be, config_.policy.watch)) found.push_back(*a);
     if (rec.state == InstanceState::FetchingParams) {

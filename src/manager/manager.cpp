@@ -104,8 +104,10 @@ core::Hearing Manager::hearing_of(const std::vector<core::InstanceRecord>& rows,
 
 double Manager::break_even(const InstanceRecord& rec) const {
   // What the rental pays: an interruptible one's bid, not the listed on-demand price.
-  return core::instance_break_even_rate(core::rental_usd_per_hour(rec), config_.rank.economics,
-                                        config_.profit_objective);
+  return core::instance_break_even_rate(
+      core::rental_usd_per_hour(rec),
+      core::transfer_per_proof_usd(rec.offer, config_.rank.economics), config_.rank.economics,
+      config_.profit_objective);
 }
 
 void Manager::event(std::int64_t id, const std::string& kind, const std::string& message,

@@ -58,6 +58,11 @@ DefaultPolicyConfig default_policy_config(const Scenario& s, DefaultPolicyConfig
   p.scoring.economics.revenue_per_proof_usd = s.economics.revenue_per_proof_usd;
   p.scoring.economics.target_cost_per_proof_usd = s.economics.target_cost_per_proof_usd;
   p.scoring.setup.params_bytes = s.params_bytes;
+  // The engine bills no job transfer yet (a job's input down, its proof up: issue 26), so the
+  // policy counts none, and `sim` measures what it bills; serve's policy counts it
+  // ([economics] job_input_mb).
+  p.scoring.economics.job_input_bytes = 0;
+  p.scoring.economics.proof_bytes = 0;
   if (s.economics.demand_proofs_per_hour) {
     p.demand_proofs_per_hour = s.economics.demand_proofs_per_hour;
   }
@@ -69,7 +74,7 @@ DefaultPolicy::DefaultPolicy(DefaultPolicyConfig config)
     : config_(std::move(config)), sprt_(config_.sprt) {}
 
 double DefaultPolicy::break_even_rate(const core::Offer& offer) const {
-  return core::objective_break_even(offer.dph_total, config_.policy.scoring);
+  return core::objective_break_even(offer, offer.dph_total, config_.policy.scoring);
 }
 
 int DefaultPolicy::plan_partitions(const core::Offer& offer, const AgentProbe& probe,

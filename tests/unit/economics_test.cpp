@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/break_even.h"
 #include "core/ranking.h"
 
@@ -37,7 +39,46 @@ TEST(Economics, BreakEvenMatchesFieldPractice) {
   // field-notes: $0.201/hr → 26/hr (ceil'd), $0.472 → 59/hr at $0.008/proof.
   EXPECT_NEAR(break_even_rate(0.201, 0.008), 25.125, 1e-9);
   EXPECT_NEAR(break_even_rate(0.472, 0.008), 59.0, 1e-9);
-  EXPECT_EQ(break_even_rate(0.5, 0), 0);
+  // A proof that may cost nothing (its transfer ate the price) never pays for an instance.
+  EXPECT_TRUE(std::isinf(break_even_rate(0.5, 0)));
+  EXPECT_EQ(break_even_rate(0, 0), 0);
+}
+
+// vast.ai bills a proof's input down and its proof up at the offer's inet costs: they come out
+// of what the proof earns, in the break-even, the expected $/proof and the score.
+TEST(Economics, AProofsInputAndProofAreCostsOfTheProof) {
+  EconomicsConfig econ;
+  econ.revenue_per_proof_usd = 0.012;
+  Offer o;
+  o.dph_total = 0.24;
+  o.inet_down_cost_per_gb = 0.02;
+  o.inet_up_cost_per_gb = 0.05;
+  const double transfer = 51e6 / 1e9 * 0.02 + 1920 / 1e9 * 0.05;  // $0.00102
+  EXPECT_NEAR(transfer_per_proof_usd(o, econ), transfer, 1e-12);
+  EXPECT_NEAR(instance_break_even_rate(o.dph_total, transfer, econ, true),
+              0.24 / (0.012 - transfer), 1e-9);
+  EXPECT_GT(instance_break_even_rate(o.dph_total, transfer, econ, true), 20.0);
+
+  // Without a gateway a proof moves nothing.
+  EconomicsConfig no_jobs = econ;
+  no_jobs.job_input_bytes = 0;
+  no_jobs.proof_bytes = 0;
+  EXPECT_EQ(transfer_per_proof_usd(o, no_jobs), 0);
+
+  // value_offer: every paid proof's transfer is in the expected $/proof.
+  SetupConfig setup;
+  setup.params_bytes = 0;
+  econ.target_cost_per_proof_usd = 0.012;
+  const Valuation with = value_offer(o, fixed_rate(30), econ, setup);
+  const Valuation without = value_offer(o, fixed_rate(30), no_jobs, setup);
+  ASSERT_TRUE(with.expected_cost_per_proof && without.expected_cost_per_proof);
+  EXPECT_NEAR(*with.expected_cost_per_proof - *without.expected_cost_per_proof, transfer, 1e-9);
+  EXPECT_NEAR(with.min_rate, 0.24 / (0.012 - transfer), 1e-9);
+
+  // A host whose bandwidth costs more than a proof earns never breaks even.
+  o.inet_down_cost_per_gb = 1.0;  // $0.051 a proof
+  EXPECT_TRUE(std::isinf(
+      instance_break_even_rate(o.dph_total, transfer_per_proof_usd(o, econ), econ, true)));
 }
 
 TEST(Economics, DownloadAtConservativeFractionOfAdvertised) {
@@ -66,12 +107,13 @@ TEST(Economics, SetupAmortisedOverLifetime) {
   EXPECT_NEAR(v.setup_hours, setup_h, 1e-9);
   double bandwidth = 47 * 0.01;
   EXPECT_NEAR(v.setup_cost_usd, setup_h * 0.4 + bandwidth, 1e-9);
-  double cost = 72 * 0.4 + bandwidth;
   double proofs = 50 * (72 - setup_h);
+  const double transfer = 51e6 / 1e9 * 0.01;  // each proof's job input down
+  double cost = 72 * 0.4 + bandwidth + proofs * transfer;
   ASSERT_TRUE(v.expected_cost_per_proof.has_value());
   EXPECT_NEAR(*v.expected_cost_per_proof, cost / proofs, 1e-12);
   EXPECT_NEAR(v.expected_profit_per_hour, (proofs * 0.012 - cost) / 72, 1e-12);
-  EXPECT_NEAR(v.min_rate, 50, 1e-9);
+  EXPECT_NEAR(v.min_rate, 0.4 / (0.008 - transfer), 1e-9);
   // Amortised $/proof is always above the naive dph/rate.
   EXPECT_GT(*v.expected_cost_per_proof, 0.4 / 50);
 }
@@ -156,6 +198,9 @@ TEST(Ranking, BreakEvenIsTheObjectiveAndBothFiguresAreShown) {
   cfg.predictor = default_predictor_config();
   cfg.economics.revenue_per_proof_usd = 0.012;
   cfg.economics.target_cost_per_proof_usd = 0.008;
+  // About the objective: no transfer (Economics.AProofsInputAndProofAreCostsOfTheProof).
+  cfg.economics.job_input_bytes = 0;
+  cfg.economics.proof_bytes = 0;
   cfg.profit_objective = true;
   const auto ranked = rank_offers({offer(1, 0.24)}, cfg, RankOrder::Cost);
   ASSERT_EQ(ranked.size(), 1u);
@@ -174,8 +219,8 @@ TEST(Ranking, BreakEvenIsTheObjectiveAndBothFiguresAreShown) {
   EXPECT_STREQ(classic[0].break_even.objective(), "target");
   // The same function the verdicts and deadlines call.
   EXPECT_DOUBLE_EQ(classic[0].break_even.rate,
-                   instance_break_even_rate(0.24, cfg.economics, false));
-  EXPECT_DOUBLE_EQ(r.break_even.rate, instance_break_even_rate(0.24, cfg.economics, true));
+                   instance_break_even_rate(0.24, 0, cfg.economics, false));
+  EXPECT_DOUBLE_EQ(r.break_even.rate, instance_break_even_rate(0.24, 0, cfg.economics, true));
 
   cfg.economics.target_cost_per_proof_usd = 0.012;
   EXPECT_FALSE(rank_offers({offer(1, 0.24)}, cfg, RankOrder::Cost)[0].break_even.differ());

@@ -82,9 +82,9 @@ TEST(Lifecycle, BenchmarkDeadlineFromBreakEven) {
   EconomicsConfig econ;
   econ.target_cost_per_proof_usd = 0.008;
   double dc = state_deadline(cheap, S::Benchmarking, 0,
-                             instance_break_even_rate(cheap.offer.dph_total, econ, false), cfg);
+                             instance_break_even_rate(cheap.offer.dph_total, 0, econ, false), cfg);
   double dp = state_deadline(pricey, S::Benchmarking, 0,
-                             instance_break_even_rate(pricey.offer.dph_total, econ, false), cfg);
+                             instance_break_even_rate(pricey.offer.dph_total, 0, econ, false), cfg);
   EXPECT_NEAR(dc, 20 * 3600.0 / 25 * 2, 1e-6);
   EXPECT_LT(dp, dc);
   EXPECT_GE(dp, cfg.bench_min_s);

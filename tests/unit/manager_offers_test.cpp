@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/economics.h"
 #include "manager/manager.h"
 #include "manager/views.h"
 #include "store/store.h"
@@ -108,8 +109,10 @@ TEST_F(ManagerOffersTest, AMachineThatFailedShowsItsHistoryAndIsPredictedFromIts
   EXPECT_NEAR(again.at("predicted_rate").get<double>(), rec.verdict->rate, 1e-9);
   // One break-even: the row's is the one the verdict was judged against.
   EXPECT_NEAR(again.at("break_even_rate").get<double>(), rec.verdict->break_even_rate, 1e-9);
-  EXPECT_NEAR(again.at("min_rate").get<double>(), 0.40 / 0.012, 1e-9);
-  EXPECT_NEAR(again.at("target_break_even_rate").get<double>(), 50, 1e-9);
+  // Each proof's job input comes down at the fake market's $0.001/GB (core/economics.h).
+  const double transfer = core::kPorepC2InputBytes / 1e9 * 0.001;
+  EXPECT_NEAR(again.at("min_rate").get<double>(), 0.40 / (0.012 - transfer), 1e-9);
+  EXPECT_NEAR(again.at("target_break_even_rate").get<double>(), 0.40 / (0.008 - transfer), 1e-9);
   EXPECT_EQ(again.at("break_even_objective"), "revenue");
   EXPECT_TRUE(again.at("break_evens_differ").get<bool>());
 
