@@ -12,7 +12,6 @@
 // Everything runs in this process over loopback (the manager's HTTP front and store, the gateway,
 // the agent's WorkLoop and CuzkProver), so on a small machine the gateway path also pays for CPU
 // the real deployment spends elsewhere.
-#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -20,10 +19,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +29,7 @@
 #include "jobs/job_queue.h"
 #include "support/fake_cuzk.h"
 #include "support/in_process_fleet.h"
+#include "support/porep_calls.h"
 #include "support/timing.h"
 
 namespace {
@@ -47,45 +45,10 @@ constexpr int kJobs = 2;
 
 using pf::bench::epoch_now;
 
-// A PoRep-shaped request: a C1 envelope of kInputBytes (Phase1Out: base64 of random bytes),
-// distinct per job.
-cuzk::v1::ProveRequest porep_request(int job) {
-  std::mt19937_64 rng(static_cast<std::uint64_t>(job) + 1);
-  std::string raw(kInputBytes / 4 * 3, '\0');
-  for (std::size_t i = 0; i + 8 <= raw.size(); i += 8) {
-    const std::uint64_t v = rng();
-    std::memcpy(&raw[i], &v, 8);
-  }
-  std::string b64(4 * ((raw.size() + 2) / 3) + 1, '\0');
-  b64.resize(static_cast<std::size_t>(EVP_EncodeBlock(
-      reinterpret_cast<unsigned char*>(b64.data()),
-      reinterpret_cast<const unsigned char*>(raw.data()), static_cast<int>(raw.size()))));
-  std::string bytes = R"({"SectorNum":)" + std::to_string(job) + R"(,"Phase1Out":")" + b64 +
-                      R"(","SectorSize":34359738368})";
-  cuzk::v1::ProveRequest r;
-  auto* s = r.mutable_submit();
-  s->set_request_id("porep-1000-" + std::to_string(job));
-  s->set_proof_kind(cuzk::v1::POREP_SEAL_COMMIT);
-  s->set_sector_size(34359738368ULL);
-  s->set_registered_proof(8);
-  s->set_sector_number(static_cast<std::uint64_t>(job));
-  s->set_miner_id(1000);
-  s->set_vanilla_proof(std::move(bytes));
-  return r;
-}
-
-std::unique_ptr<cuzk::v1::ProvingEngine::Stub> stub_for(const std::string& address) {
-  grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(256 << 20);
-  args.SetMaxReceiveMessageSize(256 << 20);
-  return cuzk::v1::ProvingEngine::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
-}
-
 // Runs kJobs Prove calls against `address` from `threads` threads; seconds, or < 0 on a failure.
 double run_jobs(const std::string& address, int threads, int first_job,
                 const std::vector<cuzk::v1::ProveRequest>& requests) {
-  auto stub = stub_for(address);
+  auto stub = pf::bench::proving_stub(address, 256 << 20);
   std::atomic<int> next{0}, failed{0};
   const auto start = pf::bench::SteadyClock::now();
   std::vector<std::thread> pool;
@@ -123,7 +86,8 @@ int main() {
   int status = 0;
   {
     std::vector<cuzk::v1::ProveRequest> requests;
-    for (int j = 0; j < kJobs; ++j) requests.push_back(porep_request(j));
+    for (int j = 0; j < kJobs; ++j)
+      requests.push_back(pf::bench::porep_prove_request(j, kInputBytes, 1));
 
     pf::test::FakeCuzk cuzk;
     cuzk.delay_ms = kProofMs;

@@ -14,7 +14,6 @@
 // kClients threads (two Curio nodes at Curio's default MaxPending of 10, deps/config/types.go)
 // send kJobs PoRep-shaped Prove calls with kInputBytes inputs; the rounds alternate one, two,
 // one, … and each rate is the best of kRounds.
-#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -22,10 +21,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +31,7 @@
 #include "support/fake_cuzk.h"
 #include "support/in_process_fleet.h"
 #include "support/pg_server.h"
+#include "support/porep_calls.h"
 #include "support/timing.h"
 
 namespace {
@@ -47,43 +45,14 @@ constexpr int kSlots = 8;
 constexpr int kRounds = 3;
 constexpr const char* kReplicaToken = "bench-replicas-token";
 
-cuzk::v1::ProveRequest porep_request(int job) {
-  std::mt19937_64 rng(static_cast<std::uint64_t>(job) + 7);
-  std::string raw(kInputBytes / 4 * 3, '\0');
-  for (std::size_t i = 0; i + 8 <= raw.size(); i += 8) {
-    const std::uint64_t v = rng();
-    std::memcpy(&raw[i], &v, 8);
-  }
-  std::string b64(4 * ((raw.size() + 2) / 3) + 1, '\0');
-  b64.resize(static_cast<std::size_t>(EVP_EncodeBlock(
-      reinterpret_cast<unsigned char*>(b64.data()),
-      reinterpret_cast<const unsigned char*>(raw.data()), static_cast<int>(raw.size()))));
-  cuzk::v1::ProveRequest r;
-  auto* s = r.mutable_submit();
-  s->set_proof_kind(cuzk::v1::POREP_SEAL_COMMIT);
-  s->set_sector_size(34359738368ULL);
-  s->set_registered_proof(8);
-  s->set_sector_number(static_cast<std::uint64_t>(job));
-  s->set_miner_id(1000);
-  s->set_vanilla_proof(R"({"SectorNum":)" + std::to_string(job) + R"(,"Phase1Out":")" + b64 +
-                       R"(","SectorSize":34359738368})");
-  return r;
-}
-
-std::unique_ptr<cuzk::v1::ProvingEngine::Stub> stub_for(int port) {
-  grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(64 << 20);
-  args.SetMaxReceiveMessageSize(64 << 20);
-  return cuzk::v1::ProvingEngine::NewStub(grpc::CreateCustomChannel(
-      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
-}
-
 // kJobs calls from kClients threads, thread t calling ports[t % ports.size()]; jobs per second,
 // or < 0 when a call failed.
 double jobs_per_s(const std::vector<int>& ports, const std::string& round,
                   const std::vector<cuzk::v1::ProveRequest>& requests) {
   std::vector<std::unique_ptr<cuzk::v1::ProvingEngine::Stub>> stubs;
-  for (int port : ports) stubs.push_back(stub_for(port));
+  for (int port : ports) {
+    stubs.push_back(pf::bench::proving_stub("127.0.0.1:" + std::to_string(port), 64 << 20));
+  }
   std::atomic<int> next{0}, failed{0};
   const auto start = pf::bench::SteadyClock::now();
   std::vector<std::thread> clients;
@@ -122,7 +91,8 @@ int main() {
   int status = 0;
   try {
     std::vector<cuzk::v1::ProveRequest> requests;
-    for (int j = 0; j < kJobs; ++j) requests.push_back(porep_request(j));
+    for (int j = 0; j < kJobs; ++j)
+      requests.push_back(pf::bench::porep_prove_request(j, kInputBytes, 7));
     pf::test::PgServer server;
     pf::test::FakeCuzk cuzk;  // proves at once
     auto fleet = pf::bench::InProcessFleet::start(
