@@ -116,6 +116,13 @@ void Engine::bill(Inst& in) {
   if (in.accepted) in.prod_cost += inc;
 }
 
+void Engine::bill_transfer(Inst& in, double bytes_down, double bytes_up) {
+  const double inc = core::accrue_transfer_spend(in.rec, bytes_down, bytes_up);
+  report_.bandwidth_usd += inc;
+  if (!in.decided) in.bench_spend += inc;
+  if (in.accepted) in.prod_cost += inc;
+}
+
 void Engine::transition(Inst& in, S to, const std::string& reason) {
   in.life->transition(in.rec, to, epoch(now_), reason);
 }
@@ -335,6 +342,7 @@ void Engine::pay_production_proof(std::size_t i) {
     if (in.job != kNone) {
       paid = now_ - jobs_[in.job] <= sc_.demand->deadline_min * 60;
       ++(paid ? report_.jobs_served_on_time : report_.jobs_late);
+      bill_transfer(in, 0, core::kPorepC2ProofBytes);  // the proof goes up, paid or late
       dispatch_.done(in.rec.id, job_id(in.job));
       in.job = kNone;
     }
@@ -387,6 +395,7 @@ bool Engine::take_job(Inst& in) {
   if (leased.empty()) return false;
   in.job = static_cast<std::size_t>(leased.front() - 1);
   queue_waits_s_.push_back(now_ - jobs_[in.job]);
+  bill_transfer(in, core::kPorepC2InputBytes, 0);  // the agent fetches the job's input
   return true;
 }
 

@@ -161,6 +161,9 @@ class Engine {
   void rate_changed(std::size_t i);
   void machine_changed(std::int64_t machine);
   void bill(Inst& in);
+  // A job's bytes through the instance's network (its input down, its proof up), billed as the
+  // manager bills what the agent routes count (core::accrue_transfer_spend).
+  void bill_transfer(Inst& in, double bytes_down, double bytes_up);
   void transition(Inst& in, S to, const std::string& reason);
   void set_status(Inst& in, const std::string& status);
   void handle(const Event& ev);

@@ -58,11 +58,13 @@ DefaultPolicyConfig default_policy_config(const Scenario& s, DefaultPolicyConfig
   p.scoring.economics.revenue_per_proof_usd = s.economics.revenue_per_proof_usd;
   p.scoring.economics.target_cost_per_proof_usd = s.economics.target_cost_per_proof_usd;
   p.scoring.setup.params_bytes = s.params_bytes;
-  // The engine bills no job transfer yet (a job's input down, its proof up: issue 26), so the
-  // policy counts none, and `sim` measures what it bills; serve's policy counts it
-  // ([economics] job_input_mb).
-  p.scoring.economics.job_input_bytes = 0;
-  p.scoring.economics.proof_bytes = 0;
+  if (!s.demand) {
+    // /1: no jobs, so a proof moves nothing (the instance proves its benchmark input again) and
+    // the engine bills none; where jobs arrive it bills each job's input down and proof up, as
+    // serve's policy counts them ([economics] job_input_mb).
+    p.scoring.economics.job_input_bytes = 0;
+    p.scoring.economics.proof_bytes = 0;
+  }
   if (s.economics.demand_proofs_per_hour) {
     p.demand_proofs_per_hour = s.economics.demand_proofs_per_hour;
   }

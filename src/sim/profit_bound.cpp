@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 
+#include "core/economics.h"
 #include "core/memory_model.h"
 #include "scenario/truth_model.h"
 
@@ -27,10 +28,19 @@ constexpr std::size_t kMaxSubcells = 15;
 // The per-bucket dual's search stops once its target is within this share of the best bound.
 constexpr double kDualTolerance = 1e-3;
 
+// What each proof of `o` pays to cross its network where jobs arrive (/2, /3: the job's input
+// down, the proof up, as the engine bills them; core::transfer_per_proof_usd); nothing in /1.
+// Taking it off a proof's value keeps the bound a bound: a paid proof is a proved job, and every
+// proved job paid it (revenue·paid − transfer·proved ≤ (revenue − transfer)·paid).
+double proof_transfer_usd(const Scenario& sc, const ScenarioOffer& o) {
+  return sc.demand ? core::transfer_per_proof_usd(o.offer, core::EconomicsConfig{}) : 0;
+}
+
 // One offer on its grid (cells of kCellH / k): what its rentals can deliver per age cell and
 // cost per length.
 struct GridOffer {
   const ScenarioOffer* offer = nullptr;
+  double transfer = 0;          // what each of its proofs pays to move (proof_transfer_usd)
   std::size_t k = 1;            // grid cells per value cell
   std::size_t first_start = 0;  // start cells [first_start, end_start)
   std::size_t end_start = 0;
@@ -69,6 +79,7 @@ GridOffer grid_offer(const Scenario& sc, const ScenarioOffer& o, const RentalCur
                      std::size_t value_cells, std::size_t k) {
   GridOffer g;
   g.offer = &o;
+  g.transfer = proof_transfer_usd(sc, o);
   g.k = k;
   const double cell_h = kCellH / static_cast<double>(k);
   const std::size_t cells = value_cells * k;
@@ -139,7 +150,9 @@ double grid_schedule(const GridOffer& g, const std::vector<double>& value,
   // Worth nothing past the horizon (a rental touches at most two cells beyond its start).
   std::vector<double> padded(value);
   padded.resize(n + 2, 0.0);
-  const auto w = [&padded](std::size_t c) { return padded[c]; };
+  // A proof is worth its cell's value less its own transfer, and never less than nothing (the
+  // offer need not prove there: an idle instance moves no job).
+  const auto w = [&padded, &g](std::size_t c) { return std::max(0.0, padded[c] - g.transfer); };
   std::vector<double> best(n + 1, 0);
   // The choice at each start cell: kept m cells (0: no rental starts there), the candidate
   // length of its last age cell, and whether its even proofs are placed one cell later.
@@ -361,6 +374,7 @@ RentalCurve::Best RentalCurve::best(double limit_h, double value_per_proof) cons
 double best_offer_profit(const Scenario& scenario, const ScenarioOffer& offer,
                          double value_per_proof) {
   const RentalCurve curve(scenario, offer);
+  value_per_proof -= proof_transfer_usd(scenario, offer);
   if (!curve.can_prove() || value_per_proof <= 0) return 0;
   const double horizon = scenario.hours;
   const double from = std::max(0.0, offer.listed_from_h);

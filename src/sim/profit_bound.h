@@ -42,7 +42,9 @@
 // What the bound still relaxes: an offer may be rented fractionally (the dual prices demand as
 // a linear programme would), the jobs are a fluid of their expected arrivals (no Poisson
 // bunching, no queue order), warm-ups after the first are free, offers on one machine do not
-// contend, and fleet caps are ignored. /3: an offer that takes bids is priced as a bid at its
+// contend, and fleet caps are ignored. Where jobs arrive (/2, /3) a proof is worth its value less
+// what its job's input and proof cost to move on its offer (core::transfer_per_proof_usd), as
+// the engine bills every proved job. /3: an offer that takes bids is priced as a bid at its
 // min_bid (plus storage) that is never outbid, and contracts never end: both only raise it.
 // Measured (docs/decision-engine.md, "The /2 gap, decomposed"): the relaxation is within 3% of a
 // whole-instance plan's fluid value on /2; what keeps policies far below it is the engine's

@@ -21,9 +21,10 @@
 // the job queue it observes (core/scale_to_demand.h, the backlog valued as transient), its jobs
 // placed by core::place_jobs as serve's queue places them (sim/des_dispatch.h: jobs that can no
 // longer be on time wait behind those that can), production measured at the busy rate (idle
-// between jobs is not slowness), and reaches 71.4% and 82.7% of the bound on the own seeds
-// (64-74% and 82-83% on seeds 101-505), short of the target and held to measured floors, on the
-// own seed and on seeds 101/202/303; clairvoyant reaches 69% and 83%. The /2 bound is the
+// between jobs is not slowness), and reaches 67.7% and 82.8% of the bound on the own seeds
+// (62-71% and 83-84% on seeds 101/202/303; every proved job pays its input's download since
+// issue 26), short of the target and held to measured floors, on the own seed and on seeds
+// 101/202/303; clairvoyant reaches 66% and 83%. The /2 bound is the
 // per-bucket dual (profit_bound.h); session 15 measured what separates a policy from it
 // (docs/decision-engine.md, "The /2 gap, decomposed"): the relaxation itself is worth under 3%
 // (a whole-instance plan earns 97.7% of it in the same fluid model), but that plan, fixed in
@@ -53,9 +54,11 @@ constexpr double kTargetShareOfBound = 0.90;
 double measured_floor(const std::string& scenario) {
   if (scenario == "demo-small.json") return 0.88;
   // /2 (jobs arriving with deadlines, demand estimated from the queue): default is short of
-  // the target; its shares today are 71.4% (demo-small-v2) and 82.7% (market-72h-v2), with
-  // clairvoyant itself at 69% and 83% (see the header).
-  if (scenario == "demo-small-v2.json") return 0.71;
+  // the target; its shares today are 67.7% (demo-small-v2) and 82.8% (market-72h-v2), with
+  // clairvoyant itself at 66% and 83% (see the header). Re-based 2026-12-07 when every proved
+  // job started paying its input's download (issue 26; 71.4% before): the bound and the policy
+  // lose the same dollars per proof, which takes more off the smaller share.
+  if (scenario == "demo-small-v2.json") return 0.67;
   if (scenario == "market-72h-v2.json") return 0.82;
   return kTargetShareOfBound;
 }
@@ -66,8 +69,8 @@ double seed_floor(const std::string& scenario) {
   if (scenario == "demo-small.json") return 0.87;     // 87.3 / 87.6 / 88.3%
   if (scenario == "market-72h.json") return 0.90;     // 91.2 / 90.3 / 91.1%
   if (scenario == "tight-margins.json") return 0.90;  // 90.4 / 90.5 / 90.7%
-  if (scenario == "demo-small-v2.json") return 0.64;  // 72.8 / 71.4 / 64.1%
-  if (scenario == "market-72h-v2.json") return 0.82;  // 83.3 / 83.7 / 83.0%
+  if (scenario == "demo-small-v2.json") return 0.62;  // 71.0 / 67.6 / 62.2% (jobs' transfer)
+  if (scenario == "market-72h-v2.json") return 0.82;  // 83.9 / 83.8 / 83.4%
   return kTargetShareOfBound;
 }
 
@@ -138,8 +141,9 @@ TEST_P(DesTargets, NoPolicyEarnsMoreThanTheBoundOnAnySeed) {
 
 // Markets no setting was tuned on (issue 27: tests/support/generated_markets.h, seeds recorded
 // there), small (24 h, 30 machines: about 3 CPU-s for the twelve). No policy earns more than the
-// bound on any of them; default's median share of the bound is held to its measured floor (68 %
-// measured 2026-12-07, floor 60 %). The issue's targets are not met and are printed, not
+// bound on any of them; default's median share of the bound is held to its measured floor (60.0 %
+// measured 2026-12-07 once every proved job pays its input's download, 60.9 % before; floor
+// 59 %). The issue's targets are not met and are printed, not
 // asserted: default ≥ clairvoyant − 2 % on every scenario (it falls far behind on thin markets:
 // seed 686736 offers few machines that pay, and default's profit there is −25 % to 17 % of the
 // bound where clairvoyant's is 40-76 %; bursty demand costs it most everywhere).
@@ -164,7 +168,7 @@ TEST(GeneratedMarkets, NoPolicyBeatsTheBoundAndDefaultHoldsItsMedianFloor) {
   }
   std::sort(shares.begin(), shares.end());
   const double median = (shares[5] + shares[6]) / 2;
-  EXPECT_GE(median, 0.60);
+  EXPECT_GE(median, 0.59);
   std::cout << "generated set: default median " << median * 100 << "% of the bound, worst "
             << shares.front() * 100 << "%; more than 2 % of the bound behind clairvoyant on "
             << behind_clairvoyant << " of 12 (target: none)\n";

@@ -118,6 +118,12 @@ TEST(ProfitBound, NoPolicyEarnsMoreOnTheHandScenario) {
   }
 }
 
+// Where jobs arrive (/2) each proof also pays to move its job: 51 MB of input down at
+// $0.01/GB (core::kPorepC2InputBytes; the proof's 1,920 bytes up are free on hand_offer), so a
+// paid proof is worth $0.02 − $0.00051 = $0.01949.
+constexpr double kJobTransferUsd = 51e6 / 1e9 * 0.01;
+constexpr double kJobProofValueUsd = 0.02 - kJobTransferUsd;
+
 // /2: jobs arrive only in the second half (100/hr over [5, 10) h, deadline 15 min).
 Scenario late_demand_scenario() {
   Scenario s = hand_scenario();
@@ -139,11 +145,13 @@ TEST(ProfitBound, JobsArrivingLateAreServedOnlyByALateRental) {
   one_total.demand_price_usd = 0.02 - 10.35 / 970;
   one_total.profit_usd = 500 * one_total.demand_price_usd;
   // Per bucket, the jobs of [5, 10) can only be served then: the best is a rental at 4.7 h
-  // (proving from 5 h) kept to 10 h: 500 proofs = $10 for 5.2 h billed + $0.45 = $4.35. The
-  // grid over-states it by less than a cell (15 min) of proofs and billing at each end.
+  // (proving from 5 h) kept to 10 h: 500 proofs = 500 × $0.01949 for 5.2 h billed + $0.45 =
+  // $4.095. The grid over-states it by less than a cell (15 min) of proofs and billing at each
+  // end.
+  const double best = 500 * kJobProofValueUsd - 5.2 - 0.45;
   const ProfitBound b = profit_bound(s);
-  EXPECT_GE(b.profit_usd, 4.35 - 1e-9);
-  EXPECT_LT(b.profit_usd, 4.35 + 0.6);
+  EXPECT_GE(b.profit_usd, best - 1e-9);
+  EXPECT_LT(b.profit_usd, best + 0.6);
   EXPECT_LT(b.profit_usd, one_total.profit_usd);
   EXPECT_GT(b.demand_buckets, 0);
   // bucketed_profit_bound never reports more than the single-λ bound it starts from.
@@ -169,9 +177,9 @@ TEST(ProfitBound, AnHourlyCapIsNotOneTotal) {
 
 // An offer proving within a 15-minute cell is scheduled on a finer grid, not valued as if any
 // hour paid the best price: 3 min boot, 45 GB at 10 Gb/s (36 s), 3 min warm-up, proving from
-// 0.11 h. With 100 jobs in the last hour only, the best is a rental at 8.89 h: 100 proofs = $2
-// for 1.06 h billed + $0.45 = $0.49. Valued at the best price over the whole horizon (the
-// coarse grid's fallback) it bounded at one total's ~$0.96.
+// 0.11 h. With 100 jobs in the last hour only, the best is a rental at 8.89 h: 100 proofs =
+// 100 × $0.01949 for 1.06 h billed + $0.45 = $0.439. Valued at the best price over the whole
+// horizon (the coarse grid's fallback) it bounded at one total's ~$0.96.
 TEST(ProfitBound, AFastSetupIsScheduledOnAFinerGrid) {
   Scenario s = late_demand_scenario();
   s.demand->arrivals = {{9, 10, 100}};
@@ -181,26 +189,26 @@ TEST(ProfitBound, AFastSetupIsScheduledOnAFinerGrid) {
   const RentalCurve curve(s, s.offers[0]);
   ASSERT_NEAR(curve.proving_from_h(), 0.11, 1e-9);
   const ProfitBound b = profit_bound(s);
-  EXPECT_GE(b.profit_usd, 0.49 - 1e-6);
+  EXPECT_GE(b.profit_usd, 100 * kJobProofValueUsd - 1.06 - 0.45 - 1e-6);
   EXPECT_LT(b.profit_usd, 0.8);
 }
 
 // A rental pays the price listed when it is created: the offer's price rises from $1 to $1.50
 // at 4 h, so the best is to rent before (at 3.99 h, idle until the jobs come at 5 h) for
-// $10 − (6.01 h − 0.1 h) × $1 − $0.45 = $3.64; the cheapest price for every rental would
-// allow $4.35.
+// 500 × $0.01949 − (6.01 h − 0.1 h) × $1 − $0.45 = $3.385; the cheapest price for every
+// rental would allow $4.095.
 TEST(ProfitBound, ARentalPaysThePriceListedAtItsStart) {
   Scenario s = late_demand_scenario();
   s.offers[0].dph_changes = {{4.0, 1.5}};
   const ProfitBound b = profit_bound(s);
-  EXPECT_GE(b.profit_usd, 3.64 - 1e-6);
-  EXPECT_LT(b.profit_usd, 4.35);
+  EXPECT_GE(b.profit_usd, 500 * kJobProofValueUsd - 5.91 - 0.45 - 1e-6);
+  EXPECT_LT(b.profit_usd, 500 * kJobProofValueUsd - 5.2 - 0.45);
 }
 
 // Jobs every other hour (100/hr in [1, 2), [3, 4) … [9, 10), deadline 15 min): the best is
-// a rental per busy hour, from 0.7 h before it to its end (proving 1 h: 100 proofs = $2 for
-// 1.2 h billed + $0.45 = $0.35), five of them, $1.75. A start is rounded down to its
-// 15-minute cell; valuing every proof at the better of its cell and the next (the earlier
+// a rental per busy hour, from 0.7 h before it to its end (proving 1 h: 100 proofs =
+// 100 × $0.01949 for 1.2 h billed + $0.45 = $0.299), five of them, $1.495. A start is rounded down
+// to its 15-minute cell; valuing every proof at the better of its cell and the next (the earlier
 // rule) let each rental be paid for proofs on both sides of every step of the price, $3.18.
 // A whole rental shifts together, so only its even proofs' all-here or all-one-cell-later
 // value is possible (profit_bound.h).
@@ -209,7 +217,7 @@ TEST(ProfitBound, ARentalShiftsAsAWholeWithinItsStartCell) {
   s.demand->arrivals.clear();
   for (int h = 1; h < 10; h += 2) s.demand->arrivals.push_back({double(h), double(h) + 1, 100});
   const ProfitBound b = profit_bound(s);
-  EXPECT_GE(b.profit_usd, 1.75 - 1e-6);
+  EXPECT_GE(b.profit_usd, 5 * (100 * kJobProofValueUsd - 1.2 - 0.45) - 1e-6);
   EXPECT_LT(b.profit_usd, 3.0);
   EXPECT_GT(b.demand_buckets, 0);
   for (const std::string name : {"default", "clairvoyant"}) {
@@ -222,9 +230,10 @@ TEST(ProfitBound, ARentalShiftsAsAWholeWithinItsStartCell) {
 TEST(ProfitBound, JobsBeyondWhatTheFleetCanProveAddNothing) {
   Scenario s = late_demand_scenario();
   s.demand->arrivals = {{0, 10, 1000}};  // ten times what the one offer proves
-  // Demand never binds: the offer's whole-horizon rental, $9.05 (as with unlimited demand).
+  // Demand never binds: the offer's whole-horizon rental (as with unlimited demand), each of
+  // its 970 proofs less its job's transfer: 970 × $0.01949 − $10.35.
   const ProfitBound b = profit_bound(s);
-  EXPECT_NEAR(b.profit_usd, 9.05, 1e-6);
+  EXPECT_NEAR(b.profit_usd, 970 * kJobProofValueUsd - 10.35, 1e-6);
 }
 
 TEST(ProfitBound, NoPolicyEarnsMoreWhenJobsArriveLate) {
