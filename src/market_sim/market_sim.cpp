@@ -589,6 +589,7 @@ json MarketSim::instance_json(const SimInstance& inst, double now_h) const {
       {"inet_up", v.at("inet_up")},
       {"inet_down", v.at("inet_down")},
       {"inet_down_cost", v.at("inet_down_cost")},
+      {"inet_up_cost", v.value("inet_up_cost", 0.0)},  // /3 only; free where not written
       {"pcie_bw", v.at("pcie_bw")},
       {"pci_gen", v.at("pci_gen")},
       {"cuda_max_good", v.at("cuda_max_good")},

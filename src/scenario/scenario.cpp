@@ -381,39 +381,39 @@ void parse_bid_market(Validator& v, const json& o, const std::string& path, Scen
 
 void parse_offer(Validator& v, const json& o, const std::string& path, int version,
                  ScenarioOffer& out) {
-  if (!v.object_with_keys(
-          o, path,
-          {"id",
-           "machine_id",
-           "host_id",
-           "gpu_name",
-           "num_gpus",
-           "gpu_ram",
-           "gpu_total_ram",
-           "cpu_name",
-           "cpu_cores",
-           "cpu_cores_effective",
-           "cpu_ram",
-           "pcie_bw",
-           "pci_gen",
-           "inet_down",
-           "inet_up",
-           "inet_down_cost",
-           "disk_space",
-           "cuda_max_good",
-           "compute_cap",
-           "reliability2",
-           "verified",
-           "geolocation",
-           "dph_total",
-           "storage_cost",
-           "dlperf",
-           kWindowFrom,
-           kWindowUntil,
-           "truth"},
-          version >= 3
-              ? std::initializer_list<const char*>{"dph_changes", "contract_end_h", "bid_market"}
-              : v2_keys(version, {"dph_changes"}))) {
+  if (!v.object_with_keys(o, path,
+                          {"id",
+                           "machine_id",
+                           "host_id",
+                           "gpu_name",
+                           "num_gpus",
+                           "gpu_ram",
+                           "gpu_total_ram",
+                           "cpu_name",
+                           "cpu_cores",
+                           "cpu_cores_effective",
+                           "cpu_ram",
+                           "pcie_bw",
+                           "pci_gen",
+                           "inet_down",
+                           "inet_up",
+                           "inet_down_cost",
+                           "disk_space",
+                           "cuda_max_good",
+                           "compute_cap",
+                           "reliability2",
+                           "verified",
+                           "geolocation",
+                           "dph_total",
+                           "storage_cost",
+                           "dlperf",
+                           kWindowFrom,
+                           kWindowUntil,
+                           "truth"},
+                          version >= 3
+                              ? std::initializer_list<const char*>{"dph_changes", "contract_end_h",
+                                                                   "bid_market", "inet_up_cost"}
+                              : v2_keys(version, {"dph_changes"}))) {
     return;
   }
   const std::size_t errors_before = v.error_count();
@@ -458,6 +458,8 @@ void parse_offer(Validator& v, const json& o, const std::string& path, int versi
   parse_price_changes(v, o, path, out);
   parse_truth(v, o, path, version, out.truth);
   if (version >= 3) {
+    // vast prices upload apart from download (an offer's `inet_up_cost`, $/GB): a proof goes up.
+    v.number(o, path, "inet_up_cost", kNonNegative);
     out.contract_end_h = v.number(o, path, "contract_end_h", kTimeH);
     if (out.contract_end_h && from && !(*out.contract_end_h > *from)) {
       v.fail(child_path(path, "contract_end_h"),

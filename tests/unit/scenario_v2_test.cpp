@@ -158,8 +158,12 @@ json v3_doc(double second_rival_until_h) {
 // /3 = /2 plus, per offer, the host's contract end and an interruptible market.
 TEST(ScenarioV3Parse, ContractEndsAndBidMarketsAreReadAndUnknownBeforeV3) {
   json doc = v3_doc(9);
+  doc["offers"][0]["inet_up_cost"] = 0.05;
   const Scenario s = parsed(doc);
   EXPECT_EQ(s.format_version, 3);
+  // A visible field, as vast lists it ($/GB uploaded).
+  EXPECT_DOUBLE_EQ(s.offers[0].offer.inet_up_cost_per_gb, 0.05);
+  EXPECT_DOUBLE_EQ(s.offers[0].vast_json.at("inet_up_cost").get<double>(), 0.05);
   ASSERT_TRUE(s.offers[0].contract_end_h);
   EXPECT_DOUBLE_EQ(*s.offers[0].contract_end_h, 6);
   ASSERT_TRUE(s.offers[0].bid_market);
@@ -178,6 +182,7 @@ TEST(ScenarioV3Parse, ContractEndsAndBidMarketsAreReadAndUnknownBeforeV3) {
   const std::string e = v2_error_of(v2);
   EXPECT_THAT(e, HasSubstr("offers[0]: unknown key \"contract_end_h\""));
   EXPECT_THAT(e, HasSubstr("offers[0]: unknown key \"bid_market\""));
+  EXPECT_THAT(e, HasSubstr("offers[0]: unknown key \"inet_up_cost\""));
 }
 
 // The market's stops of one rental (scenario/bid_market.h), as market-sim serves them.
@@ -287,6 +292,7 @@ TEST(ScenarioV3Parse, EveryBadV3ValueIsNamed) {
   doc["format"] = kScenarioFormatV3;
   doc["offers"][0]["listed_from_h"] = 2;
   doc["offers"][0]["contract_end_h"] = 2;
+  doc["offers"][0]["inet_up_cost"] = -0.01;
   doc["offers"][0]["bid_market"] = {{"min_bid", -1},
                                     {"rivals",
                                      {{{"from_h", 3}, {"to_h", 3}, {"price", 0.5}},
@@ -295,6 +301,7 @@ TEST(ScenarioV3Parse, EveryBadV3ValueIsNamed) {
                                       {{"from_h", 6}, {"to_h", 7}, {"bid", 0.5}}}}};
   const std::string e = v2_error_of(doc);
   EXPECT_THAT(e, HasSubstr("offers[0].contract_end_h: must be after listed_from_h (2)"));
+  EXPECT_THAT(e, HasSubstr("offers[0].inet_up_cost: must be"));
   EXPECT_THAT(e, HasSubstr("offers[0].bid_market.min_bid: must be in [0, 1e+06], got -1"));
   EXPECT_THAT(e, HasSubstr("offers[0].bid_market.rivals[0]: from_h (3) must be < to_h (3)"));
   EXPECT_THAT(e, HasSubstr("offers[0].bid_market.rivals[2].from_h: must not be before the "
@@ -389,6 +396,34 @@ TEST(ScenarioV2Engine, AnOverloadedQueueServesOnTimeFirstAndLeavesJobsUnserved) 
   EXPECT_GT(r.jobs_served_on_time, 5 * r.jobs_late);
   EXPECT_LE(r.queue_wait_p95_min, 45);
   EXPECT_GT(r.queue_wait_p95_min, 40);
+}
+
+// Every job an instance takes is billed its input down (51 MB, core::kPorepC2InputBytes) and,
+// once proved (on time or late), its proof up (1,920 bytes), at the offer's prices, beside the
+// parameters' one download: bandwidth as serve's bill counts it (issue 26). The one job taken
+// but not proved at the horizon has paid its input only.
+TEST(ScenarioV3Engine, EveryJobProvedPaysItsInputDownAndItsProofUp) {
+  json doc = v2_doc(30);
+  doc["format"] = kScenarioFormatV3;
+  doc["offers"][0]["inet_down_cost"] = 0.02;
+  doc["offers"][0]["inet_up_cost"] = 3.0;  // dear, so that the proofs' few bytes show
+  const Scenario s = parsed(doc);
+  const sim::DesReport r = test::run_rent_all_once(s);
+  const double params = 47 * 0.02;
+  const double input = 51e6 / 1e9 * 0.02;
+  const double proof = 1920 / 1e9 * 3.0;
+  const auto proved = static_cast<double>(r.jobs_served_on_time + r.jobs_late);
+  ASSERT_GT(proved, 200);
+  EXPECT_GE(r.bandwidth_usd, params + proved * (input + proof) - 1e-9);
+  EXPECT_LE(r.bandwidth_usd, params + (proved + 1) * input + proved * proof + 1e-9);
+  // The same market with free transfer bills nothing for it.
+  doc["offers"][0]["inet_down_cost"] = 0;
+  doc["offers"][0]["inet_up_cost"] = 0;
+  EXPECT_EQ(test::run_rent_all_once(parsed(doc)).bandwidth_usd, 0);
+  // /1 has no jobs: only the parameters are downloaded.
+  json v1 = one_offer_doc(good_truth());
+  v1["offers"][0]["inet_down_cost"] = 0.02;
+  EXPECT_NEAR(test::run_rent_all_once(parsed(v1)).bandwidth_usd, params, 1e-9);
 }
 
 // The host raises its price at 1 h: the rental made at 0 keeps paying $0.30 for its life.
