@@ -17,7 +17,7 @@
 # Pure: decisions, scenarios, the simulator and bounded parsing.
 set(PF_TESTS_CORE
   acceptance alerts billing blocklist bounded_json demand_estimate demand_forecast des_engine
-  des_targets des_v2_default economics host_stats job_money job_outcome job_schedule
+  des_targets des_v2_default economics host_stats job_hedge job_money job_outcome job_schedule
   leader_lease learned_predictor lifecycle market_stop money_ledger offer_json offer_query oom_memory planner policy
   rental_terms
   predictor profit_bound query reconcile_plan reliability_checks scale_to_demand scenario

@@ -35,15 +35,21 @@ std::vector<std::int64_t> JobDispatch::expire(double now) {
   return gone;
 }
 
-std::vector<std::int64_t> JobDispatch::lease(std::int64_t instance_id, int max_jobs, double now,
-                                             std::vector<core::WorkerView> workers) {
-  std::vector<std::int64_t> out;
-  bool asker_works = false;
+std::vector<core::WorkerView> JobDispatch::with_held(std::vector<core::WorkerView> workers) const {
   for (auto& w : workers) {
     const auto it = held_.find(w.instance_id);
     w.held = it == held_.end() ? 0 : static_cast<int>(it->second.size());
-    asker_works = asker_works || w.instance_id == instance_id;
   }
+  return workers;
+}
+
+std::vector<std::int64_t> JobDispatch::lease(std::int64_t instance_id, int max_jobs, double now,
+                                             std::vector<core::WorkerView> workers) {
+  std::vector<std::int64_t> out;
+  workers = with_held(std::move(workers));
+  const bool asker_works =
+      std::any_of(workers.begin(), workers.end(),
+                  [instance_id](const auto& w) { return w.instance_id == instance_id; });
   if (!asker_works || queued_.empty() || max_jobs < 1) return out;
   if (!plan_ || plan_->generation != generation_ || plan_->now != now ||
       !same_workers(plan_->workers, workers)) {
@@ -71,19 +77,60 @@ std::vector<std::int64_t> JobDispatch::lease(std::int64_t instance_id, int max_j
   return out;
 }
 
-void JobDispatch::done(std::int64_t instance_id, std::int64_t job_id) {
+bool JobDispatch::drop_held(std::int64_t instance_id, std::int64_t job_id) {
   const auto it = held_.find(instance_id);
-  if (it == held_.end()) return;
-  if (it->second.erase(job_id) > 0) ++generation_;
+  if (it == held_.end()) return false;
+  const bool had = it->second.erase(job_id) > 0;
   if (it->second.empty()) held_.erase(it);
+  return had;
+}
+
+std::optional<std::int64_t> JobDispatch::done(std::int64_t instance_id, std::int64_t job_id) {
+  if (drop_held(instance_id, job_id)) ++generation_;
+  const auto pair = hedges_.find(job_id);
+  if (pair == hedges_.end()) return std::nullopt;
+  const std::int64_t other =
+      pair->second.first == instance_id ? pair->second.second : pair->second.first;
+  hedges_.erase(pair);
+  drop_held(other, job_id);
+  return other;
 }
 
 void JobDispatch::release(std::int64_t instance_id) {
   const auto it = held_.find(instance_id);
   if (it == held_.end()) return;
+  for (auto job = it->second.begin(); job != it->second.end();) {
+    const auto pair = hedges_.find(job->first);
+    if (pair == hedges_.end()) {
+      ++job;
+      continue;
+    }
+    hedges_.erase(pair);  // the other prover keeps it
+    job = it->second.erase(job);
+  }
   queued_.merge(it->second);
   held_.erase(it);
   ++generation_;
+}
+
+void JobDispatch::hedge(std::int64_t instance_id, std::int64_t job_id) {
+  for (const auto& [holder, jobs] : held_) {
+    const auto job = jobs.find(job_id);
+    if (holder == instance_id || job == jobs.end()) continue;
+    const Job copy = job->second;
+    hedges_[job_id] = {holder, instance_id};
+    held_[instance_id].emplace(job_id, copy);
+    ++generation_;
+    return;
+  }
+}
+
+std::vector<JobDispatch::HeldCopy> JobDispatch::held_copies() const {
+  std::vector<HeldCopy> out;
+  for (const auto& [instance, jobs] : held_) {
+    for (const auto& [id, job] : jobs) out.push_back({instance, id, job.deadline_at});
+  }
+  return out;
 }
 
 int JobDispatch::in_flight() const {

@@ -34,11 +34,27 @@ class JobDispatch {
   std::vector<std::int64_t> lease(std::int64_t instance_id, int max_jobs, double now,
                                   std::vector<core::WorkerView> workers);
 
-  // A job the instance holds is finished (delivered, late or not).
-  void done(std::int64_t instance_id, std::int64_t job_id);
+  // A job the instance holds is finished (delivered, late or not). Hedged: the other prover's
+  // copy is stopped too, and its instance returned (the engine stops that proof).
+  std::optional<std::int64_t> done(std::int64_t instance_id, std::int64_t job_id);
 
-  // The instance stopped proving (crash, offline, OOM, closed): its jobs go back to the queue.
+  // The instance stopped proving (crash, offline, OOM, closed): its jobs go back to the queue,
+  // but for a hedged one, which stays with its other prover.
   void release(std::int64_t instance_id);
+
+  // Hedged proving (core/job_hedge.h): `instance_id` starts a second copy of a job another
+  // instance holds. Both hold it until one finishes (done) or stops (release).
+  void hedge(std::int64_t instance_id, std::int64_t job_id);
+  bool hedged(std::int64_t job_id) const { return hedges_.count(job_id) > 0; }
+  // Every held copy, by instance: what plan_hedges reads.
+  struct HeldCopy {
+    std::int64_t instance_id = 0;
+    std::int64_t job_id = 0;
+    double deadline_at = 0;
+  };
+  std::vector<HeldCopy> held_copies() const;
+  // `workers` with `held` set to the jobs each holds (hedge copies included), as lease sees them.
+  std::vector<core::WorkerView> with_held(std::vector<core::WorkerView> workers) const;
 
   int queued() const { return static_cast<int>(queued_.size()); }
   int in_flight() const;
@@ -50,8 +66,9 @@ class JobDispatch {
     double submitted_at = 0;
     double deadline_at = 0;
   };
-  std::map<std::int64_t, Job> queued_;                        // by job id
-  std::map<std::int64_t, std::map<std::int64_t, Job>> held_;  // instance → its jobs
+  std::map<std::int64_t, Job> queued_;                                    // by job id
+  std::map<std::int64_t, std::map<std::int64_t, Job>> held_;              // instance → its jobs
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> hedges_;  // job → its 2 provers
   // The last plan, reused while nothing it was made from changed: idle instances asking one
   // after another, none of them given a job, all read the same plan (a lease recomputes it).
   std::uint64_t generation_ = 0;  // bumped by every change of queued_ or held_
@@ -62,6 +79,9 @@ class JobDispatch {
     std::vector<core::JobPlacement> placements;
   };
   std::optional<Plan> plan_;
+
+  // Drops `job_id` from what `instance_id` holds; whether it held it.
+  bool drop_held(std::int64_t instance_id, std::int64_t job_id);
 };
 
 }  // namespace pf::sim

@@ -314,6 +314,11 @@ void Engine::prover_event(std::size_t i) {
   Inst& in = insts_[i];
   advance(in, now_);
   if (in.oom_pending) return oom(i);
+  end_proof(i, true);
+}
+
+void Engine::end_proof(std::size_t i, bool delivered) {
+  Inst& in = insts_[i];
   const Truth& truth = in.so->truth;
   // The agent marks the first proofs after each prover start as warm-up; the rest is the
   // lifecycle's, as the manager counts it.
@@ -322,7 +327,7 @@ void Engine::prover_event(std::size_t i) {
   const ProofOutcome out =
       in.life->proof(in.rec, warmup, epoch(now_), now_ - in.last_completion, bench_context(in),
                      {in.window_max_others > 0, in.rec.gpu_throttled});
-  if (out.step.phase == core::ProofPhase::Production) pay_production_proof(i);
+  if (delivered && out.step.phase == core::ProofPhase::Production) pay_production_proof(i);
   for (const auto& run : out.production_runs) record_run(in, run, in.window_max_others);
   if (!out.production_runs.empty()) in.window_max_others = others_alive(i);
   // The next proof.
@@ -343,8 +348,18 @@ void Engine::pay_production_proof(std::size_t i) {
       paid = now_ - jobs_[in.job] <= sc_.demand->deadline_min * 60;
       ++(paid ? report_.jobs_served_on_time : report_.jobs_late);
       bill_transfer(in, 0, core::kPorepC2ProofBytes);  // the proof goes up, paid or late
-      dispatch_.done(in.rec.id, job_id(in.job));
+      const std::size_t job = in.job;
       in.job = kNone;
+      const auto other = dispatch_.done(in.rec.id, job_id(job));
+      if (const auto h = hedges_.find(job); h != hedges_.end()) {
+        const HedgeRun run = h->second;
+        hedges_.erase(h);
+        if (run.hedger == i) {
+          ++report_.hedges_won;
+          if (paid) ++report_.hedges_won_on_time;
+        }
+        if (other) stop_copy(static_cast<std::size_t>(*other - 1), run.since, run.hedger == i);
+      }
     }
   } else {
     const auto bucket = static_cast<std::size_t>(now_ / 3600);
@@ -394,6 +409,7 @@ bool Engine::take_job(Inst& in) {
   const auto leased = dispatch_.lease(in.rec.id, 1, epoch(now_), job_workers());
   if (leased.empty()) return false;
   in.job = static_cast<std::size_t>(leased.front() - 1);
+  in.job_since = now_;
   queue_waits_s_.push_back(now_ - jobs_[in.job]);
   bill_transfer(in, core::kPorepC2InputBytes, 0);  // the agent fetches the job's input
   return true;
@@ -416,8 +432,11 @@ void Engine::end_idle(Inst& in) {
 }
 
 void Engine::resume_with_job(std::size_t i) {
+  if (take_job(insts_[i])) start_waiting_proof(i);
+}
+
+void Engine::start_waiting_proof(std::size_t i) {
   Inst& in = insts_[i];
-  if (!take_job(in)) return;
   // A warm-up delay the proof had not served yet still comes first.
   in.delay_until = now_ + std::max(0.0, in.delay_until - in.idle_since);
   end_idle(in);
@@ -430,8 +449,74 @@ void Engine::resume_with_job(std::size_t i) {
 void Engine::release_job(Inst& in) {
   end_idle(in);
   if (in.job == kNone) return;
+  // A hedged job stays with its other prover (dispatch_.release keeps it there); once the
+  // hedge's own copy is gone there is no hedge left to count.
+  const auto h = hedges_.find(in.job);
+  if (h != hedges_.end() && h->second.hedger == static_cast<std::size_t>(in.rec.id - 1)) {
+    hedges_.erase(h);
+  }
   dispatch_.release(in.rec.id);
   in.job = kNone;
+}
+
+void Engine::hedge_jobs() {
+  const core::HedgeConfig& config = policy_.hedging();
+  if (!config.enabled) return;
+  const std::vector<core::WorkerView> workers = dispatch_.with_held(job_workers());
+  std::map<std::int64_t, double> seconds_per_proof;
+  for (const auto& w : workers) seconds_per_proof[w.instance_id] = w.seconds_per_proof;
+  std::vector<core::HeldJob> held;
+  for (const auto& copy : dispatch_.held_copies()) {
+    const Inst& holder = insts_[static_cast<std::size_t>(copy.instance_id - 1)];
+    core::HeldJob j;
+    j.job_id = copy.job_id;
+    j.holder = copy.instance_id;
+    j.started_at = epoch(holder.job_since);
+    j.deadline_at = copy.deadline_at;
+    const auto spp = seconds_per_proof.find(copy.instance_id);
+    j.holder_seconds_per_proof = spp == seconds_per_proof.end() ? 0 : spp->second;
+    j.holder_heard_at = holder.rec.last_heartbeat_at;
+    j.hedged = dispatch_.hedged(copy.job_id);
+    held.push_back(std::move(j));
+  }
+  for (const auto& hedge : core::plan_hedges(epoch(now_), held, workers, config)) {
+    const auto k = static_cast<std::size_t>(hedge.instance_id - 1);
+    Inst& in = insts_[k];
+    if (!in.idle || in.job != kNone) continue;  // one slot: a spare prover is an idle one
+    const auto job = static_cast<std::size_t>(hedge.job_id - 1);
+    dispatch_.hedge(in.rec.id, hedge.job_id);
+    in.job = job;
+    in.job_since = now_;
+    hedges_[job] = HedgeRun{k, now_};
+    ++report_.hedges;
+    const double before = report_.bandwidth_usd;
+    bill_transfer(in, core::kPorepC2InputBytes, 0);  // the second copy fetches the input too
+    report_.hedge_usd += report_.bandwidth_usd - before;
+    start_waiting_proof(k);
+  }
+}
+
+void Engine::stop_copy(std::size_t i, double copy_since, bool holder) {
+  Inst& in = insts_[i];
+  advance(in, now_);
+  // Two provers ran the job since the hedge began; the one that lost did it for nothing.
+  report_.hedge_usd += (now_ - copy_since) / 3600 * core::rental_compute_usd_per_hour(in.rec);
+  in.job = kNone;
+  if (holder) {
+    // The holder was overdue and lost: its proof took at least this long, and the production
+    // watch counts it so (a lower bound: it can only flatter the host). Uncounted, a slow host
+    // whose every proof a hedge beats shows the watch no proofs at all and is kept for hours.
+    end_proof(i, false);
+    return;
+  }
+  // The hedge's copy began late: its time says nothing of its prover. Its proof is abandoned
+  // (the agent cancels it in the prover): the next one starts afresh.
+  in.work_left = scenario::draw_proof_work(in.so->truth, in.rng);
+  in.delay_until = now_;
+  in.last_progress = now_;
+  in.last_completion = now_;
+  reschedule(i);
+  claim_job_or_idle(i);
 }
 
 void Engine::dispatch_waiting_jobs() {
@@ -473,7 +558,10 @@ void Engine::tick() {
       close(i, closing->cause, closing->reason, std::nullopt);
     }
   }
-  if (sc_.demand) dispatch_waiting_jobs();  // the agents' long-polls ask again
+  if (sc_.demand) {
+    dispatch_waiting_jobs();  // the agents' long-polls ask again
+    hedge_jobs();
+  }
   if (now_ + opt_.tick_s < horizon_) push(now_ + opt_.tick_s, EvKind::Tick);
 }
 

@@ -42,6 +42,7 @@
 #include "core/blocklist.h"
 #include "core/demand_estimate.h"
 #include "core/fleet.h"
+#include "core/job_hedge.h"
 #include "core/learned_predictor.h"
 #include "core/lifecycle.h"
 #include "core/policy.h"
@@ -111,6 +112,12 @@ class DesPolicy {
   // On-demand or a bid per rental (core/rental_terms.h, the serve's [bids]); default: off.
   virtual const core::BidConfig& bids() const {
     static const core::BidConfig kOff{};
+    return kOff;
+  }
+  // Hedged proving (core/job_hedge.h): a held job whose proof is at risk is started on a spare
+  // prover too; default: off.
+  virtual const core::HedgeConfig& hedging() const {
+    static const core::HedgeConfig kOff{};
     return kOff;
   }
   // An instance was closed; the policy may add or update entries of the bad-host list.

@@ -96,6 +96,7 @@ struct Inst {
   int proofs_since_start = 0;   // proofs begun since the last prover start (warm-up truth)
   // /2 jobs: the job of the proof in flight (kNone: none), or waiting for one with no job.
   std::size_t job = std::numeric_limits<std::size_t>::max();
+  double job_since = 0;  // when its proof of `job` began (a hedge is judged overdue from it)
   bool idle = false;
   double idle_since = 0;
   int partitions = 0;
@@ -185,6 +186,9 @@ class Engine {
 
   // --- proofs ---------------------------------------------------------------------------------
   void prover_event(std::size_t i);
+  // The proof in flight ends: measured (the lifecycle counts it), paid when `delivered` and a
+  // production proof, then the next one begins.
+  void end_proof(std::size_t i, bool delivered);
 
   // A production proof was delivered: /1 pays it within the hourly demand cap; /2 pays the job
   // it proved if delivered within the deadline of the job's arrival.
@@ -219,6 +223,15 @@ class Engine {
   void claim_job_or_idle(std::size_t i);
   void end_idle(Inst& in);
   void resume_with_job(std::size_t i);
+  // An idle instance's waiting proof starts now, on the job it was just given.
+  void start_waiting_proof(std::size_t i);
+
+  // Hedged proving (core/job_hedge.h, the policy's hedging()): every tick, each held job whose
+  // proof is at risk is started on a spare (idle) prover as well; the first proof delivered
+  // wins and the other copy stops (stop_copy), its prover free for the next job.
+  void hedge_jobs();
+  // `holder`: the copy stopped is the one the job was leased to (the hedge won).
+  void stop_copy(std::size_t i, double copy_since, bool holder);
 
   // The prover stopped: the job it held goes back to the queue (the manager returns a closed or
   // silent instance's jobs).
@@ -290,6 +303,11 @@ class Engine {
   std::vector<double> jobs_;  // /2: arrival times, ascending; a job is its index
   std::size_t next_job_ = 0;
   JobDispatch dispatch_;  // /2: the queue; job id = index in jobs_ + 1
+  struct HedgeRun {
+    std::size_t hedger = 0;  // the instance running the second copy
+    double since = 0;        // when it began
+  };
+  std::map<std::size_t, HedgeRun> hedges_;  // job → its hedge, while both copies run
   // Epoch seconds of the jobs arrived so far: the arrivals the policy is shown.
   std::vector<double> arrivals_seen_;
   std::vector<double> queue_waits_s_;

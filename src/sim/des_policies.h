@@ -41,6 +41,9 @@ struct DefaultPolicyConfig {
   // same decision the autopilot makes (core/scale_to_demand.h).
   core::ScaleToDemandConfig scale;
   core::BidConfig bids;  // [bids]: on-demand or a bid per rental
+  // Hedged proving (core/job_hedge.h). Off: serve's job queue does not hedge yet, and sim
+  // measures what serve runs; `sim --compare` on /3 runs it on beside, labelled.
+  core::HedgeConfig hedging;
 };
 
 // What `serve` runs when proverfleet.toml sets nothing: core's defaults with the [acceptance]
@@ -67,6 +70,7 @@ class DefaultPolicy final : public DesPolicy {
   std::vector<core::Action> decide(const DesView& view) override;
   void on_closed(const ClosedInstance& closed, std::vector<core::BadHost>& bad_hosts) override;
   const core::BidConfig& bids() const override { return config_.bids; }
+  const core::HedgeConfig& hedging() const override { return config_.hedging; }
 
  private:
   DefaultPolicyConfig config_;

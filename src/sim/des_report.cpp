@@ -75,6 +75,10 @@ nlohmann::json report_json(const DesReport& r, bool details) {
     j["jobs_unserved"] = r.jobs_unserved;
     j["queue_wait_p95_min"] = r.queue_wait_p95_min;
     j["idle_instance_hours"] = r.idle_instance_hours;
+    j["hedges"] = r.hedges;
+    j["hedges_won"] = r.hedges_won;
+    j["hedges_won_on_time"] = r.hedges_won_on_time;
+    j["hedge_usd"] = r.hedge_usd;
   }
   if (r.bound_profit_usd) {
     j["bound_profit_usd"] = *r.bound_profit_usd;
@@ -135,6 +139,11 @@ std::string report_text(const DesReport& r) {
         << " served on time, " << r.jobs_late << " late, " << r.jobs_unserved
         << " unserved; queue wait p95 " << fixed(r.queue_wait_p95_min, 1) << " min; "
         << fixed(r.idle_instance_hours, 1) << " idle instance-hours\n";
+    if (r.hedges > 0) {
+      out << "  hedges        " << r.hedges << " started, " << r.hedges_won << " finished first ("
+          << r.hedges_won_on_time << " on time); the losing copies cost " << money(r.hedge_usd)
+          << "\n";
+    }
   }
   return out.str();
 }
@@ -195,6 +204,13 @@ std::string compare_text(const std::vector<DesReport>& reports, const std::strin
         {"jobs unserved", [](const DesReport& r) { return std::to_string(r.jobs_unserved); }});
     row_cells.push_back({"idle instance-hours",
                          [](const DesReport& r) { return fixed(r.idle_instance_hours, 1); }});
+    if (std::any_of(reports.begin(), reports.end(), [](const auto& r) { return r.hedges > 0; })) {
+      row_cells.push_back({"hedges (won on time)", [](const DesReport& r) {
+                             return std::to_string(r.hedges) + " (" +
+                                    std::to_string(r.hedges_won_on_time) + ")";
+                           }});
+      row_cells.push_back({"  hedge spend", [](const DesReport& r) { return money(r.hedge_usd); }});
+    }
   }
   row_cells.push_back(
       {"rented", [](const DesReport& r) { return std::to_string(r.instances_rented); }});

@@ -88,8 +88,15 @@ struct DesReport {
   std::int64_t jobs_served_on_time = 0;  // delivered within the deadline: the paid proofs
   std::int64_t jobs_late = 0;            // delivered after it: unpaid
   std::int64_t jobs_unserved = 0;        // expired in the queue or still unfinished at the end
-  double queue_wait_p95_min = 0;         // arrival to being taken, over the jobs taken
-  double idle_instance_hours = 0;        // accepted instances waiting with no job to prove
+  // Hedged proving (core/job_hedge.h): second copies started, those whose copy finished first
+  // (the hedge won) and of those how many were on time, and what the copies that lost cost —
+  // their prover's compute while they ran and the hedge's input download (part of spend).
+  std::int64_t hedges = 0;
+  std::int64_t hedges_won = 0;
+  std::int64_t hedges_won_on_time = 0;
+  double hedge_usd = 0;
+  double queue_wait_p95_min = 0;   // arrival to being taken, over the jobs taken
+  double idle_instance_hours = 0;  // accepted instances waiting with no job to prove
   // The scenario's profit bound (profit_bound.h), when the caller computed it: the report then
   // says what share of it this policy earned.
   std::optional<double> bound_profit_usd;

@@ -158,10 +158,18 @@ TEST(SimCli, CompareOnAV3ScenarioRunsTheDefaultPolicyOnDemandAndWithBids) {
     policies.push_back(r.at("policy"));
     by_policy[r.at("policy").get<std::string>()] = r;
   }
-  EXPECT_EQ(policies, (std::vector<std::string>{"default (on-demand)", "default (bids)", "classic",
-                                                "clairvoyant"}));
+  EXPECT_EQ(policies,
+            (std::vector<std::string>{"default (on-demand)", "default (bids)",
+                                      "default (bids + hedging)", "classic", "clairvoyant"}));
   EXPECT_EQ(by_policy["default (on-demand)"].at("bid_rentals"), 0);
   EXPECT_GT(by_policy["default (bids)"].at("bid_rentals").get<int>(), 0);
+  EXPECT_GT(by_policy["default (bids + hedging)"].at("bid_rentals").get<int>(), 0);
+  // Hedges are counted where jobs arrive (none start on this market: no proof runs overdue
+  // while a prover is spare; ScenarioV3Engine.AnOverdueProofIsHedged… shows one that does).
+  for (const char* key : {"hedges", "hedges_won", "hedges_won_on_time", "hedge_usd"}) {
+    EXPECT_TRUE(by_policy["default (bids + hedging)"].contains(key)) << key;
+  }
+  EXPECT_EQ(by_policy["default (bids)"].at("hedges"), 0);
   // The on-demand run is the plain default run.
   const Result plain = run({"sim", "--scenario", path, "--policy", "default", "--json"});
   ASSERT_EQ(plain.code, 0) << plain.err;

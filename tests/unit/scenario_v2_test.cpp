@@ -426,6 +426,57 @@ TEST(ScenarioV3Engine, EveryJobProvedPaysItsInputDownAndItsProofUp) {
   EXPECT_NEAR(test::run_rent_all_once(parsed(v1)).bandwidth_usd, params, 1e-9);
 }
 
+// Hedged proving (core/job_hedge.h) in the simulator: two machines prove 60/hr each for jobs
+// arriving at 55/hr with a 10-minute deadline; after 3 h of proving the second one's GPU
+// silently slows to a tenth (10 min a proof against the 1 min it was accepted at). Until the
+// production watch has seen enough to close it, its proofs run overdue while the first one
+// often waits for work: with hedging each overdue job is started there too and the first proof
+// wins. The holder's abandoned proof still counts for the watch (at least as long as it ran), so
+// the slow host is not kept longer for having had its proofs beaten.
+TEST(ScenarioV3Engine, AnOverdueProofIsHedgedOnASpareProverAndTheFirstProofWins) {
+  json doc = v2_doc(55, 10);
+  doc["format"] = kScenarioFormatV3;
+  json second = doc["offers"][0];
+  second["id"] = 1002;
+  second["machine_id"] = 502;
+  second["host_id"] = 7502;
+  second["truth"]["throttle"] = {{"after_h", 3}, {"factor", 0.1}, {"reported", false}};
+  doc["offers"].push_back(second);
+  const Scenario s = parsed(doc);
+  auto run = [&](bool hedging) {
+    sim::DefaultPolicyConfig c = sim::serve_defaults();
+    c.hedging.enabled = hedging;
+    c.policy.surplus_keep_share = 0;  // keeps both: the second is slow, not worthless
+    auto policy = sim::make_policy("default", s, c);
+    sim::DesOptions options;
+    options.details = true;
+    return sim::run_des(s, *policy, options);
+  };
+  const sim::DesReport plain = run(false);
+  const sim::DesReport hedged = run(true);
+  EXPECT_EQ(plain.hedges, 0);
+  EXPECT_GT(hedged.hedges, 0);
+  EXPECT_GT(hedged.hedges_won_on_time, 0);
+  EXPECT_LE(hedged.hedges_won_on_time, hedged.hedges_won);
+  EXPECT_LE(hedged.hedges_won, hedged.hedges);
+  EXPECT_GT(hedged.hedge_usd, 0);
+  EXPECT_GT(hedged.jobs_served_on_time, plain.jobs_served_on_time);
+  EXPECT_LT(hedged.jobs_late, plain.jobs_late);
+  // Every job counted once: served, late or unserved.
+  EXPECT_EQ(hedged.jobs_arrived,
+            hedged.jobs_served_on_time + hedged.jobs_late + hedged.jobs_unserved);
+  // The slow host is closed by the production watch no later than without hedges.
+  const auto closed_at = [](const sim::DesReport& r) {
+    for (const auto& i : r.instances) {
+      if (i.offer_id == 1002 && i.closed_h) return *i.closed_h;
+    }
+    return std::numeric_limits<double>::infinity();
+  };
+  EXPECT_LE(closed_at(hedged), closed_at(plain));
+  EXPECT_LT(closed_at(plain), 6);
+  EXPECT_THAT(sim::report_text(hedged), HasSubstr("finished first"));
+}
+
 // The host raises its price at 1 h: the rental made at 0 keeps paying $0.30 for its life.
 TEST(ScenarioV2Engine, ARentalPaysThePriceListedWhenItWasCreated) {
   json doc = v2_doc(30);
