@@ -130,7 +130,8 @@ export function jobsTable(rows, now) {
 
 // What each step of a job's timeline is called on its page.
 const STEP_LABELS = {
-  recorded: 'recorded', resubmitted: 'asked again', leased: 'leased', input_fetched: 'input fetched',
+  recorded: 'recorded', resubmitted: 'asked again', leased: 'leased', hedged: 'second prover started',
+  input_fetched: 'input fetched',
   proving: 'proving', proved: 'proof accepted', proof_rejected: 'proof rejected',
   prover_failed: 'prover failed', requeued: 'back in queue', failed: 'failed', cancelled: 'cancelled',
   delivered: 'delivered', undelivered: 'not delivered',
@@ -168,7 +169,8 @@ export function jobPage(job, now) {
     fact('end-to-end', esc(isNum(job.end_to_end_s) ? duration(job.end_to_end_s) : '—')) +
     fact('delivered', esc(clock(job.delivered_at))) +
     fact('tries', `${esc(int(job.attempts))}${job.rejections ? ` <span class="bad">${esc(int(job.rejections))} rejected by the client</span>` : ''}`) +
-    fact('instance', instanceLink(job.instance_id)) +
+    fact('instance', instanceLink(job.instance_id) +
+      (isNum(job.hedge_instance_id) ? ` <span class="muted">and a second copy on</span> ${instanceLink(job.hedge_instance_id)}` : '')) +
     fact('host', hostLink(job.machine_id)) +
     fact('earned', esc(usd(job.earned_usd, 4))) +
     fact('cost', isNum(job.instance_cost_per_proof_usd)

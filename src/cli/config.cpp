@@ -714,6 +714,10 @@ AppConfig from_table(const toml::table& root, EnvOverrides& env) {
   jobs.number("timeline_retention_days", j.timeline_retention_days, Range{0, kMaxHours / 24});
   jobs.string("data_dir", j.data_dir);
   jobs.string("proof_check", j.proof_check);
+  jobs.boolean("hedge", j.hedging.enabled);
+  jobs.number("hedge_overdue_factor", j.hedging.overdue_factor, Range{1, 100});
+  jobs.number("hedge_overdue_min_s", j.hedging.overdue_min_s, Range{0, 24 * 3600});
+  jobs.number("hedge_silent_after_s", j.hedging.silent_after_s, Range{1, 3600});
   jobs.finish();
   if (!jobs::parse_proof_check(j.proof_check)) {
     throw ConfigError{"'jobs.proof_check' must be \"groth16\", \"sim\" or \"none\", got \"" +
@@ -790,6 +794,7 @@ FleetSettings fleet_settings(const AppConfig& config) {
   s.policy.scoring.profit_objective = config.profit_objective;
   s.policy.operator_cooldown_s = config.autopilot.operator_destroy_cooldown_h * 3600;
   s.bids = config.bids;
+  s.hedging = config.jobs.hedging;
   return s;
 }
 

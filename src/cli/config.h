@@ -16,6 +16,7 @@
 #include "core/hearing.h"
 #include "core/http_limits.h"
 #include "core/job_economics.h"
+#include "core/job_hedge.h"
 #include "core/lifecycle.h"
 #include "core/policy.h"
 #include "core/ranking.h"
@@ -123,6 +124,9 @@ struct JobsSettings {
   // What a rented machine's proof must be before a client gets it (jobs/proof_check.h):
   // "groth16" (cuzk's proofs), "sim" (a fleet of sim provers: market-sim, the demo), "none".
   std::string proof_check = "groth16";
+  // Hedged proving (core/job_hedge.h): hedge, hedge_overdue_factor, hedge_overdue_min_s,
+  // hedge_silent_after_s.
+  core::HedgeConfig hedging;
 };
 
 // [alerts]: the fleet watch (manager/fleet_watch.h): drift, slow downloads and stalls of every
@@ -186,6 +190,7 @@ struct FleetSettings {
   core::LifecycleConfig lifecycle;    // [lifecycle], benchmark deadline sized for the caps
   bool profit_objective = true;       // [economics]: break-even against revenue or the target
   core::BidConfig bids;               // [bids]: on-demand or a bid per rental
+  core::HedgeConfig hedging;          // [jobs] hedge*: what the job queue hedges
 };
 FleetSettings fleet_settings(const AppConfig& config);
 

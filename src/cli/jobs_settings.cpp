@@ -38,6 +38,7 @@ jobs::JobQueueConfig job_queue_config(const JobsSettings& s, const std::string& 
   c.timeline_retention_s = s.timeline_retention_days * 86400;
   // Checked when the config is read (config.cpp): one of the three names.
   c.proof_check = jobs::parse_proof_check(s.proof_check).value_or(jobs::ProofCheck::Groth16);
+  c.hedging = s.hedging;
   return c;
 }
 

@@ -41,8 +41,8 @@ void run_sim(const SimCliOptions& o) {
   const sim::ProfitBound bound = sim::profit_bound(*scenario);
   // What runs: every policy with --compare, else the one named. On a scenario whose market
   // takes bids (/3), --compare runs the default policy three ways, `[bids]` off, on (the
-  // config's other [bids] settings kept), and on with hedged proving (core/job_hedge.h), so one
-  // table says what interruptible rentals and hedges earn.
+  // config's other [bids] settings kept), and on with hedged proving (core/job_hedge.h) turned
+  // the other way, so one table says what interruptible rentals and hedges earn.
   struct Run {
     std::string policy;
     std::string label;
@@ -58,12 +58,16 @@ void run_sim(const SimCliOptions& o) {
       on_demand.bids.enabled = false;
       sim::DefaultPolicyConfig bidding = *live;
       bidding.bids.enabled = true;
-      // Hedged proving is not in serve's job queue yet: measured here beside, labelled.
-      sim::DefaultPolicyConfig hedging = bidding;
-      hedging.hedging.enabled = true;
+      // The three the issue compares: on-demand only, bids allowed, bids + hedging; hedging
+      // as configured in the first two, and the third turns it on (or, when the config hedges
+      // already, off: the same comparison from the other side).
+      sim::DefaultPolicyConfig other = bidding;
+      other.hedging.enabled = !live->hedging.enabled;
       runs.push_back({name, "default (on-demand)", on_demand});
       runs.push_back({name, "default (bids)", bidding});
-      runs.push_back({name, "default (bids + hedging)", hedging});
+      runs.push_back(
+          {name, other.hedging.enabled ? "default (bids + hedging)" : "default (bids, no hedging)",
+           other});
     } else {
       runs.push_back({name, name, *live});
     }
@@ -121,8 +125,9 @@ void register_sim(CLI::App& app) {
       "choosing offers), clairvoyant (reads the scenario's hidden truth and plays it well).\n"
       "Every report carries the scenario's profit bound (no policy can expect more) and its\n"
       "share of it. On a /3 scenario (bid markets) --compare runs default three times: [bids]\n"
-      "off, on, and on with hedged proving (a job whose proof is overdue is started on a spare\n"
-      "prover too; not in serve yet). Same scenario, config and seed give the same report.");
+      "off, on, and on with [jobs] hedge turned the other way (hedged proving: a job whose proof\n"
+      "is overdue starts on a spare prover too). Same scenario, config and seed give the same\n"
+      "report.");
   cmd->add_option("--scenario", options->scenario_path,
                   "Scenario file (proverfleet-scenario/1, /2 or /3)")
       ->required();

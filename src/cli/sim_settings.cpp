@@ -9,6 +9,7 @@ sim::DefaultPolicyConfig sim_policy_config(const FleetSettings& settings) {
   c.sprt = settings.sprt;
   c.lifecycle = settings.lifecycle;
   c.bids = settings.bids;
+  c.hedging = settings.hedging;
   return c;
 }
 

@@ -64,6 +64,13 @@ struct Job {
   int failures = 0;  // failed proofs reported (not lost leases, not OOMs): max_attempts bounds it
   std::optional<std::int64_t> instance_id;  // holder of the current lease, or the last one
   double lease_expires_at = 0;              // epoch s; meaningful while is_leased(state)
+  // Hedged proving (core/job_hedge.h): a second instance running a copy of the current attempt
+  // (the same attempt number, told apart by instance) while the holder's proof is at risk. Its
+  // own lease, renewed by its own heartbeats. The first valid proof finishes the job; a copy
+  // that fails, is closed or goes silent leaves the other holding it.
+  std::optional<std::int64_t> hedge_instance_id;
+  double hedge_assigned_at = 0;
+  double hedge_lease_expires_at = 0;
 
   double submitted_at = 0;  // epoch s, when the request was recorded
   double deadline_at = 0;   // epoch s: a proof after this earns nothing (client's ProveTimeout)

@@ -6,10 +6,11 @@
 namespace pf::core {
 namespace {
 
-constexpr std::array<std::pair<JobEventKind, const char*>, 13> kEventKinds{{
+constexpr std::array<std::pair<JobEventKind, const char*>, 14> kEventKinds{{
     {JobEventKind::Recorded, "recorded"},
     {JobEventKind::Resubmitted, "resubmitted"},
     {JobEventKind::Leased, "leased"},
+    {JobEventKind::Hedged, "hedged"},
     {JobEventKind::InputFetched, "input_fetched"},
     {JobEventKind::Proving, "proving"},
     {JobEventKind::Proved, "proved"},

@@ -17,6 +17,7 @@ enum class JobEventKind {
   Recorded,       // the request was stored and acknowledged
   Resubmitted,    // the client sent the request_id again after a proof (a rejection): new run
   Leased,         // an instance took the job (attempt n)
+  Hedged,         // a second instance started a copy: its proof was at risk (core/job_hedge.h)
   InputFetched,   // the instance finished downloading the input
   Proving,        // the agent started proving it
   Proved,         // a proof was reported and passed the check: the job is done
@@ -29,8 +30,8 @@ enum class JobEventKind {
   Undelivered,    // the client left before the proof reached it: the next call is a retry
 };
 
-// "recorded", "resubmitted", "leased", "input_fetched", "proving", "proved", "proof_rejected",
-// "prover_failed", "requeued", "failed", "cancelled", "delivered", "undelivered".
+// "recorded", "resubmitted", "leased", "hedged", "input_fetched", "proving", "proved",
+// "proof_rejected", "prover_failed", "requeued", "failed", "cancelled", "delivered", "undelivered".
 const char* to_string(JobEventKind kind);
 std::optional<JobEventKind> parse_job_event_kind(std::string_view text);
 

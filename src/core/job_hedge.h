@@ -29,7 +29,7 @@
 namespace pf::core {
 
 struct HedgeConfig {
-  bool enabled = false;
+  bool enabled = true;
   double overdue_factor = 1.5;  // × the holder's measured seconds per proof ...
   double overdue_min_s = 120;   // ... and at least this much beyond one proof time
   double silent_after_s = 30;   // the holder's agent not heard this long (3 heartbeats)

@@ -130,6 +130,7 @@ JobQueue::Impl::Impl(store::Store& store_in, JobQueueConfig config_in, JobQueueH
       clock(std::move(clock_in)),
       inputs(store, clock) {
   const double now = clock();
+  opened_at = now;
   // Leases held when the manager stopped keep what they had left then (renewals included):
   // their agents name them on their next heartbeat; a lease that had run out returns at once.
   const auto alive_at = number_setting(store, kAliveAtKey);
@@ -138,6 +139,10 @@ JobQueue::Impl::Impl(store::Store& store_in, JobQueueConfig config_in, JobQueueH
     if (core::is_leased(job.state)) {
       job.lease_expires_at =
           core::restored_lease_expiry(job.lease_expires_at, alive_at, now, config.lease_s);
+      if (job.hedge_instance_id) {
+        job.hedge_lease_expires_at =
+            core::restored_lease_expiry(job.hedge_lease_expires_at, alive_at, now, config.lease_s);
+      }
       restored.push_back(job);
     }
     open.emplace(job.id, std::move(job));
@@ -185,6 +190,31 @@ void JobQueue::Impl::requeue(core::Job& job) {
   job.lease_expires_at = 0;
   job.assigned_at = 0;
   job.started_at = 0;
+  drop_hedge(job);
+}
+
+void JobQueue::Impl::drop_hedge(core::Job& job) {
+  job.hedge_instance_id.reset();
+  job.hedge_assigned_at = 0;
+  job.hedge_lease_expires_at = 0;
+}
+
+void JobQueue::Impl::promote_hedge(core::Job& job) {
+  job.instance_id = job.hedge_instance_id;
+  job.assigned_at = job.hedge_assigned_at;
+  job.lease_expires_at = job.hedge_lease_expires_at;
+  job.started_at = 0;  // the hedge's own start was not recorded: its lease stands for it
+  drop_hedge(job);
+}
+
+std::map<std::int64_t, int> JobQueue::Impl::held_counts() const {
+  std::map<std::int64_t, int> held;
+  for (const auto& [id, job] : open) {
+    if (!core::is_leased(job.state)) continue;
+    if (job.instance_id) ++held[*job.instance_id];
+    if (job.hedge_instance_id) ++held[*job.hedge_instance_id];
+  }
+  return held;
 }
 
 void JobQueue::Impl::wake_workers() {
@@ -446,7 +476,7 @@ QueueStatus JobQueue::status() {
   QueueStatus out;
   std::lock_guard lock(q.mu);
   q.enter(nullptr);
-  std::map<std::int64_t, int> held;
+  const std::map<std::int64_t, int> held = q.held_counts();
   int queued_total = 0;
   for (const auto& [id, job] : q.open) {
     auto& counts = out.by_kind[job.kind];
@@ -455,7 +485,6 @@ QueueStatus JobQueue::status() {
       ++queued_total;
     } else {
       ++counts.in_progress;
-      if (job.instance_id) ++held[*job.instance_id];
     }
   }
   for (const auto& w : workers) {
@@ -545,19 +574,31 @@ void JobQueue::Impl::drain_closed(Effects& effects) {
   for (std::size_t i = 0; i < closed.size(); ++i) {
     const auto& [instance_id, why] = closed[i];
     std::vector<core::Job> returned;
-    for (const auto& [id, job] : open) {
-      if (core::is_leased(job.state) && job.instance_id == instance_id) returned.push_back(job);
-    }
-    if (returned.empty()) continue;
+    std::vector<core::Job> changed;  // returned, and hedged jobs that keep their other copy
     std::vector<core::JobEvent> steps;
     const double now = clock();
-    for (auto& job : returned) {
-      requeue(job);
-      steps.push_back(timeline_event(job, core::JobEventKind::Requeued, now,
-                                     "instance " + std::to_string(instance_id) + ": " + why));
+    const std::string closed_why = "instance " + std::to_string(instance_id) + ": " + why;
+    for (const auto& [id, held] : open) {
+      if (!core::is_leased(held.state)) continue;
+      core::Job job = held;
+      if (job.hedge_instance_id == instance_id) {
+        drop_hedge(job);  // the holder proves on
+        changed.push_back(job);
+      } else if (job.instance_id == instance_id && job.hedge_instance_id) {
+        promote_hedge(job);
+        steps.push_back(timeline_event(job, core::JobEventKind::Leased, now,
+                                       "holds it alone now (the hedge's copy): " + closed_why));
+        changed.push_back(job);
+      } else if (job.instance_id == instance_id) {
+        requeue(job);
+        steps.push_back(timeline_event(job, core::JobEventKind::Requeued, now, closed_why));
+        returned.push_back(job);
+        changed.push_back(job);
+      }
     }
+    if (changed.empty()) continue;
     try {
-      commit(returned, steps);
+      commit(changed, steps);
     } catch (const store::StoreError&) {
       // Tried again by the next caller; the leases also expire on their own meanwhile.
       std::lock_guard guard(closed_mu);
@@ -565,12 +606,13 @@ void JobQueue::Impl::drain_closed(Effects& effects) {
                             closed.end());
       return;
     }
+    wake_workers();
+    if (returned.empty()) continue;
     std::string ids;
     for (const auto& job : returned) ids += (ids.empty() ? "" : ", ") + std::to_string(job.id);
     effects.events.emplace_back(
         instance_id,
         std::to_string(returned.size()) + " job(s) returned to the queue (" + ids + "): " + why);
-    wake_workers();
   }
 }
 
@@ -608,13 +650,33 @@ void JobQueue::tick() {
     const double now = q.clock();
     std::vector<core::Job> expired;
     for (const auto& [id, job] : q.open) {
-      if (core::is_leased(job.state) && job.lease_expires_at <= now) expired.push_back(job);
+      if (!core::is_leased(job.state)) continue;
+      if (job.lease_expires_at <= now ||
+          (job.hedge_instance_id && job.hedge_lease_expires_at <= now))
+        expired.push_back(job);
     }
     if (!expired.empty()) {
       std::vector<core::JobEvent> steps;
       for (auto& job : expired) {
         const std::string why =
             "attempt " + std::to_string(job.attempts) + "'s lease was not renewed";
+        const bool holder_lost = job.lease_expires_at <= now;
+        if (job.hedge_instance_id && job.hedge_lease_expires_at <= now) {
+          effects.events.emplace_back(*job.hedge_instance_id,
+                                      describe(job) + ": this hedge's lease was not renewed");
+          Impl::drop_hedge(job);  // the holder proves on, or is handled below
+        }
+        if (!holder_lost) continue;
+        if (job.hedge_instance_id) {
+          if (job.instance_id) {
+            effects.events.emplace_back(*job.instance_id,
+                                        describe(job) + " left to its hedge: " + why);
+          }
+          Impl::promote_hedge(job);
+          steps.push_back(timeline_event(job, core::JobEventKind::Leased, now,
+                                         "holds it alone now (the hedge's copy): " + why));
+          continue;
+        }
         if (job.instance_id) {
           effects.events.emplace_back(*job.instance_id,
                                       describe(job) + " returned to the queue: " + why);

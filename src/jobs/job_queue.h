@@ -16,7 +16,10 @@
 //    proof: the job opens a new attempt on another instance and the instance that made it gets a
 //    strike.
 //  - only the holder of a job's current attempt completes it; a late or duplicate result is
-//    acknowledged and ignored.
+//    acknowledged and ignored. Hedged proving (core/job_hedge.h) gives the current attempt a
+//    second holder while the first one's proof is at risk (overdue, or its agent silent): the
+//    first valid proof finishes the job and the other copy is dropped at its next heartbeat; a
+//    copy that fails, is closed or is not renewed leaves the other holding the job.
 //  - a lease not renewed (the agent names its jobs on every heartbeat) for lease_s returns the
 //    job to the queue; an instance closed returns its jobs at once. Renewals and each
 //    instance's run of failed proofs are stored: a restart forgets neither (the manager's
@@ -36,6 +39,7 @@
 #include "core/blocklist.h"
 #include "core/job.h"
 #include "core/job_event.h"
+#include "core/job_hedge.h"
 #include "core/job_schedule.h"
 #include "jobs/proof_check.h"
 #include "store/confirm.h"
@@ -74,6 +78,9 @@ struct JobQueueConfig {
   // What a reported proof must be before it is accepted (jobs/proof_check.h); serve sets it
   // from [jobs] proof_check (default groth16).
   ProofCheck proof_check = ProofCheck::None;
+  // Hedged proving (core/job_hedge.h): an agent asking for work that the plan gives nothing
+  // may be given a copy of a held job whose proof is at risk; serve sets it from [jobs] hedge*.
+  core::HedgeConfig hedging;
 };
 
 struct SubmitRequest {

@@ -33,7 +33,9 @@ std::optional<std::string> JobQueue::Impl::not_held(const core::Job& job, std::i
     return describe(job) + " is already " + core::to_string(job.state);
   }
   if (!core::is_leased(job.state)) return describe(job) + " was returned to the queue";
-  if (job.instance_id != instance_id) return describe(job) + " is leased to another instance";
+  if (job.instance_id != instance_id && job.hedge_instance_id != instance_id) {
+    return describe(job) + " is leased to another instance";
+  }
   if (job.attempts != attempt) {
     return "attempt " + std::to_string(attempt) + " of " + describe(job) +
            " is not the current one (" + std::to_string(job.attempts) + ")";
@@ -45,12 +47,10 @@ std::vector<core::JobPlacement> JobQueue::Impl::placements_for(
     std::int64_t instance_id, int max_jobs, std::vector<core::WorkerView> workers, double now) {
   if (!plan.current(work_generation, workers, now)) {
     if (plan.fleet_changed(workers)) wake_workers();  // waiters may be placed differently now
-    std::map<std::int64_t, int> held;
+    std::map<std::int64_t, int> held = held_counts();
     std::vector<core::JobToPlace> queued;
     for (const auto& [id, job] : open) {
-      if (core::is_leased(job.state)) {
-        if (job.instance_id) ++held[*job.instance_id];
-      } else {
+      if (!core::is_leased(job.state)) {
         queued.push_back({job.id, job.kind, job.priority, job.submitted_at, job.deadline_at,
                           job.avoid_instances});
       }
@@ -71,6 +71,44 @@ std::vector<core::JobPlacement> JobQueue::Impl::placements_for(
     plan.forget();
   }
   return taken;
+}
+
+std::vector<core::Hedge> JobQueue::Impl::hedges_for(std::int64_t instance_id, int max_jobs,
+                                                    const std::vector<core::WorkerView>& workers,
+                                                    double now) {
+  if (!config.hedging.enabled) return {};
+  const std::map<std::int64_t, int> held = held_counts();
+  std::vector<core::WorkerView> fleet = workers;
+  std::map<std::int64_t, double> seconds_per_proof;
+  for (auto& w : fleet) {
+    const auto it = held.find(w.instance_id);
+    w.held = it == held.end() ? 0 : it->second;
+    seconds_per_proof[w.instance_id] = w.seconds_per_proof;
+  }
+  std::vector<core::HeldJob> at_stake;
+  for (const auto& [id, job] : open) {
+    if (!core::is_leased(job.state) || !job.instance_id) continue;
+    core::HeldJob h;
+    h.job_id = job.id;
+    h.kind = job.kind;
+    h.holder = *job.instance_id;
+    h.started_at = job.started_at > 0 ? job.started_at : job.assigned_at;
+    h.deadline_at = job.deadline_at;
+    const auto spp = seconds_per_proof.find(h.holder);
+    h.holder_seconds_per_proof = spp == seconds_per_proof.end() ? 0 : spp->second;
+    // Heard: its last renewal (every heartbeat renews its leases), not before this queue opened.
+    h.holder_heard_at = std::max(job.lease_expires_at - config.lease_s, opened_at);
+    h.hedged = job.hedge_instance_id.has_value();
+    h.avoid_instances = job.avoid_instances;
+    at_stake.push_back(std::move(h));
+  }
+  std::vector<core::Hedge> mine;
+  for (auto& h : core::plan_hedges(now, at_stake, fleet, config.hedging)) {
+    if (h.instance_id != instance_id) continue;
+    mine.push_back(std::move(h));
+    if (static_cast<int>(mine.size()) >= max_jobs) break;
+  }
+  return mine;
 }
 
 JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_jobs,
@@ -98,6 +136,9 @@ JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_
       if (is_worker) {
         std::vector<core::Job> leased;
         std::vector<core::JobEvent> steps;
+        // The fleet as the hook gave it, for hedging (placements_for keeps its own copy).
+        const std::vector<core::WorkerView> fleet =
+            q.config.hedging.enabled ? workers : std::vector<core::WorkerView>{};
         for (const auto& p : q.placements_for(instance_id, max_jobs, std::move(workers), now)) {
           core::Job job = q.open.at(p.job_id);
           job.state = core::JobState::Assigned;
@@ -113,6 +154,24 @@ JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_
                                                        std::to_string(leased.back().attempts) +
                                                        (p.late ? " (expected late)" : "") + ": " +
                                                        p.reason);
+        }
+        // Nothing queued for it: a slot no queued job wants may run a copy of a job at risk.
+        if (leased.empty()) {
+          for (const auto& h : q.hedges_for(instance_id, max_jobs, fleet, now)) {
+            core::Job job = q.open.at(h.job_id);
+            job.hedge_instance_id = instance_id;
+            job.hedge_assigned_at = now;
+            job.hedge_lease_expires_at = now + q.config.lease_s;
+            steps.push_back(core::JobEvent{job.id, now, core::JobEventKind::Hedged, job.attempts,
+                                           instance_id, h.reason});
+            effects.events.emplace_back(instance_id, describe(job) + " hedged here, attempt " +
+                                                         std::to_string(job.attempts) + ": " +
+                                                         h.reason);
+            effects.events.emplace_back(h.holder, describe(job) + " hedged on instance " +
+                                                      std::to_string(instance_id) + ": " +
+                                                      h.reason);
+            leased.push_back(std::move(job));
+          }
         }
         if (!leased.empty()) {
           try {
@@ -207,6 +266,14 @@ JobResult<ReportAck> JobQueue::started(std::int64_t instance_id, std::int64_t jo
         return tl::unexpected(job_error(Code::NotFound, "no job " + std::to_string(job_id)));
       }
       if (auto why = Impl::not_held(*job, instance_id, attempt)) return ReportAck{false, *why};
+      if (job->instance_id != instance_id) {
+        // The hedge's copy: the job's state and start are its holder's.
+        q.fenced([&] {
+          q.store.add_job_events({core::JobEvent{job->id, q.clock(), core::JobEventKind::Proving,
+                                                 attempt, instance_id, "the hedge's copy"}});
+        });
+        return ReportAck{true, "proving"};
+      }
       if (job->state == core::JobState::Proving) return ReportAck{false, "already proving"};
       job->state = core::JobState::Proving;
       job->started_at = q.clock();
@@ -268,6 +335,20 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
         ack = ReportAck{false, *why};
       } else if (r.ok && !invalid) {
         const double now = q.clock();
+        // Hedged: the first valid proof wins; the other copy is dropped at its next heartbeat
+        // (renew names it), and the job's maker is the instance that proved it.
+        const std::optional<std::int64_t> other = !job.hedge_instance_id ? std::nullopt
+                                                  : job.hedge_instance_id == instance_id
+                                                      ? job.instance_id
+                                                      : job.hedge_instance_id;
+        const bool hedge_won = job.hedge_instance_id == instance_id;
+        job.instance_id = instance_id;
+        Impl::drop_hedge(job);
+        if (other) {
+          effects.events.emplace_back(
+              *other, describe(job) + " proved first by instance " + std::to_string(instance_id) +
+                          (hedge_won ? " (its hedge)" : "") + ": this copy is dropped");
+        }
         job.state = core::JobState::Done;
         job.finished_at = now;
         job.lease_expires_at = 0;
@@ -316,20 +397,29 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
           job.avoid_instances.push_back(instance_id);
         }
         job.error = message;
-        if (outcome.fail_job) {
+        // Hedged: the copy that failed leaves; the other runs on (the job neither fails nor
+        // returns to the queue while a copy of it proves).
+        const bool other_runs = job.hedge_instance_id.has_value();
+        if (other_runs && job.hedge_instance_id == instance_id) {
+          Impl::drop_hedge(job);
+        } else if (other_runs) {
+          Impl::promote_hedge(job);
+        } else if (outcome.fail_job) {
           job.state = core::JobState::Failed;
           job.finished_at = now;
           job.lease_expires_at = 0;
         } else {
           Impl::requeue(job);
         }
-        std::vector<core::JobEvent> steps{timeline_event(
-            job, invalid ? core::JobEventKind::ProofRejected : core::JobEventKind::ProverFailed,
-            now,
+        // On the instance that reported it (a hedged job's holder may have changed above).
+        std::vector<core::JobEvent> steps{core::JobEvent{
+            job.id, now,
+            invalid ? core::JobEventKind::ProofRejected : core::JobEventKind::ProverFailed,
+            r.attempt, instance_id,
             (invalid ? message + " (proof sha256 " + proof_digest + ")"
                      : message + (r.oom ? " (out of memory)" : "")) +
-                "; " + outcome.reason)};
-        if (outcome.fail_job) {
+                "; " + (other_runs ? "the other copy runs on" : outcome.reason)}};
+        if (outcome.fail_job && !other_runs) {
           steps.push_back(timeline_event(job, core::JobEventKind::Failed, now, job.error));
         }
         q.commit({job}, steps, [&] {
@@ -353,7 +443,9 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
                                   : outcome.reason + "; last: " + describe(job) + ": " + message;
           effects.strikes.emplace_back(instance_id, strike);
         }
-        ack = ReportAck{true, outcome.fail_job ? "failed" : "requeued"};
+        ack = ReportAck{true, other_runs         ? "the other copy runs on"
+                              : outcome.fail_job ? "failed"
+                                                 : "requeued"};
       }
     } catch (const store::StoreError& e) {
       return tl::unexpected(job_error(Code::Unavailable, e.what()));
@@ -384,7 +476,11 @@ std::vector<std::int64_t> JobQueue::renew(std::int64_t instance_id,
         drop.push_back(job_id);
         continue;
       }
-      it->second.lease_expires_at = expires;
+      if (it->second.instance_id == instance_id) {
+        it->second.lease_expires_at = expires;
+      } else {
+        it->second.hedge_lease_expires_at = expires;  // the hedge's copy
+      }
       renewed.push_back(job_id);
     }
     // Stored so a restart knows the expiry. The agent is alive whatever the store says: a

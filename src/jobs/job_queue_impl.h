@@ -72,6 +72,9 @@ struct JobQueue::Impl {
   double next_sweep_at = 0;
   double alive_written_at = 0;  // when tick() last recorded the queue alive
   double observed_since = 0;
+  // When this queue opened: an agent is not called silent for the time the manager itself was
+  // down (its renewals could not arrive), so no hedge starts for that.
+  double opened_at = 0;
 
   // Instances closed, whose jobs are not yet back in the queue. return_jobs_of() is called by
   // the Manager under its own lock and at times inside a store transaction (holding the
@@ -98,6 +101,16 @@ struct JobQueue::Impl {
   void fenced(const std::function<void()>& write);
   // A leased job back to queued (not a failure): lost lease, closed instance.
   static void requeue(core::Job& job);
+  // Hedged proving: the hedge's copy ends (the job stays with its holder) ...
+  static void drop_hedge(core::Job& job);
+  // ... or the holder's does, and the hedge holds the job alone from now on.
+  static void promote_hedge(core::Job& job);
+  // The hedges core::plan_hedges starts now on `instance_id` (up to max_jobs), given the fleet's
+  // `workers` as the hook reports them (caller holds mu).
+  std::vector<core::Hedge> hedges_for(std::int64_t instance_id, int max_jobs,
+                                      const std::vector<core::WorkerView>& workers, double now);
+  // Jobs each instance holds, hedge copies included (caller holds mu).
+  std::map<std::int64_t, int> held_counts() const;
   // Wakes lease waiters (caller holds mu).
   void wake_workers();
   // Up to max_jobs placements on `instance_id` from the current plan, planning first when

@@ -254,6 +254,10 @@ json to_json(const core::Job& j, double now, const core::PriceConfig& prices) {
       {"instance_id", j.instance_id ? json(*j.instance_id) : json(nullptr)},
       {"lease_expires_at",
        core::is_leased(j.state) ? time_or_null(j.lease_expires_at) : json(nullptr)},
+      // Hedged proving: the second instance running a copy of this attempt, while it does.
+      {"hedge_instance_id", core::is_leased(j.state) && j.hedge_instance_id
+                                ? json(*j.hedge_instance_id)
+                                : json(nullptr)},
       {"submitted_at", j.submitted_at},
       {"deadline_at", time_or_null(j.deadline_at)},
       {"assigned_at", time_or_null(j.assigned_at)},

@@ -16,6 +16,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/job_hedge.h"
 #include "core/job_schedule.h"
 
 namespace pf::sim {
@@ -30,9 +31,14 @@ class JobDispatch {
 
   // `instance_id` asks for up to `max_jobs` jobs: core::place_jobs over the queue and
   // `workers` (their `held` is filled here), and the placements on the asker are leased to it,
-  // in plan order. Nothing when the asker is not among `workers`.
+  // in plan order. Nothing when the asker is not among `workers`. When the plan gives it
+  // nothing, `hedging` (core::plan_hedges, as jobs::JobQueue::lease does) may give it copies of
+  // held jobs whose proofs are at risk (hedger() names them).
   std::vector<std::int64_t> lease(std::int64_t instance_id, int max_jobs, double now,
-                                  std::vector<core::WorkerView> workers);
+                                  std::vector<core::WorkerView> workers,
+                                  const core::HedgeConfig& hedging = kNoHedging);
+  // The agent was heard (a heartbeat): every lease it holds is renewed now.
+  void renew(std::int64_t instance_id, double now);
 
   // A job the instance holds is finished (delivered, late or not). Hedged: the other prover's
   // copy is stopped too, and its instance returned (the engine stops that proof).
@@ -42,19 +48,18 @@ class JobDispatch {
   // but for a hedged one, which stays with its other prover.
   void release(std::int64_t instance_id);
 
-  // Hedged proving (core/job_hedge.h): `instance_id` starts a second copy of a job another
-  // instance holds. Both hold it until one finishes (done) or stops (release).
-  void hedge(std::int64_t instance_id, std::int64_t job_id);
+  // Hedged proving (core/job_hedge.h): a hedged job is held by both provers until one finishes
+  // it (done) or stops (release). The instance running the second copy, if any.
+  std::optional<std::int64_t> hedger(std::int64_t job_id) const;
   bool hedged(std::int64_t job_id) const { return hedges_.count(job_id) > 0; }
-  // Every held copy, by instance: what plan_hedges reads.
-  struct HeldCopy {
-    std::int64_t instance_id = 0;
-    std::int64_t job_id = 0;
-    double deadline_at = 0;
-  };
-  std::vector<HeldCopy> held_copies() const;
   // `workers` with `held` set to the jobs each holds (hedge copies included), as lease sees them.
   std::vector<core::WorkerView> with_held(std::vector<core::WorkerView> workers) const;
+
+  static inline const core::HedgeConfig kNoHedging = [] {
+    core::HedgeConfig c;
+    c.enabled = false;
+    return c;
+  }();
 
   int queued() const { return static_cast<int>(queued_.size()); }
   int in_flight() const;
@@ -65,6 +70,8 @@ class JobDispatch {
   struct Job {
     double submitted_at = 0;
     double deadline_at = 0;
+    double leased_at = 0;   // held: when this copy was leased (its proof's start, in the sim)
+    double renewed_at = 0;  // held: its holder last heard
   };
   std::map<std::int64_t, Job> queued_;                                    // by job id
   std::map<std::int64_t, std::map<std::int64_t, Job>> held_;              // instance → its jobs
@@ -82,6 +89,10 @@ class JobDispatch {
 
   // Drops `job_id` from what `instance_id` holds; whether it held it.
   bool drop_held(std::int64_t instance_id, std::int64_t job_id);
+  // The hedges core::plan_hedges starts on `instance_id` now, leased to it (up to max_jobs).
+  std::vector<std::int64_t> lease_hedges(std::int64_t instance_id, int max_jobs, double now,
+                                         const std::vector<core::WorkerView>& workers,
+                                         const core::HedgeConfig& hedging);
 };
 
 }  // namespace pf::sim

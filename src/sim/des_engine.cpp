@@ -406,12 +406,20 @@ std::vector<core::WorkerView> Engine::job_workers() const {
 
 bool Engine::take_job(Inst& in) {
   dispatch_.expire(epoch(now_));
-  const auto leased = dispatch_.lease(in.rec.id, 1, epoch(now_), job_workers());
+  const auto leased = dispatch_.lease(in.rec.id, 1, epoch(now_), job_workers(), hedging_);
   if (leased.empty()) return false;
   in.job = static_cast<std::size_t>(leased.front() - 1);
   in.job_since = now_;
-  queue_waits_s_.push_back(now_ - jobs_[in.job]);
+  const double before = report_.bandwidth_usd;
   bill_transfer(in, core::kPorepC2InputBytes, 0);  // the agent fetches the job's input
+  if (dispatch_.hedger(leased.front()) == in.rec.id) {
+    // A copy of a job another prover holds (its proof at risk: core/job_hedge.h).
+    hedges_[in.job] = HedgeRun{static_cast<std::size_t>(in.rec.id - 1), now_};
+    ++report_.hedges;
+    report_.hedge_usd += report_.bandwidth_usd - before;
+  } else {
+    queue_waits_s_.push_back(now_ - jobs_[in.job]);
+  }
   return true;
 }
 
@@ -459,43 +467,6 @@ void Engine::release_job(Inst& in) {
   in.job = kNone;
 }
 
-void Engine::hedge_jobs() {
-  const core::HedgeConfig& config = policy_.hedging();
-  if (!config.enabled) return;
-  const std::vector<core::WorkerView> workers = dispatch_.with_held(job_workers());
-  std::map<std::int64_t, double> seconds_per_proof;
-  for (const auto& w : workers) seconds_per_proof[w.instance_id] = w.seconds_per_proof;
-  std::vector<core::HeldJob> held;
-  for (const auto& copy : dispatch_.held_copies()) {
-    const Inst& holder = insts_[static_cast<std::size_t>(copy.instance_id - 1)];
-    core::HeldJob j;
-    j.job_id = copy.job_id;
-    j.holder = copy.instance_id;
-    j.started_at = epoch(holder.job_since);
-    j.deadline_at = copy.deadline_at;
-    const auto spp = seconds_per_proof.find(copy.instance_id);
-    j.holder_seconds_per_proof = spp == seconds_per_proof.end() ? 0 : spp->second;
-    j.holder_heard_at = holder.rec.last_heartbeat_at;
-    j.hedged = dispatch_.hedged(copy.job_id);
-    held.push_back(std::move(j));
-  }
-  for (const auto& hedge : core::plan_hedges(epoch(now_), held, workers, config)) {
-    const auto k = static_cast<std::size_t>(hedge.instance_id - 1);
-    Inst& in = insts_[k];
-    if (!in.idle || in.job != kNone) continue;  // one slot: a spare prover is an idle one
-    const auto job = static_cast<std::size_t>(hedge.job_id - 1);
-    dispatch_.hedge(in.rec.id, hedge.job_id);
-    in.job = job;
-    in.job_since = now_;
-    hedges_[job] = HedgeRun{k, now_};
-    ++report_.hedges;
-    const double before = report_.bandwidth_usd;
-    bill_transfer(in, core::kPorepC2InputBytes, 0);  // the second copy fetches the input too
-    report_.hedge_usd += report_.bandwidth_usd - before;
-    start_waiting_proof(k);
-  }
-}
-
 void Engine::stop_copy(std::size_t i, double copy_since, bool holder) {
   Inst& in = insts_[i];
   advance(in, now_);
@@ -519,8 +490,8 @@ void Engine::stop_copy(std::size_t i, double copy_since, bool holder) {
   claim_job_or_idle(i);
 }
 
-void Engine::dispatch_waiting_jobs() {
-  for (std::size_t i = 0; i < insts_.size() && dispatch_.queued() > 0; ++i) {
+void Engine::dispatch_waiting_jobs(bool hedges_too) {
+  for (std::size_t i = 0; i < insts_.size() && (hedges_too || dispatch_.queued() > 0); ++i) {
     if (insts_[i].idle && takes_jobs(insts_[i])) resume_with_job(i);
   }
 }
@@ -549,7 +520,10 @@ void Engine::tick() {
     Inst& in = insts_[i];
     if (!is_live(in)) continue;
     bill(in);
-    if (in.booted && !in.offline && !in.market_stopped) in.rec.last_heartbeat_at = epoch(now_);
+    if (in.booted && !in.offline && !in.market_stopped) {
+      in.rec.last_heartbeat_at = epoch(now_);
+      dispatch_.renew(in.rec.id, epoch(now_));  // the heartbeat renews its leases
+    }
     if (in.rec.state == S::FetchingParams) in.rec.params_rate_bps = in.params_speed_bps;
     if (in.rec.state == S::Benchmarking) evaluate(i);
     if (!in.bids.empty()) change_bid(i);
@@ -558,10 +532,8 @@ void Engine::tick() {
       close(i, closing->cause, closing->reason, std::nullopt);
     }
   }
-  if (sc_.demand) {
-    dispatch_waiting_jobs();  // the agents' long-polls ask again
-    hedge_jobs();
-  }
+  // The agents' long-polls ask again; an idle one may be given a hedge with nothing queued.
+  if (sc_.demand) dispatch_waiting_jobs(hedging_.enabled);
   if (now_ + opt_.tick_s < horizon_) push(now_ + opt_.tick_s, EvKind::Tick);
 }
 

@@ -131,7 +131,11 @@ struct Inst {
 class Engine {
  public:
   Engine(const Scenario& scenario, DesPolicy& policy, const DesOptions& options)
-      : sc_(scenario), policy_(policy), opt_(options), lifecycle_(policy.lifecycle()) {
+      : sc_(scenario),
+        policy_(policy),
+        opt_(options),
+        lifecycle_(policy.lifecycle()),
+        hedging_(sim_hedging(policy.hedging(), options.tick_s)) {
     horizon_ = sc_.hours * 3600;
     rented_by_.assign(sc_.offers.size(), kNone);
     rent_count_.assign(sc_.offers.size(), 0);
@@ -226,19 +230,20 @@ class Engine {
   // An idle instance's waiting proof starts now, on the job it was just given.
   void start_waiting_proof(std::size_t i);
 
-  // Hedged proving (core/job_hedge.h, the policy's hedging()): every tick, each held job whose
-  // proof is at risk is started on a spare (idle) prover as well; the first proof delivered
-  // wins and the other copy stops (stop_copy), its prover free for the next job.
-  void hedge_jobs();
-  // `holder`: the copy stopped is the one the job was leased to (the hedge won).
+  // Hedged proving (core/job_hedge.h, the policy's hedging()): an idle prover asking for work
+  // may be given a copy of a held job whose proof is at risk (JobDispatch::lease, as the
+  // manager's queue leases it); the first proof delivered wins and the other copy stops
+  // (stop_copy), its prover free for the next job. `holder`: the copy stopped is the one the
+  // job was leased to (the hedge won).
   void stop_copy(std::size_t i, double copy_since, bool holder);
 
   // The prover stopped: the job it held goes back to the queue (the manager returns a closed or
   // silent instance's jobs).
   void release_job(Inst& in);
 
-  // Idle instances ask, in instance order, while jobs are queued.
-  void dispatch_waiting_jobs();
+  // Idle instances ask, in instance order, while jobs are queued (or, `hedges_too`, each once:
+  // the agents' long-polls re-ask every tick, and a hedge needs no queued job).
+  void dispatch_waiting_jobs(bool hedges_too = false);
   void oom(std::size_t i);
 
   // The acceptance test's time rules between proofs.
@@ -286,10 +291,19 @@ class Engine {
   void settle_jobs();
   void finish();
 
+  // The policy's hedging with silence measured on the simulated agents' clock: they heartbeat
+  // once a tick (serve's every heartbeat_s), so an agent is silent after three ticks without
+  // one, as job_workers() counts it heard within three ticks.
+  static core::HedgeConfig sim_hedging(core::HedgeConfig c, double tick_s) {
+    c.silent_after_s = std::max(c.silent_after_s, 3 * tick_s);
+    return c;
+  }
+
   const Scenario& sc_;
   DesPolicy& policy_;
   DesOptions opt_;
   core::LifecycleConfig lifecycle_;
+  core::HedgeConfig hedging_;
   double horizon_ = 0;
   double now_ = 0;
   std::uint64_t next_seq_ = 0;

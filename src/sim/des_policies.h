@@ -41,8 +41,7 @@ struct DefaultPolicyConfig {
   // same decision the autopilot makes (core/scale_to_demand.h).
   core::ScaleToDemandConfig scale;
   core::BidConfig bids;  // [bids]: on-demand or a bid per rental
-  // Hedged proving (core/job_hedge.h). Off: serve's job queue does not hedge yet, and sim
-  // measures what serve runs; `sim --compare` on /3 runs it on beside, labelled.
+  // Hedged proving (core/job_hedge.h): [jobs] hedge*, what serve's job queue hedges.
   core::HedgeConfig hedging;
 };
 

@@ -10,7 +10,7 @@
 namespace pf::store::sql {
 
 // The newest migration's version: what this build writes, on every dialect.
-inline constexpr int kLatestSchemaVersion = 18;
+inline constexpr int kLatestSchemaVersion = 19;
 
 struct Migration {
   int version;

@@ -72,6 +72,9 @@ const JobColumns& job_columns() {
       J::real("gpu_ms", &core::Job::gpu_ms),
       J::real("queue_ms", &core::Job::queue_ms),
       J::text("client", &core::Job::client),
+      J::opt_int64("hedge_instance_id", &core::Job::hedge_instance_id),
+      J::real("hedge_assigned_at", &core::Job::hedge_assigned_at),
+      J::real("hedge_lease_expires_at", &core::Job::hedge_lease_expires_at),
   };
   return columns;
 }
@@ -331,10 +334,14 @@ int SqlStore::renew_job_leases(std::int64_t instance_id, const std::vector<std::
   std::lock_guard lock(mutex_);
   // One statement for the whole heartbeat: the ids travel as a JSON list. It is its own
   // check: a lease another replica has taken back meanwhile (state or holder changed) is not
-  // renewed, whatever this one read before.
+  // renewed, whatever this one read before. The instance renews the jobs it holds and the
+  // hedge copies it runs (jobs.hedge_instance_id), each its own expiry.
   Statement s(*conn_,
-              "UPDATE jobs SET lease_expires_at = :expires WHERE instance_id = :instance AND "
-              "state IN ('assigned', 'proving') AND id IN (" +
+              "UPDATE jobs SET lease_expires_at = CASE WHEN instance_id = :instance THEN :expires "
+              "ELSE lease_expires_at END, hedge_lease_expires_at = CASE WHEN hedge_instance_id = "
+              ":instance THEN :expires ELSE hedge_lease_expires_at END WHERE (instance_id = "
+              ":instance OR hedge_instance_id = :instance) AND state IN ('assigned', 'proving') "
+              "AND id IN (" +
                   sql::id_list_sql(conn_->dialect(), ":ids") + ")",
               "renewing the job leases of instance " + std::to_string(instance_id));
   s.bind_real(":expires", lease_expires_at);

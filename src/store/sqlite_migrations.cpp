@@ -417,6 +417,11 @@ CREATE TABLE job_inputs (
 );
 CREATE INDEX job_inputs_written_at ON job_inputs(written_at);
 )sql"},
+    Migration{19, "hedged proving: a second holder per job", R"sql(
+ALTER TABLE jobs ADD COLUMN hedge_instance_id INTEGER;
+ALTER TABLE jobs ADD COLUMN hedge_assigned_at REAL NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN hedge_lease_expires_at REAL NOT NULL DEFAULT 0;
+)sql"},
 };
 
 static_assert(versions_are_consecutive(kMigrations),

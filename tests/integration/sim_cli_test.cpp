@@ -160,16 +160,29 @@ TEST(SimCli, CompareOnAV3ScenarioRunsTheDefaultPolicyOnDemandAndWithBids) {
   }
   EXPECT_EQ(policies,
             (std::vector<std::string>{"default (on-demand)", "default (bids)",
-                                      "default (bids + hedging)", "classic", "clairvoyant"}));
+                                      "default (bids, no hedging)", "classic", "clairvoyant"}));
   EXPECT_EQ(by_policy["default (on-demand)"].at("bid_rentals"), 0);
   EXPECT_GT(by_policy["default (bids)"].at("bid_rentals").get<int>(), 0);
-  EXPECT_GT(by_policy["default (bids + hedging)"].at("bid_rentals").get<int>(), 0);
-  // Hedges are counted where jobs arrive (none start on this market: no proof runs overdue
-  // while a prover is spare; ScenarioV3Engine.AnOverdueProofIsHedged… shows one that does).
+  // serve hedges by default ([jobs] hedge): the third run is bids without it. Hedges are
+  // counted where jobs arrive (none start on this market: no proof runs overdue while a prover
+  // is spare; ScenarioV3Engine.AnOverdueProofIsHedged… shows one that does).
+  EXPECT_GT(by_policy["default (bids, no hedging)"].at("bid_rentals").get<int>(), 0);
   for (const char* key : {"hedges", "hedges_won", "hedges_won_on_time", "hedge_usd"}) {
-    EXPECT_TRUE(by_policy["default (bids + hedging)"].contains(key)) << key;
+    EXPECT_TRUE(by_policy["default (bids)"].contains(key)) << key;
   }
-  EXPECT_EQ(by_policy["default (bids)"].at("hedges"), 0);
+  EXPECT_EQ(by_policy["default (bids, no hedging)"].at("hedges"), 0);
+  // A config without hedging puts it back in the third run.
+  const std::string no_hedge =
+      ::testing::TempDir() + "sim-cli-no-hedge-" + std::to_string(::getpid()) + ".toml";
+  std::ofstream(no_hedge, std::ios::binary) << "[jobs]\nhedge = false\n";
+  const Result off = run({"sim", "--scenario", path, "--compare", "--json", "--config", no_hedge});
+  ASSERT_EQ(off.code, 0) << off.err;
+  std::vector<std::string> off_policies;
+  const auto off_reports = nlohmann::json::parse(off.out);  // kept: the loop reads into it
+  for (const auto& r : off_reports.at("reports")) off_policies.push_back(r.at("policy"));
+  ASSERT_EQ(off_policies.size(), 5u);
+  EXPECT_EQ(off_policies[2], "default (bids + hedging)");
+  std::remove(no_hedge.c_str());
   // The on-demand run is the plain default run.
   const Result plain = run({"sim", "--scenario", path, "--policy", "default", "--json"});
   ASSERT_EQ(plain.code, 0) << plain.err;

@@ -2,9 +2,12 @@
 // agents asking for work, proofs finishing, instances lost and clients leaving at their deadline,
 // over one fixed fleet, is driven through the manager's job queue (jobs::JobQueue over a real
 // SQLite store and input directory) and through the simulator's queue (sim::JobDispatch, what
-// sim/des_engine.cpp dispatches with); every ask must get the same jobs from both.
+// sim/des_engine.cpp dispatches with); every ask must get the same jobs from both, hedges
+// (core/job_hedge.h: a copy of a job whose proof is overdue or whose holder is silent, given to
+// an agent the plan gives nothing) included.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -38,7 +41,8 @@ class Parity {
   Parity() {
     jobs::JobQueueConfig config;
     config.data_dir = dir_.file("data");
-    config.lease_s = 1e9;  // the script ends leases itself (instance lost)
+    config.lease_s = 1e9;       // the script ends leases itself (instance lost)
+    config.hedging = hedging_;  // serve's default: on
     jobs::JobQueueHooks hooks;
     hooks.workers = [] { return fleet(); };
     store_ = store::open_sql_store(dir_.file("fleet.db"));
@@ -82,7 +86,10 @@ class Parity {
         held_[instance].push_back({l.job.id, l.job.attempts});
       }
     }
-    auto sim = sim_.lease(instance, free_slots, now_, fleet());
+    auto sim = sim_.lease(instance, free_slots, now_, fleet(), hedging_);
+    for (const auto ordinal : sim) {
+      if (sim_.hedger(ordinal) == instance) ++hedges_;
+    }
     return {manager, sim};
   }
 
@@ -100,7 +107,14 @@ class Parity {
     auto ack = queue_->report(instance, r);
     ASSERT_TRUE(ack) << ack.error().message;
     ASSERT_TRUE(ack->applied) << ack->reason;
-    sim_.done(instance, ordinal_of_.at(job_id));
+    const auto other = sim_.done(instance, ordinal_of_.at(job_id));
+    // A hedged job's other copy: its agent is told to drop it at its next heartbeat.
+    if (other) {
+      auto& theirs = held_[*other];
+      theirs.erase(std::remove_if(theirs.begin(), theirs.end(),
+                                  [&](const auto& h) { return h.first == job_id; }),
+                   theirs.end());
+    }
   }
 
   // The instance is lost: its jobs return to the queue on both sides.
@@ -111,10 +125,13 @@ class Parity {
   }
 
   int held(std::int64_t instance) { return static_cast<int>(held_[instance].size()); }
+  int hedges() const { return hedges_; }
   int sim_queued() const { return sim_.queued(); }
 
  private:
   testing::TempDir dir_;
+  const core::HedgeConfig hedging_;
+  int hedges_ = 0;  // copies given (on both sides: every ask matched)
   double now_ = 1'750'000'000;
   std::unique_ptr<store::SqlStore> store_;
   std::unique_ptr<jobs::JobQueue> queue_;
@@ -162,11 +179,12 @@ TEST(JobDispatchParity, TheSimulatorAssignsEveryJobAsTheManagersQueueDoes) {
   // instance while a slower one asked, clients leaving.
   std::cout << asks << " asks, " << given << " jobs given, " << kept_waiting
             << " asks left waiting with jobs queued, " << cancelled_before
-            << " jobs left at their deadline\n";
+            << " jobs left at their deadline, " << p.hedges() << " hedges\n";
   EXPECT_GT(asks, 100);
   EXPECT_GT(given, 80);
   EXPECT_GT(kept_waiting, 5);
   EXPECT_GT(cancelled_before, 0);
+  EXPECT_GT(p.hedges(), 0);
 }
 
 }  // namespace

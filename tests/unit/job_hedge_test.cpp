@@ -78,8 +78,10 @@ TEST(JobHedge, AnOverdueProofStartsOnTheSpareSlotThatFinishesItFirst) {
   EXPECT_THAT(hedges[0].reason, HasSubstr("has run 600 s against 300 s expected"));
   EXPECT_THAT(hedges[0].reason,
               HasSubstr("instance 12 would finish it 1550 s before its deadline"));
-  // Off: nothing.
-  EXPECT_TRUE(plan_hedges(kHedgeNow, held, workers, HedgeConfig{}).empty());
+  // Off ([jobs] hedge = false): nothing.
+  HedgeConfig off;
+  off.enabled = false;
+  EXPECT_TRUE(plan_hedges(kHedgeNow, held, workers, off).empty());
 }
 
 TEST(JobHedge, NothingIsHedgedWhereNoSpareSlotCanStillBeOnTime) {
@@ -136,18 +138,24 @@ TEST(JobHedge, TheJobDueFirstIsHedgedFirst) {
   EXPECT_EQ(hedges[1].job_id, 1);
 }
 
-// The simulator's queue: a hedged job is held by both provers until one finishes it (the other
+// The simulator's queue (as jobs::JobQueue::lease): an agent the plan gives nothing may get a
+// copy of a job at risk; a hedged job is held by both provers until one finishes it (the other
 // is named, to be stopped) or stops (the other keeps it: it is not queued again).
-TEST(JobHedge, TheSimulatorsQueueHoldsAHedgedJobOnBothProvers) {
+TEST(JobHedge, TheSimulatorsQueueHedgesWhenAnAgentAsksAndHoldsTheJobOnBothProvers) {
   sim::JobDispatch q;
-  q.arrive(1, kHedgeNow, kHedgeNow + 1800);
-  q.arrive(2, kHedgeNow, kHedgeNow + 1800);
   const std::vector<WorkerView> workers = {spare_worker(10, 300), spare_worker(11, 300)};
-  ASSERT_EQ(q.lease(10, 1, kHedgeNow, workers), std::vector<std::int64_t>{1});
-  ASSERT_EQ(q.lease(11, 1, kHedgeNow, workers), std::vector<std::int64_t>{2});
+  const double t = kHedgeNow;
+  q.arrive(1, t, t + 1800);
+  q.arrive(2, t, t + 1800);
+  ASSERT_EQ(q.lease(10, 1, t, workers, on()), std::vector<std::int64_t>{1});
+  ASSERT_EQ(q.lease(11, 1, t, workers, on()), std::vector<std::int64_t>{2});
   EXPECT_EQ(q.done(11, 2), std::nullopt);  // not hedged: nobody else to stop
-  q.hedge(11, 1);
+  q.renew(10, t + 440);
+  EXPECT_TRUE(q.lease(11, 1, t + 440, workers, on()).empty());  // not overdue until 450 s
+  EXPECT_TRUE(q.lease(11, 1, t + 460, workers).empty());        // hedging off
+  ASSERT_EQ(q.lease(11, 1, t + 460, workers, on()), std::vector<std::int64_t>{1});
   EXPECT_TRUE(q.hedged(1));
+  EXPECT_EQ(q.hedger(1), 11);
   EXPECT_EQ(q.in_flight(), 2);  // one job, two copies
   const auto held = q.with_held(workers);
   EXPECT_EQ(held[0].held, 1);
@@ -158,18 +166,17 @@ TEST(JobHedge, TheSimulatorsQueueHoldsAHedgedJobOnBothProvers) {
   EXPECT_EQ(q.queued(), 0);
 
   // The holder stops (a crash): the hedge keeps the job; nothing goes back to the queue.
-  q.arrive(3, kHedgeNow, kHedgeNow + 1800);
-  ASSERT_EQ(q.lease(10, 1, kHedgeNow, workers), std::vector<std::int64_t>{3});
-  q.hedge(11, 3);
+  q.arrive(3, t + 500, t + 2300);
+  ASSERT_EQ(q.lease(10, 1, t + 500, workers, on()), std::vector<std::int64_t>{3});
+  ASSERT_EQ(q.lease(11, 1, t + 1000, workers, on()), std::vector<std::int64_t>{3});  // silent
   q.release(10);
   EXPECT_EQ(q.queued(), 0);
   EXPECT_FALSE(q.hedged(3));
-  ASSERT_EQ(q.held_copies().size(), 1u);
-  EXPECT_EQ(q.held_copies()[0].instance_id, 11);
+  EXPECT_EQ(q.in_flight(), 1);
   EXPECT_EQ(q.done(11, 3), std::nullopt);
   // A job held alone goes back to the queue when its prover stops.
-  q.arrive(4, kHedgeNow, kHedgeNow + 1800);
-  ASSERT_EQ(q.lease(10, 1, kHedgeNow, workers), std::vector<std::int64_t>{4});
+  q.arrive(4, t + 1000, t + 2800);
+  ASSERT_EQ(q.lease(10, 1, t + 1000, workers, on()), std::vector<std::int64_t>{4});
   q.release(10);
   EXPECT_EQ(q.queued(), 1);
 }

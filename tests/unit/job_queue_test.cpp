@@ -543,6 +543,160 @@ TEST_P(JobQueueTest, AnUnrenewedLeaseReturnsTheJobAndItsLateResultIsIgnored) {
   EXPECT_EQ(await_now(a.job.id).job.instance_id, 8);
 }
 
+// Hedged proving (core/job_hedge.h): instance 7's proof of job a has run 230 s against the
+// 100 s it proves in (overdue from 220 s). Instance 8, asking with nothing queued, gets a copy
+// of the same attempt; its proof finishes the job, 7 is told to drop it at its next heartbeat
+// and its late proof changes nothing.
+TEST_P(JobQueueTest, AnOverdueProofIsHedgedOnASpareInstanceAndTheFirstProofWins) {
+  fleet_.set_workers({7, 8});
+  const auto a = submit("req-a", "input a");
+  const auto first = lease(7);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_TRUE(queue_->started(7, a.job.id, 1)->applied);
+  now_ = now_ + 200;
+  ASSERT_TRUE(queue_->renew(7, {{a.job.id, 1}}).empty());
+  EXPECT_TRUE(lease(8).empty());  // not overdue yet
+  now_ = now_ + 30;
+  ASSERT_TRUE(queue_->renew(7, {{a.job.id, 1}}).empty());
+  const auto copy = lease(8);
+  ASSERT_EQ(copy.size(), 1u);
+  EXPECT_EQ(copy[0].job.id, a.job.id);
+  EXPECT_EQ(copy[0].job.attempts, 1);  // the same attempt, told apart by instance
+  auto held = queue_->job(a.job.id);
+  EXPECT_EQ(held->instance_id, 7);
+  EXPECT_EQ(held->hedge_instance_id, 8);
+  EXPECT_EQ(held->state, core::JobState::Proving);
+  EXPECT_TRUE(fleet_.has_event(8, "hedged here"));
+  EXPECT_TRUE(fleet_.has_event(7, "hedged on instance 8"));
+  EXPECT_TRUE(lease(8).empty());  // one hedge per job
+  // Both copies are renewed by their own heartbeats.
+  now_ = now_ + 50;
+  EXPECT_TRUE(queue_->renew(8, {{a.job.id, 1}}).empty());
+  EXPECT_TRUE(queue_->renew(7, {{a.job.id, 1}}).empty());
+  EXPECT_TRUE(queue_->started(8, a.job.id, 1)->applied);
+  EXPECT_EQ(queue_->job(a.job.id)->started_at, now_ - 280);  // the holder's start stands
+  EXPECT_TRUE(prove(8, copy[0]).applied);
+  const auto done = await_now(a.job.id);
+  EXPECT_EQ(done.job.instance_id, 8);
+  EXPECT_FALSE(done.job.hedge_instance_id);
+  EXPECT_EQ(done.proof, proof_of("input a"));
+  EXPECT_TRUE(fleet_.has_event(7, "proved first by instance 8 (its hedge): this copy is dropped"));
+  EXPECT_THAT(queue_->renew(7, {{a.job.id, 1}}), ::testing::ElementsAre(a.job.id));
+  EXPECT_FALSE(upload(7, first[0], proof_of("input a")).applied);
+  bool hedged_step = false;
+  for (const auto& step : queue_->timeline(a.job.id, 0)) {
+    if (step.kind == core::JobEventKind::Hedged) {
+      hedged_step = true;
+      EXPECT_EQ(step.instance_id, 8);
+      EXPECT_THAT(step.detail, HasSubstr("has run 230 s against 100 s expected"));
+    }
+  }
+  EXPECT_TRUE(hedged_step);
+}
+
+// A copy that fails or whose instance closes leaves the other copy holding the job: it neither
+// fails nor returns to the queue while a copy proves. A hedge's own lease expiring ends only
+// the hedge; a holder's, with a hedge running, leaves the job to the hedge.
+TEST_P(JobQueueTest, AHedgedJobSurvivesEitherCopyFailingClosingOrGoingSilent) {
+  fleet_.set_workers({7, 8, 9});
+  const auto a = submit("req-a", "input a");
+  ASSERT_EQ(lease(7).size(), 1u);
+  // 7 goes silent (not heard for 30 s; its lease runs 60 s): a hedge on 8.
+  now_ = now_ + 31;
+  ASSERT_EQ(lease(8).size(), 1u);
+  EXPECT_EQ(queue_->job(a.job.id)->hedge_instance_id, 8);
+  EXPECT_THAT(fleet_.events.back().second, HasSubstr("not heard for 31 s"));
+  // The hedge fails: 7 holds it alone; 8 is avoided from now on.
+  auto ack = queue_->report(8, ProofReport{a.job.id, 1, false, "", "prover exited 1"});
+  ASSERT_TRUE(ack);
+  EXPECT_EQ(ack->reason, "the other copy runs on");
+  auto job = queue_->job(a.job.id);
+  EXPECT_EQ(job->instance_id, 7);
+  EXPECT_FALSE(job->hedge_instance_id);
+  EXPECT_TRUE(core::is_leased(job->state));
+  EXPECT_EQ(job->failures, 1);
+  // Still silent: 9 takes a copy (8 failed it); then 7 is closed: 9 holds the job alone.
+  const auto on_nine = lease(9);
+  ASSERT_EQ(on_nine.size(), 1u);
+  queue_->return_jobs_of(7, "destroyed by the operator");
+  job = queue_->job(a.job.id);
+  EXPECT_EQ(job->instance_id, 9);
+  EXPECT_FALSE(job->hedge_instance_id);
+  EXPECT_EQ(job->state, core::JobState::Assigned);
+  // 9 is renewed and proves; nothing went back to the queue.
+  EXPECT_TRUE(queue_->renew(9, {{a.job.id, 1}}).empty());
+  EXPECT_TRUE(prove(9, on_nine[0]).applied);
+  EXPECT_EQ(await_now(a.job.id).job.instance_id, 9);
+
+  // Lease expiries: b on 7, hedged on 8 when 7 goes quiet; 8 never renews: its copy ends at 60 s
+  // and 7 (renewed) keeps the job. Then 7 stops renewing and 9 hedges it: once 7's lease ends
+  // 9 holds the job.
+  const auto b = submit("req-b", "input b");
+  ASSERT_EQ(lease(7).size(), 1u);
+  now_ = now_ + 31;
+  ASSERT_EQ(lease(8).size(), 1u);  // 7 quiet: a copy on 8, which never renews it
+  EXPECT_TRUE(queue_->renew(7, {{b.job.id, 1}}).empty());
+  now_ = now_ + 30;
+  EXPECT_TRUE(queue_->renew(7, {{b.job.id, 1}}).empty());
+  now_ = now_ + 31;  // 8's copy: 61 s unrenewed
+  queue_->tick();
+  job = queue_->job(b.job.id);
+  EXPECT_EQ(job->instance_id, 7);
+  EXPECT_FALSE(job->hedge_instance_id);
+  EXPECT_TRUE(fleet_.has_event(8, "this hedge's lease was not renewed"));
+  fleet_.set_workers({7, 9});  // 7 quiet again (31 s): a copy on 9
+  ASSERT_EQ(lease(9).size(), 1u);
+  EXPECT_TRUE(queue_->renew(9, {{b.job.id, 1}}).empty());
+  now_ = now_ + 30;  // 7's lease: 61 s since its last renewal
+  queue_->tick();
+  job = queue_->job(b.job.id);
+  EXPECT_EQ(job->instance_id, 9);
+  EXPECT_FALSE(job->hedge_instance_id);
+  EXPECT_TRUE(core::is_leased(job->state));
+  EXPECT_TRUE(fleet_.has_event(7, "left to its hedge"));
+}
+
+// Queued jobs come first: a spare slot is one the plan gives no queued job. A restart does not
+// make every holder look silent (the manager's downtime is not its agents' silence), and a
+// hedge survives the restart. `[jobs] hedge = false` hedges nothing.
+TEST_P(JobQueueTest, HedgesTakeOnlySpareSlotsSurviveARestartAndCanBeTurnedOff) {
+  fleet_.set_workers({7, 8});
+  const auto a = submit("req-a", "input a");
+  ASSERT_EQ(lease(7).size(), 1u);
+  const auto b = submit("req-b", "input b");
+  now_ = now_ + 300;  // a is overdue and 7 silent, but b is queued: 8 gets b, no hedge
+  auto got = lease(8);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].job.id, b.job.id);
+  EXPECT_FALSE(queue_->job(a.job.id)->hedge_instance_id);
+  EXPECT_TRUE(prove(8, got[0]).applied);
+  // Restart: 7 renewed just before; the queue reopens 200 s later. Overdue (its proof began
+  // 500 s ago) but not silent: hedged for being overdue, and only that.
+  EXPECT_TRUE(queue_->renew(7, {{a.job.id, 1}}).empty());
+  now_ = now_ + 200;
+  open();
+  got = lease(8);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(fleet_.has_event(8, "has run 500 s against 100 s expected"));
+  open();
+  EXPECT_EQ(queue_->job(a.job.id)->hedge_instance_id, 8);
+  const double holders_lease = store_->job(a.job.id)->lease_expires_at;
+  now_ = now_ + 5;
+  EXPECT_TRUE(queue_->renew(8, {{a.job.id, 1}}).empty());
+  // Stored: the hedge's expiry moved, the holder's did not.
+  EXPECT_EQ(store_->job(a.job.id)->hedge_lease_expires_at, now_ + config_.lease_s);
+  EXPECT_EQ(store_->job(a.job.id)->lease_expires_at, holders_lease);
+  EXPECT_TRUE(prove(8, got[0]).applied);
+
+  config_.hedging.enabled = false;
+  open();
+  const auto c = submit("req-c", "input c");
+  ASSERT_EQ(lease(7).size(), 1u);
+  now_ = now_ + 1000;
+  EXPECT_TRUE(lease(8).empty());
+  EXPECT_FALSE(queue_->job(c.job.id)->hedge_instance_id);
+}
+
 TEST_P(JobQueueTest, AClosedInstanceReturnsItsJobsAtOnce) {
   fleet_.set_workers({7}, 2);
   submit("req-a", "input a");

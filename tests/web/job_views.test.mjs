@@ -95,3 +95,14 @@ test("a job's page shows every try with its instance and host", () => {
   assert.match(jobTimeline(job({ timeline: [] })), /No steps recorded/);
   assert.match(jobTimeline(job({ timeline_truncated: true })), /newest steps/);
 });
+
+test("a hedged job's page names its second prover and the step that started it", () => {
+  const html = jobPage(job({
+    state: 'proving', hedge_instance_id: 9,
+    timeline: [{ at: NOW - 100, kind: 'hedged', attempt: 1, instance_id: 9, detail: 'its proof has run 230 s' }],
+  }), NOW);
+  assert.match(html, /a second copy on<\/span> <a[^>]*href="#\/instances\/9"/);
+  assert.match(html, /second prover started/);
+  assert.doesNotMatch(html, /class="step bad"[^>]*data-kind="hedged"/);
+  assert.doesNotMatch(jobPage(job(), NOW), /second copy/);
+});
