@@ -6,6 +6,8 @@
 // dead agent's late result is acknowledged and ignored; and heartbeats and /healthz keep being
 // answered while 50 lease long-polls are parked; a job cancelled while an agent proves it is
 // cancelled in that agent's prover, whose slot then takes new work at once.
+// A job stuck on a prover that slowed down is hedged: a second agent proves a copy and the
+// first cancels its own (core/job_hedge.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -76,6 +78,7 @@ class AgentJobs : public ::testing::Test {
     jobs::JobQueueConfig qc;
     qc.data_dir = (dir_ / "data").string();
     qc.lease_s = kLeaseS;
+    qc.hedging = hedging_;
     // The Manager's hooks, except that a proving instance must also be heard from: the queue
     // places each job on the earliest finisher among the workers, and a killed instance stays
     // "proving" until heartbeat_timeout_s (minutes), holding its share of placements.
@@ -198,6 +201,13 @@ class AgentJobs : public ::testing::Test {
   std::atomic<bool> stop_ticker_{false};
   std::thread ticker_;
   std::deque<RunningAgent> agents_;
+  core::HedgeConfig hedging_;  // serve's defaults unless a test's fixture changes them
+};
+
+// Hedging with a short floor, so that a proof is overdue within seconds, not minutes.
+class AgentJobsHedging : public AgentJobs {
+ protected:
+  AgentJobsHedging() { hedging_.overdue_min_s = 5; }
 };
 
 TEST_F(AgentJobs, JobsAreProvedWithTheirOwnInputsAndALostAgentsJobIsFinishedElsewhere) {
@@ -379,6 +389,52 @@ TEST_F(AgentJobs, ACancelledJobIsStoppedInTheAgentsProverAndItsSlotTakesNewWork)
   EXPECT_EQ(json::parse(r->body).value("applied", true), false) << r->body;
   EXPECT_EQ(queue_->job(doomed)->state, core::JobState::Cancelled);
   EXPECT_TRUE(queue_->job(doomed)->proof_digest.empty());
+}
+
+// Hedged proving end to end (core/job_hedge.h, docs/gateway.md): agent a's prover slows to a
+// thousandth of the rate it was accepted at while it proves job J (its agent heartbeats and
+// renews the lease all along: the lease alone would wait for cuzk's 30-minute timeout). Agent
+// b, with nothing queued, is given a copy of the same attempt, proves it in seconds, and the
+// client gets b's proof of its own input; a is told to drop J at its next heartbeat and cancels
+// the proof in its prover.
+TEST_F(AgentJobsHedging, AJobStuckOnASlowedProverIsProvedByASecondAgent) {
+  const std::string slow = (dir_ / "slow").string();
+  RunningAgent& a = spawn_agent(101, "a", slow, 0.001);
+  ASSERT_TRUE(
+      eventually([&] { return state_of(a.instance_id) == core::InstanceState::Proving; }, 120s))
+      << agent_logs(a);
+  std::ofstream(slow) << "1\n";  // a's proofs from now take 1,000 s
+  const std::string input = test::ParamServer::random_bytes(30 * 1024, 5);
+  const std::int64_t stuck = submit("req-stuck", input);
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto job = queue_->job(stuck);
+        return job && job->state == core::JobState::Proving;
+      },
+      60s))
+      << agent_logs(a);
+  EXPECT_EQ(queue_->job(stuck)->instance_id, a.instance_id);
+  RunningAgent& b = spawn_agent(102, "b", (dir_ / "b-speed").string());
+  EXPECT_EQ(proof_of(stuck, 180s), agent::sim_proof_of(input)) << agent_logs(b);
+  const auto done = queue_->job(stuck);
+  EXPECT_EQ(done->instance_id, b.instance_id);  // the maker: b
+  EXPECT_EQ(done->attempts, 1);                 // one attempt, two copies
+  bool hedged = false;
+  for (const auto& step : queue_->timeline(stuck, 0)) {
+    if (step.kind == core::JobEventKind::Hedged) {
+      hedged = true;
+      EXPECT_EQ(step.instance_id, b.instance_id);
+      EXPECT_THAT(step.detail, ::testing::HasSubstr("has run"));
+    }
+  }
+  EXPECT_TRUE(hedged);
+  ASSERT_TRUE(eventually(
+      [&] {
+        return agent_logs(a).find("cancelled the proof of job " + std::to_string(stuck)) !=
+               std::string::npos;
+      },
+      30s))
+      << agent_logs(a);
 }
 
 }  // namespace

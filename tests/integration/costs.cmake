@@ -13,6 +13,7 @@ set(pf_slow_cases
     "Db/Failover.LeaderKilledMidRunLosesNoJobAndRentsNothingTwice/sqlite=51"
     "Db/Failover.LeaderKilledMidRunLosesNoJobAndRentsNothingTwice/postgres=50"
     "AgentJobs.JobsAreProvedWithTheirOwnInputsAndALostAgentsJobIsFinishedElsewhere=34"
+    "AgentJobsHedging.AJobStuckOnASlowedProverIsProvedByASecondAgent=30"
     "Db/SpawnedAgentsOnStores.ThreeDeployedOffersRunRealAgentsUntilJudgedAndLeaveNothingBehind/sqlite=30"
     "Db/SpawnedAgentsOnStores.ThreeDeployedOffersRunRealAgentsUntilJudgedAndLeaveNothingBehind/postgres=30"
     "Demo.ServesTheScenariosJobsThroughTheGateway=28"
