@@ -35,6 +35,14 @@ struct HedgeConfig {
   double silent_after_s = 30;   // the holder's agent not heard this long (3 heartbeats)
 };
 
+// Hedging off: for the shells' policies that do not hedge (the simulator's classic and
+// clairvoyant) and `[jobs] hedge = false`.
+inline const HedgeConfig kHedgingOff = [] {
+  HedgeConfig c;
+  c.enabled = false;
+  return c;
+}();
+
 struct HeldJob {
   std::int64_t job_id = 0;
   JobKind kind = JobKind::PorepC2;

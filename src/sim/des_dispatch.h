@@ -36,7 +36,7 @@ class JobDispatch {
   // held jobs whose proofs are at risk (hedger() names them).
   std::vector<std::int64_t> lease(std::int64_t instance_id, int max_jobs, double now,
                                   std::vector<core::WorkerView> workers,
-                                  const core::HedgeConfig& hedging = kNoHedging);
+                                  const core::HedgeConfig& hedging = core::kHedgingOff);
   // The agent was heard (a heartbeat): every lease it holds is renewed now.
   void renew(std::int64_t instance_id, double now);
 
@@ -54,12 +54,6 @@ class JobDispatch {
   bool hedged(std::int64_t job_id) const { return hedges_.count(job_id) > 0; }
   // `workers` with `held` set to the jobs each holds (hedge copies included), as lease sees them.
   std::vector<core::WorkerView> with_held(std::vector<core::WorkerView> workers) const;
-
-  static inline const core::HedgeConfig kNoHedging = [] {
-    core::HedgeConfig c;
-    c.enabled = false;
-    return c;
-  }();
 
   int queued() const { return static_cast<int>(queued_.size()); }
   int in_flight() const;

@@ -116,10 +116,7 @@ class DesPolicy {
   }
   // Hedged proving (core/job_hedge.h): a held job whose proof is at risk is started on a spare
   // prover too; default: off.
-  virtual const core::HedgeConfig& hedging() const {
-    static const core::HedgeConfig kOff{};
-    return kOff;
-  }
+  virtual const core::HedgeConfig& hedging() const { return core::kHedgingOff; }
   // An instance was closed; the policy may add or update entries of the bad-host list.
   virtual void on_closed(const ClosedInstance& closed, std::vector<core::BadHost>& bad_hosts) {
     (void)closed;

@@ -193,7 +193,8 @@ TEST(SimCli, CompareOnAV3ScenarioRunsTheDefaultPolicyOnDemandAndWithBids) {
   ASSERT_EQ(table.code, 0) << table.err;
   for (const char* row :
        {"default (on-demand)", "default (bids)", "  compute", "  storage", "  bandwidth",
-        "jobs on time", "jobs unserved", "  as bids", "preemptions", "bids raised/lowered"}) {
+        "jobs on time", "jobs unserved", "  as bids", "preemptions", "bids raised/lowered",
+        "hedges (won on time)", "  hedge spend"}) {
     EXPECT_NE(table.out.find(row), std::string::npos) << row << "\n" << table.out;
   }
 }

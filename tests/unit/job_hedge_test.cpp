@@ -79,9 +79,7 @@ TEST(JobHedge, AnOverdueProofStartsOnTheSpareSlotThatFinishesItFirst) {
   EXPECT_THAT(hedges[0].reason,
               HasSubstr("instance 12 would finish it 1550 s before its deadline"));
   // Off ([jobs] hedge = false): nothing.
-  HedgeConfig off;
-  off.enabled = false;
-  EXPECT_TRUE(plan_hedges(kHedgeNow, held, workers, off).empty());
+  EXPECT_TRUE(plan_hedges(kHedgeNow, held, workers, kHedgingOff).empty());
 }
 
 TEST(JobHedge, NothingIsHedgedWhereNoSpareSlotCanStillBeOnTime) {
@@ -152,7 +150,7 @@ TEST(JobHedge, TheSimulatorsQueueHedgesWhenAnAgentAsksAndHoldsTheJobOnBothProver
   EXPECT_EQ(q.done(11, 2), std::nullopt);  // not hedged: nobody else to stop
   q.renew(10, t + 440);
   EXPECT_TRUE(q.lease(11, 1, t + 440, workers, on()).empty());  // not overdue until 450 s
-  EXPECT_TRUE(q.lease(11, 1, t + 460, workers).empty());        // hedging off
+  EXPECT_TRUE(q.lease(11, 1, t + 460, workers, kHedgingOff).empty());
   ASSERT_EQ(q.lease(11, 1, t + 460, workers, on()), std::vector<std::int64_t>{1});
   EXPECT_TRUE(q.hedged(1));
   EXPECT_EQ(q.hedger(1), 11);
