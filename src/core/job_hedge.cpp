@@ -91,4 +91,15 @@ std::vector<Hedge> plan_hedges(double now, const std::vector<HeldJob>& held,
   return out;
 }
 
+std::vector<Hedge> hedges_for(std::int64_t instance_id, int max_jobs, double now,
+                              const std::vector<HeldJob>& held,
+                              const std::vector<WorkerView>& workers, const HedgeConfig& config) {
+  std::vector<Hedge> mine;
+  for (auto& h : plan_hedges(now, held, workers, config)) {
+    if (static_cast<int>(mine.size()) >= max_jobs) break;
+    if (h.instance_id == instance_id) mine.push_back(std::move(h));
+  }
+  return mine;
+}
+
 }  // namespace pf::core

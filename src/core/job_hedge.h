@@ -74,4 +74,10 @@ std::optional<Hedge::Cause> proof_at_risk(double now, const HeldJob& job,
 std::vector<Hedge> plan_hedges(double now, const std::vector<HeldJob>& held,
                                const std::vector<WorkerView>& workers, const HedgeConfig& config);
 
+// The hedges plan_hedges puts on `instance_id`, the agent asking now (at most max_jobs, in plan
+// order): what both shells' queues lease to it.
+std::vector<Hedge> hedges_for(std::int64_t instance_id, int max_jobs, double now,
+                              const std::vector<HeldJob>& held,
+                              const std::vector<WorkerView>& workers, const HedgeConfig& config);
+
 }  // namespace pf::core

@@ -102,13 +102,7 @@ std::vector<core::Hedge> JobQueue::Impl::hedges_for(std::int64_t instance_id, in
     h.avoid_instances = job.avoid_instances;
     at_stake.push_back(std::move(h));
   }
-  std::vector<core::Hedge> mine;
-  for (auto& h : core::plan_hedges(now, at_stake, fleet, config.hedging)) {
-    if (h.instance_id != instance_id) continue;
-    mine.push_back(std::move(h));
-    if (static_cast<int>(mine.size()) >= max_jobs) break;
-  }
-  return mine;
+  return core::hedges_for(instance_id, max_jobs, now, at_stake, fleet, config.hedging);
 }
 
 JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_jobs,

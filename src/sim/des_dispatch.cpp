@@ -111,8 +111,7 @@ std::vector<std::int64_t> JobDispatch::lease_hedges(std::int64_t instance_id, in
       at_stake.push_back(std::move(h));
     }
   }
-  for (const auto& h : core::plan_hedges(now, at_stake, workers, hedging)) {
-    if (h.instance_id != instance_id) continue;
+  for (const auto& h : core::hedges_for(instance_id, max_jobs, now, at_stake, workers, hedging)) {
     Job copy = held_.at(h.holder).at(h.job_id);
     copy.leased_at = now;
     copy.renewed_at = now;
@@ -120,7 +119,6 @@ std::vector<std::int64_t> JobDispatch::lease_hedges(std::int64_t instance_id, in
     held_[instance_id].emplace(h.job_id, copy);
     ++generation_;
     out.push_back(h.job_id);
-    if (static_cast<int>(out.size()) >= max_jobs) break;
   }
   return out;
 }

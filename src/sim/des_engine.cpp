@@ -111,16 +111,19 @@ void Engine::bill(Inst& in) {
         std::min(in.rec.params_total_bytes, (now_ - in.params_start) * in.params_speed_bps);
     report_.bandwidth_usd += core::accrue_bandwidth_spend(in.rec, done);
   }
-  const double inc = in.rec.spend_usd - before;
-  if (!in.decided) in.bench_spend += inc;
-  if (in.accepted) in.prod_cost += inc;
+  attribute_spend(in, in.rec.spend_usd - before);
 }
 
-void Engine::bill_transfer(Inst& in, double bytes_down, double bytes_up) {
+double Engine::bill_transfer(Inst& in, double bytes_down, double bytes_up) {
   const double inc = core::accrue_transfer_spend(in.rec, bytes_down, bytes_up);
   report_.bandwidth_usd += inc;
-  if (!in.decided) in.bench_spend += inc;
-  if (in.accepted) in.prod_cost += inc;
+  attribute_spend(in, inc);
+  return inc;
+}
+
+void Engine::attribute_spend(Inst& in, double usd) {
+  if (!in.decided) in.bench_spend += usd;
+  if (in.accepted) in.prod_cost += usd;
 }
 
 void Engine::transition(Inst& in, S to, const std::string& reason) {
@@ -330,12 +333,7 @@ void Engine::end_proof(std::size_t i, bool delivered) {
   if (delivered && out.step.phase == core::ProofPhase::Production) pay_production_proof(i);
   for (const auto& run : out.production_runs) record_run(in, run, in.window_max_others);
   if (!out.production_runs.empty()) in.window_max_others = others_alive(i);
-  // The next proof.
-  in.work_left = scenario::draw_proof_work(truth, in.rng);
-  in.delay_until = now_ + scenario::warmup_extra_s(truth, ++in.proofs_since_start);
-  in.last_progress = now_;
-  in.last_completion = now_;
-  reschedule(i);
+  next_proof(i, scenario::warmup_extra_s(truth, ++in.proofs_since_start));
   settle_verdict(i, out.benchmark, out.benchmark_run, out.accepted);
   claim_job_or_idle(i);
 }
@@ -410,13 +408,13 @@ bool Engine::take_job(Inst& in) {
   if (leased.empty()) return false;
   in.job = static_cast<std::size_t>(leased.front() - 1);
   in.job_since = now_;
-  const double before = report_.bandwidth_usd;
-  bill_transfer(in, core::kPorepC2InputBytes, 0);  // the agent fetches the job's input
+  // The agent fetches the job's input.
+  const double input_usd = bill_transfer(in, core::kPorepC2InputBytes, 0);
   if (dispatch_.hedger(leased.front()) == in.rec.id) {
     // A copy of a job another prover holds (its proof at risk: core/job_hedge.h).
     hedges_[in.job] = HedgeRun{static_cast<std::size_t>(in.rec.id - 1), now_};
     ++report_.hedges;
-    report_.hedge_usd += report_.bandwidth_usd - before;
+    report_.hedge_usd += input_usd;
   } else {
     queue_waits_s_.push_back(now_ - jobs_[in.job]);
   }
@@ -482,12 +480,17 @@ void Engine::stop_copy(std::size_t i, double copy_since, bool holder) {
   }
   // The hedge's copy began late: its time says nothing of its prover. Its proof is abandoned
   // (the agent cancels it in the prover): the next one starts afresh.
+  next_proof(i, 0);
+  claim_job_or_idle(i);
+}
+
+void Engine::next_proof(std::size_t i, double delay_s) {
+  Inst& in = insts_[i];
   in.work_left = scenario::draw_proof_work(in.so->truth, in.rng);
-  in.delay_until = now_;
+  in.delay_until = now_ + delay_s;
   in.last_progress = now_;
   in.last_completion = now_;
   reschedule(i);
-  claim_job_or_idle(i);
 }
 
 void Engine::dispatch_waiting_jobs(bool hedges_too) {

@@ -168,7 +168,10 @@ class Engine {
   void bill(Inst& in);
   // A job's bytes through the instance's network (its input down, its proof up), billed as the
   // manager bills what the agent routes count (core::accrue_transfer_spend).
-  void bill_transfer(Inst& in, double bytes_down, double bytes_up);
+  // Returns what it charged.
+  double bill_transfer(Inst& in, double bytes_down, double bytes_up);
+  // Spend just billed counts for the benchmark until the verdict, for production once accepted.
+  void attribute_spend(Inst& in, double usd);
   void transition(Inst& in, S to, const std::string& reason);
   void set_status(Inst& in, const std::string& status);
   void handle(const Event& ev);
@@ -193,6 +196,8 @@ class Engine {
   // The proof in flight ends: measured (the lifecycle counts it), paid when `delivered` and a
   // production proof, then the next one begins.
   void end_proof(std::size_t i, bool delivered);
+  // The prover begins its next proof (fresh work drawn) `delay_s` from now.
+  void next_proof(std::size_t i, double delay_s);
 
   // A production proof was delivered: /1 pays it within the hourly demand cap; /2 pays the job
   // it proved if delivered within the deadline of the job's arrival.
