@@ -6,11 +6,7 @@
 // (cli/load_generator.h) sends it the scenario's job arrivals, time-scaled, as Curio would
 // (--no-load turns it off), so the dashboard shows the fleet serving work.
 // SIGINT/SIGTERM stop everything it started (the children also die with it: PR_SET_PDEATHSIG).
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -55,13 +51,20 @@ struct DemoOptions {
   bool no_local_cuzk = false;  // PoSt refused at the gateway instead of relayed
 };
 
-// A started child: its output goes to a log file; the first line matching `ready_prefix`
-// is kept (the "listening on URL" line).
+// The lines the demo's children print once they listen (market_sim_cmd.cpp, serve_cmd.cpp,
+// serve_leader_term.cpp).
+constexpr const char* kSimListening = "market-sim listening on ";
+constexpr const char* kServeListening = "proverfleet serve listening on ";
+constexpr const char* kGatewayListening = "proverfleet gateway listening on ";
+
+// A started child: its output goes to a log file; the first line starting with each of
+// `watched` is kept (its "listening on ADDRESS" lines).
 class LoggedChild {
  public:
   LoggedChild(const std::string& name, std::vector<std::string> argv, const fs::path& log_path,
-              std::map<std::string, std::string> env, std::string ready_prefix)
-      : name_(name), ready_prefix_(std::move(ready_prefix)) {
+              std::map<std::string, std::string> env, std::vector<std::string> watched)
+      : name_(name), log_path_(log_path) {
+    for (auto& prefix : watched) seen_.emplace(std::move(prefix), std::nullopt);
     log_ = std::make_shared<std::ofstream>(log_path, std::ios::app);
     if (!*log_) throw CommandFailed("cannot write " + log_path.string());
     agent::ChildOptions options;
@@ -72,13 +75,14 @@ class LoggedChild {
         std::lock_guard lock(mu_);
         *log << line << '\n';
         log->flush();
-        if (!ready_ && line.rfind(ready_prefix_, 0) == 0) {
-          ready_ = line.substr(ready_prefix_.size());
-          const auto space = ready_->find(' ');
-          if (space != std::string::npos) ready_->resize(space);
+        for (auto& [prefix, word] : seen_) {
+          if (word || line.rfind(prefix, 0) != 0) continue;
+          word = line.substr(prefix.size());
+          const auto space = word->find(' ');
+          if (space != std::string::npos) word->resize(space);
         }
       }
-      ready_cv_.notify_all();
+      seen_cv_.notify_all();
     };
     auto child = agent::ChildProcess::spawn(std::move(options));
     if (!child) throw CommandFailed("cannot start " + name_ + ": " + child.error());
@@ -88,27 +92,29 @@ class LoggedChild {
   LoggedChild(const LoggedChild&) = delete;
   LoggedChild& operator=(const LoggedChild&) = delete;
 
-  // The URL the child printed, once it did; throws when it exits or takes too long.
-  std::string wait_ready(std::chrono::seconds timeout, const fs::path& log_path) {
+  // The word after `prefix` (one of `watched`: the address the child printed), once it printed
+  // it; throws when the child exits first or takes too long.
+  std::string wait_for(const std::string& prefix, std::chrono::seconds timeout) {
     std::unique_lock lock(mu_);
+    const auto& word = seen_.at(prefix);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!ready_) {
-      if (ready_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
-                                                            std::chrono::milliseconds(200))) ==
+    while (!word) {
+      if (seen_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                                           std::chrono::milliseconds(200))) ==
               std::cv_status::timeout &&
           std::chrono::steady_clock::now() >= deadline) {
-        throw CommandFailed(name_ + " did not start within " + std::to_string(timeout.count()) +
-                            " s; see " + log_path.string());
+        throw CommandFailed(name_ + " did not print '" + prefix + "' within " +
+                            std::to_string(timeout.count()) + " s; see " + log_path_.string());
       }
       lock.unlock();
       const auto status = child_->poll();
       lock.lock();
-      if (status && !ready_) {
+      if (status && !word) {
         throw CommandFailed(name_ + " exited (" + status->describe() + "); see " +
-                            log_path.string());
+                            log_path_.string());
       }
     }
-    return *ready_;
+    return *word;
   }
 
   std::optional<agent::ExitStatus> exited() { return child_ ? child_->poll() : std::nullopt; }
@@ -119,11 +125,11 @@ class LoggedChild {
 
  private:
   std::string name_;
-  std::string ready_prefix_;
+  fs::path log_path_;
   std::shared_ptr<std::ofstream> log_;
   std::mutex mu_;
-  std::condition_variable ready_cv_;
-  std::optional<std::string> ready_;
+  std::condition_variable seen_cv_;
+  std::map<std::string, std::optional<std::string>> seen_;  // watched prefix -> word after it
   std::unique_ptr<agent::ChildProcess> child_;
 };
 
@@ -197,21 +203,6 @@ std::string demo_config(double scale, int curio_nodes, int max_pending,
   text += "destroy_retry_s = 5\n\n[acceptance]\n";
   text += "max_seconds = " + scaled(a.max_seconds, 120) + "\n";
   return text;
-}
-
-// A loopback port free a moment ago, for the gateway (the demo's clients are its own).
-int free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw CommandFailed("cannot open a socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  const bool ok = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(fd);
-  if (!ok) throw CommandFailed("cannot find a free port for the gateway");
-  return ntohs(addr.sin_port);
 }
 
 // The built-in Curio: the scenario's job arrivals through the gateway (nullptr when the
@@ -331,11 +322,10 @@ void run_demo(const DemoOptions& o) {
                   {exe.string(), "market-sim", "--scenario", scenario.string(), "--listen",
                    "127.0.0.1:0", "--time-scale", core::fixed(o.time_scale, 3), "--spawn-agents",
                    "--work-dir", (data / "market-sim").string(), "--rate-limits", "vast"},
-                  sim_log, {{"PROVERFLEET_MARKET_SIM_API_KEY", key}}, "market-sim listening on ");
-  const std::string market_url = sim.wait_ready(std::chrono::seconds(30), sim_log);
+                  sim_log, {{"PROVERFLEET_MARKET_SIM_API_KEY", key}}, {kSimListening});
+  const std::string market_url = sim.wait_for(kSimListening, std::chrono::seconds(30));
 
   const fs::path serve_log = data / "serve.log";
-  const std::string gateway = "127.0.0.1:" + std::to_string(free_loopback_port());
   LoggedChild serve("serve",
                     {exe.string(),
                      "serve",
@@ -344,7 +334,7 @@ void run_demo(const DemoOptions& o) {
                      "--listen",
                      o.listen,
                      "--grpc-listen",
-                     gateway,
+                     "127.0.0.1:0",
                      "--db",
                      (data / "proverfleet.db").string(),
                      "--vast-url",
@@ -357,8 +347,11 @@ void run_demo(const DemoOptions& o) {
                      "2",
                      "--tick-interval",
                      "1"},
-                    serve_log, {{"VAST_API_KEY", key}}, "proverfleet serve listening on ");
-  const std::string manager_url = serve.wait_ready(std::chrono::seconds(30), serve_log);
+                    serve_log, {{"VAST_API_KEY", key}}, {kServeListening, kGatewayListening});
+  const std::string manager_url = serve.wait_for(kServeListening, std::chrono::seconds(30));
+  // Serve's own port for the gateway (port 0: one the kernel gave it, never one another process
+  // may take between our choosing it and serve binding it).
+  const std::string gateway = serve.wait_for(kGatewayListening, std::chrono::seconds(30));
 
   std::ifstream token_file(data / "operator.token");
   std::string token;

@@ -435,8 +435,8 @@ void run_serve(const ServeOptions& o) {
   const jobs::JobQueueConfig jobs_config = job_queue_config(cfg->jobs, o.db);
   // It holds the takeover socket (below) and, after an upgrade from file inputs, the files the
   // first term imports: made here, whether or not this replica ever leads.
-  if (std::error_code made; !std::filesystem::create_directories(jobs_config.data_dir, made) &&
-                            made) {
+  if (std::error_code made;
+      !std::filesystem::create_directories(jobs_config.data_dir, made) && made) {
     throw CommandFailed("[jobs] data_dir '" + jobs_config.data_dir +
                         "' cannot be created: " + made.message());
   }
@@ -855,8 +855,9 @@ void register_serve(CLI::App& app) {
       "Operator token: created on first start as operator.token next to the database (mode\n"
       "0600) and reused afterwards; every /api/v1 operator route needs it as a bearer token.\n"
       "Vast key: $VAST_API_KEY or --vast-key-file, never logged.\n"
-      "Prints 'proverfleet serve listening on http://HOST:PORT' once ready; SIGINT/SIGTERM "
-      "stop it.\n"
+      "Prints 'proverfleet serve listening on http://HOST:PORT' once ready, and 'proverfleet\n"
+      "gateway listening on HOST:PORT' once the gateway listens (later, if its port was held);\n"
+      "SIGINT/SIGTERM stop it.\n"
       "Socket activation: started by systemd (or any supervisor) with LISTEN_PID, LISTEN_FDS\n"
       "and LISTEN_FDNAMES, serve takes the sockets named http and grpc instead of binding\n"
       "--listen and --grpc-listen, so calls made while it restarts wait instead of failing\n"

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <iostream>
+
 #include "core/leader_lease.h"
 #include "gateway/listen_exposure.h"
 #include "jobs/input_store.h"
@@ -137,6 +139,11 @@ void LeaderTerm::start_gateway_locked() {
   leadership_.advertise_grpc(advertised);
   spdlog::info("gateway: listening on port {}; other replicas relay to {} while this one leads",
                gateway_->port(), advertised);
+  // For whoever started serve (the demo, a supervisor's script): the gateway's own address, once
+  // it really listens here (--grpc-listen with port 0 too; a port someone else held comes late).
+  const std::string listening = "proverfleet gateway listening on " + shown_host + ":" +
+                                std::to_string(gateway_->port()) + "\n";
+  std::cout << listening << std::flush;
   if (queue_) gateway_->serve_queue(*queue_);
 }
 

@@ -67,6 +67,7 @@ import collections
 import ctypes
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -92,9 +93,25 @@ class RunError(Exception):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 that is free now and below the kernel's ephemeral range
+    (tests/support/free_port.h says why): one from bind(0) may be handed to any other process's
+    bind(0) or outgoing connection before serve binds it. In CI (2026-12-07) another test's
+    HTTP server got the port chosen for serve's gateway and answered Curio's first calls."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ceiling = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ceiling = 32768
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(10000, ceiling)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RunError("no free port on 127.0.0.1 below the ephemeral range (%d)" % ceiling)
 
 
 def held_listening_socket():
@@ -485,6 +502,13 @@ class Run:
                          "PROVERFLEET_DB": None},
                         cwd=r.dir, pass_fds=pass_fds)
         r.child.wait_for(r"proverfleet serve listening on", 60)
+        # Curio's calls must reach this serve's gateway, not whatever else holds its port: a
+        # gateway whose port is taken says so and retries its bind at every lease renewal.
+        try:
+            r.child.wait_for(
+                r"proverfleet gateway listening on 127\.0\.0\.1:%d\b" % r.grpc_port, 30)
+        except RunError as e:
+            raise RunError("serve's gateway does not listen on port %d: %s" % (r.grpc_port, e))
         # Every replica runs in the data directory (or, --separate-dirs, its own): on SQLite the
         # token file lies beside the database, so they all share it; on PostgreSQL the first
         # creates it in its working directory and the others serve the recorded token.

@@ -9,12 +9,9 @@
 // Topology: agents are told the follower's URL (it forwards to the leader while there is one,
 // and leads itself after the failover), and Curio's clients call the follower's gRPC port (it
 // relays to the leader's gateway, then answers from its own queue once it leads).
-#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -30,6 +27,7 @@
 #include "reliability/fleet.h"
 #include "reliability/fleet_checks.h"
 #include "support/eventually.h"
+#include "support/free_port.h"
 #include "support/porep_request.h"
 #include "support/store_backends.h"
 
@@ -45,19 +43,6 @@ const std::string kBinary = PF_BINARY;
 const std::string kSource = PF_SOURCE_DIR;
 constexpr double kTtlS = 6;  // a dead leader is replaced within 8 s
 constexpr int kJobs = 12;
-
-int free_port() {
-  pf::test::Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (!s.valid() || ::bind(s.fd(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    throw std::runtime_error("cannot find a free port");
-  }
-  return ntohs(addr.sin_port);
-}
 
 // What each client call ended with.
 struct JobOutcome {
@@ -88,10 +73,10 @@ class Failover : public ::testing::TestWithParam<pf::testing::Backend> {
                                 "--work-dir", (dir_->path() / "market-sim").string()},
                                sim_env, "market-sim listening on"));
     market_.emplace(sim_->url, market_key_);
-    follower_port_ = free_port();
-    leader_port_ = free_port();
-    leader_grpc_port_ = free_port();
-    follower_grpc_port_ = free_port();
+    follower_port_ = pf::test::free_port();
+    leader_port_ = pf::test::free_port();
+    leader_grpc_port_ = pf::test::free_port();
+    follower_grpc_port_ = pf::test::free_port();
   }
 
   void TearDown() override {

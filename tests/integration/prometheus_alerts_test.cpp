@@ -4,11 +4,8 @@
 // is, makes the rules' expressions true, and that a healthy serve raises none of the others.
 // The rules are loaded as shipped, except that the spend alert's `for: 1m` is cut to 0s (its
 // waiting is promtool's to check; here the expression on real series is what is tested).
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,6 +17,7 @@
 #include <string>
 
 #include "support/eventually.h"
+#include "support/free_port.h"
 #include "support/proverfleet_cli.h"
 #include "support/serve_process.h"
 #include "support/subprocess.h"
@@ -57,21 +55,6 @@ std::set<std::string> firing_alerts(int port) {
   return names;
 }
 
-// A port nobody listens on now (Prometheus takes it a moment later; a clash fails its start,
-// which the test reports).
-int unused_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  if (fd >= 0) ::close(fd);
-  if (!ok) throw std::runtime_error("no free port on 127.0.0.1");
-  return ntohs(addr.sin_port);
-}
-
 TEST(PrometheusAlerts, ARealPrometheusScrapingServePagesOnSpendOverBudgetAndOnNothingElse) {
   pf::test::ServeDatabase db(pf::testing::Backend::Sqlite);
   const fs::path dir = db.dir();
@@ -99,7 +82,7 @@ budget_dollars_per_hour = 0.01
   ASSERT_NE(wait, std::string::npos);
   rules.replace(wait, rules.find('\n', wait) - wait, "for: 0s");
   std::ofstream(dir / "rules.yml") << rules;
-  const int port = unused_port();
+  const int port = pf::test::free_port();
   std::ofstream(dir / "prometheus.yml")
       << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
       << "rule_files: [" << (dir / "rules.yml").string() << "]\n"

@@ -4,6 +4,7 @@
 // SIGKILLs serve, makes a call while nothing serves (the kernel accepts it into the socket's
 // backlog), starts serve again on the same sockets, and the call is answered.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "cuzk/v1/proving.grpc.pb.h"
+#include "support/eventually.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -77,7 +79,7 @@ class SocketActivation : public ::testing::Test {
   }
   void TearDown() override {
     ::close(http_fd_);
-    ::close(grpc_fd_);
+    if (grpc_fd_ >= 0) ::close(grpc_fd_);  // one test frees the port itself
   }
 
   // serve as the supervisor starts it: the sockets as fds 3 and 4, named, for its own pid.
@@ -153,6 +155,70 @@ TEST_F(SocketActivation, WhatServeCannotServeIsRefusedAtStartNamingIt) {
   EXPECT_THAT(refused("exec 3<&" + std::to_string(http_fd_) +
                       "; export LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=metrics"),
               ::testing::HasSubstr("LISTEN_FDNAMES"));
+}
+
+// A gateway port held by another process (here: the fixture's socket) does not stop serve: it
+// serves HTTP, says nothing of a gateway until it really listens (the line a supervisor's
+// script or the demo waits for), retries the bind at each lease renewal, and prints where it
+// listens once the port frees. Before the line, a client of that port reaches the holder, so
+// whoever starts Curio waits for it.
+TEST_F(SocketActivation, AGatewayWhosePortIsHeldListensOnceItFreesAndSaysSo) {
+  // Held here only: serve must not inherit it, or closing it would free nothing.
+  ASSERT_EQ(::fcntl(grpc_fd_, F_SETFD, FD_CLOEXEC), 0);
+  pf::test::SpawnOptions options;
+  options.env["PROVERFLEET_TOKEN"] = std::nullopt;
+  const std::string gateway = "127.0.0.1:" + std::to_string(grpc_port_);
+  auto serve = Subprocess::spawn(
+      {PF_BINARY, "serve", "--db", dir_.file("held.db"), "--listen", "127.0.0.1:0", "--grpc-listen",
+       gateway, "--vast-url", "http://127.0.0.1:1"},
+      options);
+  ASSERT_TRUE(serve.wait_for_line("proverfleet serve listening on", 60s)) << serve.stderr_text();
+  for (const auto& line : serve.stdout_lines()) {
+    EXPECT_THAT(line, ::testing::Not(::testing::HasSubstr("gateway listening")));
+  }
+  EXPECT_TRUE(pf::test::eventually([&] {
+    return serve.stderr_text().find("the gateway did not start") != std::string::npos;
+  })) << serve.stderr_text();
+
+  ::close(grpc_fd_);
+  grpc_fd_ = -1;
+  const auto listening = serve.wait_for_line("proverfleet gateway listening on " + gateway, 60s);
+  ASSERT_TRUE(listening) << serve.stderr_text();
+  auto stub = cuzk::v1::ProvingEngine::NewStub(
+      grpc::CreateChannel(gateway, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+  cuzk::v1::GetStatusResponse status;
+  const grpc::Status called = stub->GetStatus(&ctx, {}, &status);
+  EXPECT_TRUE(called.ok()) << called.error_message() << "\n" << serve.stderr_text();
+  serve.terminate();
+}
+
+// --grpc-listen with port 0: the kernel picks the port (none another process can take between
+// choosing and binding it), and the line names it.
+TEST_F(SocketActivation, AGatewayOnPortZeroSaysWhichPortItGot) {
+  pf::test::SpawnOptions options;
+  options.env["PROVERFLEET_TOKEN"] = std::nullopt;
+  auto serve = Subprocess::spawn(
+      {PF_BINARY, "serve", "--db", dir_.file("zero.db"), "--listen", "127.0.0.1:0", "--grpc-listen",
+       "127.0.0.1:0", "--vast-url", "http://127.0.0.1:1"},
+      options);
+  ASSERT_TRUE(serve.wait_for_line("proverfleet serve listening on", 60s)) << serve.stderr_text();
+  std::string gateway;
+  const std::string prefix = "proverfleet gateway listening on ";
+  for (const auto& line : serve.stdout_lines()) {
+    if (line.rfind(prefix, 0) == 0) gateway = line.substr(prefix.size());
+  }
+  ASSERT_THAT(gateway, ::testing::StartsWith("127.0.0.1:")) << serve.stderr_text();
+  EXPECT_NE(gateway, "127.0.0.1:0");
+  auto stub = cuzk::v1::ProvingEngine::NewStub(
+      grpc::CreateChannel(gateway, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+  cuzk::v1::GetStatusResponse status;
+  const grpc::Status called = stub->GetStatus(&ctx, {}, &status);
+  EXPECT_TRUE(called.ok()) << called.error_message() << "\n" << serve.stderr_text();
+  serve.terminate();
 }
 
 }  // namespace

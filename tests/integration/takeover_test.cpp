@@ -101,7 +101,7 @@ TEST_F(Takeover, ThePlannedRestartFailsNoCallAndTheOldServeExitsOnceItsCallIsAns
   ASSERT_EQ(waiting.wait_for(1s), std::future_status::timeout);
 
   auto new_serve = start_serve({"--takeover"});
-  const auto new_ready = new_serve.wait_for_line("listening on", 60s);
+  const auto new_ready = new_serve.wait_for_line("proverfleet serve listening on", 60s);
   ASSERT_TRUE(new_ready) << new_serve.stderr_text();
   EXPECT_EQ(new_ready->line, ready->line);  // the same port: the socket handed over
   ASSERT_TRUE(eventually([&] {
@@ -145,7 +145,7 @@ TEST_F(Takeover, ThePlannedRestartFailsNoCallAndTheOldServeExitsOnceItsCallIsAns
 
 TEST_F(Takeover, ASuccessorThatFailsBeforeItListensChangesNothing) {
   auto serve = start_serve();
-  ASSERT_TRUE(serve.wait_for_line("listening on", 60s)) << serve.stderr_text();
+  ASSERT_TRUE(serve.wait_for_line("proverfleet serve listening on", 60s)) << serve.stderr_text();
   const int grpc_port = grpc_port_of(serve);
   ASSERT_TRUE(eventually([&] {
     return serve.stderr_text().find("a successor may take over at") != std::string::npos;
@@ -200,7 +200,7 @@ TEST_F(Takeover, AReloadStartsTheSuccessorWhichTellsTheServiceManagerItIsTheMain
   NotifySocket systemd(dir_.file("notify.sock"));
   ASSERT_TRUE(systemd.bound()) << std::strerror(errno);
   auto serve = start_serve({}, systemd.path());
-  ASSERT_TRUE(serve.wait_for_line("listening on", 60s)) << serve.stderr_text();
+  ASSERT_TRUE(serve.wait_for_line("proverfleet serve listening on", 60s)) << serve.stderr_text();
   EXPECT_EQ(systemd.next(60s), "READY=1") << serve.stderr_text();
   const int grpc_port = grpc_port_of(serve);
   ASSERT_TRUE(get_status(grpc_port).ok());
@@ -226,13 +226,13 @@ TEST_F(Takeover, AReloadStartsTheSuccessorWhichTellsTheServiceManagerItIsTheMain
 // resigned nothing, and the leader goes on leading), and the replaced follower exits.
 TEST_F(Takeover, AFollowerReplicaIsReplacedWhileTheLeaderGoesOnLeading) {
   auto leader = start_serve();
-  ASSERT_TRUE(leader.wait_for_line("listening on", 60s)) << leader.stderr_text();
+  ASSERT_TRUE(leader.wait_for_line("proverfleet serve listening on", 60s)) << leader.stderr_text();
   ASSERT_TRUE(eventually([&] {
     return leader.stderr_text().find("job queue loaded") != std::string::npos;
   })) << leader.stderr_text();
   const std::string follower_socket = dir_.file("follower.sock");
   auto follower = start_serve({"--takeover-socket", follower_socket});
-  const auto follower_ready = follower.wait_for_line("listening on", 60s);
+  const auto follower_ready = follower.wait_for_line("proverfleet serve listening on", 60s);
   ASSERT_TRUE(follower_ready) << follower.stderr_text();
   const int follower_grpc = grpc_port_of(follower);
   ASSERT_TRUE(eventually([&] {
@@ -241,7 +241,7 @@ TEST_F(Takeover, AFollowerReplicaIsReplacedWhileTheLeaderGoesOnLeading) {
   })) << follower.stderr_text();
 
   auto successor = start_serve({"--takeover", "--takeover-socket", follower_socket});
-  const auto successor_ready = successor.wait_for_line("listening on", 60s);
+  const auto successor_ready = successor.wait_for_line("proverfleet serve listening on", 60s);
   ASSERT_TRUE(successor_ready) << successor.stderr_text();
   EXPECT_EQ(successor_ready->line, follower_ready->line);  // the follower's port, handed over
   ASSERT_TRUE(eventually([&] {

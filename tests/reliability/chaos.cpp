@@ -17,10 +17,7 @@
 //     in serve's and market-sim's output, the data directory and any command line.
 #include "reliability/chaos.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -34,23 +31,10 @@
 
 #include "reliability/fleet.h"
 #include "reliability/fleet_checks.h"
+#include "support/free_port.h"
 
 namespace pf::reliability {
 namespace {
-
-// A port that was free a moment ago (serve must come back on the same one).
-int free_port() {
-  test::Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (!s.valid() || ::bind(s.fd(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    throw std::runtime_error("cannot find a free port");
-  }
-  return ntohs(addr.sin_port);
-}
 
 std::string fixed0(double v) {
   return std::to_string(static_cast<long long>(std::llround(v)));
@@ -160,7 +144,7 @@ class ChaosRun {
     for (auto& a : passing.args) args.push_back(a);
     sim_.emplace(start_service(args, passing.spawn, "market-sim listening on"));
     market_.emplace(sim_->url, market_key_);
-    port_ = free_port();
+    port_ = test::free_port();  // fixed: serve must come back on the same one
     start_serve();
     api_.emplace(figures_, serve_->url, read_operator_token(dir_.path() / "data"));
   }

@@ -23,11 +23,9 @@
 #pragma once
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <pwd.h>
 #include <spawn.h>
 #include <sys/file.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,6 +51,7 @@
 
 #include "store/pg_connection.h"
 #include "store/sql_migrations.h"
+#include "support/free_port.h"
 
 extern char** environ;
 
@@ -129,21 +128,6 @@ inline std::filesystem::path bin_dir() {
         "/usr/lib/postgresql/*/bin): run scripts/install-deps");
   }
   return std::max_element(found.begin(), found.end())->second;
-}
-
-inline int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error("PostgreSQL test server: socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  close(fd);
-  if (!ok) throw std::runtime_error("PostgreSQL test server: no free port on 127.0.0.1");
-  return ntohs(addr.sin_port);
 }
 
 // The user the server runs as: `postgres` when we are root (PostgreSQL refuses root).
@@ -355,7 +339,7 @@ class PgServer {
   void start_on_free_port() {
     std::string last_error;
     for (int attempt = 0; attempt < 5; ++attempt) {
-      port_ = pg_server_detail::free_port();
+      port_ = free_port();
       {
         std::ofstream conf(data() / "postgresql.conf", std::ios::app);
         conf << "port = " << port_ << "\n";

@@ -4,10 +4,7 @@
 // entirely (stop) and come back on the same port (start). Header-only.
 #pragma once
 
-#include <arpa/inet.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -26,6 +23,7 @@
 #include <vector>
 
 #include "support/eventually.h"
+#include "support/free_port.h"
 
 namespace pf::test {
 
@@ -134,22 +132,6 @@ class ScriptedManager {
   }
 
  private:
-  static int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof addr;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      if (fd >= 0) ::close(fd);
-      throw std::runtime_error("ScriptedManager: no free port");
-    }
-    ::close(fd);
-    return ntohs(addr.sin_port);
-  }
-
   static void reply(httplib::Response& res, int status, const json& body) {
     res.status = status;
     res.set_content(body.dump(), "application/json");

@@ -2,12 +2,9 @@
 // paging, safe creates, key hygiene. Plus the backoff function and vast_config_from_env.
 #include "market/vast_market.h"
 
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +23,7 @@
 #include <vector>
 
 #include "market/backoff.h"
+#include "support/free_port.h"
 
 namespace pf::market {
 namespace {
@@ -495,20 +493,8 @@ TEST_F(VastMarketTest, OversizedChunkedBodyIsAbortedInTheWriteCallback) {
 }
 
 TEST_F(VastMarketTest, ConnectionRefusedIsTransportAfterRetries) {
-  // A port that was bound and released without listen(): nothing accepts there.
-  int free_port = 0;
-  {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(fd, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    socklen_t len = sizeof addr;
-    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    free_port = ntohs(addr.sin_port);
-    ::close(fd);
-  }
+  // A port nobody listens on (nor is handed out by the kernel to anyone meanwhile).
+  const int free_port = pf::test::free_port();
   VastConfig config = start();
   config.base_url = "http://127.0.0.1:" + std::to_string(free_port);
   config.max_attempts = 3;
