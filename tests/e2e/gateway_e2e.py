@@ -78,6 +78,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 PR_SET_PDEATHSIG = 1
@@ -1000,6 +1001,21 @@ class Run:
         # passes them on).
         requeued = sorted(r for r, v in by_request.items()
                           if int(v[0].get("attempts") or 0) >= 2 and r not in (killed_job or []))
+        # The killed agent may have asked for work just before it died, and the manager answers
+        # that waiting request when a job comes (it cannot tell the caller is gone): the job
+        # then waits out its lease and is leased again — the kill's doing, not a restart's.
+        # Its timeline says so: a lease to the killed instance.
+        killed_instance = self.facts.get("killed_agent_instance")
+        leased_to_killed = []
+        if killed_instance is not None:
+            for r in requeued:
+                body = self.api_get("/api/v1/jobs/%s" % urllib.parse.quote(r, safe=""))
+                steps = body.get("timeline", []) if isinstance(body, dict) else []
+                if any(s.get("kind") == "leased" and s.get("instance_id") == killed_instance
+                       for s in steps):
+                    leased_to_killed.append(r)
+        self.facts["jobs_leased_to_the_killed_agent_after_it_was_killed"] = leased_to_killed
+        requeued = [r for r in requeued if r not in leased_to_killed]
         self.facts["jobs_requeued_besides_the_killed_agents"] = requeued[:20]
         if o.upgrade or o.supervised:
             self.check(not requeued, "the manager's restart requeued jobs: %s" % requeued[:20])
