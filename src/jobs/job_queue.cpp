@@ -491,6 +491,8 @@ QueueStatus JobQueue::status() {
     const auto it = held.find(w.instance_id);
     out.free_slots += std::max(0, w.slots - (it == held.end() ? 0 : it->second));
   }
+  out.hedges_started = q.hedges_started;
+  out.hedges_won = q.hedges_won;
   // Censoring for Curio's backpressure: queued jobs that free slots will take at once are not
   // "pending"; only the backlog beyond them is.
   int absorb = std::min(out.free_slots, queued_total);

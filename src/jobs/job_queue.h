@@ -113,6 +113,9 @@ struct QueueStatus {
   std::map<core::JobKind, KindCounts> by_kind;
   std::int64_t completed = 0, failed = 0, cancelled = 0;  // since the store began
   int free_slots = 0;                                     // fleet slots not holding a job now
+  // Hedged proving since this queue was opened (this process's term as leader): copies of a
+  // job at risk started on a second instance, and those whose proof came first.
+  std::int64_t hedges_started = 0, hedges_won = 0;
 };
 
 struct Lease {

@@ -150,6 +150,7 @@ JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_
                                                        p.reason);
         }
         // Nothing queued for it: a slot no queued job wants may run a copy of a job at risk.
+        int hedged = 0;
         if (leased.empty()) {
           for (const auto& h : q.hedges_for(instance_id, max_jobs, fleet, now)) {
             core::Job job = q.open.at(h.job_id);
@@ -165,6 +166,7 @@ JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_
                                                       std::to_string(instance_id) + ": " +
                                                       h.reason);
             leased.push_back(std::move(job));
+            ++hedged;
           }
         }
         if (!leased.empty()) {
@@ -175,6 +177,7 @@ JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_
             q.plan.forget();
             return tl::unexpected(job_error(Code::Unavailable, e.what()));
           }
+          q.hedges_started += hedged;
           for (const auto& job : leased) out.push_back(Lease{job, q.config.lease_s});
         }
       }
@@ -367,6 +370,7 @@ JobResult<ReportAck> JobQueue::report(std::int64_t instance_id, const ProofRepor
                    if (had_streak) q.store.put_job_failure_streak(instance_id, 0);
                  });
         q.host_failures_in_a_row.erase(instance_id);
+        if (hedge_won) ++q.hedges_won;
         effects.events.emplace_back(
             instance_id, describe(job) + " done, attempt " + std::to_string(r.attempt) + ", " +
                              fixed1(r.prove_ms / 1000) + " s proving, " +

@@ -60,6 +60,8 @@ struct JobQueue::Impl {
   // Bumped with every work_cv notification: every change of the queued or leased jobs other
   // than a lease the current plan made (submit, requeue, finish, fail, cancel, close, expiry).
   std::uint64_t work_generation = 0;
+  // Hedge copies started, and won (their proof came first), since this queue was opened.
+  std::int64_t hedges_started = 0, hedges_won = 0;
   // The placement of the current generation and fleet, consumed by leases (lease_plan.h).
   LeasePlan plan{kPlanMaxAgeS};
   bool stopping = false;

@@ -72,6 +72,8 @@ JobsReport build_jobs_report(Manager& manager, jobs::JobQueue& queue,
   report.completed = status.completed;
   report.failed = status.failed;
   report.cancelled = status.cancelled;
+  report.hedges_started = status.hedges_started;
+  report.hedges_won = status.hedges_won;
 
   // Every open job (any age) and the newest jobs, as many as the bound allows.
   std::set<std::int64_t> listed;

@@ -36,6 +36,7 @@ struct JobsReport {
   std::map<core::JobKind, int> in_progress_by_kind;       // assigned or proving now
   std::map<core::JobState, int> open_by_state;            // queued, assigned, proving
   std::int64_t completed = 0, failed = 0, cancelled = 0;  // since the store began
+  std::int64_t hedges_started = 0, hedges_won = 0;        // since the queue was opened
   int arrivals_last_hour = 0;
   // Job inputs the database holds now (open jobs' and those within retention): what an
   // operator sizes the database for (docs/operating.md).

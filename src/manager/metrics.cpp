@@ -279,6 +279,13 @@ std::string render_jobs_prometheus(const JobsReport& report,
   header(out, "proverfleet_jobs_cancelled_total", "counter",
          "Gateway jobs cancelled by their clients since the store was created.");
   out << "proverfleet_jobs_cancelled_total " << report.cancelled << "\n";
+  header(out, "proverfleet_job_hedges_started_total", "counter",
+         "Copies of a job at risk started on a second instance (hedged proving), since the "
+         "manager started leading.");
+  out << "proverfleet_job_hedges_started_total " << report.hedges_started << "\n";
+  header(out, "proverfleet_job_hedges_won_total", "counter",
+         "Hedge copies whose proof came first, since the manager started leading.");
+  out << "proverfleet_job_hedges_won_total " << report.hedges_won << "\n";
   gauge(out, "proverfleet_jobs_arrivals_last_hour", "Jobs submitted in the last hour.",
         report.arrivals_last_hour);
   gauge(out, "proverfleet_job_inputs_stored",

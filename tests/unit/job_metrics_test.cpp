@@ -93,6 +93,8 @@ TEST(JobMetricsText, HasTheJobSeriesWithCumulativeBuckets) {
   report.completed = 10;
   report.failed = 1;
   report.cancelled = 4;
+  report.hedges_started = 3;
+  report.hedges_won = 2;
   report.arrivals_last_hour = 12;
   report.money.idle_hours = 0.5;
   report.latency.on_time_share = 0.9;
@@ -110,6 +112,9 @@ TEST(JobMetricsText, HasTheJobSeriesWithCumulativeBuckets) {
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_completed_total 10\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_failed_total 1\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_cancelled_total 4\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE proverfleet_job_hedges_started_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_job_hedges_started_total 3\n"));
+  EXPECT_THAT(text, HasSubstr("proverfleet_job_hedges_won_total 2\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_arrivals_last_hour 12\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_idle_instance_hours 0.5\n"));
   EXPECT_THAT(text, HasSubstr("proverfleet_jobs_on_time_share 0.9\n"));

@@ -569,6 +569,8 @@ TEST_P(JobQueueTest, AnOverdueProofIsHedgedOnASpareInstanceAndTheFirstProofWins)
   EXPECT_TRUE(fleet_.has_event(8, "hedged here"));
   EXPECT_TRUE(fleet_.has_event(7, "hedged on instance 8"));
   EXPECT_TRUE(lease(8).empty());  // one hedge per job
+  EXPECT_EQ(queue_->status().hedges_started, 1);
+  EXPECT_EQ(queue_->status().hedges_won, 0);
   // Both copies are renewed by their own heartbeats.
   now_ = now_ + 50;
   EXPECT_TRUE(queue_->renew(8, {{a.job.id, 1}}).empty());
@@ -580,6 +582,7 @@ TEST_P(JobQueueTest, AnOverdueProofIsHedgedOnASpareInstanceAndTheFirstProofWins)
   EXPECT_EQ(done.job.instance_id, 8);
   EXPECT_FALSE(done.job.hedge_instance_id);
   EXPECT_EQ(done.proof, proof_of("input a"));
+  EXPECT_EQ(queue_->status().hedges_won, 1);
   EXPECT_TRUE(fleet_.has_event(7, "proved first by instance 8 (its hedge): this copy is dropped"));
   EXPECT_THAT(queue_->renew(7, {{a.job.id, 1}}), ::testing::ElementsAre(a.job.id));
   EXPECT_FALSE(upload(7, first[0], proof_of("input a")).applied);
@@ -627,6 +630,9 @@ TEST_P(JobQueueTest, AHedgedJobSurvivesEitherCopyFailingClosingOrGoingSilent) {
   EXPECT_TRUE(queue_->renew(9, {{a.job.id, 1}}).empty());
   EXPECT_TRUE(prove(9, on_nine[0]).applied);
   EXPECT_EQ(await_now(a.job.id).job.instance_id, 9);
+  // Two copies started (8, 9); none won a race: 9 proved alone once 7 was closed.
+  EXPECT_EQ(queue_->status().hedges_started, 2);
+  EXPECT_EQ(queue_->status().hedges_won, 0);
 
   // Lease expiries: b on 7, hedged on 8 when 7 goes quiet; 8 never renews: its copy ends at 60 s
   // and 7 (renewed) keeps the job. Then 7 stops renewing and 9 hedges it: once 7's lease ends
