@@ -44,6 +44,16 @@ int listening_socket(int& port) {
   return fd;
 }
 
+// cuzk.v1.ProvingEngine/GetStatus at `address` (HOST:PORT), as a Curio node calls it.
+grpc::Status get_status(const std::string& address) {
+  auto stub = cuzk::v1::ProvingEngine::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+  cuzk::v1::GetStatusResponse status;
+  return stub->GetStatus(&ctx, {}, &status);
+}
+
 int connect_to(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address{};
@@ -109,13 +119,7 @@ TEST_F(SocketActivation, ACallMadeWhileServeIsDownIsAnsweredAfterItsRestart) {
     EXPECT_THAT(serve.stderr_text(), ::testing::HasSubstr("serving the socket handed over"));
 
     // gRPC through the socket handed over, its connections passed to the gRPC server.
-    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_),
-                                       grpc::InsecureChannelCredentials());
-    auto stub = cuzk::v1::ProvingEngine::NewStub(channel);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 30s);
-    cuzk::v1::GetStatusResponse status;
-    const grpc::Status called = stub->GetStatus(&ctx, {}, &status);
+    const grpc::Status called = get_status("127.0.0.1:" + std::to_string(grpc_port_));
     EXPECT_TRUE(called.ok()) << called.error_message() << "\n" << serve.stderr_text();
 
     ::kill(serve.pid(), SIGKILL);
@@ -184,12 +188,7 @@ TEST_F(SocketActivation, AGatewayWhosePortIsHeldListensOnceItFreesAndSaysSo) {
   grpc_fd_ = -1;
   const auto listening = serve.wait_for_line("proverfleet gateway listening on " + gateway, 60s);
   ASSERT_TRUE(listening) << serve.stderr_text();
-  auto stub = cuzk::v1::ProvingEngine::NewStub(
-      grpc::CreateChannel(gateway, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 30s);
-  cuzk::v1::GetStatusResponse status;
-  const grpc::Status called = stub->GetStatus(&ctx, {}, &status);
+  const grpc::Status called = get_status(gateway);
   EXPECT_TRUE(called.ok()) << called.error_message() << "\n" << serve.stderr_text();
   serve.terminate();
 }
@@ -211,12 +210,7 @@ TEST_F(SocketActivation, AGatewayOnPortZeroSaysWhichPortItGot) {
   }
   ASSERT_THAT(gateway, ::testing::StartsWith("127.0.0.1:")) << serve.stderr_text();
   EXPECT_NE(gateway, "127.0.0.1:0");
-  auto stub = cuzk::v1::ProvingEngine::NewStub(
-      grpc::CreateChannel(gateway, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 30s);
-  cuzk::v1::GetStatusResponse status;
-  const grpc::Status called = stub->GetStatus(&ctx, {}, &status);
+  const grpc::Status called = get_status(gateway);
   EXPECT_TRUE(called.ok()) << called.error_message() << "\n" << serve.stderr_text();
   serve.terminate();
 }
