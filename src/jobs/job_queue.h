@@ -205,9 +205,12 @@ class JobQueue {
   // Long-poll: up to `max_jobs` jobs placed on this instance (core::plan_jobs), waiting up to
   // `wait` for one. Each is leased (state assigned) before it is returned. The placement is
   // made once per state of the queue and the fleet and carried out lease by lease: see
-  // jobs/lease_plan.h for what makes the next lease plan again.
+  // jobs/lease_plan.h for what makes the next lease plan again. `caller_gone` (optional): whether
+  // the request asking has been hung up on; checked before each placement is leased, so a job
+  // is not handed to an agent that died while it waited (it would sit out its lease first).
   JobResult<std::vector<Lease>> lease(std::int64_t instance_id, int max_jobs,
-                                      std::chrono::milliseconds wait);
+                                      std::chrono::milliseconds wait,
+                                      const std::function<bool()>& caller_gone = {});
   // Placements made so far (core::plan_jobs over the whole queue and fleet): a lease carries out
   // the plan in hand while nothing else changed (jobs/lease_plan.h). For tests and the bench.
   std::uint64_t plans_made();

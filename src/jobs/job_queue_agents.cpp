@@ -106,7 +106,8 @@ std::vector<core::Hedge> JobQueue::Impl::hedges_for(std::int64_t instance_id, in
 }
 
 JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_jobs,
-                                              std::chrono::milliseconds wait) {
+                                              std::chrono::milliseconds wait,
+                                              const std::function<bool()>& caller_gone) {
   Impl& q = *impl_;
   if (max_jobs < 1 || max_jobs > kMaxJobsPerLease) {
     return tl::unexpected(job_error(Code::InvalidArgument,
@@ -115,6 +116,8 @@ JobResult<std::vector<Lease>> JobQueue::lease(std::int64_t instance_id, int max_
   const auto until =
       std::chrono::steady_clock::now() + std::max(wait, std::chrono::milliseconds(0));
   for (;;) {
+    // Nobody to hand jobs to: the reply would go nowhere and the jobs wait out their leases.
+    if (caller_gone && caller_gone()) return std::vector<Lease>{};
     // The hook reads the Manager's state under the Manager's lock: never under ours.
     auto workers = q.hooks.workers ? q.hooks.workers() : std::vector<core::WorkerView>{};
     Effects effects;

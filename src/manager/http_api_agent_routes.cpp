@@ -128,8 +128,8 @@ void HttpApi::Impl::add_job_routes() {
         const std::int64_t wait_ms =
             f.optional_integer("wait_ms", 0, options.max_lease_wait_ms).value_or(0);
         auto& queue = job_queue();
-        const auto leases =
-            unwrap_job(queue.lease(instance, max_jobs, std::chrono::milliseconds(wait_ms)));
+        const auto leases = unwrap_job(
+            queue.lease(instance, max_jobs, std::chrono::milliseconds(wait_ms), req.caller_gone));
         json out = json::array();
         for (const auto& lease : leases) out.push_back(to_json(lease));
         return json_reply(200, {{"jobs", std::move(out)}});

@@ -35,6 +35,10 @@ struct HttpRequest {
   std::string body;
   std::string remote_address;       // the peer's IP address
   std::vector<MatchGroup> matches;  // [0] the whole path, then the route's groups
+  // Whether the client has hung up while its request is handled (set by the server for routes
+  // on a lane; unset elsewhere). A long wait checks it before acting on the caller's behalf.
+  // A client that half-closes after its request reads as gone.
+  std::function<bool()> caller_gone;
 
   bool has_header(std::string_view name) const;
   // The first value of the header, or "".

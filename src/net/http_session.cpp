@@ -4,6 +4,7 @@
 // connection against the caps and starts its session. The server core is in
 // net/http_server_core.h, HttpServer in net/http_server.cpp.
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -25,6 +26,14 @@ namespace {
 
 using PlainStream = tcp::socket;
 using TlsStream = asio::ssl::stream<tcp::socket>;
+
+// Whether the peer of connected socket `fd` has closed its side (or the socket is gone):
+// a zero-timeout poll, never a read (the bytes of a next request stay where they are).
+bool peer_hung_up(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
 
 enum class Phase { Head, Idle, Body, Handling, Write, Stream, Linger };
 
@@ -273,6 +282,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       server_.finish(*req, res);
       return write_reply(std::move(res));
     }
+    // While the handler runs nothing reads this connection: a hang-up shows only in the
+    // socket's state. The number is read here, on the strand; should the connection close
+    // meanwhile, poll() says POLLNVAL (gone) or, the number reused, answers for another socket
+    // — a lease then returns empty to a caller that is gone anyway, or is handed out as before.
+    req->caller_gone = [fd = socket().native_handle()] { return peer_hung_up(fd); };
     auto job = [self = this->shared_from_this(), req, route] { self->handle(*route, req); };
     if (!route->lane->try_submit(std::move(job))) {
       server_.event(FrontEvent::LaneFull, route->lane->name());

@@ -464,6 +464,49 @@ TEST_F(FrontTest, StreamRunsUntilItsClientLeaves) {
       << "the producer is still being called";
 }
 
+// A handler that waits on its caller's behalf (the agents' lease long-poll) can tell that the
+// caller hung up meanwhile, and that one still there has not (nor one that sent a next request).
+TEST(FrontCallerGone, AWaitingHandlerSeesItsCallerHangUp) {
+  std::atomic<int> seen{0};  // 0: waiting, 1: told gone, 2: waited it out, never told gone
+  HttpServer server(ServerOptions{});
+  server.route("GET", "/wait", [&](const HttpRequest& req, HttpResponse& res) {
+    const auto until =
+        Clock::now() + std::chrono::milliseconds(std::stoi(req.get_param_value("ms")));
+    while (Clock::now() < until) {
+      if (req.caller_gone && req.caller_gone()) {
+        seen = 1;
+        return;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    seen = 2;
+    res.set_content("waited", "text/plain");
+  });
+  server.route("GET", "/ok", [](const HttpRequest& req, HttpResponse& res) {
+    res.set_content("ok " + req.get_param_value("n"), "text/plain");
+  });
+  pf::test::FrontServing serving(server);
+  {
+    RawConnection c(serving.port());
+    ASSERT_TRUE(c.send(get_request("/wait?ms=10000")));
+    std::this_thread::sleep_for(200ms);
+  }  // the caller goes away while the handler waits
+  EXPECT_TRUE(eventually([&] { return seen == 1; }, 5s)) << seen;
+
+  seen = 0;
+  RawConnection stays(serving.port());
+  ASSERT_TRUE(stays.send(get_request("/wait?ms=500")));
+  ASSERT_TRUE(stays.send(get_request("/ok?n=2")));  // pipelined: bytes waiting are no hang-up
+  EXPECT_TRUE(eventually([&] { return seen != 0; }, 5s));
+  EXPECT_EQ(seen, 2);
+  EXPECT_TRUE(eventually([&] {
+    stays.read_some(50ms);
+    return stays.received().find("ok 2") != std::string::npos;
+  }));
+  EXPECT_THAT(stays.received(), StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(stays.received(), HasSubstr("waited"));
+}
+
 TEST_F(FrontTest, StopClosesOpenConnectionsAndStreamsAndJoins) {
   ServerOptions options = small();
   options.limits.head_timeout = 60s;

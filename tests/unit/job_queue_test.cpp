@@ -9,6 +9,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -200,6 +201,38 @@ TEST_P(JobQueueTest, EveryClientGetsTheProofOfItsOwnInput) {
 // Inputs live in the database, content-addressed, in chunks (issue 29): what an agent reads
 // back, in any ranges across chunk boundaries, is exactly what the client sent, and a replica
 // that never saw the submission reads it from the database alone.
+// A lease asked for by a request whose caller hung up (an agent that died while its long-poll
+// waited) hands out nothing: the job stays queued for the next agent instead of sitting out a
+// lease nobody will renew. A waiting one ends as soon as it sees the hang-up.
+TEST_P(JobQueueTest, ALeaseWhoseCallerHungUpHandsOutNothing) {
+  fleet_.set_workers({7, 8});
+  const auto a = submit("req-a", "input a");
+  const auto gone = queue_->lease(7, 1, 0ms, [] { return true; });
+  ASSERT_TRUE(gone);
+  EXPECT_TRUE(gone->empty());
+  EXPECT_EQ(queue_->job(a.job.id)->state, core::JobState::Queued);
+  EXPECT_EQ(queue_->job(a.job.id)->attempts, 0);
+  // Its agent's next request (one still there) gets it, as the first attempt.
+  const auto again = lease(7, 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].job.attempts, 1);
+
+  // 8 (one slot; 7's is taken) waits for work and hangs up; then b arrives: not handed to it.
+  std::atomic<bool> hung_up{false};
+  auto waiting = std::async(
+      std::launch::async, [&] { return queue_->lease(8, 1, 10s, [&] { return hung_up.load(); }); });
+  std::this_thread::sleep_for(200ms);
+  hung_up = true;
+  const auto b = submit("req-b", "input b");
+  ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready);  // not its 10 s wait
+  const auto got = waiting.get();
+  ASSERT_TRUE(got);
+  EXPECT_TRUE(got->empty());
+  EXPECT_EQ(queue_->job(b.job.id)->state, core::JobState::Queued);
+  EXPECT_EQ(queue_->job(b.job.id)->attempts, 0);
+  EXPECT_EQ(lease(8, 1).size(), 1u);  // its agent's next request gets it
+}
+
 TEST_P(JobQueueTest, InputsAreStoredInChunksAndReadByRange) {
   fleet_.set_workers({7});
   std::string input(3 * jobs::kInputChunkBytes + 12345, '\0');
