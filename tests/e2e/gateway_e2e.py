@@ -1001,10 +1001,11 @@ class Run:
         # passes them on).
         requeued = sorted(r for r, v in by_request.items()
                           if int(v[0].get("attempts") or 0) >= 2 and r not in (killed_job or []))
-        # The killed agent may have asked for work just before it died, and the manager answers
-        # that waiting request when a job comes (it cannot tell the caller is gone): the job
-        # then waits out its lease and is leased again — the kill's doing, not a restart's.
-        # Its timeline says so: a lease to the killed instance.
+        # The killed agent may have asked for work just before it died. The manager looks for
+        # the hang-up before each lease (HttpRequest::caller_gone), but a kill that lands after
+        # that look, or before the connection's close reaches the manager, still hands a job to
+        # the dead agent: it waits out its lease and is leased again — the kill's doing, not a
+        # restart's. Its timeline says so: a lease to the killed instance.
         killed_instance = self.facts.get("killed_agent_instance")
         leased_to_killed = []
         if killed_instance is not None:
